@@ -1,0 +1,1354 @@
+/* ocr_nn.h - layers with explicit forward and backward, the GEMM core, parameters and optimizers.  v0.1  MIT
+
+   Do this in exactly one C or C++ file:
+       #define OCR_NN_IMPLEMENTATION          (ocr_tensor.h's implementation goes in the same or another file;
+       #include "ocr_nn.h"                 OCR_IMPLEMENTATION turns on every module)
+
+   Usage (one conv layer, trained by hand):
+       ocr_params P; int iw;
+       ocr_params_init(&P);
+       ocr_params_add(&ctx, &P, "conv.weight", ocr_shape4(8, 3, 3, 3), 1, &iw);
+       ocr_params_alloc(&ctx, &P);
+       ocr_tensor w = ocr_params_value(&P, iw), dw = ocr_params_grad(&P, iw);
+       ocr_conv_params cp = ocr_conv_params_make(1, 1, 1, 1);        // stride 1, pad 1, dilation 1, groups 1
+       ocr_nn_conv2d_forward(&ctx, &x, &w, NULL, cp, &y);              // y: [N, 8, H, W]
+       ocr_params_zero_grad(&P);
+       ocr_nn_conv2d_backward(&ctx, &x, &w, &dy, cp, &dx, &dw, NULL);  // accumulates into dx and dw
+       ocr_optim_step(&ctx, &opt, &P, lr);
+
+   Conventions: NCHW F32 tensors on ctx->device. Forward functions overwrite their output. Backward functions
+   ACCUMULATE into every gradient they are given (pass NULL to skip one), so residual branches simply add.
+   Shapes are checked before memory is touched. With ctx->debug_flags & OCR_DEBUG_CHECK_NUMERICS every forward
+   output and every gradient written is checked for NaN/Inf and the error names the op and the tensor.
+
+   Options: OCR_NO_SIMD (portable GEMM micro-kernel only). Dependencies: ocr_tensor.h.
+*/
+#ifndef OCR_NN_H
+#define OCR_NN_H
+
+#include "ocr_tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- GEMM: row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, threads from ctx ---- */
+OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+OCRDEF const char *ocr_gemm_kernel_name(ocr_ctx *ctx); /* "avx2-fma 6x16" or "portable 6x16" */
+
+/* ---- convolution ---- */
+typedef struct {
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
+    int out_pad_h, out_pad_w; /* transposed convolution only: extra rows/cols on the bottom/right */
+} ocr_conv_params;
+OCRDEF ocr_conv_params ocr_conv_params_make(int stride, int pad, int dilation, int groups);
+
+/* x [N,Cin,H,W], w [Cout,Cin/groups,kh,kw], b [Cout] or NULL -> y [N,Cout,OH,OW] (as torch.nn.Conv2d) */
+OCRDEF int ocr_nn_conv2d_out_shape(ocr_ctx *ctx, ocr_shape x, ocr_shape w, ocr_conv_params p, ocr_shape *y);
+OCRDEF int ocr_nn_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                 ocr_conv_params p, ocr_tensor *y);
+OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
+                                  ocr_conv_params p, ocr_tensor *dx, ocr_tensor *dw, ocr_tensor *db);
+/* x [N,Cin,H,W], w [Cin,Cout/groups,kh,kw], b [Cout] or NULL -> y [N,Cout,OH,OW] (as torch.nn.ConvTranspose2d) */
+OCRDEF int ocr_nn_conv_transpose2d_out_shape(ocr_ctx *ctx, ocr_shape x, ocr_shape w, ocr_conv_params p, ocr_shape *y);
+OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                           ocr_conv_params p, ocr_tensor *y);
+OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
+                                            ocr_conv_params p, ocr_tensor *dx, ocr_tensor *dw, ocr_tensor *db);
+
+/* ---- batch normalisation (torch.nn.BatchNorm2d: eps 1e-5, momentum 0.1, unbiased running variance) ----
+   training: normalise with batch statistics and update running_mean/var; else use the running statistics.
+   save_mean and save_invstd [C] receive what backward needs in both modes. */
+OCRDEF int ocr_nn_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *beta,
+                                      ocr_tensor *running_mean, ocr_tensor *running_var, int training, float momentum,
+                                      float eps, ocr_tensor *save_mean, ocr_tensor *save_invstd, ocr_tensor *y);
+OCRDEF int ocr_nn_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *save_mean,
+                                       const ocr_tensor *save_invstd, const ocr_tensor *dy, int training,
+                                       ocr_tensor *dx, ocr_tensor *dgamma, ocr_tensor *dbeta);
+
+/* ---- pointwise and shape ops. y may alias x for relu and sigmoid. ---- */
+OCRDEF int ocr_nn_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
+OCRDEF int ocr_nn_relu_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx);
+OCRDEF int ocr_nn_sigmoid_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
+OCRDEF int ocr_nn_sigmoid_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx);
+OCRDEF int ocr_nn_add_forward(ocr_ctx *ctx, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y);
+OCRDEF int ocr_nn_add_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *da, ocr_tensor *db);
+/* max pooling with -inf padding; argmax [N,C,OH,OW] I32 holds the winning h*W+w of each output */
+OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kernel, int stride, int pad,
+                                    ocr_tensor *y, ocr_tensor *argmax);
+OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const ocr_tensor *argmax, ocr_tensor *dx);
+OCRDEF int ocr_nn_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, int factor, ocr_tensor *y);
+OCRDEF int ocr_nn_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, int factor, ocr_tensor *dx);
+/* concatenation along channels (dim 1) */
+OCRDEF int ocr_nn_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int n, ocr_tensor *y);
+OCRDEF int ocr_nn_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *const *dxs, int n);
+
+/* ---- parameters: one contiguous value buffer and one gradient buffer, with a table of named views ---- */
+typedef struct {
+    char name[OCR_NAME_MAX];
+    ocr_shape shape;
+    size_t offset;    /* in floats from the start of the buffers */
+    int trainable;    /* 0: a buffer such as BN running statistics (no gradient, no update) */
+    int decay;        /* weight decay applies; default 1 for trainable entries */
+} ocr_param_info;
+
+typedef struct {
+    float *data, *grad;   /* same layout; grad entries of non-trainable params stay 0 */
+    size_t numel;
+    ocr_param_info *info;
+    int count, cap;
+    int allocated;
+} ocr_params;
+
+OCRDEF void ocr_params_init(ocr_params *P);
+OCRDEF int ocr_params_add(ocr_ctx *ctx, ocr_params *P, const char *name, ocr_shape shape, int trainable, int *index);
+OCRDEF int ocr_params_alloc(ocr_ctx *ctx, ocr_params *P);     /* after the last add; zero-filled */
+OCRDEF void ocr_params_free(ocr_params *P);
+OCRDEF int ocr_params_find(const ocr_params *P, const char *name);
+OCRDEF ocr_tensor ocr_params_value(const ocr_params *P, int index);
+OCRDEF ocr_tensor ocr_params_grad(const ocr_params *P, int index);   /* named "<name>.grad" */
+OCRDEF void ocr_params_zero_grad(ocr_params *P);
+OCRDEF size_t ocr_params_trainable_count(const ocr_params *P);
+enum { OCR_LOAD_ALLOW_MISSING = 1, OCR_LOAD_ALLOW_UNEXPECTED = 2 };
+/* Loads every param whose name starts with prefix from the entry named (name without prefix), e.g. prefix
+   "backbone." takes a torchvision ResNet file. Strict unless flags relax it; F16/BF16 are converted. */
+OCRDEF int ocr_params_load(ocr_ctx *ctx, ocr_params *P, const ocr_safetensors *st, const char *prefix, unsigned flags);
+OCRDEF int ocr_params_save(ocr_ctx *ctx, const ocr_params *P, const char *path,
+                           const char *const *meta_keys, const char *const *meta_values, int n_meta);
+
+/* ---- optimizers (torch.optim.SGD and torch.optim.AdamW semantics) ---- */
+typedef enum { OCR_OPTIM_SGD = 0, OCR_OPTIM_ADAMW = 1 } ocr_optim_kind;
+typedef struct {
+    ocr_optim_kind kind;
+    float momentum, dampening, weight_decay; int nesterov;   /* SGD */
+    float beta1, beta2, eps;                                 /* AdamW (weight_decay shared) */
+} ocr_optim_config;
+typedef struct {
+    ocr_optim_config cfg;
+    int64_t step;            /* updates done */
+    float *m, *v;            /* SGD: momentum buffer in m; AdamW: first and second moments */
+    size_t numel;
+} ocr_optimizer;
+OCRDEF ocr_optim_config ocr_optim_sgd(float momentum, float weight_decay, int nesterov);
+OCRDEF ocr_optim_config ocr_optim_adamw(float beta1, float beta2, float eps, float weight_decay);
+OCRDEF int ocr_optim_init(ocr_ctx *ctx, ocr_optimizer *opt, const ocr_params *P, ocr_optim_config cfg);
+OCRDEF int ocr_optim_step(ocr_ctx *ctx, ocr_optimizer *opt, ocr_params *P, float lr);
+OCRDEF void ocr_optim_free(ocr_optimizer *opt);
+/* base_lr * (1 - step/total)^power, clamped at 0 past the end */
+OCRDEF float ocr_lr_poly(float base_lr, int64_t step, int64_t total, float power);
+/* Scales all trainable gradients so their global L2 norm is at most max_norm (torch clip_grad_norm_,
+   coefficient max_norm/(norm+1e-6)). *norm_out gets the norm before clipping; a non-finite norm is an error. */
+OCRDEF int ocr_clip_grad_norm(ocr_ctx *ctx, ocr_params *P, float max_norm, float *norm_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OCR_NN_H */
+
+/* ================================================================================================== */
+#if defined(OCR_IMPLEMENTATION) && !defined(OCR_NN_IMPLEMENTATION)
+#define OCR_NN_IMPLEMENTATION
+#endif
+
+#if defined(OCR_NN_IMPLEMENTATION) && !defined(OCR__NN_IMPLEMENTED)
+#define OCR__NN_IMPLEMENTED
+#include <stdio.h>
+#include <math.h>
+#include <string.h>
+#include <float.h>
+
+#if !defined(OCR_NO_SIMD) && (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define OCR__HAVE_AVX2 1
+#include <immintrin.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- GEMM */
+
+#define OCR__MR 6
+#define OCR__NR 16
+#define OCR__KC 256
+#define OCR__MC 96
+#define OCR__NC 2048
+
+typedef void (*ocr__ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha);
+
+/* C[6,16] += alpha * Apanel[kc,6]^T Bpanel[kc,16]; panels are packed with zero padding. */
+static void ocr__ukernel_portable(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
+    float acc[OCR__MR][OCR__NR];
+    int64_t k;
+    int i, j;
+    memset(acc, 0, sizeof acc);
+    for (k = 0; k < kc; k++, a += OCR__MR, b += OCR__NR)
+        for (i = 0; i < OCR__MR; i++)
+            for (j = 0; j < OCR__NR; j++) acc[i][j] += a[i] * b[j];
+    for (i = 0; i < OCR__MR; i++)
+        for (j = 0; j < OCR__NR; j++) c[i * ldc + j] += alpha * acc[i][j];
+}
+
+#ifdef OCR__HAVE_AVX2
+__attribute__((target("avx2,fma")))
+static void ocr__ukernel_avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    __m256 va = _mm256_set1_ps(alpha);
+    int64_t k;
+    for (k = 0; k < kc; k++, a += OCR__MR, b += OCR__NR) {
+        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8), x;
+        x = _mm256_broadcast_ss(a + 0); c00 = _mm256_fmadd_ps(x, b0, c00); c01 = _mm256_fmadd_ps(x, b1, c01);
+        x = _mm256_broadcast_ss(a + 1); c10 = _mm256_fmadd_ps(x, b0, c10); c11 = _mm256_fmadd_ps(x, b1, c11);
+        x = _mm256_broadcast_ss(a + 2); c20 = _mm256_fmadd_ps(x, b0, c20); c21 = _mm256_fmadd_ps(x, b1, c21);
+        x = _mm256_broadcast_ss(a + 3); c30 = _mm256_fmadd_ps(x, b0, c30); c31 = _mm256_fmadd_ps(x, b1, c31);
+        x = _mm256_broadcast_ss(a + 4); c40 = _mm256_fmadd_ps(x, b0, c40); c41 = _mm256_fmadd_ps(x, b1, c41);
+        x = _mm256_broadcast_ss(a + 5); c50 = _mm256_fmadd_ps(x, b0, c50); c51 = _mm256_fmadd_ps(x, b1, c51);
+    }
+#define OCR__STORE_ROW(r, lo, hi)                                                                   \
+    _mm256_storeu_ps(c + (r) * ldc, _mm256_fmadd_ps(va, lo, _mm256_loadu_ps(c + (r) * ldc)));        \
+    _mm256_storeu_ps(c + (r) * ldc + 8, _mm256_fmadd_ps(va, hi, _mm256_loadu_ps(c + (r) * ldc + 8)))
+    OCR__STORE_ROW(0, c00, c01); OCR__STORE_ROW(1, c10, c11); OCR__STORE_ROW(2, c20, c21);
+    OCR__STORE_ROW(3, c30, c31); OCR__STORE_ROW(4, c40, c41); OCR__STORE_ROW(5, c50, c51);
+#undef OCR__STORE_ROW
+}
+#endif
+
+static ocr__ukernel_fn ocr__pick_ukernel(ocr_ctx *ctx, const char **name) {
+#ifdef OCR__HAVE_AVX2
+    if (ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        if (name) *name = "avx2-fma 6x16";
+        return ocr__ukernel_avx2;
+    }
+#endif
+    if (name) *name = "portable 6x16";
+    return ocr__ukernel_portable;
+}
+
+OCRDEF const char *ocr_gemm_kernel_name(ocr_ctx *ctx) {
+    const char *name;
+    (void)ocr__pick_ukernel(ctx, &name);
+    return name;
+}
+
+typedef struct {
+    ocr_ctx *ctx;
+    ocr__ukernel_fn ukernel;
+    int trans_a, trans_b;
+    int64_t M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    int split_n; /* threads split N (else M) in units of whole micro-tiles */
+} ocr__gemm_job;
+
+/* Packs op(A)[i0:i0+mc, k0:k0+kc] into MR-row panels, k-major inside a panel. */
+static void ocr__pack_a(const ocr__gemm_job *g, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
+    int64_t ip, k, i;
+    for (ip = 0; ip < mc; ip += OCR__MR) {
+        int64_t rows = mc - ip < OCR__MR ? mc - ip : OCR__MR;
+        for (k = 0; k < kc; k++, dst += OCR__MR) {
+            for (i = 0; i < rows; i++) {
+                int64_t r = i0 + ip + i, col = k0 + k;
+                dst[i] = g->trans_a ? g->A[col * g->lda + r] : g->A[r * g->lda + col];
+            }
+            for (; i < OCR__MR; i++) dst[i] = 0.0f;
+        }
+    }
+}
+
+/* Packs op(B)[k0:k0+kc, j0:j0+nc] into NR-column panels. */
+static void ocr__pack_b(const ocr__gemm_job *g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
+    int64_t jp, k, j;
+    for (jp = 0; jp < nc; jp += OCR__NR) {
+        int64_t cols = nc - jp < OCR__NR ? nc - jp : OCR__NR;
+        if (!g->trans_b && cols == OCR__NR) {
+            for (k = 0; k < kc; k++, dst += OCR__NR) memcpy(dst, g->B + (k0 + k) * g->ldb + j0 + jp, OCR__NR * sizeof(float));
+            continue;
+        }
+        for (k = 0; k < kc; k++, dst += OCR__NR) {
+            for (j = 0; j < cols; j++) {
+                int64_t row = k0 + k, c = j0 + jp + j;
+                dst[j] = g->trans_b ? g->B[c * g->ldb + row] : g->B[row * g->ldb + c];
+            }
+            for (; j < OCR__NR; j++) dst[j] = 0.0f;
+        }
+    }
+}
+
+static void ocr__gemm_block(const ocr__gemm_job *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int tid) {
+    float *pa = (float *)g->ctx->scratch[OCR_SCRATCH_THREAD0 + tid];
+    float *pb = pa + OCR__MC * OCR__KC;
+    int64_t i, j, jc, pc, ic, jr, ir;
+    float edge[OCR__MR * OCR__NR];
+    /* beta first, so the k-blocks can all accumulate; beta == 0 must not propagate NaN from C */
+    for (i = m0; i < m1; i++) {
+        float *c = g->C + i * g->ldc;
+        if (g->beta == 0.0f) for (j = n0; j < n1; j++) c[j] = 0.0f;
+        else if (g->beta != 1.0f) for (j = n0; j < n1; j++) c[j] *= g->beta;
+    }
+    if (g->K == 0 || g->alpha == 0.0f) return;
+    for (jc = n0; jc < n1; jc += OCR__NC) {
+        int64_t nc = n1 - jc < OCR__NC ? n1 - jc : OCR__NC;
+        for (pc = 0; pc < g->K; pc += OCR__KC) {
+            int64_t kc = g->K - pc < OCR__KC ? g->K - pc : OCR__KC;
+            ocr__pack_b(g, pc, kc, jc, nc, pb);
+            for (ic = m0; ic < m1; ic += OCR__MC) {
+                int64_t mc = m1 - ic < OCR__MC ? m1 - ic : OCR__MC;
+                ocr__pack_a(g, ic, mc, pc, kc, pa);
+                for (jr = 0; jr < nc; jr += OCR__NR) {
+                    int64_t nr = nc - jr < OCR__NR ? nc - jr : OCR__NR;
+                    const float *bp = pb + jr * kc;
+                    for (ir = 0; ir < mc; ir += OCR__MR) {
+                        int64_t mr = mc - ir < OCR__MR ? mc - ir : OCR__MR;
+                        const float *ap = pa + ir * kc;
+                        float *c = g->C + (ic + ir) * g->ldc + jc + jr;
+                        if (mr == OCR__MR && nr == OCR__NR) {
+                            g->ukernel(kc, ap, bp, c, g->ldc, g->alpha);
+                        } else {
+                            int64_t a, b;
+                            memset(edge, 0, sizeof edge);
+                            g->ukernel(kc, ap, bp, edge, OCR__NR, g->alpha);
+                            for (a = 0; a < mr; a++)
+                                for (b = 0; b < nr; b++) c[a * g->ldc + b] += edge[a * OCR__NR + b];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void ocr__gemm_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__gemm_job *g = (const ocr__gemm_job *)arg;
+    if (g->split_n) {
+        int64_t n0 = begin * OCR__NR, n1 = end * OCR__NR < g->N ? end * OCR__NR : g->N;
+        ocr__gemm_block(g, 0, g->M, n0, n1, tid);
+    } else {
+        int64_t m0 = begin * OCR__MR, m1 = end * OCR__MR < g->M ? end * OCR__MR : g->M;
+        ocr__gemm_block(g, m0, m1, 0, g->N, tid);
+    }
+}
+
+OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    ocr__gemm_job g;
+    int64_t tiles_m, tiles_n, work, t;
+    int threads;
+    size_t per_thread = (size_t)(OCR__MC * OCR__KC + OCR__KC * OCR__NC) * sizeof(float);
+    if (M < 0 || N < 0 || K < 0 || ldc < N || lda < (trans_a ? M : K) || ldb < (trans_b ? K : N))
+        return ocr_error(ctx, OCR_EINVAL, "ocr_gemm: bad sizes M=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld", (long long)M,
+                         (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
+    if (M == 0 || N == 0) return OCR_OK;
+    g.ctx = ctx; g.ukernel = ocr__pick_ukernel(ctx, NULL); g.trans_a = trans_a; g.trans_b = trans_b;
+    g.M = M; g.N = N; g.K = K; g.lda = lda; g.ldb = ldb; g.ldc = ldc; g.alpha = alpha; g.beta = beta;
+    g.A = A; g.B = B; g.C = C;
+    tiles_m = (M + OCR__MR - 1) / OCR__MR;
+    tiles_n = (N + OCR__NR - 1) / OCR__NR;
+    work = M * N * (K ? K : 1);
+    threads = work < 32 * 32 * 32 ? 1 : ctx->n_threads;
+    for (t = 0; t < threads; t++)
+        if (!ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, per_thread)) return ctx->last_status;
+    /* Split the dimension that gives every thread whole micro-tiles; prefer N (B is the big operand in convs). */
+    g.split_n = tiles_n >= 4 * threads || tiles_n >= tiles_m;
+    if (threads == 1) ocr__gemm_block(&g, 0, M, 0, N, 0);
+    else ocr_parallel_for(ctx, g.split_n ? tiles_n : tiles_m, 1, ocr__gemm_part, &g);
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- numerics watch */
+
+static int ocr__watch(ocr_ctx *ctx, const char *fn, const char *phase, const ocr_tensor *t) {
+    char d[200], msg[OCR_ERROR_MAX];
+    int64_t i;
+    if (!(ctx->debug_flags & OCR_DEBUG_CHECK_NUMERICS) || !t) return OCR_OK;
+    i = ocr_find_nonfinite(t);
+    if (i < 0) return OCR_OK;
+    snprintf(msg, sizeof msg, "%s (%s): first non-finite value %g in output %s at flat index %lld", fn, phase,
+             ocr_tensor_get(t, i), ocr_tensor_describe(t, d, sizeof d), (long long)i);
+    return ocr_error(ctx, OCR_ENONFINITE, "%s", msg);
+}
+
+/* ---------------------------------------------------------------- convolution lowering */
+
+typedef struct {
+    int64_t N, C, H, W;    /* input of the convolution in the forward (conv2d) sense */
+    int64_t K, OH, OW;     /* output channels and size */
+    int kh, kw, sh, sw, ph, pw, dh, dw, groups;
+} ocr__conv_geom;
+
+typedef struct {
+    const ocr__conv_geom *g;
+    const float *x;  /* image n, group g: [Cg, H, W] */
+    float *col;      /* [Cg*kh*kw, cols] */
+    int64_t p0, cols;
+} ocr__im2col_job;
+
+static void ocr__im2col_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__im2col_job *j = (const ocr__im2col_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t r;
+    (void)tid;
+    for (r = begin; r < end; r++) {
+        int64_t c = r / (g->kh * g->kw), ki = (r / g->kw) % g->kh, kj = r % g->kw, q;
+        const float *xc = j->x + c * g->H * g->W;
+        float *dst = j->col + r * j->cols;
+        int64_t oh = j->p0 / g->OW, ow = j->p0 % g->OW;
+        for (q = 0; q < j->cols; q++) {
+            int64_t ih = oh * g->sh - g->ph + ki * g->dh, iw = ow * g->sw - g->pw + kj * g->dw;
+            dst[q] = (ih >= 0 && ih < g->H && iw >= 0 && iw < g->W) ? xc[ih * g->W + iw] : 0.0f;
+            if (++ow == g->OW) { ow = 0; oh++; }
+        }
+    }
+}
+
+typedef struct {
+    const ocr__conv_geom *g;
+    const float *col;
+    float *dx;       /* [Cg, H, W] accumulated */
+    int64_t p0, cols;
+} ocr__col2im_job;
+
+/* One channel per work item: channels own disjoint parts of dx, so no two threads add to the same value. */
+static void ocr__col2im_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__col2im_job *j = (const ocr__col2im_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t c, ki, kj, q;
+    (void)tid;
+    for (c = begin; c < end; c++) {
+        float *dxc = j->dx + c * g->H * g->W;
+        for (ki = 0; ki < g->kh; ki++)
+            for (kj = 0; kj < g->kw; kj++) {
+                const float *src = j->col + ((c * g->kh + ki) * g->kw + kj) * j->cols;
+                int64_t oh = j->p0 / g->OW, ow = j->p0 % g->OW;
+                for (q = 0; q < j->cols; q++) {
+                    int64_t ih = oh * g->sh - g->ph + ki * g->dh, iw = ow * g->sw - g->pw + kj * g->dw;
+                    if (ih >= 0 && ih < g->H && iw >= 0 && iw < g->W) dxc[ih * g->W + iw] += src[q];
+                    if (++ow == g->OW) { ow = 0; oh++; }
+                }
+            }
+    }
+}
+
+static int ocr__conv_is_pointwise(const ocr__conv_geom *g) {
+    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+}
+
+/* Output columns per chunk: keeps the im2col block near 4 MB instead of a whole image. */
+static int64_t ocr__conv_chunk(const ocr__conv_geom *g) {
+    int64_t kdim = (g->C / g->groups) * g->kh * g->kw, P = g->OH * g->OW;
+    int64_t cols = ((int64_t)1 << 20) / (kdim ? kdim : 1);
+    cols = cols < 256 ? 256 : cols;
+    cols -= cols % OCR__NR;
+    return cols > P ? P : cols;
+}
+
+enum { OCR__CONV_FWD, OCR__CONV_BWD_DATA, OCR__CONV_BWD_WEIGHT };
+
+/* mode FWD: y (= or +=, per accumulate) conv(x, w); BWD_DATA: dx += conv^T(dy, w); BWD_WEIGHT: dw += dy (x) x.
+   Buffers: x [N,C,H,W], w [K,C/g,kh,kw], y [N,K,OH,OW] (dx, dy, dw with the same shapes). */
+static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float *x, float *w, float *y, int accumulate) {
+    int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, kdim = Cg * g->kh * g->kw, P = g->OH * g->OW, HW = g->H * g->W;
+    int64_t chunk = ocr__conv_chunk(g), n, gr, p0;
+    int pointwise = ocr__conv_is_pointwise(g), rc;
+    float *col = NULL;
+    if (!pointwise) {
+        size_t bytes;
+        if (!ocr_size_mul((size_t)kdim * (size_t)chunk, sizeof(float), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "conv: im2col block too large");
+        col = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, bytes);
+        if (!col) return ctx->last_status;
+    }
+    for (n = 0; n < g->N; n++)
+        for (gr = 0; gr < g->groups; gr++) {
+            float *xg = x + (n * g->C + gr * Cg) * HW;
+            float *yg = y + (n * g->K + gr * Kg) * P;
+            float *wg = w + gr * Kg * kdim;
+            for (p0 = 0; p0 < P; p0 += chunk) {
+                int64_t cols = P - p0 < chunk ? P - p0 : chunk;
+                if (mode == OCR__CONV_FWD) {
+                    const float *B = xg + p0;
+                    int64_t ldb = HW;
+                    if (!pointwise) {
+                        ocr__im2col_job j;
+                        j.g = g; j.x = xg; j.col = col; j.p0 = p0; j.cols = cols;
+                        ocr_parallel_for(ctx, kdim, 1, ocr__im2col_part, &j);
+                        B = col; ldb = cols;
+                    }
+                    if ((rc = ocr_gemm(ctx, 0, 0, Kg, cols, kdim, 1.0f, wg, kdim, B, ldb, accumulate ? 1.0f : 0.0f, yg + p0, P))) return rc;
+                } else if (mode == OCR__CONV_BWD_DATA) {
+                    if (pointwise) {
+                        if ((rc = ocr_gemm(ctx, 1, 0, kdim, cols, Kg, 1.0f, wg, kdim, yg + p0, P, 1.0f, xg + p0, HW))) return rc;
+                    } else {
+                        ocr__col2im_job j;
+                        if ((rc = ocr_gemm(ctx, 1, 0, kdim, cols, Kg, 1.0f, wg, kdim, yg + p0, P, 0.0f, col, cols))) return rc;
+                        j.g = g; j.col = col; j.dx = xg; j.p0 = p0; j.cols = cols;
+                        ocr_parallel_for(ctx, Cg, 1, ocr__col2im_part, &j);
+                    }
+                } else {
+                    const float *B = xg + p0;
+                    int64_t ldb = HW;
+                    if (!pointwise) {
+                        ocr__im2col_job j;
+                        j.g = g; j.x = xg; j.col = col; j.p0 = p0; j.cols = cols;
+                        ocr_parallel_for(ctx, kdim, 1, ocr__im2col_part, &j);
+                        B = col; ldb = cols;
+                    }
+                    if ((rc = ocr_gemm(ctx, 0, 1, Kg, kdim, cols, 1.0f, yg + p0, P, B, ldb, 1.0f, wg, kdim))) return rc;
+                }
+            }
+        }
+    return OCR_OK;
+}
+
+OCRDEF ocr_conv_params ocr_conv_params_make(int stride, int pad, int dilation, int groups) {
+    ocr_conv_params p;
+    p.stride_h = p.stride_w = stride;
+    p.pad_h = p.pad_w = pad;
+    p.dil_h = p.dil_w = dilation;
+    p.groups = groups;
+    p.out_pad_h = p.out_pad_w = 0;
+    return p;
+}
+
+static int ocr__conv_params_check(ocr_ctx *ctx, const char *fn, ocr_conv_params p, int transposed) {
+    if (p.stride_h < 1 || p.stride_w < 1 || p.dil_h < 1 || p.dil_w < 1 || p.groups < 1 || p.pad_h < 0 || p.pad_w < 0 ||
+        p.out_pad_h < 0 || p.out_pad_w < 0)
+        return ocr_error(ctx, OCR_EINVAL, "%s: stride %dx%d, dilation %dx%d, groups %d must be >= 1 and padding %dx%d >= 0", fn,
+                         p.stride_h, p.stride_w, p.dil_h, p.dil_w, p.groups, p.pad_h, p.pad_w);
+    if (!transposed && (p.out_pad_h || p.out_pad_w)) return ocr_error(ctx, OCR_EINVAL, "%s: output padding is for transposed convolutions", fn);
+    if (transposed && ((p.out_pad_h >= p.stride_h && p.out_pad_h >= p.dil_h) || (p.out_pad_w >= p.stride_w && p.out_pad_w >= p.dil_w)))
+        return ocr_error(ctx, OCR_EINVAL, "%s: output padding %dx%d must be smaller than stride or dilation", fn, p.out_pad_h, p.out_pad_w);
+    return OCR_OK;
+}
+
+/* Geometry in the conv2d sense: for a transposed convolution the roles of x and y swap. */
+static int ocr__conv_geometry(ocr_ctx *ctx, const char *fn, ocr_shape xs, ocr_shape ws, ocr_conv_params p, int transposed,
+                              ocr__conv_geom *g, ocr_shape *ys) {
+    char sx[96], sw[96];
+    int64_t cin, cout, H, W, OH, OW, kh, kw;
+    int rc = ocr__conv_params_check(ctx, fn, p, transposed);
+    if (rc) return rc;
+    if (xs.ndim != 4 || ws.ndim != 4)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: input %s and weight %s must both be 4-D", fn, ocr_shape_str(xs, sx, sizeof sx),
+                         ocr_shape_str(ws, sw, sizeof sw));
+    cin = xs.dim[1]; H = xs.dim[2]; W = xs.dim[3]; kh = ws.dim[2]; kw = ws.dim[3];
+    if (!transposed) {
+        cout = ws.dim[0];
+        if (ws.dim[1] * p.groups != cin || cout % p.groups)
+            return ocr_error(ctx, OCR_ESHAPE, "%s: weight %s does not fit input %s with groups %d (weight must be [Cout, Cin/groups, kh, kw])",
+                             fn, ocr_shape_str(ws, sw, sizeof sw), ocr_shape_str(xs, sx, sizeof sx), p.groups);
+        OH = (H + 2 * p.pad_h - (int64_t)p.dil_h * (kh - 1) - 1);
+        OW = (W + 2 * p.pad_w - (int64_t)p.dil_w * (kw - 1) - 1);
+        if (OH < 0 || OW < 0)
+            return ocr_error(ctx, OCR_ESHAPE, "%s: input %s is smaller than the dilated kernel %s", fn, ocr_shape_str(xs, sx, sizeof sx),
+                             ocr_shape_str(ws, sw, sizeof sw));
+        OH = OH / p.stride_h + 1;
+        OW = OW / p.stride_w + 1;
+    } else {
+        if (ws.dim[0] != cin || cin % p.groups)
+            return ocr_error(ctx, OCR_ESHAPE, "%s: weight %s does not fit input %s with groups %d (weight must be [Cin, Cout/groups, kh, kw])",
+                             fn, ocr_shape_str(ws, sw, sizeof sw), ocr_shape_str(xs, sx, sizeof sx), p.groups);
+        cout = ws.dim[1] * p.groups;
+        OH = (H - 1) * p.stride_h - 2 * p.pad_h + (int64_t)p.dil_h * (kh - 1) + p.out_pad_h + 1;
+        OW = (W - 1) * p.stride_w - 2 * p.pad_w + (int64_t)p.dil_w * (kw - 1) + p.out_pad_w + 1;
+        if (OH <= 0 || OW <= 0)
+            return ocr_error(ctx, OCR_ESHAPE, "%s: input %s with weight %s gives an empty output", fn, ocr_shape_str(xs, sx, sizeof sx),
+                             ocr_shape_str(ws, sw, sizeof sw));
+    }
+    if (kh < 1 || kw < 1 || cin < 1 || cout < 1)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: empty kernel or channels: input %s, weight %s", fn, ocr_shape_str(xs, sx, sizeof sx),
+                         ocr_shape_str(ws, sw, sizeof sw));
+    *ys = ocr_shape4(xs.dim[0], cout, OH, OW);
+    if (g) {
+        g->N = xs.dim[0];
+        g->kh = (int)kh; g->kw = (int)kw; g->sh = p.stride_h; g->sw = p.stride_w; g->ph = p.pad_h; g->pw = p.pad_w;
+        g->dh = p.dil_h; g->dw = p.dil_w; g->groups = p.groups;
+        if (!transposed) { g->C = cin; g->H = H; g->W = W; g->K = cout; g->OH = OH; g->OW = OW; }
+        else { g->C = cout; g->H = OH; g->W = OW; g->K = cin; g->OH = H; g->OW = W; }
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_nn_conv2d_out_shape(ocr_ctx *ctx, ocr_shape x, ocr_shape w, ocr_conv_params p, ocr_shape *y) {
+    return ocr__conv_geometry(ctx, "ocr_nn_conv2d_out_shape", x, w, p, 0, NULL, y);
+}
+OCRDEF int ocr_nn_conv_transpose2d_out_shape(ocr_ctx *ctx, ocr_shape x, ocr_shape w, ocr_conv_params p, ocr_shape *y) {
+    return ocr__conv_geometry(ctx, "ocr_nn_conv_transpose2d_out_shape", x, w, p, 1, NULL, y);
+}
+
+/* Shared validation of a (transposed) convolution call; fills g and the expected output shape. */
+static int ocr__conv_check(ocr_ctx *ctx, const char *fn, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                           ocr_conv_params p, int transposed, ocr__conv_geom *g, ocr_shape *ys) {
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr_check_f32(ctx, fn, w))) return rc;
+    if ((rc = ocr__conv_geometry(ctx, fn, x->shape, w->shape, p, transposed, g, ys))) return rc;
+    if (b && (rc = ocr_check_f32(ctx, fn, b))) return rc;
+    if (b && (rc = ocr_check_shape(ctx, fn, b, ocr_shape1(ys->dim[1])))) return rc;
+    return OCR_OK;
+}
+
+static void ocr__bias_add(float *y, const float *b, int64_t N, int64_t C, int64_t P) {
+    int64_t n, c, i;
+    for (n = 0; n < N; n++)
+        for (c = 0; c < C; c++) {
+            float *row = y + (n * C + c) * P, v = b[c];
+            for (i = 0; i < P; i++) row[i] += v;
+        }
+}
+
+static void ocr__bias_grad(const float *dy, float *db, int64_t N, int64_t C, int64_t P) {
+    int64_t n, c, i;
+    for (c = 0; c < C; c++) {
+        double s = 0.0;
+        for (n = 0; n < N; n++) {
+            const float *row = dy + (n * C + c) * P;
+            for (i = 0; i < P; i++) s += row[i];
+        }
+        db[c] += (float)s;
+    }
+}
+
+OCRDEF int ocr_nn_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                 ocr_conv_params p, ocr_tensor *y) {
+    const char *fn = "ocr_nn_conv2d_forward";
+    ocr__conv_geom g;
+    ocr_shape ys;
+    int rc;
+    if ((rc = ocr__conv_check(ctx, fn, x, w, b, p, 0, &g, &ys)) || (rc = ocr_check_f32(ctx, fn, y)) ||
+        (rc = ocr_check_shape(ctx, fn, y, ys)))
+        return rc;
+    if ((rc = ocr__conv_run(ctx, &g, OCR__CONV_FWD, (float *)x->data, (float *)w->data, (float *)y->data, 0))) return rc;
+    if (b) ocr__bias_add((float *)y->data, (const float *)b->data, g.N, g.K, g.OH * g.OW);
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
+                                  ocr_conv_params p, ocr_tensor *dx, ocr_tensor *dw, ocr_tensor *db) {
+    const char *fn = "ocr_nn_conv2d_backward";
+    ocr__conv_geom g;
+    ocr_shape ys;
+    int rc;
+    if ((rc = ocr__conv_check(ctx, fn, x, w, NULL, p, 0, &g, &ys)) || (rc = ocr_check_f32(ctx, fn, dy)) ||
+        (rc = ocr_check_shape(ctx, fn, dy, ys)))
+        return rc;
+    if (dx && ((rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_same_shape(ctx, fn, x, dx)))) return rc;
+    if (dw && ((rc = ocr_check_f32(ctx, fn, dw)) || (rc = ocr_check_same_shape(ctx, fn, w, dw)))) return rc;
+    if (db && ((rc = ocr_check_f32(ctx, fn, db)) || (rc = ocr_check_shape(ctx, fn, db, ocr_shape1(g.K))))) return rc;
+    if (dx && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_DATA, (float *)dx->data, (float *)w->data, (float *)dy->data, 1))) return rc;
+    if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)x->data, (float *)dw->data, (float *)dy->data, 1))) return rc;
+    if (db) ocr__bias_grad((const float *)dy->data, (float *)db->data, g.N, g.K, g.OH * g.OW);
+    if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
+    return ocr__watch(ctx, fn, "backward", db);
+}
+
+OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                           ocr_conv_params p, ocr_tensor *y) {
+    const char *fn = "ocr_nn_conv_transpose2d_forward";
+    ocr__conv_geom g;
+    ocr_shape ys;
+    int rc;
+    if ((rc = ocr__conv_check(ctx, fn, x, w, b, p, 1, &g, &ys)) || (rc = ocr_check_f32(ctx, fn, y)) ||
+        (rc = ocr_check_shape(ctx, fn, y, ys)))
+        return rc;
+    /* A transposed convolution is the data gradient of the convolution it transposes. */
+    memset(y->data, 0, ocr_tensor_bytes(y));
+    if ((rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_DATA, (float *)y->data, (float *)w->data, (float *)x->data, 1))) return rc;
+    if (b) ocr__bias_add((float *)y->data, (const float *)b->data, g.N, g.C, g.H * g.W);
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
+                                            ocr_conv_params p, ocr_tensor *dx, ocr_tensor *dw, ocr_tensor *db) {
+    const char *fn = "ocr_nn_conv_transpose2d_backward";
+    ocr__conv_geom g;
+    ocr_shape ys;
+    int rc;
+    if ((rc = ocr__conv_check(ctx, fn, x, w, NULL, p, 1, &g, &ys)) || (rc = ocr_check_f32(ctx, fn, dy)) ||
+        (rc = ocr_check_shape(ctx, fn, dy, ys)))
+        return rc;
+    if (dx && ((rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_same_shape(ctx, fn, x, dx)))) return rc;
+    if (dw && ((rc = ocr_check_f32(ctx, fn, dw)) || (rc = ocr_check_same_shape(ctx, fn, w, dw)))) return rc;
+    if (db && ((rc = ocr_check_f32(ctx, fn, db)) || (rc = ocr_check_shape(ctx, fn, db, ocr_shape1(g.C))))) return rc;
+    if (dx && (rc = ocr__conv_run(ctx, &g, OCR__CONV_FWD, (float *)dy->data, (float *)w->data, (float *)dx->data, 1))) return rc;
+    if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)dy->data, (float *)dw->data, (float *)x->data, 1))) return rc;
+    if (db) ocr__bias_grad((const float *)dy->data, (float *)db->data, g.N, g.C, g.H * g.W);
+    if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
+    return ocr__watch(ctx, fn, "backward", db);
+}
+
+/* ---------------------------------------------------------------- batch normalisation */
+
+typedef struct {
+    const float *x, *gamma, *beta, *mean, *invstd, *dy;
+    float *y, *dx, *dgamma, *dbeta, *rmean, *rvar, *smean, *sinv;
+    int64_t N, C, P;
+    int training;
+    float momentum, eps;
+} ocr__bn_job;
+
+static void ocr__bn_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bn_job *j = (const ocr__bn_job *)arg;
+    int64_t c, n, i, count = j->N * j->P;
+    (void)tid;
+    for (c = begin; c < end; c++) {
+        double mean, var;
+        float m, inv, scale, shift;
+        if (j->training) {
+            /* two passes in double: exact enough for parity and immune to cancellation */
+            double s = 0.0, ss = 0.0;
+            for (n = 0; n < j->N; n++) {
+                const float *xc = j->x + (n * j->C + c) * j->P;
+                for (i = 0; i < j->P; i++) s += xc[i];
+            }
+            mean = s / (double)count;
+            for (n = 0; n < j->N; n++) {
+                const float *xc = j->x + (n * j->C + c) * j->P;
+                for (i = 0; i < j->P; i++) { double d = xc[i] - mean; ss += d * d; }
+            }
+            var = ss / (double)count;
+            j->rmean[c] = (1.0f - j->momentum) * j->rmean[c] + j->momentum * (float)mean;
+            j->rvar[c] = (1.0f - j->momentum) * j->rvar[c] + j->momentum * (float)(count > 1 ? ss / (double)(count - 1) : var);
+        } else {
+            mean = j->rmean[c];
+            var = j->rvar[c];
+        }
+        m = (float)mean;
+        inv = (float)(1.0 / sqrt(var + (double)j->eps));
+        j->smean[c] = m;
+        j->sinv[c] = inv;
+        scale = inv * (j->gamma ? j->gamma[c] : 1.0f);
+        shift = (j->beta ? j->beta[c] : 0.0f) - m * scale;
+        for (n = 0; n < j->N; n++) {
+            const float *xc = j->x + (n * j->C + c) * j->P;
+            float *yc = j->y + (n * j->C + c) * j->P;
+            for (i = 0; i < j->P; i++) yc[i] = xc[i] * scale + shift;
+        }
+    }
+}
+
+static int ocr__bn_check_vec(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, int64_t C) {
+    int rc;
+    if (!t) return OCR_OK;
+    if ((rc = ocr_check_f32(ctx, fn, t))) return rc;
+    return ocr_check_shape(ctx, fn, t, ocr_shape1(C));
+}
+
+OCRDEF int ocr_nn_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *beta,
+                                      ocr_tensor *running_mean, ocr_tensor *running_var, int training, float momentum,
+                                      float eps, ocr_tensor *save_mean, ocr_tensor *save_invstd, ocr_tensor *y) {
+    const char *fn = "ocr_nn_batchnorm2d_forward";
+    ocr__bn_job j;
+    int64_t C;
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr_check_f32(ctx, fn, y)) || (rc = ocr_check_same_shape(ctx, fn, x, y))) return rc;
+    if (x->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: input '%s' must be 4-D [N,C,H,W]", fn, x->name);
+    C = x->shape.dim[1];
+    if (!running_mean || !running_var || !save_mean || !save_invstd)
+        return ocr_error(ctx, OCR_EINVAL, "%s: running_mean, running_var, save_mean and save_invstd are required", fn);
+    if ((rc = ocr__bn_check_vec(ctx, fn, gamma, C)) || (rc = ocr__bn_check_vec(ctx, fn, beta, C)) ||
+        (rc = ocr__bn_check_vec(ctx, fn, running_mean, C)) || (rc = ocr__bn_check_vec(ctx, fn, running_var, C)) ||
+        (rc = ocr__bn_check_vec(ctx, fn, save_mean, C)) || (rc = ocr__bn_check_vec(ctx, fn, save_invstd, C)))
+        return rc;
+    if (!(eps > 0.0f) || !(momentum >= 0.0f && momentum <= 1.0f))
+        return ocr_error(ctx, OCR_EINVAL, "%s: eps %g must be > 0 and momentum %g in [0, 1]", fn, eps, momentum);
+    if (training && x->shape.dim[0] * x->shape.dim[2] * x->shape.dim[3] < 2)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: training needs more than one value per channel, input '%s' has one", fn, x->name);
+    memset(&j, 0, sizeof j);
+    j.x = (const float *)x->data; j.y = (float *)y->data;
+    j.gamma = gamma ? (const float *)gamma->data : NULL; j.beta = beta ? (const float *)beta->data : NULL;
+    j.rmean = (float *)running_mean->data; j.rvar = (float *)running_var->data;
+    j.smean = (float *)save_mean->data; j.sinv = (float *)save_invstd->data;
+    j.N = x->shape.dim[0]; j.C = C; j.P = x->shape.dim[2] * x->shape.dim[3];
+    j.training = training; j.momentum = momentum; j.eps = eps;
+    ocr_parallel_for(ctx, C, 1, ocr__bn_fwd_part, &j);
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+static void ocr__bn_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bn_job *j = (const ocr__bn_job *)arg;
+    int64_t c, n, i;
+    double count = (double)(j->N * j->P);
+    (void)tid;
+    for (c = begin; c < end; c++) {
+        double sdy = 0.0, sdyx = 0.0;
+        float m = j->mean[c], inv = j->invstd[c], g = j->gamma ? j->gamma[c] : 1.0f;
+        for (n = 0; n < j->N; n++) {
+            const float *xc = j->x + (n * j->C + c) * j->P, *dyc = j->dy + (n * j->C + c) * j->P;
+            for (i = 0; i < j->P; i++) { sdy += dyc[i]; sdyx += dyc[i] * ((xc[i] - m) * inv); }
+        }
+        if (j->dgamma) j->dgamma[c] += (float)sdyx;
+        if (j->dbeta) j->dbeta[c] += (float)sdy;
+        if (!j->dx) continue;
+        {
+            float k = g * inv, a = (float)(sdy / count), b = (float)(sdyx / count);
+            for (n = 0; n < j->N; n++) {
+                const float *xc = j->x + (n * j->C + c) * j->P, *dyc = j->dy + (n * j->C + c) * j->P;
+                float *dxc = j->dx + (n * j->C + c) * j->P;
+                if (j->training)
+                    for (i = 0; i < j->P; i++) dxc[i] += k * (dyc[i] - a - (xc[i] - m) * inv * b);
+                else
+                    for (i = 0; i < j->P; i++) dxc[i] += k * dyc[i];
+            }
+        }
+    }
+}
+
+OCRDEF int ocr_nn_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *save_mean,
+                                       const ocr_tensor *save_invstd, const ocr_tensor *dy, int training,
+                                       ocr_tensor *dx, ocr_tensor *dgamma, ocr_tensor *dbeta) {
+    const char *fn = "ocr_nn_batchnorm2d_backward";
+    ocr__bn_job j;
+    int64_t C;
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr_check_f32(ctx, fn, dy)) || (rc = ocr_check_same_shape(ctx, fn, x, dy))) return rc;
+    if (x->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: input '%s' must be 4-D [N,C,H,W]", fn, x->name);
+    C = x->shape.dim[1];
+    if (!save_mean || !save_invstd) return ocr_error(ctx, OCR_EINVAL, "%s: save_mean and save_invstd from forward are required", fn);
+    if ((rc = ocr__bn_check_vec(ctx, fn, gamma, C)) || (rc = ocr__bn_check_vec(ctx, fn, save_mean, C)) ||
+        (rc = ocr__bn_check_vec(ctx, fn, save_invstd, C)) || (rc = ocr__bn_check_vec(ctx, fn, dgamma, C)) ||
+        (rc = ocr__bn_check_vec(ctx, fn, dbeta, C)))
+        return rc;
+    if (dx && ((rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_same_shape(ctx, fn, x, dx)))) return rc;
+    memset(&j, 0, sizeof j);
+    j.x = (const float *)x->data; j.dy = (const float *)dy->data;
+    j.gamma = gamma ? (const float *)gamma->data : NULL;
+    j.mean = (const float *)save_mean->data; j.invstd = (const float *)save_invstd->data;
+    j.dx = dx ? (float *)dx->data : NULL; j.dgamma = dgamma ? (float *)dgamma->data : NULL; j.dbeta = dbeta ? (float *)dbeta->data : NULL;
+    j.N = x->shape.dim[0]; j.C = C; j.P = x->shape.dim[2] * x->shape.dim[3]; j.training = training;
+    ocr_parallel_for(ctx, C, 1, ocr__bn_bwd_part, &j);
+    if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dgamma))) return rc;
+    return ocr__watch(ctx, fn, "backward", dbeta);
+}
+
+/* ---------------------------------------------------------------- pointwise */
+
+typedef struct { const float *a, *b; float *y; int op; } ocr__pw_job;
+enum { OCR__PW_RELU, OCR__PW_RELU_BWD, OCR__PW_SIGMOID, OCR__PW_SIGMOID_BWD, OCR__PW_ADD, OCR__PW_ACC };
+
+static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__pw_job *j = (const ocr__pw_job *)arg;
+    const float *a = j->a, *b = j->b;
+    float *y = j->y;
+    int64_t i;
+    (void)tid;
+    switch (j->op) {
+    case OCR__PW_RELU: for (i = begin; i < end; i++) y[i] = a[i] > 0.0f ? a[i] : 0.0f; break;
+    case OCR__PW_RELU_BWD: for (i = begin; i < end; i++) y[i] += a[i] > 0.0f ? b[i] : 0.0f; break; /* a = output, b = dy */
+    case OCR__PW_SIGMOID:
+        /* exp of a non-positive number only, so neither branch can overflow */
+        for (i = begin; i < end; i++) {
+            float z = expf(-fabsf(a[i]));
+            y[i] = a[i] >= 0.0f ? 1.0f / (1.0f + z) : z / (1.0f + z);
+        }
+        break;
+    case OCR__PW_SIGMOID_BWD: for (i = begin; i < end; i++) y[i] += b[i] * a[i] * (1.0f - a[i]); break;
+    case OCR__PW_ADD: for (i = begin; i < end; i++) y[i] = a[i] + b[i]; break;
+    case OCR__PW_ACC: for (i = begin; i < end; i++) y[i] += a[i]; break;
+    default: break;
+    }
+}
+
+static void ocr__pw(ocr_ctx *ctx, int op, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y) {
+    ocr__pw_job j;
+    j.a = (const float *)a->data; j.b = b ? (const float *)b->data : NULL; j.y = (float *)y->data; j.op = op;
+    ocr_parallel_for(ctx, ocr_tensor_numel(y), 1 << 15, ocr__pw_part, &j);
+}
+
+static int ocr__check_pair(ocr_ctx *ctx, const char *fn, const ocr_tensor *a, const ocr_tensor *b) {
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, a)) || (rc = ocr_check_f32(ctx, fn, b))) return rc;
+    return ocr_check_same_shape(ctx, fn, a, b);
+}
+
+OCRDEF int ocr_nn_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y) {
+    int rc = ocr__check_pair(ctx, "ocr_nn_relu_forward", x, y);
+    if (rc) return rc;
+    ocr__pw(ctx, OCR__PW_RELU, x, NULL, y);
+    return ocr__watch(ctx, "ocr_nn_relu_forward", "forward", y);
+}
+
+OCRDEF int ocr_nn_relu_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx) {
+    const char *fn = "ocr_nn_relu_backward";
+    int rc;
+    if ((rc = ocr__check_pair(ctx, fn, y, dy)) || (rc = ocr__check_pair(ctx, fn, y, dx))) return rc;
+    ocr__pw(ctx, OCR__PW_RELU_BWD, y, dy, dx);
+    return ocr__watch(ctx, fn, "backward", dx);
+}
+
+OCRDEF int ocr_nn_sigmoid_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y) {
+    int rc = ocr__check_pair(ctx, "ocr_nn_sigmoid_forward", x, y);
+    if (rc) return rc;
+    ocr__pw(ctx, OCR__PW_SIGMOID, x, NULL, y);
+    return ocr__watch(ctx, "ocr_nn_sigmoid_forward", "forward", y);
+}
+
+OCRDEF int ocr_nn_sigmoid_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx) {
+    const char *fn = "ocr_nn_sigmoid_backward";
+    int rc;
+    if ((rc = ocr__check_pair(ctx, fn, y, dy)) || (rc = ocr__check_pair(ctx, fn, y, dx))) return rc;
+    ocr__pw(ctx, OCR__PW_SIGMOID_BWD, y, dy, dx);
+    return ocr__watch(ctx, fn, "backward", dx);
+}
+
+OCRDEF int ocr_nn_add_forward(ocr_ctx *ctx, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y) {
+    const char *fn = "ocr_nn_add_forward";
+    int rc;
+    if ((rc = ocr__check_pair(ctx, fn, a, b)) || (rc = ocr__check_pair(ctx, fn, a, y))) return rc;
+    ocr__pw(ctx, OCR__PW_ADD, a, b, y);
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_add_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *da, ocr_tensor *db) {
+    const char *fn = "ocr_nn_add_backward";
+    int rc;
+    if (da && (rc = ocr__check_pair(ctx, fn, dy, da))) return rc;
+    if (db && (rc = ocr__check_pair(ctx, fn, dy, db))) return rc;
+    if (da) ocr__pw(ctx, OCR__PW_ACC, dy, NULL, da);
+    if (db) ocr__pw(ctx, OCR__PW_ACC, dy, NULL, db);
+    if ((rc = ocr__watch(ctx, fn, "backward", da))) return rc;
+    return ocr__watch(ctx, fn, "backward", db);
+}
+
+/* ---------------------------------------------------------------- pooling, upsampling, concat */
+
+typedef struct { const float *x; float *y; int32_t *idx; int64_t H, W, OH, OW; int k, s, p; } ocr__pool_job;
+
+static void ocr__maxpool_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__pool_job *j = (const ocr__pool_job *)arg;
+    int64_t plane, oh, ow, ih, iw;
+    (void)tid;
+    for (plane = begin; plane < end; plane++) {
+        const float *xp = j->x + plane * j->H * j->W;
+        float *yp = j->y + plane * j->OH * j->OW;
+        int32_t *ip = j->idx ? j->idx + plane * j->OH * j->OW : NULL;
+        for (oh = 0; oh < j->OH; oh++)
+            for (ow = 0; ow < j->OW; ow++) {
+                float best = -INFINITY;
+                int64_t arg_best = -1;
+                for (ih = oh * j->s - j->p; ih < oh * j->s - j->p + j->k; ih++) {
+                    if (ih < 0 || ih >= j->H) continue;
+                    for (iw = ow * j->s - j->p; iw < ow * j->s - j->p + j->k; iw++) {
+                        float v;
+                        if (iw < 0 || iw >= j->W) continue;
+                        v = xp[ih * j->W + iw];
+                        /* NaN wins, as in PyTorch, so it is never hidden by pooling */
+                        if (arg_best < 0 || v > best || isnan(v)) { best = v; arg_best = ih * j->W + iw; if (isnan(v)) goto found; }
+                    }
+                }
+            found:
+                yp[oh * j->OW + ow] = best;
+                if (ip) ip[oh * j->OW + ow] = (int32_t)arg_best;
+            }
+    }
+}
+
+OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kernel, int stride, int pad, ocr_tensor *y, ocr_tensor *argmax) {
+    const char *fn = "ocr_nn_maxpool2d_forward";
+    ocr__pool_job j;
+    ocr_shape ys;
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr_check_f32(ctx, fn, y))) return rc;
+    if (x->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: input '%s' must be 4-D", fn, x->name);
+    if (kernel < 1 || stride < 1 || pad < 0 || pad * 2 > kernel)
+        return ocr_error(ctx, OCR_EINVAL, "%s: kernel %d, stride %d, pad %d (pad must be at most half the kernel)", fn, kernel, stride, pad);
+    if (x->shape.dim[2] + 2 * pad < kernel || x->shape.dim[3] + 2 * pad < kernel)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: input '%s' is smaller than the %dx%d window", fn, x->name, kernel, kernel);
+    ys = ocr_shape4(x->shape.dim[0], x->shape.dim[1], (x->shape.dim[2] + 2 * pad - kernel) / stride + 1,
+                    (x->shape.dim[3] + 2 * pad - kernel) / stride + 1);
+    if ((rc = ocr_check_shape(ctx, fn, y, ys))) return rc;
+    if (argmax && ((rc = ocr_check_dtype(ctx, fn, argmax, OCR_I32)) || (rc = ocr_check_shape(ctx, fn, argmax, ys)))) return rc;
+    if (x->shape.dim[2] * x->shape.dim[3] > INT32_MAX) return ocr_error(ctx, OCR_EOVERFLOW, "%s: plane of '%s' too large", fn, x->name);
+    j.x = (const float *)x->data; j.y = (float *)y->data; j.idx = argmax ? (int32_t *)argmax->data : NULL;
+    j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3]; j.k = kernel; j.s = stride; j.p = pad;
+    ocr_parallel_for(ctx, ys.dim[0] * ys.dim[1], 1, ocr__maxpool_part, &j);
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const ocr_tensor *argmax, ocr_tensor *dx) {
+    const char *fn = "ocr_nn_maxpool2d_backward";
+    int64_t planes, plane, i, P, HW;
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, dy)) || (rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_dtype(ctx, fn, argmax, OCR_I32)) ||
+        (rc = ocr_check_same_shape(ctx, fn, dy, argmax)))
+        return rc;
+    if (dx->shape.ndim != 4 || dy->shape.ndim != 4 || dx->shape.dim[0] != dy->shape.dim[0] || dx->shape.dim[1] != dy->shape.dim[1])
+        return ocr_error(ctx, OCR_ESHAPE, "%s: dx '%s' and dy '%s' must be 4-D with the same N and C", fn, dx->name, dy->name);
+    planes = dy->shape.dim[0] * dy->shape.dim[1];
+    P = dy->shape.dim[2] * dy->shape.dim[3];
+    HW = dx->shape.dim[2] * dx->shape.dim[3];
+    for (plane = 0; plane < planes; plane++) {
+        const float *g = (const float *)dy->data + plane * P;
+        const int32_t *ix = (const int32_t *)argmax->data + plane * P;
+        float *d = (float *)dx->data + plane * HW;
+        for (i = 0; i < P; i++) {
+            if (ix[i] < 0 || ix[i] >= HW)
+                return ocr_error(ctx, OCR_ERANGE, "%s: argmax '%s' holds %d at %lld, outside the %lld-pixel input plane", fn,
+                                 argmax->name, (int)ix[i], (long long)(plane * P + i), (long long)HW);
+            d[ix[i]] += g[i];
+        }
+    }
+    return ocr__watch(ctx, fn, "backward", dx);
+}
+
+OCRDEF int ocr_nn_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, int factor, ocr_tensor *y) {
+    const char *fn = "ocr_nn_upsample_nearest_forward";
+    int64_t planes, plane, h, w, H, W;
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr_check_f32(ctx, fn, y))) return rc;
+    if (factor < 1) return ocr_error(ctx, OCR_EINVAL, "%s: factor %d must be >= 1", fn, factor);
+    if (x->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: input '%s' must be 4-D", fn, x->name);
+    if ((rc = ocr_check_shape(ctx, fn, y, ocr_shape4(x->shape.dim[0], x->shape.dim[1], x->shape.dim[2] * factor, x->shape.dim[3] * factor))))
+        return rc;
+    planes = x->shape.dim[0] * x->shape.dim[1]; H = x->shape.dim[2]; W = x->shape.dim[3];
+    for (plane = 0; plane < planes; plane++) {
+        const float *xp = (const float *)x->data + plane * H * W;
+        float *yp = (float *)y->data + plane * H * W * factor * factor;
+        for (h = 0; h < H * factor; h++)
+            for (w = 0; w < W * factor; w++) yp[h * W * factor + w] = xp[(h / factor) * W + w / factor];
+    }
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, int factor, ocr_tensor *dx) {
+    const char *fn = "ocr_nn_upsample_nearest_backward";
+    int64_t planes, plane, h, w, H, W;
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, dy)) || (rc = ocr_check_f32(ctx, fn, dx))) return rc;
+    if (factor < 1) return ocr_error(ctx, OCR_EINVAL, "%s: factor %d must be >= 1", fn, factor);
+    if (dx->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: gradient '%s' must be 4-D", fn, dx->name);
+    if ((rc = ocr_check_shape(ctx, fn, dy, ocr_shape4(dx->shape.dim[0], dx->shape.dim[1], dx->shape.dim[2] * factor, dx->shape.dim[3] * factor))))
+        return rc;
+    planes = dx->shape.dim[0] * dx->shape.dim[1]; H = dx->shape.dim[2]; W = dx->shape.dim[3];
+    for (plane = 0; plane < planes; plane++) {
+        float *xp = (float *)dx->data + plane * H * W;
+        const float *yp = (const float *)dy->data + plane * H * W * factor * factor;
+        for (h = 0; h < H * factor; h++)
+            for (w = 0; w < W * factor; w++) xp[(h / factor) * W + w / factor] += yp[h * W * factor + w];
+    }
+    return ocr__watch(ctx, fn, "backward", dx);
+}
+
+/* Shared check for concat: every part 4-D with y's N, H, W and channels summing to y's. */
+static int ocr__concat_check(ocr_ctx *ctx, const char *fn, const ocr_tensor *const *xs, int n, const ocr_tensor *y) {
+    int64_t c = 0;
+    int i, rc;
+    if ((rc = ocr_check_f32(ctx, fn, y))) return rc;
+    if (n < 1 || !xs) return ocr_error(ctx, OCR_EINVAL, "%s: needs at least one part", fn);
+    if (y->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: output '%s' must be 4-D", fn, y->name);
+    for (i = 0; i < n; i++) {
+        if ((rc = ocr_check_f32(ctx, fn, xs[i]))) return rc;
+        if ((rc = ocr_check_shape(ctx, fn, xs[i], ocr_shape4(y->shape.dim[0], xs[i]->shape.ndim == 4 ? xs[i]->shape.dim[1] : -1,
+                                                             y->shape.dim[2], y->shape.dim[3]))))
+            return rc;
+        c += xs[i]->shape.dim[1];
+    }
+    if (c != y->shape.dim[1])
+        return ocr_error(ctx, OCR_ESHAPE, "%s: parts have %lld channels in all but '%s' has %lld", fn, (long long)c, y->name,
+                         (long long)y->shape.dim[1]);
+    return OCR_OK;
+}
+
+OCRDEF int ocr_nn_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int n, ocr_tensor *y) {
+    const char *fn = "ocr_nn_concat_forward";
+    int64_t b, P, off;
+    int i, rc = ocr__concat_check(ctx, fn, xs, n, y);
+    if (rc) return rc;
+    P = y->shape.dim[2] * y->shape.dim[3];
+    for (b = 0; b < y->shape.dim[0]; b++) {
+        off = 0;
+        for (i = 0; i < n; i++) {
+            int64_t ci = xs[i]->shape.dim[1];
+            memcpy((float *)y->data + (b * y->shape.dim[1] + off) * P, (const float *)xs[i]->data + b * ci * P, (size_t)(ci * P) * sizeof(float));
+            off += ci;
+        }
+    }
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *const *dxs, int n) {
+    const char *fn = "ocr_nn_concat_backward";
+    int64_t b, P, off, k;
+    int i, rc = ocr__concat_check(ctx, fn, (const ocr_tensor *const *)dxs, n, dy);
+    if (rc) return rc;
+    P = dy->shape.dim[2] * dy->shape.dim[3];
+    for (b = 0; b < dy->shape.dim[0]; b++) {
+        off = 0;
+        for (i = 0; i < n; i++) {
+            int64_t ci = dxs[i]->shape.dim[1];
+            const float *src = (const float *)dy->data + (b * dy->shape.dim[1] + off) * P;
+            float *dst = (float *)dxs[i]->data + b * ci * P;
+            for (k = 0; k < ci * P; k++) dst[k] += src[k];
+            off += ci;
+        }
+    }
+    for (i = 0; i < n; i++) if ((rc = ocr__watch(ctx, fn, "backward", dxs[i]))) return rc;
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- parameters */
+
+OCRDEF void ocr_params_init(ocr_params *P) { memset(P, 0, sizeof *P); }
+
+OCRDEF int ocr_params_add(ocr_ctx *ctx, ocr_params *P, const char *name, ocr_shape shape, int trainable, int *index) {
+    const char *fn = "ocr_params_add";
+    ocr_param_info *pi;
+    int rc;
+    size_t numel;
+    if (P->allocated) return ocr_error(ctx, OCR_ESTATE, "%s: '%s' added after ocr_params_alloc", fn, name);
+    if (!name || !name[0] || strlen(name) >= OCR_NAME_MAX) return ocr_error(ctx, OCR_EINVAL, "%s: names must be 1..%d bytes", fn, OCR_NAME_MAX - 1);
+    if (ocr_params_find(P, name) >= 0) return ocr_error(ctx, OCR_EINVAL, "%s: '%s' is already registered", fn, name);
+    if ((rc = ocr_shape_validate(ctx, fn, name, shape))) return rc;
+    if (P->count == P->cap) {
+        int cap = P->cap ? P->cap * 2 : 64;
+        ocr_param_info *ni = (ocr_param_info *)OCR_REALLOC(P->info, (size_t)cap * sizeof *ni);
+        if (!ni) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+        P->info = ni;
+        P->cap = cap;
+    }
+    numel = (size_t)ocr_shape_numel(shape);
+    pi = &P->info[P->count];
+    memset(pi, 0, sizeof *pi);
+    memcpy(pi->name, name, strlen(name) + 1);
+    pi->shape = shape;
+    /* each entry starts on a 64-byte boundary so views are as aligned as owned tensors */
+    pi->offset = (P->numel + 15) & ~(size_t)15;
+    pi->trainable = trainable != 0;
+    pi->decay = trainable != 0;
+    P->numel = pi->offset + numel;
+    if (index) *index = P->count;
+    P->count++;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_params_alloc(ocr_ctx *ctx, ocr_params *P) {
+    size_t bytes;
+    if (P->allocated) return ocr_error(ctx, OCR_ESTATE, "ocr_params_alloc: already allocated");
+    if (!ocr_size_mul(P->numel ? P->numel : 1, sizeof(float), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "ocr_params_alloc: too large");
+    P->data = (float *)ocr_aligned_alloc(bytes);
+    P->grad = (float *)ocr_aligned_alloc(bytes);
+    if (!P->data || !P->grad) {
+        ocr_aligned_free(P->data); ocr_aligned_free(P->grad);
+        P->data = P->grad = NULL;
+        return ocr_error(ctx, OCR_ENOMEM, "ocr_params_alloc: cannot allocate 2 x %zu bytes", bytes);
+    }
+    memset(P->data, 0, bytes);
+    memset(P->grad, 0, bytes);
+    P->allocated = 1;
+    return OCR_OK;
+}
+
+OCRDEF void ocr_params_free(ocr_params *P) {
+    if (!P) return;
+    ocr_aligned_free(P->data);
+    ocr_aligned_free(P->grad);
+    OCR_FREE(P->info);
+    memset(P, 0, sizeof *P);
+}
+
+OCRDEF int ocr_params_find(const ocr_params *P, const char *name) {
+    int i;
+    for (i = 0; i < P->count; i++) if (strcmp(P->info[i].name, name) == 0) return i;
+    return -1;
+}
+
+OCRDEF ocr_tensor ocr_params_value(const ocr_params *P, int index) {
+    const ocr_param_info *pi = &P->info[index];
+    return ocr_tensor_f32(pi->name, pi->shape, P->data ? P->data + pi->offset : NULL);
+}
+
+OCRDEF ocr_tensor ocr_params_grad(const ocr_params *P, int index) {
+    const ocr_param_info *pi = &P->info[index];
+    ocr_tensor t = ocr_tensor_f32(pi->name, pi->shape, P->grad ? P->grad + pi->offset : NULL);
+    size_t n = strlen(t.name);
+    if (n + 5 < sizeof t.name) memcpy(t.name + n, ".grad", 6);
+    return t;
+}
+
+OCRDEF void ocr_params_zero_grad(ocr_params *P) {
+    if (P->grad) memset(P->grad, 0, P->numel * sizeof(float));
+}
+
+OCRDEF size_t ocr_params_trainable_count(const ocr_params *P) {
+    size_t n = 0;
+    int i;
+    for (i = 0; i < P->count; i++) if (P->info[i].trainable) n += (size_t)ocr_shape_numel(P->info[i].shape);
+    return n;
+}
+
+OCRDEF int ocr_params_load(ocr_ctx *ctx, ocr_params *P, const ocr_safetensors *st, const char *prefix, unsigned flags) {
+    const char *fn = "ocr_params_load";
+    size_t plen = prefix ? strlen(prefix) : 0;
+    int i, rc, used = 0;
+    if (!P->allocated) return ocr_error(ctx, OCR_ESTATE, "%s: parameters not allocated", fn);
+    for (i = 0; i < P->count; i++) {
+        ocr_tensor v;
+        const char *key = P->info[i].name;
+        if (plen && strncmp(key, prefix, plen) != 0) continue;
+        key += plen;
+        if (ocr_safetensors_find(st, key) < 0) {
+            if (flags & OCR_LOAD_ALLOW_MISSING) continue;
+            return ocr_error(ctx, OCR_ENOTFOUND, "%s: the file has no tensor '%s' for parameter '%s'", fn, key, P->info[i].name);
+        }
+        v = ocr_params_value(P, i);
+        if ((rc = ocr_safetensors_read_into(ctx, st, key, &v))) return rc;
+        used++;
+    }
+    if (!(flags & OCR_LOAD_ALLOW_UNEXPECTED) && used != st->n_entries) {
+        for (i = 0; i < st->n_entries; i++) {
+            char full[2 * OCR_NAME_MAX];
+            snprintf(full, sizeof full, "%s%s", prefix ? prefix : "", st->entries[i].name);
+            if (ocr_params_find(P, full) < 0)
+                return ocr_error(ctx, OCR_ENOTFOUND, "%s: the file's tensor '%s' matches no parameter (as '%s')", fn, st->entries[i].name, full);
+        }
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_params_save(ocr_ctx *ctx, const ocr_params *P, const char *path, const char *const *meta_keys,
+                           const char *const *meta_values, int n_meta) {
+    ocr_tensor *views;
+    const ocr_tensor **ptrs;
+    int i, rc;
+    if (!P->allocated) return ocr_error(ctx, OCR_ESTATE, "ocr_params_save: parameters not allocated");
+    views = (ocr_tensor *)OCR_MALLOC((size_t)(P->count + 1) * sizeof *views);
+    ptrs = (const ocr_tensor **)OCR_MALLOC((size_t)(P->count + 1) * sizeof *ptrs);
+    if (!views || !ptrs) { OCR_FREE(views); OCR_FREE((void *)ptrs); return ocr_error(ctx, OCR_ENOMEM, "ocr_params_save: out of memory"); }
+    for (i = 0; i < P->count; i++) { views[i] = ocr_params_value(P, i); ptrs[i] = &views[i]; }
+    rc = ocr_safetensors_save(ctx, path, ptrs, P->count, meta_keys, meta_values, n_meta);
+    OCR_FREE(views);
+    OCR_FREE((void *)ptrs);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- optimizers */
+
+OCRDEF ocr_optim_config ocr_optim_sgd(float momentum, float weight_decay, int nesterov) {
+    ocr_optim_config c;
+    memset(&c, 0, sizeof c);
+    c.kind = OCR_OPTIM_SGD; c.momentum = momentum; c.weight_decay = weight_decay; c.nesterov = nesterov;
+    return c;
+}
+
+OCRDEF ocr_optim_config ocr_optim_adamw(float beta1, float beta2, float eps, float weight_decay) {
+    ocr_optim_config c;
+    memset(&c, 0, sizeof c);
+    c.kind = OCR_OPTIM_ADAMW; c.beta1 = beta1; c.beta2 = beta2; c.eps = eps; c.weight_decay = weight_decay;
+    return c;
+}
+
+OCRDEF int ocr_optim_init(ocr_ctx *ctx, ocr_optimizer *opt, const ocr_params *P, ocr_optim_config cfg) {
+    const char *fn = "ocr_optim_init";
+    size_t bytes;
+    memset(opt, 0, sizeof *opt);
+    if (!P->allocated) return ocr_error(ctx, OCR_ESTATE, "%s: parameters not allocated", fn);
+    if (cfg.kind == OCR_OPTIM_SGD) {
+        if (!(cfg.momentum >= 0.0f) || !(cfg.weight_decay >= 0.0f) || (cfg.nesterov && (cfg.momentum <= 0.0f || cfg.dampening != 0.0f)))
+            return ocr_error(ctx, OCR_EINVAL, "%s: SGD needs momentum >= 0, weight_decay >= 0, and Nesterov needs momentum > 0 without dampening", fn);
+    } else if (cfg.kind == OCR_OPTIM_ADAMW) {
+        if (!(cfg.beta1 >= 0.0f && cfg.beta1 < 1.0f) || !(cfg.beta2 >= 0.0f && cfg.beta2 < 1.0f) || !(cfg.eps > 0.0f) || !(cfg.weight_decay >= 0.0f))
+            return ocr_error(ctx, OCR_EINVAL, "%s: AdamW needs betas in [0, 1), eps > 0 and weight_decay >= 0", fn);
+    } else {
+        return ocr_error(ctx, OCR_EINVAL, "%s: unknown optimizer kind %d", fn, (int)cfg.kind);
+    }
+    opt->cfg = cfg;
+    opt->numel = P->numel;
+    if (!ocr_size_mul(P->numel ? P->numel : 1, sizeof(float), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "%s: too large", fn);
+    opt->m = (float *)ocr_aligned_alloc(bytes);
+    opt->v = cfg.kind == OCR_OPTIM_ADAMW ? (float *)ocr_aligned_alloc(bytes) : NULL;
+    if (!opt->m || (cfg.kind == OCR_OPTIM_ADAMW && !opt->v)) { ocr_optim_free(opt); return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); }
+    memset(opt->m, 0, bytes);
+    if (opt->v) memset(opt->v, 0, bytes);
+    return OCR_OK;
+}
+
+OCRDEF void ocr_optim_free(ocr_optimizer *opt) {
+    if (!opt) return;
+    ocr_aligned_free(opt->m);
+    ocr_aligned_free(opt->v);
+    opt->m = opt->v = NULL;
+}
+
+OCRDEF int ocr_optim_step(ocr_ctx *ctx, ocr_optimizer *opt, ocr_params *P, float lr) {
+    const ocr_optim_config *c = &opt->cfg;
+    int i;
+    size_t k;
+    if (!opt->m || opt->numel != P->numel) return ocr_error(ctx, OCR_ESTATE, "ocr_optim_step: optimizer not initialised for these parameters");
+    if (!isfinite(lr) || lr < 0.0f) return ocr_error(ctx, OCR_EINVAL, "ocr_optim_step: learning rate %g must be finite and >= 0", lr);
+    for (i = 0; i < P->count; i++) {
+        const ocr_param_info *pi = &P->info[i];
+        size_t n = (size_t)ocr_shape_numel(pi->shape);
+        float *p = P->data + pi->offset, *g = P->grad + pi->offset, *m = opt->m + pi->offset;
+        float wd = pi->decay ? c->weight_decay : 0.0f;
+        if (!pi->trainable) continue;
+        if (c->kind == OCR_OPTIM_SGD) {
+            for (k = 0; k < n; k++) {
+                float d = g[k] + wd * p[k];
+                if (c->momentum != 0.0f) {
+                    m[k] = opt->step == 0 ? d : c->momentum * m[k] + (1.0f - c->dampening) * d;
+                    d = c->nesterov ? d + c->momentum * m[k] : m[k];
+                }
+                p[k] -= lr * d;
+            }
+        } else {
+            float *v = opt->v + pi->offset;
+            double t = (double)(opt->step + 1);
+            float bc1 = (float)(1.0 - pow(c->beta1, t)), bc2_sqrt = (float)sqrt(1.0 - pow(c->beta2, t));
+            float step_size = lr / bc1;
+            for (k = 0; k < n; k++) {
+                float gk = g[k];
+                p[k] *= 1.0f - lr * wd;
+                m[k] += (gk - m[k]) * (1.0f - c->beta1);
+                v[k] = c->beta2 * v[k] + (1.0f - c->beta2) * gk * gk;
+                p[k] -= step_size * m[k] / (sqrtf(v[k]) / bc2_sqrt + c->eps);
+            }
+        }
+    }
+    opt->step++;
+    return OCR_OK;
+}
+
+OCRDEF float ocr_lr_poly(float base_lr, int64_t step, int64_t total, float power) {
+    double frac;
+    if (total <= 0 || step >= total) return 0.0f;
+    frac = 1.0 - (double)(step < 0 ? 0 : step) / (double)total;
+    return (float)(base_lr * pow(frac, power));
+}
+
+OCRDEF int ocr_clip_grad_norm(ocr_ctx *ctx, ocr_params *P, float max_norm, float *norm_out) {
+    double ss = 0.0, norm;
+    int i;
+    size_t k;
+    for (i = 0; i < P->count; i++) {
+        const float *g = P->grad + P->info[i].offset;
+        size_t n = (size_t)ocr_shape_numel(P->info[i].shape);
+        if (!P->info[i].trainable) continue;
+        for (k = 0; k < n; k++) ss += (double)g[k] * g[k];
+    }
+    norm = sqrt(ss);
+    if (norm_out) *norm_out = (float)norm;
+    if (!isfinite(norm)) {
+        /* name the first offending parameter so the user knows where to look */
+        for (i = 0; i < P->count; i++) {
+            ocr_tensor g = ocr_params_grad(P, i);
+            if (P->info[i].trainable && ocr_find_nonfinite(&g) >= 0) return ocr_check_finite(ctx, "ocr_clip_grad_norm", &g);
+        }
+        return ocr_error(ctx, OCR_ENONFINITE, "ocr_clip_grad_norm: gradient norm overflowed");
+    }
+    if (max_norm > 0.0f && norm > max_norm) {
+        float coef = (float)(max_norm / (norm + 1e-6));
+        for (i = 0; i < P->count; i++) {
+            float *g = P->grad + P->info[i].offset;
+            size_t n = (size_t)ocr_shape_numel(P->info[i].shape);
+            if (!P->info[i].trainable) continue;
+            for (k = 0; k < n; k++) g[k] *= coef;
+        }
+    }
+    return OCR_OK;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OCR_NN_IMPLEMENTATION */

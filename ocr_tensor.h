@@ -1,0 +1,1768 @@
+/* ocr_tensor.h - tensors, contexts, errors, threads, RNG and safetensors for ocr-c.   v0.1  MIT license
+
+   Do this in exactly one C or C++ file:
+       #define OCR_TENSOR_IMPLEMENTATION      (or OCR_IMPLEMENTATION for every ocr-c header)
+       #include "ocr_tensor.h"
+   and link with -lm -lpthread.
+
+   Usage:
+       ocr_ctx ctx;
+       ocr_tensor x;
+       if (ocr_ctx_init(&ctx, 2, 42) != OCR_OK) return 1;           // 2 threads, RNG seed 42
+       if (ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, 32, 32)) != OCR_OK ||
+           ocr_tensor_fill_normal(&ctx, &x, 0.0f, 1.0f) != OCR_OK ||
+           ocr_check_finite(&ctx, "my_op", &x) != OCR_OK)
+           fprintf(stderr, "%s\n", ocr_ctx_last_error(&ctx));          // names the op, tensor, shape, value
+       ocr_tensor_free(&x);
+       ocr_ctx_free(&ctx);
+
+   Conventions shared by every ocr-c module:
+   - Layout is NCHW, W contiguous; shapes are outermost first (as PyTorch). At most 4 dims.
+   - Every public function that can fail returns int: OCR_OK (0) or a negative OCR_E* code, and leaves a
+     message in the context naming the function, the tensor, its shape, dtype, device and the first bad
+     value. Library code never exits, aborts or prints; logging goes through ctx->log_fn (silent by default).
+   - No mutable global state: threads, scratch memory, RNG and debug flags hang off an ocr_ctx. Two contexts
+     in two threads never interfere. A context is used by one thread at a time.
+   - Functions that compute gradients ACCUMULATE (+=) into them; callers zero gradients first.
+
+   Options (define before including the implementation):
+       OCR_STATIC                  make every function static
+       OCR_MALLOC/OCR_REALLOC/OCR_FREE   all or none: replace the allocator
+       OCR_MAX_THREADS             thread-pool cap (default 64)
+       OCR_SAFETENSORS_MAX_HEADER  header length cap for files from outside (default 100,000,000 bytes)
+   Environment read by ocr_ctx_init: OCR_CHECK_NUMERICS=1 and OCR_CUDA_SYNC_DEBUG=1 set the debug flags;
+   OCR_CPU_KERNEL=portable|avx2 forces a GEMM micro-kernel (default: the best the CPU supports).
+   Dependencies: C99, POSIX threads, libm.
+*/
+#ifndef OCR_TENSOR_H
+#define OCR_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+/* Every module allocates through these (all or none may be replaced). */
+#if defined(OCR_MALLOC) && defined(OCR_FREE) && defined(OCR_REALLOC)
+#elif !defined(OCR_MALLOC) && !defined(OCR_FREE) && !defined(OCR_REALLOC)
+#define OCR_MALLOC(sz) malloc(sz)
+#define OCR_REALLOC(p, sz) realloc(p, sz)
+#define OCR_FREE(p) free(p)
+#else
+#error "Define all or none of OCR_MALLOC, OCR_REALLOC and OCR_FREE."
+#endif
+
+#ifndef OCRDEF
+#ifdef OCR_STATIC
+#define OCRDEF static
+#else
+#define OCRDEF extern
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OCR_VERSION "0.1.0"
+#define OCR_MAX_DIMS 4
+#define OCR_NAME_MAX 96
+#define OCR_ERROR_MAX 1024
+#ifndef OCR_MAX_THREADS
+#define OCR_MAX_THREADS 64
+#endif
+/* Largest element count of one tensor and largest image side; both refuse data we did not author. */
+#define OCR_MAX_NUMEL ((int64_t)1 << 40)
+
+#if defined(__GNUC__) || defined(__clang__)
+#define OCR__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define OCR__PRINTF(f, a)
+#endif
+
+typedef enum {
+    OCR_OK = 0,
+    OCR_EINVAL = -1,       /* bad argument */
+    OCR_ESHAPE = -2,       /* shapes disagree */
+    OCR_EDTYPE = -3,       /* wrong dtype */
+    OCR_EDEVICE = -4,      /* wrong or mixed device */
+    OCR_ENOMEM = -5,       /* allocation failed */
+    OCR_EIO = -6,          /* file system error */
+    OCR_EFORMAT = -7,      /* malformed file or record */
+    OCR_ENONFINITE = -8,   /* NaN or Inf where a finite value is required */
+    OCR_ERANGE = -9,       /* value outside its allowed range */
+    OCR_EOVERFLOW = -10,   /* size arithmetic overflow or a size above a cap */
+    OCR_EUNSUPPORTED = -11,/* valid request this build cannot do */
+    OCR_ECUDA = -12,       /* CUDA, cuBLAS or cuDNN failure */
+    OCR_ENOTFOUND = -13,   /* missing name or key */
+    OCR_ESTATE = -14       /* call made in the wrong state (e.g. backward before forward) */
+} ocr_status;
+
+typedef enum { OCR_F32 = 0, OCR_F16, OCR_BF16, OCR_U8, OCR_I32, OCR_I64, OCR_DTYPE_COUNT } ocr_dtype;
+typedef enum { OCR_DEVICE_CPU = 0, OCR_DEVICE_CUDA = 1 } ocr_device;
+
+enum {
+    OCR_DEBUG_CHECK_NUMERICS = 1u << 0, /* every layer checks outputs and gradients for NaN/Inf */
+    OCR_DEBUG_CUDA_SYNC = 1u << 1       /* synchronise after every CUDA launch and name the kernel */
+};
+
+enum { OCR_LOG_DEBUG = 0, OCR_LOG_INFO = 1, OCR_LOG_WARN = 2, OCR_LOG_ERROR = 3 };
+typedef void (*ocr_log_fn)(void *user, int level, const char *message);
+
+typedef struct { int ndim; int64_t dim[OCR_MAX_DIMS]; } ocr_shape;
+
+/* xoshiro256** state plus the spare value of the polar normal method; plain data, so it checkpoints. */
+typedef struct { uint64_t s[4]; int has_spare; float spare; } ocr_rng;
+
+typedef struct ocr_tensor {
+    void *data;             /* contiguous, row-major; 64-byte aligned when owned */
+    ocr_shape shape;
+    ocr_dtype dtype;
+    ocr_device device;
+    int owns_data;          /* 1 when ocr_tensor_free releases data */
+    char name[OCR_NAME_MAX];
+} ocr_tensor;
+
+typedef struct ocr__pool ocr__pool;
+
+/* Scratch slots: one per concurrent use, so nested users never clobber each other. */
+enum { OCR_SCRATCH_OP0 = 0, OCR_SCRATCH_OP1 = 1, OCR_SCRATCH_OP2 = 2, OCR_SCRATCH_THREAD0 = 3,
+       OCR_SCRATCH_SLOTS = OCR_SCRATCH_THREAD0 + OCR_MAX_THREADS };
+
+typedef struct ocr_ctx {
+    ocr_device device;
+    int n_threads;
+    unsigned debug_flags;
+    ocr_rng rng;
+    ocr_log_fn log_fn;
+    void *log_user;
+    int last_status;
+    char last_error[OCR_ERROR_MAX];
+    ocr__pool *pool;
+    void *scratch[OCR_SCRATCH_SLOTS];
+    size_t scratch_size[OCR_SCRATCH_SLOTS];
+    int cpu_kernel;        /* GEMM micro-kernel: OCR_CPU_KERNEL_AUTO, _PORTABLE or _AVX2 (env OCR_CPU_KERNEL) */
+    void *cuda;            /* backend state when built with OCR_CUDA */
+} ocr_ctx;
+
+enum { OCR_CPU_KERNEL_AUTO = 0, OCR_CPU_KERNEL_PORTABLE = 1, OCR_CPU_KERNEL_AVX2 = 2 };
+
+/* ---- context, errors, logging ---- */
+OCRDEF int ocr_ctx_init(ocr_ctx *ctx, int n_threads, uint64_t seed);   /* n_threads <= 0: all cores */
+OCRDEF void ocr_ctx_free(ocr_ctx *ctx);
+OCRDEF int ocr_ctx_set_threads(ocr_ctx *ctx, int n_threads);
+OCRDEF const char *ocr_ctx_last_error(const ocr_ctx *ctx);
+OCRDEF void ocr_ctx_clear_error(ocr_ctx *ctx);
+OCRDEF const char *ocr_status_name(int status);
+/* Records an error (message prefixed by nothing: callers start it with their function name) and returns code. */
+OCRDEF int ocr_error(ocr_ctx *ctx, int code, const char *fmt, ...) OCR__PRINTF(3, 4);
+OCRDEF void ocr_log(ocr_ctx *ctx, int level, const char *fmt, ...) OCR__PRINTF(3, 4);
+OCRDEF void ocr_log_stderr(void *user, int level, const char *message); /* a ready-made log_fn */
+/* Per-slot scratch memory that only grows; NULL (with an error) on failure. */
+OCRDEF void *ocr_ctx_scratch(ocr_ctx *ctx, int slot, size_t bytes);
+OCRDEF int ocr_cpu_count(void);
+
+/* ---- threads: fn(arg, begin, end, thread_index) over a static, deterministic split of [0, n) ---- */
+typedef void (*ocr_range_fn)(void *arg, int64_t begin, int64_t end, int thread_index);
+OCRDEF void ocr_parallel_for(ocr_ctx *ctx, int64_t n, int64_t min_chunk, ocr_range_fn fn, void *arg);
+
+/* ---- sizes ---- */
+OCRDEF int ocr_size_mul(size_t a, size_t b, size_t *out);           /* 1 ok, 0 overflow */
+OCRDEF int ocr_size_add(size_t a, size_t b, size_t *out);
+OCRDEF ocr_shape ocr_shape1(int64_t d0);
+OCRDEF ocr_shape ocr_shape2(int64_t d0, int64_t d1);
+OCRDEF ocr_shape ocr_shape3(int64_t d0, int64_t d1, int64_t d2);
+OCRDEF ocr_shape ocr_shape4(int64_t d0, int64_t d1, int64_t d2, int64_t d3);
+OCRDEF int ocr_shape_equal(ocr_shape a, ocr_shape b);
+OCRDEF int64_t ocr_shape_numel(ocr_shape s);                         /* assumes a validated shape */
+OCRDEF int ocr_shape_validate(ocr_ctx *ctx, const char *fn, const char *what, ocr_shape s);
+OCRDEF char *ocr_shape_str(ocr_shape s, char *buf, size_t cap);      /* "[2,3,64,64]" */
+OCRDEF size_t ocr_dtype_size(ocr_dtype dt);
+OCRDEF const char *ocr_dtype_name(ocr_dtype dt);                    /* safetensors names: F32, F16, ... */
+OCRDEF const char *ocr_device_name(ocr_device d);
+
+/* ---- tensors ---- */
+OCRDEF int ocr_tensor_alloc(ocr_ctx *ctx, ocr_tensor *t, const char *name, ocr_dtype dt, ocr_device dev, ocr_shape shape);
+OCRDEF void ocr_tensor_free(ocr_tensor *t);
+/* A non-owning tensor over memory the caller keeps alive. */
+OCRDEF ocr_tensor ocr_tensor_view(const char *name, ocr_dtype dt, ocr_device dev, ocr_shape shape, void *data);
+OCRDEF ocr_tensor ocr_tensor_f32(const char *name, ocr_shape shape, float *data);   /* CPU F32 view */
+/* View of rows [begin, begin+count) along dim 0. */
+OCRDEF int ocr_tensor_slice(ocr_ctx *ctx, const ocr_tensor *t, int64_t begin, int64_t count, ocr_tensor *out);
+OCRDEF int ocr_tensor_reshape(ocr_ctx *ctx, const ocr_tensor *t, ocr_shape shape, ocr_tensor *out);
+OCRDEF int64_t ocr_tensor_numel(const ocr_tensor *t);
+OCRDEF size_t ocr_tensor_bytes(const ocr_tensor *t);
+OCRDEF char *ocr_tensor_describe(const ocr_tensor *t, char *buf, size_t cap); /* 'x' (F32 [1,3,32,32], cpu) */
+OCRDEF void ocr_tensor_set_name(ocr_tensor *t, const char *name);
+OCRDEF int ocr_tensor_fill(ocr_ctx *ctx, ocr_tensor *t, double value);
+OCRDEF int ocr_tensor_zero(ocr_ctx *ctx, ocr_tensor *t);
+OCRDEF int ocr_tensor_copy(ocr_ctx *ctx, ocr_tensor *dst, const ocr_tensor *src);  /* same shape, converts dtype */
+OCRDEF int ocr_tensor_fill_uniform(ocr_ctx *ctx, ocr_tensor *t, float lo, float hi);
+OCRDEF int ocr_tensor_fill_normal(ocr_ctx *ctx, ocr_tensor *t, float mean, float stddev);
+OCRDEF double ocr_tensor_get(const ocr_tensor *t, int64_t index);   /* any dtype, CPU; for tests and tools */
+OCRDEF void ocr_tensor_set(ocr_tensor *t, int64_t index, double value);
+
+/* ---- validation: each returns OCR_OK or an error naming fn, the tensor and what is wrong ---- */
+OCRDEF int ocr_check_tensor(ocr_ctx *ctx, const char *fn, const ocr_tensor *t);  /* non-NULL, has data, valid shape */
+OCRDEF int ocr_check_shape(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, ocr_shape expected);
+OCRDEF int ocr_check_same_shape(ocr_ctx *ctx, const char *fn, const ocr_tensor *a, const ocr_tensor *b);
+OCRDEF int ocr_check_dtype(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, ocr_dtype dt);
+OCRDEF int ocr_check_device(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, ocr_device dev);
+OCRDEF int ocr_check_same_device(ocr_ctx *ctx, const char *fn, const ocr_tensor *a, const ocr_tensor *b);
+OCRDEF int ocr_check_finite(ocr_ctx *ctx, const char *fn, const ocr_tensor *t);
+OCRDEF int ocr_check_range(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, double lo, double hi);
+/* The usual preamble of an op on F32 tensors: valid, F32, on ctx's device... reported under fn. */
+OCRDEF int ocr_check_f32(ocr_ctx *ctx, const char *fn, const ocr_tensor *t);
+/* Index of the first non-finite F32/F16/BF16 value, or -1. */
+OCRDEF int64_t ocr_find_nonfinite(const ocr_tensor *t);
+
+/* ---- RNG ---- */
+OCRDEF void ocr_rng_seed(ocr_rng *r, uint64_t seed);
+OCRDEF uint64_t ocr_rng_u64(ocr_rng *r);
+OCRDEF uint32_t ocr_rng_below(ocr_rng *r, uint32_t n);     /* uniform in [0, n), unbiased; n > 0 */
+OCRDEF float ocr_rng_uniform(ocr_rng *r);                  /* [0, 1) */
+OCRDEF float ocr_rng_normal(ocr_rng *r);                   /* N(0, 1) */
+
+/* ---- half precision ---- */
+OCRDEF uint16_t ocr_f32_to_f16(float f);                   /* round to nearest even, saturating to Inf */
+OCRDEF float ocr_f16_to_f32(uint16_t h);
+OCRDEF uint16_t ocr_f32_to_bf16(float f);
+OCRDEF float ocr_bf16_to_f32(uint16_t h);
+
+/* ---- aligned host memory (64 bytes) ---- */
+OCRDEF void *ocr_aligned_alloc(size_t bytes);
+OCRDEF void ocr_aligned_free(void *p);
+
+/* ---- JSON (strict RFC 8259 subset used by safetensors headers and dataset labels) ---- */
+typedef enum { OCR_JSON_NULL, OCR_JSON_BOOL, OCR_JSON_NUMBER, OCR_JSON_STRING, OCR_JSON_ARRAY, OCR_JSON_OBJECT } ocr_json_type;
+typedef struct {
+    ocr_json_type type;
+    int64_t start, end;   /* byte range in the source; strings exclude their quotes */
+    int size;             /* array: elements; object: key/value pairs */
+    int next;             /* index of the token after this one's whole subtree */
+} ocr_json_tok;
+/* Parses exactly one value (surrounding whitespace allowed) into toks[0..*n_toks). Object children are
+   alternating key (string) and value tokens. Rejects invalid UTF-8, control characters, bad escapes,
+   depth > 64 and more than max_toks tokens. */
+OCRDEF int ocr_json_parse(ocr_ctx *ctx, const char *src, size_t len, ocr_json_tok *toks, int max_toks, int *n_toks);
+OCRDEF int ocr_json_find(const char *src, const ocr_json_tok *toks, int object, const char *key); /* value index or -1 */
+OCRDEF int ocr_json_child(const ocr_json_tok *toks, int parent, int i);      /* i-th element / key, or -1 */
+OCRDEF int ocr_json_streq(const char *src, const ocr_json_tok *tok, const char *s); /* raw (unescaped-free) compare */
+/* Unescaped, NUL-terminated copy; fails (0) if it does not fit or holds \u0000. */
+OCRDEF int ocr_json_string(const char *src, const ocr_json_tok *tok, char *out, size_t cap);
+OCRDEF int ocr_json_number(const char *src, const ocr_json_tok *tok, double *out);
+/* Appends s as a quoted, escaped JSON string to buf (at most cap bytes incl. NUL); returns bytes needed. */
+OCRDEF size_t ocr_json_quote(char *buf, size_t cap, const char *s);
+
+/* ---- safetensors (https://github.com/huggingface/safetensors format; files PyTorch tooling reads) ---- */
+typedef struct {
+    char name[OCR_NAME_MAX];
+    ocr_dtype dtype;
+    ocr_shape shape;
+    size_t begin, end;    /* byte range inside the data section */
+} ocr_safetensors_entry;
+
+typedef struct {
+    unsigned char *bytes;            /* whole file */
+    size_t size;
+    size_t data_start;               /* 8 + header length */
+    ocr_safetensors_entry *entries;
+    int n_entries;
+    char **meta_keys, **meta_values; /* __metadata__ string pairs */
+    int n_meta;
+} ocr_safetensors;
+
+/* Reads and strictly validates a file (or memory): any malformed input gives OCR_EFORMAT with a reason. */
+OCRDEF int ocr_safetensors_open(ocr_ctx *ctx, ocr_safetensors *st, const char *path);
+OCRDEF int ocr_safetensors_open_memory(ocr_ctx *ctx, ocr_safetensors *st, const void *bytes, size_t size);
+OCRDEF void ocr_safetensors_close(ocr_safetensors *st);
+OCRDEF int ocr_safetensors_find(const ocr_safetensors *st, const char *name);       /* index or -1 */
+OCRDEF const char *ocr_safetensors_meta(const ocr_safetensors *st, const char *key);
+/* Allocates out (CPU, the file's dtype and shape) and copies the data. */
+OCRDEF int ocr_safetensors_read(ocr_ctx *ctx, const ocr_safetensors *st, const char *name, ocr_tensor *out);
+/* Copies into an existing tensor of the same shape; F32<->F16/BF16 converted, others must match. */
+OCRDEF int ocr_safetensors_read_into(ocr_ctx *ctx, const ocr_safetensors *st, const char *name, ocr_tensor *dst);
+/* Writes atomically (temp file, fsync, rename). meta: n_meta key/value pairs, may be NULL. */
+OCRDEF int ocr_safetensors_save(ocr_ctx *ctx, const char *path, const ocr_tensor *const *tensors, int n,
+                                const char *const *meta_keys, const char *const *meta_values, int n_meta);
+/* Same layout into a malloc'd buffer (*out, *out_size); the caller frees it with OCR_FREE / free. */
+OCRDEF int ocr_safetensors_serialize(ocr_ctx *ctx, const ocr_tensor *const *tensors, int n,
+                                     const char *const *meta_keys, const char *const *meta_values, int n_meta,
+                                     unsigned char **out, size_t *out_size);
+/* Writes bytes to path atomically: path.tmp.<pid>, fsync, rename, fsync of the directory. */
+OCRDEF int ocr_write_file_atomic(ocr_ctx *ctx, const char *path, const void *bytes, size_t size);
+/* Reads a whole file; max_size caps what is accepted. *out is freed with OCR_FREE / free. */
+OCRDEF int ocr_read_file(ocr_ctx *ctx, const char *path, size_t max_size, unsigned char **out, size_t *out_size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OCR_TENSOR_H */
+
+/* ================================================================================================== */
+#if defined(OCR_IMPLEMENTATION) && !defined(OCR_TENSOR_IMPLEMENTATION)
+#define OCR_TENSOR_IMPLEMENTATION
+#endif
+
+#if defined(OCR_TENSOR_IMPLEMENTATION) && !defined(OCR__TENSOR_IMPLEMENTED)
+#define OCR__TENSOR_IMPLEMENTED
+
+#if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+
+#ifndef OCR_SAFETENSORS_MAX_HEADER
+#define OCR_SAFETENSORS_MAX_HEADER 100000000u
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- errors, logging */
+
+static const char *const ocr__status_names[] = {
+    "OK", "EINVAL", "ESHAPE", "EDTYPE", "EDEVICE", "ENOMEM", "EIO", "EFORMAT", "ENONFINITE",
+    "ERANGE", "EOVERFLOW", "EUNSUPPORTED", "ECUDA", "ENOTFOUND", "ESTATE"};
+
+OCRDEF const char *ocr_status_name(int status) {
+    int i = -status;
+    if (i < 0 || i >= (int)(sizeof(ocr__status_names) / sizeof(ocr__status_names[0]))) return "UNKNOWN";
+    return ocr__status_names[i];
+}
+
+OCRDEF int ocr_error(ocr_ctx *ctx, int code, const char *fmt, ...) {
+    va_list ap;
+    if (!ctx) return code;
+    va_start(ap, fmt);
+    vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, ap);
+    va_end(ap);
+    ctx->last_status = code;
+    if (ctx->log_fn) ctx->log_fn(ctx->log_user, OCR_LOG_DEBUG, ctx->last_error);
+    return code;
+}
+
+OCRDEF void ocr_log(ocr_ctx *ctx, int level, const char *fmt, ...) {
+    char msg[OCR_ERROR_MAX];
+    va_list ap;
+    if (!ctx || !ctx->log_fn) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ctx->log_fn(ctx->log_user, level, msg);
+}
+
+OCRDEF void ocr_log_stderr(void *user, int level, const char *message) {
+    static const char *const names[] = {"debug", "info", "warning", "error"};
+    int min_level = user ? *(const int *)user : OCR_LOG_INFO;
+    if (level < min_level) return;
+    fprintf(stderr, "ocr %s: %s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], message);
+}
+
+OCRDEF const char *ocr_ctx_last_error(const ocr_ctx *ctx) { return ctx->last_error[0] ? ctx->last_error : "no error"; }
+OCRDEF void ocr_ctx_clear_error(ocr_ctx *ctx) { ctx->last_error[0] = 0; ctx->last_status = OCR_OK; }
+
+/* ---------------------------------------------------------------- sizes, shapes, dtypes */
+
+OCRDEF int ocr_size_mul(size_t a, size_t b, size_t *out) {
+    if (a && b > (size_t)-1 / a) return 0;
+    *out = a * b;
+    return 1;
+}
+OCRDEF int ocr_size_add(size_t a, size_t b, size_t *out) {
+    if (b > (size_t)-1 - a) return 0;
+    *out = a + b;
+    return 1;
+}
+
+OCRDEF ocr_shape ocr_shape1(int64_t d0) { ocr_shape s; memset(&s, 0, sizeof s); s.ndim = 1; s.dim[0] = d0; return s; }
+OCRDEF ocr_shape ocr_shape2(int64_t d0, int64_t d1) { ocr_shape s = ocr_shape1(d0); s.ndim = 2; s.dim[1] = d1; return s; }
+OCRDEF ocr_shape ocr_shape3(int64_t d0, int64_t d1, int64_t d2) { ocr_shape s = ocr_shape2(d0, d1); s.ndim = 3; s.dim[2] = d2; return s; }
+OCRDEF ocr_shape ocr_shape4(int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+    ocr_shape s = ocr_shape3(d0, d1, d2); s.ndim = 4; s.dim[3] = d3; return s;
+}
+
+OCRDEF int ocr_shape_equal(ocr_shape a, ocr_shape b) {
+    int i;
+    if (a.ndim != b.ndim) return 0;
+    for (i = 0; i < a.ndim; i++) if (a.dim[i] != b.dim[i]) return 0;
+    return 1;
+}
+
+OCRDEF int64_t ocr_shape_numel(ocr_shape s) {
+    int64_t n = 1;
+    int i;
+    for (i = 0; i < s.ndim; i++) n *= s.dim[i];
+    return n;
+}
+
+OCRDEF char *ocr_shape_str(ocr_shape s, char *buf, size_t cap) {
+    size_t used = 0;
+    int i;
+    if (!cap) return buf;
+    buf[0] = 0;
+    used += (size_t)snprintf(buf, cap, "[");
+    for (i = 0; i < s.ndim && i < OCR_MAX_DIMS && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, i ? ",%lld" : "%lld", (long long)s.dim[i]);
+    if (used < cap) snprintf(buf + used, cap - used, "]");
+    return buf;
+}
+
+OCRDEF int ocr_shape_validate(ocr_ctx *ctx, const char *fn, const char *what, ocr_shape s) {
+    int64_t n = 1;
+    int i;
+    char sb[96];
+    if (s.ndim < 0 || s.ndim > OCR_MAX_DIMS)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: %s has %d dims; ocr-c tensors have 0..%d", fn, what, s.ndim, OCR_MAX_DIMS);
+    for (i = 0; i < s.ndim; i++) {
+        if (s.dim[i] < 0)
+            return ocr_error(ctx, OCR_ESHAPE, "%s: %s has negative dim %d in %s", fn, what, i, ocr_shape_str(s, sb, sizeof sb));
+        if (s.dim[i] && n > OCR_MAX_NUMEL / s.dim[i])
+            return ocr_error(ctx, OCR_EOVERFLOW, "%s: %s of shape %s has more than 2^40 elements", fn, what,
+                             ocr_shape_str(s, sb, sizeof sb));
+        n *= s.dim[i];
+    }
+    return OCR_OK;
+}
+
+OCRDEF size_t ocr_dtype_size(ocr_dtype dt) {
+    switch (dt) {
+    case OCR_F32: case OCR_I32: return 4;
+    case OCR_F16: case OCR_BF16: return 2;
+    case OCR_U8: return 1;
+    case OCR_I64: return 8;
+    default: return 0;
+    }
+}
+
+OCRDEF const char *ocr_dtype_name(ocr_dtype dt) {
+    static const char *const names[] = {"F32", "F16", "BF16", "U8", "I32", "I64"};
+    return (unsigned)dt < OCR_DTYPE_COUNT ? names[dt] : "?";
+}
+
+OCRDEF const char *ocr_device_name(ocr_device d) { return d == OCR_DEVICE_CPU ? "cpu" : d == OCR_DEVICE_CUDA ? "cuda" : "?"; }
+
+/* ---------------------------------------------------------------- memory */
+
+OCRDEF void *ocr_aligned_alloc(size_t bytes) {
+    /* Over-allocate, align by hand and keep the original pointer just below the block. */
+    size_t total;
+    unsigned char *raw, *p;
+    if (!ocr_size_add(bytes, 64 + sizeof(void *), &total)) return NULL;
+    raw = (unsigned char *)OCR_MALLOC(total);
+    if (!raw) return NULL;
+    p = raw + sizeof(void *);
+    p += (64 - ((uintptr_t)p & 63)) & 63;
+    memcpy(p - sizeof(void *), &raw, sizeof(void *));
+    return p;
+}
+
+OCRDEF void ocr_aligned_free(void *p) {
+    void *raw;
+    if (!p) return;
+    memcpy(&raw, (unsigned char *)p - sizeof(void *), sizeof(void *));
+    OCR_FREE(raw);
+}
+
+OCRDEF void *ocr_ctx_scratch(ocr_ctx *ctx, int slot, size_t bytes) {
+    void *p;
+    if (slot < 0 || slot >= OCR_SCRATCH_SLOTS) {
+        ocr_error(ctx, OCR_EINVAL, "ocr_ctx_scratch: slot %d out of range", slot);
+        return NULL;
+    }
+    if (ctx->scratch_size[slot] >= bytes && ctx->scratch[slot]) return ctx->scratch[slot];
+    /* Grow by half again so a slowly growing request does not reallocate every call. */
+    if (bytes < ctx->scratch_size[slot] + ctx->scratch_size[slot] / 2) bytes = ctx->scratch_size[slot] + ctx->scratch_size[slot] / 2;
+    p = ocr_aligned_alloc(bytes ? bytes : 64);
+    if (!p) {
+        ocr_error(ctx, OCR_ENOMEM, "ocr_ctx_scratch: cannot allocate %zu bytes of scratch", bytes);
+        return NULL;
+    }
+    ocr_aligned_free(ctx->scratch[slot]);
+    ctx->scratch[slot] = p;
+    ctx->scratch_size[slot] = bytes;
+    return p;
+}
+
+/* ---------------------------------------------------------------- thread pool */
+
+struct ocr__pool {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv;
+    pthread_t threads[OCR_MAX_THREADS];
+    int n_workers;            /* threads besides the caller */
+    unsigned long generation; /* bumped for every job */
+    int pending;              /* workers still running the current job */
+    int quit;
+    /* current job */
+    ocr_range_fn fn;
+    void *arg;
+    int64_t n;
+    int n_parts;
+};
+
+static void ocr__pool_run_part(ocr__pool *p, int part) {
+    int64_t begin = p->n * part / p->n_parts, end = p->n * (part + 1) / p->n_parts;
+    if (begin < end) p->fn(p->arg, begin, end, part);
+}
+
+typedef struct { ocr__pool *pool; int index; } ocr__worker_arg;
+
+static void *ocr__pool_worker(void *argp) {
+    ocr__pool *p = ((ocr__worker_arg *)argp)->pool;
+    int index = ((ocr__worker_arg *)argp)->index;
+    unsigned long seen = 0;
+    OCR_FREE(argp);
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->quit && p->generation == seen) pthread_cond_wait(&p->work_cv, &p->mu);
+        if (p->quit) { pthread_mutex_unlock(&p->mu); return NULL; }
+        seen = p->generation;
+        pthread_mutex_unlock(&p->mu);
+        if (index < p->n_parts) ocr__pool_run_part(p, index);
+        pthread_mutex_lock(&p->mu);
+        if (--p->pending == 0) pthread_cond_signal(&p->done_cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+static void ocr__pool_destroy(ocr__pool *p) {
+    int i;
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    for (i = 0; i < p->n_workers; i++) pthread_join(p->threads[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->work_cv);
+    pthread_cond_destroy(&p->done_cv);
+    OCR_FREE(p);
+}
+
+static int ocr__pool_create(ocr_ctx *ctx, int n_threads, ocr__pool **out) {
+    ocr__pool *p;
+    int i;
+    *out = NULL;
+    if (n_threads <= 1) return OCR_OK;
+    p = (ocr__pool *)OCR_MALLOC(sizeof *p);
+    if (!p) return ocr_error(ctx, OCR_ENOMEM, "ocr_ctx_init: cannot allocate the thread pool");
+    memset(p, 0, sizeof *p);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->work_cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+    for (i = 0; i < n_threads - 1; i++) {
+        ocr__worker_arg *wa = (ocr__worker_arg *)OCR_MALLOC(sizeof *wa);
+        if (!wa) break;
+        wa->pool = p;
+        wa->index = i + 1;
+        if (pthread_create(&p->threads[i], NULL, ocr__pool_worker, wa) != 0) { OCR_FREE(wa); break; }
+        p->n_workers++;
+    }
+    if (p->n_workers != n_threads - 1) {
+        ocr__pool_destroy(p);
+        return ocr_error(ctx, OCR_ENOMEM, "ocr_ctx_init: could start only some of %d threads", n_threads);
+    }
+    *out = p;
+    return OCR_OK;
+}
+
+OCRDEF void ocr_parallel_for(ocr_ctx *ctx, int64_t n, int64_t min_chunk, ocr_range_fn fn, void *arg) {
+    ocr__pool *p = ctx->pool;
+    int64_t parts = ctx->n_threads;
+    if (n <= 0) return;
+    if (min_chunk < 1) min_chunk = 1;
+    if (parts > n / min_chunk) parts = n / min_chunk;
+    if (!p || parts <= 1) { fn(arg, 0, n, 0); return; }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->arg = arg;
+    p->n = n;
+    p->n_parts = (int)parts;
+    p->pending = p->n_workers;
+    p->generation++;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    ocr__pool_run_part(p, 0);
+    pthread_mutex_lock(&p->mu);
+    while (p->pending) pthread_cond_wait(&p->done_cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+OCRDEF int ocr_cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > OCR_MAX_THREADS ? OCR_MAX_THREADS : (int)n;
+}
+
+/* ---------------------------------------------------------------- context */
+
+OCRDEF int ocr_ctx_set_threads(ocr_ctx *ctx, int n_threads) {
+    ocr__pool *p;
+    int rc;
+    if (n_threads <= 0) n_threads = ocr_cpu_count();
+    if (n_threads > OCR_MAX_THREADS)
+        return ocr_error(ctx, OCR_EINVAL, "ocr_ctx_set_threads: %d threads requested, at most %d", n_threads, OCR_MAX_THREADS);
+    if (ctx->pool && n_threads == ctx->n_threads) return OCR_OK;
+    rc = ocr__pool_create(ctx, n_threads, &p);
+    if (rc) return rc;
+    ocr__pool_destroy(ctx->pool);
+    ctx->pool = p;
+    ctx->n_threads = n_threads;
+    return OCR_OK;
+}
+
+static int ocr__env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
+OCRDEF int ocr_ctx_init(ocr_ctx *ctx, int n_threads, uint64_t seed) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->device = OCR_DEVICE_CPU;
+    ctx->n_threads = 1;
+    ocr_rng_seed(&ctx->rng, seed);
+    if (ocr__env_flag("OCR_CHECK_NUMERICS")) ctx->debug_flags |= OCR_DEBUG_CHECK_NUMERICS;
+    if (ocr__env_flag("OCR_CUDA_SYNC_DEBUG")) ctx->debug_flags |= OCR_DEBUG_CUDA_SYNC;
+    {
+        const char *k = getenv("OCR_CPU_KERNEL");
+        if (k && strcmp(k, "portable") == 0) ctx->cpu_kernel = OCR_CPU_KERNEL_PORTABLE;
+        if (k && strcmp(k, "avx2") == 0) ctx->cpu_kernel = OCR_CPU_KERNEL_AVX2;
+    }
+    return ocr_ctx_set_threads(ctx, n_threads);
+}
+
+OCRDEF void ocr_ctx_free(ocr_ctx *ctx) {
+    int i;
+    if (!ctx) return;
+    ocr__pool_destroy(ctx->pool);
+    ctx->pool = NULL;
+    for (i = 0; i < OCR_SCRATCH_SLOTS; i++) { ocr_aligned_free(ctx->scratch[i]); ctx->scratch[i] = NULL; ctx->scratch_size[i] = 0; }
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+OCRDEF void ocr_tensor_set_name(ocr_tensor *t, const char *name) {
+    size_t n = name ? strlen(name) : 0;
+    if (n >= sizeof t->name) n = sizeof t->name - 1;
+    if (n) memcpy(t->name, name, n);
+    t->name[n] = 0;
+}
+
+OCRDEF int64_t ocr_tensor_numel(const ocr_tensor *t) { return ocr_shape_numel(t->shape); }
+OCRDEF size_t ocr_tensor_bytes(const ocr_tensor *t) { return (size_t)ocr_tensor_numel(t) * ocr_dtype_size(t->dtype); }
+
+OCRDEF char *ocr_tensor_describe(const ocr_tensor *t, char *buf, size_t cap) {
+    char sb[96];
+    if (!t) { snprintf(buf, cap, "(null tensor)"); return buf; }
+    snprintf(buf, cap, "'%s' (%s %s, %s)", t->name[0] ? t->name : "?", ocr_dtype_name(t->dtype),
+             ocr_shape_str(t->shape, sb, sizeof sb), ocr_device_name(t->device));
+    return buf;
+}
+
+OCRDEF ocr_tensor ocr_tensor_view(const char *name, ocr_dtype dt, ocr_device dev, ocr_shape shape, void *data) {
+    ocr_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.shape = shape;
+    t.dtype = dt;
+    t.device = dev;
+    ocr_tensor_set_name(&t, name);
+    return t;
+}
+
+OCRDEF ocr_tensor ocr_tensor_f32(const char *name, ocr_shape shape, float *data) {
+    return ocr_tensor_view(name, OCR_F32, OCR_DEVICE_CPU, shape, data);
+}
+
+OCRDEF int ocr_tensor_alloc(ocr_ctx *ctx, ocr_tensor *t, const char *name, ocr_dtype dt, ocr_device dev, ocr_shape shape) {
+    size_t bytes;
+    int rc;
+    memset(t, 0, sizeof *t);
+    ocr_tensor_set_name(t, name);
+    if ((unsigned)dt >= OCR_DTYPE_COUNT) return ocr_error(ctx, OCR_EDTYPE, "ocr_tensor_alloc: '%s' has unknown dtype %d", t->name, (int)dt);
+    if ((rc = ocr_shape_validate(ctx, "ocr_tensor_alloc", t->name, shape))) return rc;
+    if (dev != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "ocr_tensor_alloc: '%s' asks for device %s; this build has only the CPU backend",
+                         t->name, ocr_device_name(dev));
+    if (!ocr_size_mul((size_t)ocr_shape_numel(shape), ocr_dtype_size(dt), &bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "ocr_tensor_alloc: '%s' is too large", t->name);
+    t->data = ocr_aligned_alloc(bytes ? bytes : 1);
+    if (!t->data) return ocr_error(ctx, OCR_ENOMEM, "ocr_tensor_alloc: cannot allocate %zu bytes for '%s'", bytes, t->name);
+    memset(t->data, 0, bytes);
+    t->shape = shape;
+    t->dtype = dt;
+    t->device = dev;
+    t->owns_data = 1;
+    return OCR_OK;
+}
+
+OCRDEF void ocr_tensor_free(ocr_tensor *t) {
+    if (!t) return;
+    if (t->owns_data) ocr_aligned_free(t->data);
+    t->data = NULL;
+    t->owns_data = 0;
+}
+
+OCRDEF int ocr_tensor_slice(ocr_ctx *ctx, const ocr_tensor *t, int64_t begin, int64_t count, ocr_tensor *out) {
+    int rc;
+    size_t row;
+    if ((rc = ocr_check_tensor(ctx, "ocr_tensor_slice", t))) return rc;
+    if (t->shape.ndim < 1 || begin < 0 || count < 0 || begin > t->shape.dim[0] - count) {
+        char d[200];
+        return ocr_error(ctx, OCR_ERANGE, "ocr_tensor_slice: rows [%lld, %lld) outside %s", (long long)begin,
+                         (long long)(begin + count), ocr_tensor_describe(t, d, sizeof d));
+    }
+    row = (size_t)(ocr_tensor_numel(t) / (t->shape.dim[0] ? t->shape.dim[0] : 1)) * ocr_dtype_size(t->dtype);
+    *out = *t;
+    out->owns_data = 0;
+    out->shape.dim[0] = count;
+    out->data = (unsigned char *)t->data + (size_t)begin * row;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_tensor_reshape(ocr_ctx *ctx, const ocr_tensor *t, ocr_shape shape, ocr_tensor *out) {
+    int rc;
+    if ((rc = ocr_check_tensor(ctx, "ocr_tensor_reshape", t))) return rc;
+    if ((rc = ocr_shape_validate(ctx, "ocr_tensor_reshape", t->name, shape))) return rc;
+    if (ocr_shape_numel(shape) != ocr_tensor_numel(t)) {
+        char d[200], sb[96];
+        return ocr_error(ctx, OCR_ESHAPE, "ocr_tensor_reshape: %s cannot become %s", ocr_tensor_describe(t, d, sizeof d),
+                         ocr_shape_str(shape, sb, sizeof sb));
+    }
+    *out = *t;
+    out->owns_data = 0;
+    out->shape = shape;
+    return OCR_OK;
+}
+
+OCRDEF double ocr_tensor_get(const ocr_tensor *t, int64_t i) {
+    switch (t->dtype) {
+    case OCR_F32: return ((const float *)t->data)[i];
+    case OCR_F16: return ocr_f16_to_f32(((const uint16_t *)t->data)[i]);
+    case OCR_BF16: return ocr_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    case OCR_U8: return ((const uint8_t *)t->data)[i];
+    case OCR_I32: return ((const int32_t *)t->data)[i];
+    case OCR_I64: return (double)((const int64_t *)t->data)[i];
+    default: return 0.0;
+    }
+}
+
+OCRDEF void ocr_tensor_set(ocr_tensor *t, int64_t i, double v) {
+    switch (t->dtype) {
+    case OCR_F32: ((float *)t->data)[i] = (float)v; break;
+    case OCR_F16: ((uint16_t *)t->data)[i] = ocr_f32_to_f16((float)v); break;
+    case OCR_BF16: ((uint16_t *)t->data)[i] = ocr_f32_to_bf16((float)v); break;
+    case OCR_U8: ((uint8_t *)t->data)[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); break;
+    case OCR_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
+    case OCR_I64: ((int64_t *)t->data)[i] = (int64_t)v; break;
+    default: break;
+    }
+}
+
+static int ocr__check_cpu(ocr_ctx *ctx, const char *fn, const ocr_tensor *t) {
+    int rc = ocr_check_tensor(ctx, fn, t);
+    return rc ? rc : ocr_check_device(ctx, fn, t, OCR_DEVICE_CPU);
+}
+
+OCRDEF int ocr_tensor_fill(ocr_ctx *ctx, ocr_tensor *t, double v) {
+    int64_t i, n;
+    int rc = ocr__check_cpu(ctx, "ocr_tensor_fill", t);
+    if (rc) return rc;
+    n = ocr_tensor_numel(t);
+    if (t->dtype == OCR_F32) {
+        float *p = (float *)t->data, f = (float)v;
+        for (i = 0; i < n; i++) p[i] = f;
+    } else {
+        for (i = 0; i < n; i++) ocr_tensor_set(t, i, v);
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_tensor_zero(ocr_ctx *ctx, ocr_tensor *t) {
+    int rc = ocr__check_cpu(ctx, "ocr_tensor_zero", t);
+    if (rc) return rc;
+    memset(t->data, 0, ocr_tensor_bytes(t));
+    return OCR_OK;
+}
+
+OCRDEF int ocr_tensor_copy(ocr_ctx *ctx, ocr_tensor *dst, const ocr_tensor *src) {
+    int64_t i, n;
+    int rc;
+    if ((rc = ocr__check_cpu(ctx, "ocr_tensor_copy", dst)) || (rc = ocr__check_cpu(ctx, "ocr_tensor_copy", src)) ||
+        (rc = ocr_check_same_shape(ctx, "ocr_tensor_copy", dst, src)))
+        return rc;
+    n = ocr_tensor_numel(src);
+    if (dst->dtype == src->dtype) memmove(dst->data, src->data, ocr_tensor_bytes(src));
+    else for (i = 0; i < n; i++) ocr_tensor_set(dst, i, ocr_tensor_get(src, i));
+    return OCR_OK;
+}
+
+OCRDEF int ocr_tensor_fill_uniform(ocr_ctx *ctx, ocr_tensor *t, float lo, float hi) {
+    int64_t i, n;
+    int rc = ocr__check_cpu(ctx, "ocr_tensor_fill_uniform", t);
+    if (rc) return rc;
+    n = ocr_tensor_numel(t);
+    for (i = 0; i < n; i++) ocr_tensor_set(t, i, lo + (hi - lo) * ocr_rng_uniform(&ctx->rng));
+    return OCR_OK;
+}
+
+OCRDEF int ocr_tensor_fill_normal(ocr_ctx *ctx, ocr_tensor *t, float mean, float stddev) {
+    int64_t i, n;
+    int rc = ocr__check_cpu(ctx, "ocr_tensor_fill_normal", t);
+    if (rc) return rc;
+    n = ocr_tensor_numel(t);
+    for (i = 0; i < n; i++) ocr_tensor_set(t, i, mean + stddev * ocr_rng_normal(&ctx->rng));
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- validation */
+
+OCRDEF int ocr_check_tensor(ocr_ctx *ctx, const char *fn, const ocr_tensor *t) {
+    int rc;
+    if (!t) return ocr_error(ctx, OCR_EINVAL, "%s: a required tensor is NULL", fn);
+    if ((unsigned)t->dtype >= OCR_DTYPE_COUNT)
+        return ocr_error(ctx, OCR_EDTYPE, "%s: tensor '%s' has unknown dtype %d", fn, t->name, (int)t->dtype);
+    if ((rc = ocr_shape_validate(ctx, fn, t->name[0] ? t->name : "a tensor", t->shape))) return rc;
+    if (!t->data && ocr_tensor_numel(t) > 0)
+        return ocr_error(ctx, OCR_EINVAL, "%s: tensor '%s' has no data (not allocated, or already freed)", fn, t->name);
+    return OCR_OK;
+}
+
+OCRDEF int ocr_check_shape(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, ocr_shape expected) {
+    char d[200], sb[96];
+    int rc = ocr_check_tensor(ctx, fn, t);
+    if (rc) return rc;
+    if (!ocr_shape_equal(t->shape, expected))
+        return ocr_error(ctx, OCR_ESHAPE, "%s: tensor %s has shape %s, expected %s", fn, ocr_tensor_describe(t, d, sizeof d),
+                         ocr_shape_str(t->shape, sb, sizeof sb), ocr_shape_str(expected, sb + 48, 48));
+    return OCR_OK;
+}
+
+OCRDEF int ocr_check_same_shape(ocr_ctx *ctx, const char *fn, const ocr_tensor *a, const ocr_tensor *b) {
+    char da[200], db[200];
+    int rc;
+    if ((rc = ocr_check_tensor(ctx, fn, a)) || (rc = ocr_check_tensor(ctx, fn, b))) return rc;
+    if (!ocr_shape_equal(a->shape, b->shape))
+        return ocr_error(ctx, OCR_ESHAPE, "%s: tensor %s and tensor %s must have the same shape", fn,
+                         ocr_tensor_describe(b, db, sizeof db), ocr_tensor_describe(a, da, sizeof da));
+    return OCR_OK;
+}
+
+OCRDEF int ocr_check_dtype(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, ocr_dtype dt) {
+    char d[200];
+    int rc = ocr_check_tensor(ctx, fn, t);
+    if (rc) return rc;
+    if (t->dtype != dt)
+        return ocr_error(ctx, OCR_EDTYPE, "%s: tensor %s must be %s", fn, ocr_tensor_describe(t, d, sizeof d), ocr_dtype_name(dt));
+    return OCR_OK;
+}
+
+OCRDEF int ocr_check_device(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, ocr_device dev) {
+    char d[200];
+    int rc = ocr_check_tensor(ctx, fn, t);
+    if (rc) return rc;
+    if (t->device != dev)
+        return ocr_error(ctx, OCR_EDEVICE, "%s: tensor %s is on %s, expected %s", fn, ocr_tensor_describe(t, d, sizeof d),
+                         ocr_device_name(t->device), ocr_device_name(dev));
+    return OCR_OK;
+}
+
+OCRDEF int ocr_check_same_device(ocr_ctx *ctx, const char *fn, const ocr_tensor *a, const ocr_tensor *b) {
+    char da[200], db[200];
+    int rc;
+    if ((rc = ocr_check_tensor(ctx, fn, a)) || (rc = ocr_check_tensor(ctx, fn, b))) return rc;
+    if (a->device != b->device)
+        return ocr_error(ctx, OCR_EDEVICE, "%s: tensor %s is on %s but tensor %s is on %s", fn, ocr_tensor_describe(b, db, sizeof db),
+                         ocr_device_name(b->device), ocr_tensor_describe(a, da, sizeof da), ocr_device_name(a->device));
+    return OCR_OK;
+}
+
+OCRDEF int ocr_check_f32(ocr_ctx *ctx, const char *fn, const ocr_tensor *t) {
+    int rc;
+    if ((rc = ocr_check_dtype(ctx, fn, t, OCR_F32))) return rc;
+    return ocr_check_device(ctx, fn, t, ctx->device);
+}
+
+OCRDEF int64_t ocr_find_nonfinite(const ocr_tensor *t) {
+    int64_t i, n = ocr_tensor_numel(t);
+    if (t->dtype == OCR_F32) {
+        const float *p = (const float *)t->data;
+        for (i = 0; i < n; i++) if (!isfinite(p[i])) return i;
+    } else if (t->dtype == OCR_F16 || t->dtype == OCR_BF16) {
+        for (i = 0; i < n; i++) if (!isfinite(ocr_tensor_get(t, i))) return i;
+    }
+    return -1;
+}
+
+/* "[0,0,8,5]" for flat index i of shape s */
+static char *ocr__index_str(ocr_shape s, int64_t i, char *buf, size_t cap) {
+    ocr_shape idx = s;
+    int d;
+    for (d = s.ndim - 1; d >= 0; d--) {
+        int64_t n = s.dim[d] ? s.dim[d] : 1;
+        idx.dim[d] = i % n;
+        i /= n;
+    }
+    return ocr_shape_str(idx, buf, cap);
+}
+
+OCRDEF int ocr_check_finite(ocr_ctx *ctx, const char *fn, const ocr_tensor *t) {
+    char d[200], ib[96];
+    int64_t i;
+    int rc = ocr__check_cpu(ctx, fn, t);
+    if (rc) return rc;
+    i = ocr_find_nonfinite(t);
+    if (i >= 0)
+        return ocr_error(ctx, OCR_ENONFINITE, "%s: tensor %s has non-finite value %g at index %lld %s", fn,
+                         ocr_tensor_describe(t, d, sizeof d), ocr_tensor_get(t, i), (long long)i,
+                         ocr__index_str(t->shape, i, ib, sizeof ib));
+    return OCR_OK;
+}
+
+OCRDEF int ocr_check_range(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, double lo, double hi) {
+    char d[200], ib[96];
+    int64_t i, n;
+    int rc = ocr__check_cpu(ctx, fn, t);
+    if (rc) return rc;
+    n = ocr_tensor_numel(t);
+    for (i = 0; i < n; i++) {
+        double v = ocr_tensor_get(t, i);
+        if (!(v >= lo && v <= hi)) /* also catches NaN */
+            return ocr_error(ctx, isfinite(v) ? OCR_ERANGE : OCR_ENONFINITE,
+                             "%s: tensor %s has value %g at index %lld %s, outside [%g, %g]", fn,
+                             ocr_tensor_describe(t, d, sizeof d), v, (long long)i, ocr__index_str(t->shape, i, ib, sizeof ib), lo, hi);
+    }
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- RNG: xoshiro256** seeded by splitmix64 */
+
+static uint64_t ocr__splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+OCRDEF void ocr_rng_seed(ocr_rng *r, uint64_t seed) {
+    int i;
+    for (i = 0; i < 4; i++) r->s[i] = ocr__splitmix64(&seed);
+    r->has_spare = 0;
+    r->spare = 0.0f;
+}
+
+static uint64_t ocr__rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+OCRDEF uint64_t ocr_rng_u64(ocr_rng *r) {
+    uint64_t *s = r->s, result = ocr__rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = ocr__rotl(s[3], 45);
+    return result;
+}
+
+OCRDEF uint32_t ocr_rng_below(ocr_rng *r, uint32_t n) {
+    /* Lemire's multiply-shift with rejection keeps it unbiased. */
+    uint64_t m = (uint64_t)(uint32_t)(ocr_rng_u64(r) >> 32) * n;
+    uint32_t low = (uint32_t)m;
+    if (n == 0) return 0;
+    if (low < n) {
+        uint32_t threshold = (uint32_t)(-n) % n;
+        while (low < threshold) { m = (uint64_t)(uint32_t)(ocr_rng_u64(r) >> 32) * n; low = (uint32_t)m; }
+    }
+    return (uint32_t)(m >> 32);
+}
+
+OCRDEF float ocr_rng_uniform(ocr_rng *r) { return (float)(ocr_rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
+
+OCRDEF float ocr_rng_normal(ocr_rng *r) {
+    double u, v, s;
+    if (r->has_spare) { r->has_spare = 0; return r->spare; }
+    do {
+        u = (double)(ocr_rng_u64(r) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+        v = (double)(ocr_rng_u64(r) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+        s = u * u + v * v;
+    } while (s >= 1.0 || s == 0.0);
+    s = sqrt(-2.0 * log(s) / s);
+    r->spare = (float)(v * s);
+    r->has_spare = 1;
+    return (float)(u * s);
+}
+
+/* ---------------------------------------------------------------- half precision */
+
+OCRDEF uint16_t ocr_f32_to_f16(float f) {
+    uint32_t x, sign, mant;
+    int32_t exp;
+    memcpy(&x, &f, 4);
+    sign = (x >> 16) & 0x8000u;
+    exp = (int32_t)((x >> 23) & 0xff);
+    mant = x & 0x7fffffu;
+    if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0)); /* Inf, NaN stays NaN */
+    exp = exp - 127 + 15;
+    if (exp >= 0x1f) return (uint16_t)(sign | 0x7c00u);                       /* overflow to Inf */
+    if (exp <= 0) {                                                          /* subnormal or zero */
+        uint32_t shift, m, half, rounded;
+        if (exp < -10) return (uint16_t)sign;
+        m = mant | 0x800000u;
+        shift = (uint32_t)(14 - exp);
+        half = 1u << (shift - 1);
+        rounded = m >> shift;
+        if ((m & ((half << 1) - 1)) > half || ((m & ((half << 1) - 1)) == half && (rounded & 1))) rounded++;
+        return (uint16_t)(sign | rounded);
+    }
+    {
+        uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13), rest = mant & 0x1fffu;
+        if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) h++; /* may carry into the exponent: correct */
+        return (uint16_t)h;
+    }
+}
+
+OCRDEF float ocr_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, x;
+    float f;
+    if (exp == 0) {
+        f = (float)mant * (1.0f / 16777216.0f); /* 2^-24 */
+        memcpy(&x, &f, 4);
+        x |= sign;
+    } else if (exp == 0x1f) {
+        x = sign | 0x7f800000u | (mant << 13);
+    } else {
+        x = sign | ((exp + 112) << 23) | (mant << 13);
+    }
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+OCRDEF uint16_t ocr_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+    x += 0x7fffu + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+OCRDEF float ocr_bf16_to_f32(uint16_t h) {
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* ---------------------------------------------------------------- JSON */
+
+typedef struct {
+    const char *s;
+    size_t len, pos;
+    ocr_json_tok *toks;
+    int max_toks, n;
+    ocr_ctx *ctx;
+} ocr__json;
+
+static int ocr__json_fail(ocr__json *j, const char *what) {
+    return ocr_error(j->ctx, OCR_EFORMAT, "ocr_json_parse: %s at byte %zu", what, j->pos);
+}
+
+static void ocr__json_ws(ocr__json *j) {
+    while (j->pos < j->len && (j->s[j->pos] == ' ' || j->s[j->pos] == '\t' || j->s[j->pos] == '\n' || j->s[j->pos] == '\r')) j->pos++;
+}
+
+static int ocr__json_new(ocr__json *j, ocr_json_type type, int *idx) {
+    if (j->n >= j->max_toks) return ocr__json_fail(j, "too many JSON values");
+    *idx = j->n++;
+    memset(&j->toks[*idx], 0, sizeof(ocr_json_tok));
+    j->toks[*idx].type = type;
+    j->toks[*idx].start = (int64_t)j->pos;
+    return OCR_OK;
+}
+
+/* Length of the valid UTF-8 sequence at p (1..4), 0 if invalid. */
+static int ocr__utf8_len(const unsigned char *p, size_t avail) {
+    unsigned c = p[0];
+    int n, i;
+    uint32_t cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) { n = 2; cp = c & 0x1f; }
+    else if (c >= 0xe0 && c <= 0xef) { n = 3; cp = c & 0x0f; }
+    else if (c >= 0xf0 && c <= 0xf4) { n = 4; cp = c & 0x07; }
+    else return 0;
+    if ((size_t)n > avail) return 0;
+    for (i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return n;
+}
+
+static int ocr__json_string(ocr__json *j) {
+    int idx, rc;
+    j->pos++; /* opening quote */
+    if ((rc = ocr__json_new(j, OCR_JSON_STRING, &idx))) return rc;
+    while (j->pos < j->len) {
+        unsigned char c = (unsigned char)j->s[j->pos];
+        if (c == '"') { j->toks[idx].end = (int64_t)j->pos; j->pos++; j->toks[idx].next = j->n; return OCR_OK; }
+        if (c < 0x20) return ocr__json_fail(j, "control character inside a string");
+        if (c == '\\') {
+            if (j->pos + 1 >= j->len) break;
+            c = (unsigned char)j->s[j->pos + 1];
+            if (c == 'u') {
+                int k;
+                for (k = 0; k < 4; k++) {
+                    char h = j->pos + 2 + k < j->len ? j->s[j->pos + 2 + k] : 0;
+                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F')))
+                        return ocr__json_fail(j, "bad \\u escape");
+                }
+                j->pos += 6;
+            } else if (strchr("\"\\/bfnrt", (int)c) && c) {
+                j->pos += 2;
+            } else {
+                return ocr__json_fail(j, "bad escape");
+            }
+            continue;
+        }
+        {
+            int n = ocr__utf8_len((const unsigned char *)j->s + j->pos, j->len - j->pos);
+            if (!n) return ocr__json_fail(j, "invalid UTF-8");
+            j->pos += (size_t)n;
+        }
+    }
+    return ocr__json_fail(j, "unterminated string");
+}
+
+static int ocr__json_number(ocr__json *j) {
+    int idx, rc;
+    size_t p = j->pos;
+    const char *s = j->s;
+    if ((rc = ocr__json_new(j, OCR_JSON_NUMBER, &idx))) return rc;
+    if (p < j->len && s[p] == '-') p++;
+    if (p < j->len && s[p] == '0') p++;
+    else if (p < j->len && s[p] >= '1' && s[p] <= '9') while (p < j->len && s[p] >= '0' && s[p] <= '9') p++;
+    else return ocr__json_fail(j, "bad number");
+    if (p < j->len && s[p] == '.') {
+        p++;
+        if (!(p < j->len && s[p] >= '0' && s[p] <= '9')) return ocr__json_fail(j, "bad number");
+        while (p < j->len && s[p] >= '0' && s[p] <= '9') p++;
+    }
+    if (p < j->len && (s[p] == 'e' || s[p] == 'E')) {
+        p++;
+        if (p < j->len && (s[p] == '+' || s[p] == '-')) p++;
+        if (!(p < j->len && s[p] >= '0' && s[p] <= '9')) return ocr__json_fail(j, "bad number");
+        while (p < j->len && s[p] >= '0' && s[p] <= '9') p++;
+    }
+    if (p - j->pos > 64) return ocr__json_fail(j, "number too long");
+    j->pos = p;
+    j->toks[idx].end = (int64_t)p;
+    j->toks[idx].next = j->n;
+    return OCR_OK;
+}
+
+static int ocr__json_value(ocr__json *j, int depth) {
+    int idx, rc;
+    char c;
+    ocr__json_ws(j);
+    if (j->pos >= j->len) return ocr__json_fail(j, "unexpected end of input");
+    if (depth > 64) return ocr__json_fail(j, "nesting deeper than 64");
+    c = j->s[j->pos];
+    if (c == '"') return ocr__json_string(j);
+    if (c == '-' || (c >= '0' && c <= '9')) return ocr__json_number(j);
+    if (c == '{' || c == '[') {
+        int is_obj = c == '{';
+        char close = is_obj ? '}' : ']';
+        if ((rc = ocr__json_new(j, is_obj ? OCR_JSON_OBJECT : OCR_JSON_ARRAY, &idx))) return rc;
+        j->pos++;
+        ocr__json_ws(j);
+        if (j->pos < j->len && j->s[j->pos] == close) {
+            j->pos++;
+        } else {
+            for (;;) {
+                if (is_obj) {
+                    ocr__json_ws(j);
+                    if (j->pos >= j->len || j->s[j->pos] != '"') return ocr__json_fail(j, "expected a string key");
+                    if ((rc = ocr__json_string(j))) return rc;
+                    ocr__json_ws(j);
+                    if (j->pos >= j->len || j->s[j->pos] != ':') return ocr__json_fail(j, "expected ':'");
+                    j->pos++;
+                }
+                if ((rc = ocr__json_value(j, depth + 1))) return rc;
+                j->toks[idx].size++;
+                ocr__json_ws(j);
+                if (j->pos < j->len && j->s[j->pos] == ',') { j->pos++; continue; }
+                if (j->pos < j->len && j->s[j->pos] == close) { j->pos++; break; }
+                return ocr__json_fail(j, is_obj ? "expected ',' or '}'" : "expected ',' or ']'");
+            }
+        }
+        j->toks[idx].end = (int64_t)j->pos;
+        j->toks[idx].next = j->n;
+        return OCR_OK;
+    }
+    {
+        static const char *const words[] = {"true", "false", "null"};
+        int w;
+        for (w = 0; w < 3; w++) {
+            size_t n = strlen(words[w]);
+            if (j->len - j->pos >= n && memcmp(j->s + j->pos, words[w], n) == 0) {
+                if ((rc = ocr__json_new(j, w == 2 ? OCR_JSON_NULL : OCR_JSON_BOOL, &idx))) return rc;
+                j->pos += n;
+                j->toks[idx].end = (int64_t)j->pos;
+                j->toks[idx].next = j->n;
+                return OCR_OK;
+            }
+        }
+    }
+    return ocr__json_fail(j, "unexpected character");
+}
+
+OCRDEF int ocr_json_parse(ocr_ctx *ctx, const char *src, size_t len, ocr_json_tok *toks, int max_toks, int *n_toks) {
+    ocr__json j;
+    int rc;
+    j.s = src; j.len = len; j.pos = 0; j.toks = toks; j.max_toks = max_toks; j.n = 0; j.ctx = ctx;
+    *n_toks = 0;
+    if ((rc = ocr__json_value(&j, 0))) return rc;
+    ocr__json_ws(&j);
+    if (j.pos != len) return ocr__json_fail(&j, "trailing characters after the JSON value");
+    *n_toks = j.n;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_json_child(const ocr_json_tok *toks, int parent, int i) {
+    int k, idx = parent + 1, step = toks[parent].type == OCR_JSON_OBJECT ? 2 : 1;
+    if (toks[parent].type != OCR_JSON_ARRAY && toks[parent].type != OCR_JSON_OBJECT) return -1;
+    if (i < 0 || i >= toks[parent].size) return -1;
+    for (k = 0; k < i * step; k++) idx = toks[idx].next;
+    return idx;
+}
+
+OCRDEF int ocr_json_streq(const char *src, const ocr_json_tok *tok, const char *s) {
+    size_t n = strlen(s);
+    return tok->type == OCR_JSON_STRING && (size_t)(tok->end - tok->start) == n && memcmp(src + tok->start, s, n) == 0;
+}
+
+OCRDEF int ocr_json_find(const char *src, const ocr_json_tok *toks, int object, const char *key) {
+    int i, k;
+    if (toks[object].type != OCR_JSON_OBJECT) return -1;
+    for (i = 0, k = object + 1; i < toks[object].size; i++) {
+        if (ocr_json_streq(src, &toks[k], key)) return toks[k].next;
+        k = toks[toks[k].next].next;
+    }
+    return -1;
+}
+
+static int ocr__hex(char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; }
+
+OCRDEF int ocr_json_string(const char *src, const ocr_json_tok *tok, char *out, size_t cap) {
+    int64_t p = tok->start;
+    size_t o = 0;
+    if (tok->type != OCR_JSON_STRING || cap == 0) return 0;
+    while (p < tok->end) {
+        char c = src[p];
+        if (c != '\\') { if (o + 1 >= cap) return 0; out[o++] = c; p++; continue; }
+        c = src[p + 1];
+        if (c != 'u') {
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            if (o + 1 >= cap) return 0;
+            out[o++] = to[strchr(from, c) - from];
+            p += 2;
+        } else {
+            uint32_t cp = (uint32_t)(ocr__hex(src[p + 2]) << 12 | ocr__hex(src[p + 3]) << 8 | ocr__hex(src[p + 4]) << 4 | ocr__hex(src[p + 5]));
+            p += 6;
+            if (cp >= 0xd800 && cp <= 0xdbff && p + 5 < tok->end && src[p] == '\\' && src[p + 1] == 'u') {
+                uint32_t lo = (uint32_t)(ocr__hex(src[p + 2]) << 12 | ocr__hex(src[p + 3]) << 8 | ocr__hex(src[p + 4]) << 4 | ocr__hex(src[p + 5]));
+                if (lo >= 0xdc00 && lo <= 0xdfff) { cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00); p += 6; }
+            }
+            if (cp == 0 || (cp >= 0xd800 && cp <= 0xdfff)) return 0; /* NUL or lone surrogate */
+            if (o + 4 >= cap) return 0;
+            if (cp < 0x80) out[o++] = (char)cp;
+            else if (cp < 0x800) { out[o++] = (char)(0xc0 | cp >> 6); out[o++] = (char)(0x80 | (cp & 0x3f)); }
+            else if (cp < 0x10000) { out[o++] = (char)(0xe0 | cp >> 12); out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f)); out[o++] = (char)(0x80 | (cp & 0x3f)); }
+            else { out[o++] = (char)(0xf0 | cp >> 18); out[o++] = (char)(0x80 | ((cp >> 12) & 0x3f)); out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f)); out[o++] = (char)(0x80 | (cp & 0x3f)); }
+        }
+    }
+    out[o] = 0;
+    return 1;
+}
+
+OCRDEF int ocr_json_number(const char *src, const ocr_json_tok *tok, double *out) {
+    char buf[80];
+    size_t n = (size_t)(tok->end - tok->start);
+    char *end;
+    if (tok->type != OCR_JSON_NUMBER || n >= sizeof buf) return 0;
+    memcpy(buf, src + tok->start, n);
+    buf[n] = 0;
+    *out = strtod(buf, &end);
+    return end == buf + n && isfinite(*out);
+}
+
+OCRDEF size_t ocr_json_quote(char *buf, size_t cap, const char *s) {
+    size_t len = strlen(buf), need = len;
+    const unsigned char *p = (const unsigned char *)s;
+#define OCR__PUT(ch) do { if (need + 1 < cap) buf[need] = (char)(ch); need++; } while (0)
+    OCR__PUT('"');
+    for (; *p; p++) {
+        if (*p == '"' || *p == '\\') { OCR__PUT('\\'); OCR__PUT(*p); }
+        else if (*p < 0x20) {
+            static const char hexd[] = "0123456789abcdef";
+            OCR__PUT('\\'); OCR__PUT('u'); OCR__PUT('0'); OCR__PUT('0'); OCR__PUT(hexd[*p >> 4]); OCR__PUT(hexd[*p & 15]);
+        } else OCR__PUT(*p);
+    }
+    OCR__PUT('"');
+#undef OCR__PUT
+    if (cap) buf[need < cap ? need : cap - 1] = 0;
+    return need + 1;
+}
+
+/* ---------------------------------------------------------------- files */
+
+OCRDEF int ocr_read_file(ocr_ctx *ctx, const char *path, size_t max_size, unsigned char **out, size_t *out_size) {
+    FILE *f;
+    long size;
+    unsigned char *buf;
+    *out = NULL;
+    *out_size = 0;
+    f = fopen(path, "rb");
+    if (!f) return ocr_error(ctx, OCR_EIO, "ocr_read_file: cannot open '%s': %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return ocr_error(ctx, OCR_EIO, "ocr_read_file: cannot size '%s' (not a regular file?)", path);
+    }
+    if ((unsigned long)size > max_size) {
+        fclose(f);
+        return ocr_error(ctx, OCR_EOVERFLOW, "ocr_read_file: '%s' has %ld bytes, more than the %zu allowed", path, size, max_size);
+    }
+    buf = (unsigned char *)OCR_MALLOC((size_t)size + 1);
+    if (!buf) { fclose(f); return ocr_error(ctx, OCR_ENOMEM, "ocr_read_file: cannot allocate %ld bytes for '%s'", size, path); }
+    if (size && fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        OCR_FREE(buf);
+        fclose(f);
+        return ocr_error(ctx, OCR_EIO, "ocr_read_file: short read on '%s'", path);
+    }
+    fclose(f);
+    buf[size] = 0;
+    *out = buf;
+    *out_size = (size_t)size;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_write_file_atomic(ocr_ctx *ctx, const char *path, const void *bytes, size_t size) {
+    char tmp[4096], dir[4096];
+    const unsigned char *p = (const unsigned char *)bytes;
+    size_t done = 0;
+    int fd;
+    char *slash;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return ocr_error(ctx, OCR_EINVAL, "ocr_write_file_atomic: path too long");
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return ocr_error(ctx, OCR_EIO, "ocr_write_file_atomic: cannot create '%s': %s", tmp, strerror(errno));
+    while (done < size) {
+        ssize_t w = write(fd, p + done, size - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return ocr_error(ctx, OCR_EIO, "ocr_write_file_atomic: writing '%s' failed: %s", tmp, strerror(e));
+        }
+        done += (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        unlink(tmp);
+        return ocr_error(ctx, OCR_EIO, "ocr_write_file_atomic: flushing '%s' failed: %s", tmp, strerror(errno));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return ocr_error(ctx, OCR_EIO, "ocr_write_file_atomic: renaming to '%s' failed: %s", path, strerror(e));
+    }
+    /* The rename itself is durable only once the directory is synced. */
+    snprintf(dir, sizeof dir, "%s", path);
+    slash = strrchr(dir, '/');
+    if (slash) { if (slash == dir) slash[1] = 0; else *slash = 0; } else snprintf(dir, sizeof dir, ".");
+    fd = open(dir, O_RDONLY);
+    if (fd >= 0) { (void)fsync(fd); close(fd); }
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- safetensors */
+
+static int ocr__st_dtype(const char *src, const ocr_json_tok *t, ocr_dtype *out) {
+    int i;
+    for (i = 0; i < OCR_DTYPE_COUNT; i++) if (ocr_json_streq(src, t, ocr_dtype_name((ocr_dtype)i))) { *out = (ocr_dtype)i; return 1; }
+    return 0;
+}
+
+OCRDEF void ocr_safetensors_close(ocr_safetensors *st) {
+    int i;
+    if (!st) return;
+    for (i = 0; i < st->n_meta; i++) { OCR_FREE(st->meta_keys[i]); OCR_FREE(st->meta_values[i]); }
+    OCR_FREE(st->meta_keys);
+    OCR_FREE(st->meta_values);
+    OCR_FREE(st->entries);
+    OCR_FREE(st->bytes);
+    memset(st, 0, sizeof *st);
+}
+
+static char *ocr__json_strdup(const char *src, const ocr_json_tok *t) {
+    size_t cap = (size_t)(t->end - t->start) + 1; /* unescaping never grows a string */
+    char *s = (char *)OCR_MALLOC(cap);
+    if (s && !ocr_json_string(src, t, s, cap)) { OCR_FREE(s); return NULL; }
+    return s;
+}
+
+static int ocr__st_cmp_begin(const void *a, const void *b) {
+    const ocr_safetensors_entry *x = (const ocr_safetensors_entry *)a, *y = (const ocr_safetensors_entry *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+/* Parses st->bytes (already owned by st). */
+static int ocr__st_parse(ocr_ctx *ctx, ocr_safetensors *st) {
+    const char *fn = "ocr_safetensors_open";
+    uint64_t hlen = 0;
+    const char *h;
+    ocr_json_tok *toks = NULL;
+    int n_toks = 0, max_toks, rc = OCR_OK, i, k, n_tensors = 0;
+    size_t data_size, expect;
+    int b;
+    if (st->size < 8) return ocr_error(ctx, OCR_EFORMAT, "%s: file has %zu bytes, fewer than the 8-byte header length", fn, st->size);
+    for (b = 7; b >= 0; b--) hlen = (hlen << 8) | st->bytes[b];
+    if (hlen > OCR_SAFETENSORS_MAX_HEADER)
+        return ocr_error(ctx, OCR_EFORMAT, "%s: header length %llu exceeds the %u-byte cap", fn, (unsigned long long)hlen,
+                         (unsigned)OCR_SAFETENSORS_MAX_HEADER);
+    if (hlen > st->size - 8)
+        return ocr_error(ctx, OCR_EFORMAT, "%s: header length %llu runs past the end of the %zu-byte file", fn,
+                         (unsigned long long)hlen, st->size);
+    if (hlen < 2) return ocr_error(ctx, OCR_EFORMAT, "%s: header of %llu bytes cannot hold a JSON object", fn, (unsigned long long)hlen);
+    st->data_start = 8 + (size_t)hlen;
+    data_size = st->size - st->data_start;
+    h = (const char *)st->bytes + 8;
+    /* A JSON value needs at least one byte, so the header length bounds the token count. */
+    max_toks = (int)(hlen < 4000000 ? hlen : 4000000) + 1;
+    toks = (ocr_json_tok *)OCR_MALLOC((size_t)max_toks * sizeof *toks);
+    if (!toks) return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate the header parser", fn);
+    if ((rc = ocr_json_parse(ctx, h, (size_t)hlen, toks, max_toks, &n_toks))) {
+        char msg[OCR_ERROR_MAX];
+        snprintf(msg, sizeof msg, "%s", ctx->last_error);
+        rc = ocr_error(ctx, OCR_EFORMAT, "%s: header is not valid JSON (%s)", fn, msg);
+        goto done;
+    }
+    if (toks[0].type != OCR_JSON_OBJECT) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: header is not a JSON object", fn); goto done; }
+    /* Duplicate keys are forbidden by the format (and would make lookups ambiguous). */
+    for (i = 0; i < toks[0].size; i++) {
+        int ki = ocr_json_child(toks, 0, i), j2;
+        for (j2 = i + 1; j2 < toks[0].size; j2++) {
+            int kj = ocr_json_child(toks, 0, j2);
+            if (toks[ki].end - toks[ki].start == toks[kj].end - toks[kj].start &&
+                memcmp(h + toks[ki].start, h + toks[kj].start, (size_t)(toks[ki].end - toks[ki].start)) == 0) {
+                rc = ocr_error(ctx, OCR_EFORMAT, "%s: header has the key '%.*s' twice", fn, (int)(toks[ki].end - toks[ki].start) > 80 ? 80 : (int)(toks[ki].end - toks[ki].start), h + toks[ki].start);
+                goto done;
+            }
+        }
+        if (!ocr_json_streq(h, &toks[ki], "__metadata__")) n_tensors++;
+    }
+    st->entries = (ocr_safetensors_entry *)OCR_MALLOC((size_t)(n_tensors ? n_tensors : 1) * sizeof *st->entries);
+    if (!st->entries) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
+    for (i = 0; i < toks[0].size; i++) {
+        int key = ocr_json_child(toks, 0, i), val = toks[key].next, f;
+        ocr_safetensors_entry *e;
+        char name[OCR_NAME_MAX];
+        size_t nbytes = 0;
+        double d0, d1;
+        if (ocr_json_streq(h, &toks[key], "__metadata__")) {
+            if (toks[val].type != OCR_JSON_OBJECT) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: __metadata__ is not an object", fn); goto done; }
+            st->meta_keys = (char **)OCR_MALLOC((size_t)(toks[val].size + 1) * sizeof(char *));
+            st->meta_values = (char **)OCR_MALLOC((size_t)(toks[val].size + 1) * sizeof(char *));
+            if (!st->meta_keys || !st->meta_values) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
+            for (k = 0; k < toks[val].size; k++) {
+                int mk = ocr_json_child(toks, val, k), mv = toks[mk].next;
+                if (toks[mv].type != OCR_JSON_STRING) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: __metadata__ values must be strings", fn); goto done; }
+                st->meta_keys[st->n_meta] = ocr__json_strdup(h, &toks[mk]);
+                st->meta_values[st->n_meta] = ocr__json_strdup(h, &toks[mv]);
+                if (!st->meta_keys[st->n_meta] || !st->meta_values[st->n_meta]) {
+                    OCR_FREE(st->meta_keys[st->n_meta]); OCR_FREE(st->meta_values[st->n_meta]);
+                    rc = ocr_error(ctx, OCR_EFORMAT, "%s: __metadata__ holds a string with \\u0000 or a lone surrogate", fn);
+                    goto done;
+                }
+                st->n_meta++;
+            }
+            continue;
+        }
+        if (!ocr_json_string(h, &toks[key], name, sizeof name) || !name[0]) {
+            rc = ocr_error(ctx, OCR_EFORMAT, "%s: tensor name at byte %lld is empty, longer than %d bytes or holds \\u0000", fn,
+                           (long long)toks[key].start, OCR_NAME_MAX - 1);
+            goto done;
+        }
+        e = &st->entries[st->n_entries];
+        memset(e, 0, sizeof *e);
+        memcpy(e->name, name, sizeof name);
+        if (toks[val].type != OCR_JSON_OBJECT) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: entry '%s' is not an object", fn, name); goto done; }
+        for (k = 0; k < toks[val].size; k++) {
+            int fk = ocr_json_child(toks, val, k);
+            if (!ocr_json_streq(h, &toks[fk], "dtype") && !ocr_json_streq(h, &toks[fk], "shape") && !ocr_json_streq(h, &toks[fk], "data_offsets")) {
+                rc = ocr_error(ctx, OCR_EFORMAT, "%s: entry '%s' has an unknown field", fn, name);
+                goto done;
+            }
+        }
+        f = ocr_json_find(h, toks, val, "dtype");
+        if (f < 0 || toks[f].type != OCR_JSON_STRING) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: entry '%s' has no dtype string", fn, name); goto done; }
+        if (!ocr__st_dtype(h, &toks[f], &e->dtype)) {
+            rc = ocr_error(ctx, OCR_EFORMAT, "%s: entry '%s' has dtype '%.*s'; ocr-c reads F32, F16, BF16, U8, I32 and I64", fn, name,
+                           (int)(toks[f].end - toks[f].start) > 20 ? 20 : (int)(toks[f].end - toks[f].start), h + toks[f].start);
+            goto done;
+        }
+        f = ocr_json_find(h, toks, val, "shape");
+        if (f < 0 || toks[f].type != OCR_JSON_ARRAY) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: entry '%s' has no shape array", fn, name); goto done; }
+        if (toks[f].size > OCR_MAX_DIMS) {
+            rc = ocr_error(ctx, OCR_EFORMAT, "%s: entry '%s' has %d dims; ocr-c tensors have at most %d", fn, name, toks[f].size, OCR_MAX_DIMS);
+            goto done;
+        }
+        e->shape.ndim = toks[f].size;
+        for (k = 0; k < toks[f].size; k++) {
+            int dk = ocr_json_child(toks, f, k);
+            double d;
+            if (!ocr_json_number(h, &toks[dk], &d) || d < 0 || d != floor(d) || d > (double)OCR_MAX_NUMEL) {
+                rc = ocr_error(ctx, OCR_EFORMAT, "%s: entry '%s' has a shape entry that is not a non-negative integer below 2^40", fn, name);
+                goto done;
+            }
+            e->shape.dim[k] = (int64_t)d;
+        }
+        if (ocr_shape_validate(ctx, fn, name, e->shape)) { rc = OCR_EFORMAT; ctx->last_status = rc; goto done; }
+        f = ocr_json_find(h, toks, val, "data_offsets");
+        if (f < 0 || toks[f].type != OCR_JSON_ARRAY || toks[f].size != 2 ||
+            !ocr_json_number(h, &toks[ocr_json_child(toks, f, 0)], &d0) || !ocr_json_number(h, &toks[ocr_json_child(toks, f, 1)], &d1) ||
+            d0 < 0 || d1 < 0 || d0 != floor(d0) || d1 != floor(d1) || d0 > 9.0e15 || d1 > 9.0e15) {
+            rc = ocr_error(ctx, OCR_EFORMAT, "%s: entry '%s' needs data_offsets [begin, end] of non-negative integers", fn, name);
+            goto done;
+        }
+        e->begin = (size_t)d0;
+        e->end = (size_t)d1;
+        if (e->begin > e->end) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: entry '%s' has begin %zu after end %zu", fn, name, e->begin, e->end); goto done; }
+        if (!ocr_size_mul((size_t)ocr_shape_numel(e->shape), ocr_dtype_size(e->dtype), &nbytes) || nbytes != e->end - e->begin) {
+            char sb[96];
+            rc = ocr_error(ctx, OCR_EFORMAT, "%s: entry '%s' (%s %s) needs %zu bytes but its data_offsets span %zu", fn, name,
+                           ocr_dtype_name(e->dtype), ocr_shape_str(e->shape, sb, sizeof sb), nbytes, e->end - e->begin);
+            goto done;
+        }
+        st->n_entries++;
+    }
+    /* The data section must be covered exactly: sorted by offset, contiguous from 0, no trailing bytes. */
+    {
+        ocr_safetensors_entry *sorted = (ocr_safetensors_entry *)OCR_MALLOC((size_t)(st->n_entries ? st->n_entries : 1) * sizeof *sorted);
+        size_t at = 0;
+        if (!sorted) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
+        if (st->n_entries) memcpy(sorted, st->entries, (size_t)st->n_entries * sizeof *sorted);
+        qsort(sorted, (size_t)st->n_entries, sizeof *sorted, ocr__st_cmp_begin);
+        for (i = 0; i < st->n_entries; i++) {
+            if (sorted[i].begin != at) {
+                rc = ocr_error(ctx, OCR_EFORMAT, "%s: entry '%s' starts at %zu but the previous data ends at %zu (%s)", fn,
+                               sorted[i].name, sorted[i].begin, at, sorted[i].begin > at ? "gap" : "overlap");
+                break;
+            }
+            at = sorted[i].end;
+        }
+        OCR_FREE(sorted);
+        if (rc) goto done;
+        expect = at;
+        if (expect != data_size) {
+            rc = ocr_error(ctx, OCR_EFORMAT, "%s: tensors cover %zu data bytes but the file holds %zu (%s)", fn, expect, data_size,
+                           expect > data_size ? "truncated file" : "trailing bytes");
+            goto done;
+        }
+    }
+done:
+    OCR_FREE(toks);
+    return rc;
+}
+
+OCRDEF int ocr_safetensors_open_memory(ocr_ctx *ctx, ocr_safetensors *st, const void *bytes, size_t size) {
+    int rc;
+    memset(st, 0, sizeof *st);
+    st->bytes = (unsigned char *)OCR_MALLOC(size ? size : 1);
+    if (!st->bytes) return ocr_error(ctx, OCR_ENOMEM, "ocr_safetensors_open: cannot allocate %zu bytes", size);
+    if (size) memcpy(st->bytes, bytes, size);
+    st->size = size;
+    rc = ocr__st_parse(ctx, st);
+    if (rc) ocr_safetensors_close(st);
+    return rc;
+}
+
+OCRDEF int ocr_safetensors_open(ocr_ctx *ctx, ocr_safetensors *st, const char *path) {
+    int rc;
+    memset(st, 0, sizeof *st);
+    if ((rc = ocr_read_file(ctx, path, (size_t)1 << 40, &st->bytes, &st->size))) return rc;
+    rc = ocr__st_parse(ctx, st);
+    if (rc) {
+        char msg[OCR_ERROR_MAX];
+        snprintf(msg, sizeof msg, "%s", ctx->last_error);
+        ocr_error(ctx, rc, "%s (file '%s')", msg, path);
+        ocr_safetensors_close(st);
+    }
+    return rc;
+}
+
+OCRDEF int ocr_safetensors_find(const ocr_safetensors *st, const char *name) {
+    int i;
+    for (i = 0; i < st->n_entries; i++) if (strcmp(st->entries[i].name, name) == 0) return i;
+    return -1;
+}
+
+OCRDEF const char *ocr_safetensors_meta(const ocr_safetensors *st, const char *key) {
+    int i;
+    for (i = 0; i < st->n_meta; i++) if (strcmp(st->meta_keys[i], key) == 0) return st->meta_values[i];
+    return NULL;
+}
+
+OCRDEF int ocr_safetensors_read(ocr_ctx *ctx, const ocr_safetensors *st, const char *name, ocr_tensor *out) {
+    int i = ocr_safetensors_find(st, name), rc;
+    const ocr_safetensors_entry *e;
+    memset(out, 0, sizeof *out);
+    if (i < 0) return ocr_error(ctx, OCR_ENOTFOUND, "ocr_safetensors_read: no tensor named '%s' in the file", name);
+    e = &st->entries[i];
+    if ((rc = ocr_tensor_alloc(ctx, out, name, e->dtype, OCR_DEVICE_CPU, e->shape))) return rc;
+    if (e->end > e->begin) memcpy(out->data, st->bytes + st->data_start + e->begin, e->end - e->begin);
+    return OCR_OK;
+}
+
+OCRDEF int ocr_safetensors_read_into(ocr_ctx *ctx, const ocr_safetensors *st, const char *name, ocr_tensor *dst) {
+    const char *fn = "ocr_safetensors_read_into";
+    int i = ocr_safetensors_find(st, name), rc;
+    const ocr_safetensors_entry *e;
+    ocr_tensor src;
+    if ((rc = ocr__check_cpu(ctx, fn, dst))) return rc;
+    if (i < 0) return ocr_error(ctx, OCR_ENOTFOUND, "%s: no tensor named '%s' in the file", fn, name);
+    e = &st->entries[i];
+    if (!ocr_shape_equal(e->shape, dst->shape)) {
+        char d[200], sb[96];
+        return ocr_error(ctx, OCR_ESHAPE, "%s: file tensor '%s' has shape %s but the destination is %s", fn, name,
+                         ocr_shape_str(e->shape, sb, sizeof sb), ocr_tensor_describe(dst, d, sizeof d));
+    }
+    if (e->dtype != dst->dtype) {
+        int floats = (e->dtype == OCR_F32 || e->dtype == OCR_F16 || e->dtype == OCR_BF16) &&
+                     (dst->dtype == OCR_F32 || dst->dtype == OCR_F16 || dst->dtype == OCR_BF16);
+        if (!floats)
+            return ocr_error(ctx, OCR_EDTYPE, "%s: file tensor '%s' is %s but the destination is %s", fn, name,
+                             ocr_dtype_name(e->dtype), ocr_dtype_name(dst->dtype));
+    }
+    /* The data section may be unaligned for this dtype: go through an aligned copy. */
+    if ((rc = ocr_safetensors_read(ctx, st, name, &src))) return rc;
+    rc = ocr_tensor_copy(ctx, dst, &src);
+    ocr_tensor_free(&src);
+    return rc;
+}
+
+static int ocr__st_align_rank(ocr_dtype dt) { return (int)ocr_dtype_size(dt); }
+
+OCRDEF int ocr_safetensors_serialize(ocr_ctx *ctx, const ocr_tensor *const *tensors, int n, const char *const *meta_keys,
+                                     const char *const *meta_values, int n_meta, unsigned char **out, size_t *out_size) {
+    const char *fn = "ocr_safetensors_serialize";
+    int *order = NULL, i, j, rc = OCR_OK;
+    char *header = NULL;
+    size_t cap = 256, hlen, total, offset = 0;
+    unsigned char *buf = NULL;
+    *out = NULL;
+    *out_size = 0;
+    if (n < 0 || n_meta < 0) return ocr_error(ctx, OCR_EINVAL, "%s: negative count", fn);
+    for (i = 0; i < n; i++) {
+        char d[200];
+        if ((rc = ocr__check_cpu(ctx, fn, tensors[i]))) return rc;
+        if (!tensors[i]->name[0] || strcmp(tensors[i]->name, "__metadata__") == 0)
+            return ocr_error(ctx, OCR_EINVAL, "%s: tensor %d needs a name (not empty, not __metadata__)", fn, i);
+        for (j = 0; j < i; j++)
+            if (strcmp(tensors[i]->name, tensors[j]->name) == 0)
+                return ocr_error(ctx, OCR_EINVAL, "%s: two tensors are named %s", fn, ocr_tensor_describe(tensors[i], d, sizeof d));
+        cap += strlen(tensors[i]->name) * 6 + 128;
+    }
+    for (i = 0; i < n_meta; i++) cap += (strlen(meta_keys[i]) + strlen(meta_values[i])) * 6 + 16;
+    order = (int *)OCR_MALLOC((size_t)(n ? n : 1) * sizeof(int));
+    header = (char *)OCR_MALLOC(cap);
+    if (!order || !header) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
+    /* Writer convention of the reference implementation: larger alignment first, then by name. */
+    for (i = 0; i < n; i++) order[i] = i;
+    for (i = 1; i < n; i++) {
+        int v = order[i];
+        for (j = i - 1; j >= 0; j--) {
+            const ocr_tensor *a = tensors[order[j]], *b = tensors[v];
+            int ra = ocr__st_align_rank(a->dtype), rb = ocr__st_align_rank(b->dtype);
+            if (ra > rb || (ra == rb && strcmp(a->name, b->name) <= 0)) break;
+            order[j + 1] = order[j];
+        }
+        order[j + 1] = v;
+    }
+    strcpy(header, "{");
+    if (n_meta) {
+        strcat(header, "\"__metadata__\":{");
+        for (i = 0; i < n_meta; i++) {
+            if (i) strcat(header, ",");
+            ocr_json_quote(header, cap, meta_keys[i]);
+            strcat(header, ":");
+            ocr_json_quote(header, cap, meta_values[i]);
+        }
+        strcat(header, "}");
+    }
+    for (i = 0; i < n; i++) {
+        const ocr_tensor *t = tensors[order[i]];
+        size_t bytes = ocr_tensor_bytes(t), len;
+        int d;
+        if (n_meta || i) strcat(header, ",");
+        ocr_json_quote(header, cap, t->name);
+        len = strlen(header);
+        len += (size_t)snprintf(header + len, cap - len, ":{\"dtype\":\"%s\",\"shape\":[", ocr_dtype_name(t->dtype));
+        for (d = 0; d < t->shape.ndim; d++) len += (size_t)snprintf(header + len, cap - len, d ? ",%lld" : "%lld", (long long)t->shape.dim[d]);
+        snprintf(header + len, cap - len, "],\"data_offsets\":[%zu,%zu]}", offset, offset + bytes);
+        offset += bytes;
+    }
+    strcat(header, "}");
+    hlen = strlen(header);
+    hlen = (hlen + 7) & ~(size_t)7; /* pad with spaces so the data section is 8-byte aligned */
+    if (!ocr_size_add(8 + hlen, offset, &total)) { rc = ocr_error(ctx, OCR_EOVERFLOW, "%s: file too large", fn); goto done; }
+    buf = (unsigned char *)OCR_MALLOC(total);
+    if (!buf) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate %zu bytes", fn, total); goto done; }
+    for (i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    memset(buf + 8, ' ', hlen);
+    memcpy(buf + 8, header, strlen(header));
+    offset = 8 + hlen;
+    for (i = 0; i < n; i++) {
+        const ocr_tensor *t = tensors[order[i]];
+        size_t bytes = ocr_tensor_bytes(t);
+        if (bytes) memcpy(buf + offset, t->data, bytes);
+        offset += bytes;
+    }
+    *out = buf;
+    *out_size = total;
+done:
+    OCR_FREE(order);
+    OCR_FREE(header);
+    return rc;
+}
+
+OCRDEF int ocr_safetensors_save(ocr_ctx *ctx, const char *path, const ocr_tensor *const *tensors, int n,
+                                const char *const *meta_keys, const char *const *meta_values, int n_meta) {
+    unsigned char *buf;
+    size_t size;
+    int rc = ocr_safetensors_serialize(ctx, tensors, n, meta_keys, meta_values, n_meta, &buf, &size);
+    if (rc) return rc;
+    rc = ocr_write_file_atomic(ctx, path, buf, size);
+    OCR_FREE(buf);
+    return rc;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OCR_TENSOR_IMPLEMENTATION */
+
+/*
+MIT License. Copyright (c) 2026 the ocr-c authors.
+Permission is hereby granted, free of charge, to any person obtaining a copy of this software and associated
+documentation files (the "Software"), to deal in the Software without restriction, including without limitation the
+rights to use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies of the Software, and to permit
+persons to whom the Software is furnished to do so, subject to the following conditions: The above copyright notice and
+this permission notice shall be included in all copies or substantial portions of the Software.
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED.
+*/
