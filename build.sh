@@ -21,7 +21,7 @@ HEADERS="ocr_tensor.h ocr_nn.h ocr_loss.h ocr_dbnet.h ocr_data.h"
 
 # Packages the build needs, and the extra ones the tests use as independent references.
 BUILD_PKGS="liblmdb-dev libstb-dev fonts-dejavu-core"
-TEST_PKGS="python3-torch python3-numpy python3-lmdb"
+TEST_PKGS="python3-torch python3-numpy python3-lmdb python3-pyclipper python3-opencv python3-shapely"
 
 say() { printf '%s\n' "$*"; }
 

@@ -16,6 +16,26 @@ extern "C" {
 
 /* ================================================================ [io] declarations: images, ICDAR, LMDB */
 
+/* An 8-bit image: rows top to bottom, channels interleaved (3 = RGB). Shared by every stage of the pipeline. */
+typedef struct { uint8_t *pixels; int width, height, channels; } ocr_image;
+
+/* One labelled sample: the image and its text polygons (owned; free with ocr_sample_free). */
+typedef struct {
+    ocr_image image;
+    ocr_polygon *polys;
+    int n_polys;
+    char id[256];    /* file name or LMDB key, for messages */
+} ocr_sample;
+
+OCRDEF int ocr_image_alloc(ocr_ctx *ctx, ocr_image *img, int width, int height, int channels);
+OCRDEF void ocr_image_free(ocr_image *img);
+OCRDEF void ocr_polygons_free(ocr_polygon *polys, int n);   /* frees points, text and the array */
+OCRDEF void ocr_sample_free(ocr_sample *s);
+/* Decodes JPEG, PNG or BMP (grey, RGB, RGBA -> RGB) with the system stb_image; corrupt data is an error. */
+OCRDEF int ocr_image_decode(ocr_ctx *ctx, const void *bytes, size_t size, ocr_image *out);
+OCRDEF int ocr_image_load(ocr_ctx *ctx, const char *path, ocr_image *out);
+OCRDEF int ocr_image_save_png(ocr_ctx *ctx, const char *path, const ocr_image *img);
+
 /* ================================================================ [synth] declarations: synthetic scenes, augmentation */
 
 /* ================================================================ [cache] declarations */

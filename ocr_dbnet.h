@@ -19,6 +19,15 @@ extern "C" {
 
 /* ================================================================ [geometry] declarations */
 
+/* A list of polygons in one buffer: polygon i has counts[i] points starting at pts + sum(counts[0..i)). */
+typedef struct { ocr_point *pts; int *counts; int n_polys, n_pts, cap_pts, cap_polys; } ocr_polyset;
+OCRDEF void ocr_polyset_free(ocr_polyset *ps);
+OCRDEF double ocr_poly_area(const ocr_point *pts, int n);        /* signed shoelace area, > 0 when clockwise on screen */
+OCRDEF double ocr_poly_perimeter(const ocr_point *pts, int n);
+/* Offsets a closed polygon by delta pixels with round joins, as pyclipper's PyclipperOffset with JT_ROUND and
+   ET_CLOSEDPOLYGON (delta > 0 grows, < 0 shrinks; a shrink may split or erase the polygon). */
+OCRDEF int ocr_poly_offset(ocr_ctx *ctx, const ocr_point *pts, int n, double delta, ocr_polyset *out);
+
 /* ================================================================ [targets] declarations */
 
 /* ================================================================ [postprocess] declarations */
