@@ -853,8 +853,8 @@ OCRDEF int ocr_check_shape(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, oc
     int rc = ocr_check_tensor(ctx, fn, t);
     if (rc) return rc;
     if (!ocr_shape_equal(t->shape, expected))
-        return ocr_error(ctx, OCR_ESHAPE, "%s: tensor %s has shape %s, expected %s", fn, ocr_tensor_describe(t, d, sizeof d),
-                         ocr_shape_str(t->shape, sb, sizeof sb), ocr_shape_str(expected, sb + 48, 48));
+        return ocr_error(ctx, OCR_ESHAPE, "%s: tensor %s, expected shape %s", fn, ocr_tensor_describe(t, d, sizeof d),
+                         ocr_shape_str(expected, sb, sizeof sb));
     return OCR_OK;
 }
 
