@@ -37,6 +37,12 @@
 #ifndef OCR_TENSOR_H
 #define OCR_TENSOR_H
 
+/* The implementation uses POSIX (threads, fsync, clock_gettime). This must come before the first system header,
+   so an implementation file that includes system headers before ocr-c defines it itself. */
+#if (defined(OCR_IMPLEMENTATION) || defined(OCR_TENSOR_IMPLEMENTATION)) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdarg.h>
@@ -304,6 +310,30 @@ OCRDEF int ocr_write_file_atomic(ocr_ctx *ctx, const char *path, const void *byt
 /* Reads a whole file; max_size caps what is accepted. *out is freed with OCR_FREE / free. */
 OCRDEF int ocr_read_file(ocr_ctx *ctx, const char *path, size_t max_size, unsigned char **out, size_t *out_size);
 
+/* ---- run metrics: metrics.jsonl plus a TensorBoard event file, with steps that never go backwards ----
+   Scalars logged for the same step are merged into one JSON object (written when a later step arrives or on
+   close); a record whose step is behind the last one is refused with OCR_ERANGE and a message naming it, so a
+   validation pass inside an epoch can never rewind the curve. Reopening a run directory continues after the
+   last step already on disk. */
+#define OCR_METRICS_MAX_SCALARS 64
+typedef struct {
+    void *jsonl, *events;            /* FILE* */
+    int64_t last_step;               /* -1 before the first record */
+    int64_t pending_step;
+    int n_pending;
+    char pending_names[OCR_METRICS_MAX_SCALARS][64];
+    double pending_values[OCR_METRICS_MAX_SCALARS];
+    int64_t refused;                 /* records refused so far */
+} ocr_metrics;
+OCRDEF int ocr_metrics_open(ocr_ctx *ctx, ocr_metrics *m, const char *dir);
+OCRDEF int ocr_metrics_scalar(ocr_ctx *ctx, ocr_metrics *m, int64_t step, const char *name, double value);
+/* A PNG-encoded image for TensorBoard's image tab (jsonl gets nothing). */
+OCRDEF int ocr_metrics_image(ocr_ctx *ctx, ocr_metrics *m, int64_t step, const char *tag, int width, int height,
+                             int channels, const void *png, size_t png_size);
+OCRDEF int ocr_metrics_flush(ocr_ctx *ctx, ocr_metrics *m);   /* writes the pending object and fsyncs both files */
+OCRDEF int ocr_metrics_close(ocr_ctx *ctx, ocr_metrics *m);
+OCRDEF uint32_t ocr_crc32c(uint32_t crc, const void *bytes, size_t n);   /* CRC-32C (Castagnoli); start with 0 */
+
 #ifdef __cplusplus
 }
 #endif
@@ -317,9 +347,6 @@ OCRDEF int ocr_read_file(ocr_ctx *ctx, const char *path, size_t max_size, unsign
 #if defined(OCR_TENSOR_IMPLEMENTATION) && !defined(OCR__TENSOR_IMPLEMENTED)
 #define OCR__TENSOR_IMPLEMENTED
 
-#if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
-#define _POSIX_C_SOURCE 200809L
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,6 +356,7 @@ OCRDEF int ocr_read_file(ocr_ctx *ctx, const char *path, size_t max_size, unsign
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 
 
 #ifndef OCR_SAFETENSORS_MAX_HEADER
@@ -1759,6 +1787,252 @@ OCRDEF int ocr_safetensors_save(ocr_ctx *ctx, const char *path, const ocr_tensor
     if (rc) return rc;
     rc = ocr_write_file_atomic(ctx, path, buf, size);
     OCR_FREE(buf);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- run metrics */
+
+OCRDEF uint32_t ocr_crc32c(uint32_t crc, const void *bytes, size_t n) {
+    const unsigned char *p = (const unsigned char *)bytes;
+    size_t i;
+    int k;
+    crc = ~crc;
+    for (i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (k = 0; k < 8; k++) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u))); /* reflected Castagnoli */
+    }
+    return ~crc;
+}
+
+/* Minimal protobuf writer for the few TensorBoard messages needed. */
+typedef struct { unsigned char *buf; size_t len, cap; int oom; } ocr__pb;
+
+static void ocr__pb_put(ocr__pb *b, const void *data, size_t n) {
+    if (b->oom) return;
+    if (b->len + n > b->cap) {
+        size_t cap = (b->cap ? b->cap * 2 : 256) + n;
+        unsigned char *nb = (unsigned char *)OCR_REALLOC(b->buf, cap);
+        if (!nb) { b->oom = 1; return; }
+        b->buf = nb;
+        b->cap = cap;
+    }
+    memcpy(b->buf + b->len, data, n);
+    b->len += n;
+}
+static void ocr__pb_varint(ocr__pb *b, uint64_t v) {
+    unsigned char tmp[10];
+    int n = 0;
+    do { tmp[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); v >>= 7; } while (v);
+    ocr__pb_put(b, tmp, (size_t)n);
+}
+static void ocr__pb_key(ocr__pb *b, int field, int wire) { ocr__pb_varint(b, (uint64_t)(field << 3 | wire)); }
+static void ocr__pb_bytes(ocr__pb *b, int field, const void *data, size_t n) {
+    ocr__pb_key(b, field, 2);
+    ocr__pb_varint(b, n);
+    ocr__pb_put(b, data, n);
+}
+static void ocr__pb_le(ocr__pb *b, uint64_t v, int n) {
+    unsigned char tmp[8];
+    int i;
+    for (i = 0; i < n; i++) tmp[i] = (unsigned char)(v >> (8 * i));
+    ocr__pb_put(b, tmp, (size_t)n);
+}
+
+static uint32_t ocr__masked_crc(const void *p, size_t n) {
+    uint32_t c = ocr_crc32c(0, p, n);
+    return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+/* Writes Event{wall_time, step, payload field} as one TFRecord. */
+static int ocr__tb_event(ocr_ctx *ctx, ocr_metrics *m, int64_t step, int field, const ocr__pb *payload) {
+    ocr__pb ev, rec;
+    struct timespec ts;
+    double now;
+    uint64_t bits;
+    int rc = OCR_OK;
+    memset(&ev, 0, sizeof ev);
+    memset(&rec, 0, sizeof rec);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    now = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    memcpy(&bits, &now, 8);
+    ocr__pb_key(&ev, 1, 1);
+    ocr__pb_le(&ev, bits, 8);
+    if (step >= 0) { ocr__pb_key(&ev, 2, 0); ocr__pb_varint(&ev, (uint64_t)step); }
+    ocr__pb_bytes(&ev, field, payload->buf, payload->len);
+    ocr__pb_le(&rec, (uint64_t)ev.len, 8);
+    {
+        uint32_t c = ocr__masked_crc(rec.buf, 8);
+        ocr__pb_le(&rec, c, 4);
+    }
+    ocr__pb_put(&rec, ev.buf, ev.len);
+    ocr__pb_le(&rec, ocr__masked_crc(ev.buf, ev.len), 4);
+    if (ev.oom || rec.oom) rc = ocr_error(ctx, OCR_ENOMEM, "ocr_metrics: out of memory encoding an event");
+    else if (fwrite(rec.buf, 1, rec.len, (FILE *)m->events) != rec.len || fflush((FILE *)m->events) != 0)
+        rc = ocr_error(ctx, OCR_EIO, "ocr_metrics: writing the event file failed: %s", strerror(errno));
+    OCR_FREE(ev.buf);
+    OCR_FREE(rec.buf);
+    return rc;
+}
+
+OCRDEF int ocr_metrics_open(ocr_ctx *ctx, ocr_metrics *m, const char *dir) {
+    char path[4096], host[128];
+    unsigned char *old = NULL;
+    size_t old_size = 0;
+    ocr__pb fv;
+    int rc;
+    memset(m, 0, sizeof *m);
+    m->last_step = m->pending_step = -1;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return ocr_error(ctx, OCR_EIO, "ocr_metrics_open: cannot create directory '%s': %s", dir, strerror(errno));
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    /* Continue after the last step already on disk, so a resumed run never rewinds. */
+    if (access(path, F_OK) == 0) {
+        size_t i, line = 0;
+        if ((rc = ocr_read_file(ctx, path, (size_t)1 << 32, &old, &old_size))) return rc;
+        for (i = 0; i <= old_size; i++) {
+            if (i == old_size || old[i] == '\n') {
+                ocr_json_tok toks[2 * OCR_METRICS_MAX_SCALARS + 8];
+                int n, s;
+                double v;
+                if (i > line && ocr_json_parse(NULL, (const char *)old + line, i - line, toks, (int)(sizeof toks / sizeof toks[0]), &n) == OCR_OK &&
+                    (s = ocr_json_find((const char *)old + line, toks, 0, "step")) >= 0 &&
+                    ocr_json_number((const char *)old + line, &toks[s], &v) && v > (double)m->last_step)
+                    m->last_step = (int64_t)v;
+                line = i + 1;
+            }
+        }
+        OCR_FREE(old);
+    }
+    m->jsonl = fopen(path, "ab");
+    if (!m->jsonl) return ocr_error(ctx, OCR_EIO, "ocr_metrics_open: cannot open '%s': %s", path, strerror(errno));
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "host");
+    host[sizeof host - 1] = 0;
+    {
+        /* A new file per open, never overwriting one from an earlier open in the same second. */
+        int k, fd = -1;
+        for (k = 0; k < 1000 && fd < 0; k++) {
+            snprintf(path, sizeof path, "%s/events.out.tfevents.%010ld.%s.%ld.%d", dir, (long)time(NULL), host, (long)getpid(), k);
+            fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+            if (fd < 0 && errno != EEXIST) break;
+        }
+        m->events = fd >= 0 ? fdopen(fd, "wb") : NULL;
+        if (fd >= 0 && !m->events) close(fd);
+    }
+    if (!m->events) {
+        fclose((FILE *)m->jsonl);
+        m->jsonl = NULL;
+        return ocr_error(ctx, OCR_EIO, "ocr_metrics_open: cannot create '%s': %s", path, strerror(errno));
+    }
+    memset(&fv, 0, sizeof fv);
+    ocr__pb_put(&fv, "brain.Event:2", 13);
+    rc = ocr__tb_event(ctx, m, -1, 3, &fv);
+    OCR_FREE(fv.buf);
+    return rc;
+}
+
+static int ocr__metrics_write_pending(ocr_ctx *ctx, ocr_metrics *m) {
+    FILE *f = (FILE *)m->jsonl;
+    int i;
+    if (!m->n_pending) return OCR_OK;
+    fprintf(f, "{\"step\":%lld", (long long)m->pending_step);
+    for (i = 0; i < m->n_pending; i++) {
+        char q[200] = "";
+        ocr_json_quote(q, sizeof q, m->pending_names[i]);
+        if (isfinite(m->pending_values[i])) fprintf(f, ",%s:%.9g", q, m->pending_values[i]);
+        else fprintf(f, ",%s:null", q); /* JSON has no NaN/Inf */
+    }
+    fprintf(f, "}\n");
+    m->last_step = m->pending_step;
+    m->n_pending = 0;
+    if (fflush(f) != 0) return ocr_error(ctx, OCR_EIO, "ocr_metrics: writing metrics.jsonl failed: %s", strerror(errno));
+    return OCR_OK;
+}
+
+static int ocr__metrics_accept(ocr_ctx *ctx, ocr_metrics *m, int64_t step, const char *name) {
+    int64_t behind = m->n_pending ? m->pending_step : m->last_step;
+    size_t len = name ? strlen(name) : 0, i;
+    if (!m->jsonl) return ocr_error(ctx, OCR_ESTATE, "ocr_metrics: not open");
+    if (len == 0 || len >= sizeof m->pending_names[0])
+        return ocr_error(ctx, OCR_EINVAL, "ocr_metrics: a metric name must have 1..%d bytes", (int)sizeof m->pending_names[0] - 1);
+    for (i = 0; i < len; i++)
+        if ((unsigned char)name[i] < 0x20) return ocr_error(ctx, OCR_EINVAL, "ocr_metrics: metric name has a control character");
+    if (step < 0 || step < behind || (step == m->last_step && !m->n_pending)) {
+        m->refused++;
+        return ocr_error(ctx, OCR_ERANGE, "ocr_metrics: refused '%s' at step %lld: step %lld is already written and steps never go back",
+                         name, (long long)step, (long long)(m->n_pending ? m->pending_step : m->last_step));
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_metrics_scalar(ocr_ctx *ctx, ocr_metrics *m, int64_t step, const char *name, double value) {
+    ocr__pb val, sum;
+    float f = (float)value;
+    uint32_t fb;
+    int i, rc;
+    if ((rc = ocr__metrics_accept(ctx, m, step, name))) return rc;
+    if (m->n_pending && step > m->pending_step && (rc = ocr__metrics_write_pending(ctx, m))) return rc;
+    for (i = 0; i < m->n_pending; i++)
+        if (strcmp(m->pending_names[i], name) == 0) {
+            m->refused++;
+            return ocr_error(ctx, OCR_ERANGE, "ocr_metrics: refused '%s' at step %lld: already logged at this step", name, (long long)step);
+        }
+    if (m->n_pending == OCR_METRICS_MAX_SCALARS)
+        return ocr_error(ctx, OCR_EOVERFLOW, "ocr_metrics: more than %d scalars at step %lld", OCR_METRICS_MAX_SCALARS, (long long)step);
+    m->pending_step = step;
+    memcpy(m->pending_names[m->n_pending], name, strlen(name) + 1);
+    m->pending_values[m->n_pending++] = value;
+    memset(&val, 0, sizeof val);
+    memset(&sum, 0, sizeof sum);
+    ocr__pb_bytes(&val, 1, name, strlen(name));
+    memcpy(&fb, &f, 4);
+    ocr__pb_key(&val, 2, 5);
+    ocr__pb_le(&val, fb, 4);
+    ocr__pb_bytes(&sum, 1, val.buf, val.len);
+    rc = val.oom || sum.oom ? ocr_error(ctx, OCR_ENOMEM, "ocr_metrics: out of memory") : ocr__tb_event(ctx, m, step, 5, &sum);
+    OCR_FREE(val.buf);
+    OCR_FREE(sum.buf);
+    return rc;
+}
+
+OCRDEF int ocr_metrics_image(ocr_ctx *ctx, ocr_metrics *m, int64_t step, const char *tag, int width, int height, int channels,
+                             const void *png, size_t png_size) {
+    ocr__pb img, val, sum;
+    int rc;
+    if (!m->events) return ocr_error(ctx, OCR_ESTATE, "ocr_metrics_image: not open");
+    if (step < 0 || width < 1 || height < 1 || channels < 1 || channels > 4 || !png || !tag || !tag[0])
+        return ocr_error(ctx, OCR_EINVAL, "ocr_metrics_image: bad image '%s' (%dx%dx%d at step %lld)", tag ? tag : "", width, height,
+                         channels, (long long)step);
+    memset(&img, 0, sizeof img);
+    memset(&val, 0, sizeof val);
+    memset(&sum, 0, sizeof sum);
+    ocr__pb_key(&img, 1, 0); ocr__pb_varint(&img, (uint64_t)height);
+    ocr__pb_key(&img, 2, 0); ocr__pb_varint(&img, (uint64_t)width);
+    ocr__pb_key(&img, 3, 0); ocr__pb_varint(&img, (uint64_t)channels);
+    ocr__pb_bytes(&img, 4, png, png_size);
+    ocr__pb_bytes(&val, 1, tag, strlen(tag));
+    ocr__pb_bytes(&val, 4, img.buf, img.len);
+    ocr__pb_bytes(&sum, 1, val.buf, val.len);
+    rc = img.oom || val.oom || sum.oom ? ocr_error(ctx, OCR_ENOMEM, "ocr_metrics_image: out of memory") : ocr__tb_event(ctx, m, step, 5, &sum);
+    OCR_FREE(img.buf);
+    OCR_FREE(val.buf);
+    OCR_FREE(sum.buf);
+    return rc;
+}
+
+OCRDEF int ocr_metrics_flush(ocr_ctx *ctx, ocr_metrics *m) {
+    int rc;
+    if (!m->jsonl) return OCR_OK;
+    if ((rc = ocr__metrics_write_pending(ctx, m))) return rc;
+    if (fsync(fileno((FILE *)m->jsonl)) != 0 || fsync(fileno((FILE *)m->events)) != 0)
+        return ocr_error(ctx, OCR_EIO, "ocr_metrics_flush: fsync failed: %s", strerror(errno));
+    return OCR_OK;
+}
+
+OCRDEF int ocr_metrics_close(ocr_ctx *ctx, ocr_metrics *m) {
+    int rc = ocr_metrics_flush(ctx, m);
+    if (m->jsonl) fclose((FILE *)m->jsonl);
+    if (m->events) fclose((FILE *)m->events);
+    m->jsonl = m->events = NULL;
     return rc;
 }
 
