@@ -22,6 +22,7 @@ HEADERS="ocr_tensor.h ocr_nn.h ocr_loss.h ocr_dbnet.h ocr_data.h"
 # Packages the build needs, and the extra ones the tests use as independent references.
 BUILD_PKGS="liblmdb-dev libstb-dev fonts-dejavu-core"
 TEST_PKGS="python3-torch python3-numpy python3-lmdb python3-pyclipper python3-opencv python3-shapely"
+BENCH_PKGS="libopenblas-dev python3-torch python3-opencv python3-pyclipper python3-shapely libjemalloc2"
 
 say() { printf '%s\n' "$*"; }
 
@@ -136,7 +137,10 @@ build|test|test-long|bench) ;;
 esac
 
 ensure_pkgs $BUILD_PKGS
-[ "$MODE" = test ] || [ "$MODE" = test-long ] && ensure_pkgs $TEST_PKGS
+case "$MODE" in
+test|test-long) ensure_pkgs $TEST_PKGS ;;
+bench) ensure_pkgs $BENCH_PKGS ;;
+esac
 mkdir -p build
 check_headers
 build_all "$OPT" build

@@ -234,15 +234,19 @@ OCRDEF const char *ocr_gemm_kernel_name(ocr_ctx *ctx) {
 }
 
 typedef struct {
-    ocr_ctx *ctx;
     ocr__ukernel_fn ukernel;
     int trans_a, trans_b;
     int64_t M, N, K, lda, ldb, ldc;
     float alpha, beta;
     const float *A, *B;
     float *C;
-    int split_n; /* threads split N (else M) in units of whole micro-tiles */
+    /* the current (jc, pc) block, packed once and shared by every thread */
+    int64_t jc, nc, pc, kc;
+    float *pa, *pb;          /* packed op(A)[:, pc:pc+kc] and op(B)[pc:pc+kc, jc:jc+nc] */
+    int64_t m_blocks, n_chunks;
 } ocr__gemm_job;
+
+#define OCR__NCHUNK (16 * OCR__NR) /* columns per work item: B micro-panels reused from L1 across an A block */
 
 /* Packs op(A)[i0:i0+mc, k0:k0+kc] into MR-row panels, k-major inside a panel. */
 static void ocr__pack_a(const ocr__gemm_job *g, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
@@ -278,83 +282,104 @@ static void ocr__pack_b(const ocr__gemm_job *g, int64_t k0, int64_t kc, int64_t 
     }
 }
 
-static void ocr__gemm_block(const ocr__gemm_job *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, int tid) {
-    float *pa = (float *)g->ctx->scratch[OCR_SCRATCH_THREAD0 + tid];
-    float *pb = pa + OCR__MC * OCR__KC;
-    int64_t i, j, jc, pc, ic, jr, ir;
+/* Work items over MR-row panels of A: pack them. */
+static void ocr__gemm_pack_a_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__gemm_job *g = (const ocr__gemm_job *)arg;
+    int64_t m0 = begin * OCR__MR, m1 = end * OCR__MR < g->M ? end * OCR__MR : g->M;
+    (void)tid;
+    ocr__pack_a(g, m0, m1 - m0, g->pc, g->kc, g->pa + m0 * g->kc);
+}
+
+/* Work items over NR-column panels of B: pack them. */
+static void ocr__gemm_pack_b_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__gemm_job *g = (const ocr__gemm_job *)arg;
+    int64_t j0 = begin * OCR__NR, j1 = end * OCR__NR < g->nc ? end * OCR__NR : g->nc;
+    (void)tid;
+    ocr__pack_b(g, g->pc, g->kc, g->jc + j0, j1 - j0, g->pb + j0 * g->kc);
+}
+
+/* Work items are (MC-row block, NCHUNK-column chunk) tiles of the current block of C. */
+static void ocr__gemm_compute_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__gemm_job *g = (const ocr__gemm_job *)arg;
     float edge[OCR__MR * OCR__NR];
-    /* beta first, so the k-blocks can all accumulate; beta == 0 must not propagate NaN from C */
-    for (i = m0; i < m1; i++) {
-        float *c = g->C + i * g->ldc;
-        if (g->beta == 0.0f) for (j = n0; j < n1; j++) c[j] = 0.0f;
-        else if (g->beta != 1.0f) for (j = n0; j < n1; j++) c[j] *= g->beta;
-    }
-    if (g->K == 0 || g->alpha == 0.0f) return;
-    for (jc = n0; jc < n1; jc += OCR__NC) {
-        int64_t nc = n1 - jc < OCR__NC ? n1 - jc : OCR__NC;
-        for (pc = 0; pc < g->K; pc += OCR__KC) {
-            int64_t kc = g->K - pc < OCR__KC ? g->K - pc : OCR__KC;
-            ocr__pack_b(g, pc, kc, jc, nc, pb);
-            for (ic = m0; ic < m1; ic += OCR__MC) {
-                int64_t mc = m1 - ic < OCR__MC ? m1 - ic : OCR__MC;
-                ocr__pack_a(g, ic, mc, pc, kc, pa);
-                for (jr = 0; jr < nc; jr += OCR__NR) {
-                    int64_t nr = nc - jr < OCR__NR ? nc - jr : OCR__NR;
-                    const float *bp = pb + jr * kc;
-                    for (ir = 0; ir < mc; ir += OCR__MR) {
-                        int64_t mr = mc - ir < OCR__MR ? mc - ir : OCR__MR;
-                        const float *ap = pa + ir * kc;
-                        float *c = g->C + (ic + ir) * g->ldc + jc + jr;
-                        if (mr == OCR__MR && nr == OCR__NR) {
-                            g->ukernel(kc, ap, bp, c, g->ldc, g->alpha);
-                        } else {
-                            int64_t a, b;
-                            memset(edge, 0, sizeof edge);
-                            g->ukernel(kc, ap, bp, edge, OCR__NR, g->alpha);
-                            for (a = 0; a < mr; a++)
-                                for (b = 0; b < nr; b++) c[a * g->ldc + b] += edge[a * OCR__NR + b];
-                        }
-                    }
+    int64_t item;
+    (void)tid;
+    for (item = begin; item < end; item++) {
+        int64_t ib = item / g->n_chunks, jb = item % g->n_chunks;
+        int64_t m0 = ib * OCR__MC, m1 = m0 + OCR__MC < g->M ? m0 + OCR__MC : g->M;
+        int64_t n0 = jb * OCR__NCHUNK, n1 = n0 + OCR__NCHUNK < g->nc ? n0 + OCR__NCHUNK : g->nc;
+        int64_t jr, ir;
+        for (jr = n0; jr < n1; jr += OCR__NR) {
+            int64_t nr = n1 - jr < OCR__NR ? n1 - jr : OCR__NR;
+            const float *bp = g->pb + jr * g->kc;
+            for (ir = m0; ir < m1; ir += OCR__MR) {
+                int64_t mr = m1 - ir < OCR__MR ? m1 - ir : OCR__MR;
+                const float *ap = g->pa + ir * g->kc;
+                float *c = g->C + ir * g->ldc + g->jc + jr;
+                if (mr == OCR__MR && nr == OCR__NR) {
+                    g->ukernel(g->kc, ap, bp, c, g->ldc, g->alpha);
+                } else {
+                    int64_t a, b;
+                    memset(edge, 0, sizeof edge);
+                    g->ukernel(g->kc, ap, bp, edge, OCR__NR, g->alpha);
+                    for (a = 0; a < mr; a++)
+                        for (b = 0; b < nr; b++) c[a * g->ldc + b] += edge[a * OCR__NR + b];
                 }
             }
         }
     }
 }
 
-static void ocr__gemm_part(void *arg, int64_t begin, int64_t end, int tid) {
+/* beta first, so every k-block can accumulate; beta == 0 must not propagate NaN from C */
+static void ocr__gemm_scale_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__gemm_job *g = (const ocr__gemm_job *)arg;
-    if (g->split_n) {
-        int64_t n0 = begin * OCR__NR, n1 = end * OCR__NR < g->N ? end * OCR__NR : g->N;
-        ocr__gemm_block(g, 0, g->M, n0, n1, tid);
-    } else {
-        int64_t m0 = begin * OCR__MR, m1 = end * OCR__MR < g->M ? end * OCR__MR : g->M;
-        ocr__gemm_block(g, m0, m1, 0, g->N, tid);
+    int64_t i, j;
+    (void)tid;
+    for (i = begin; i < end; i++) {
+        float *c = g->C + i * g->ldc;
+        if (g->beta == 0.0f) memset(c, 0, (size_t)g->N * sizeof(float));
+        else for (j = 0; j < g->N; j++) c[j] *= g->beta;
     }
 }
 
 OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     ocr__gemm_job g;
-    int64_t tiles_m, tiles_n, work, t;
-    int threads;
-    size_t per_thread = (size_t)(OCR__MC * OCR__KC + OCR__KC * OCR__NC) * sizeof(float);
+    int64_t jc, pc, kc_max;
+    size_t bytes_a, bytes_b;
     if (M < 0 || N < 0 || K < 0 || ldc < N || lda < (trans_a ? M : K) || ldb < (trans_b ? K : N))
         return ocr_error(ctx, OCR_EINVAL, "ocr_gemm: bad sizes M=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld", (long long)M,
                          (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
     if (M == 0 || N == 0) return OCR_OK;
-    g.ctx = ctx; g.ukernel = ocr__pick_ukernel(ctx, NULL); g.trans_a = trans_a; g.trans_b = trans_b;
+    memset(&g, 0, sizeof g);
+    g.ukernel = ocr__pick_ukernel(ctx, NULL); g.trans_a = trans_a; g.trans_b = trans_b;
     g.M = M; g.N = N; g.K = K; g.lda = lda; g.ldb = ldb; g.ldc = ldc; g.alpha = alpha; g.beta = beta;
     g.A = A; g.B = B; g.C = C;
-    tiles_m = (M + OCR__MR - 1) / OCR__MR;
-    tiles_n = (N + OCR__NR - 1) / OCR__NR;
-    work = M * N * (K ? K : 1);
-    threads = work < 32 * 32 * 32 ? 1 : ctx->n_threads;
-    for (t = 0; t < threads; t++)
-        if (!ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, per_thread)) return ctx->last_status;
-    /* Split the dimension that gives every thread whole micro-tiles; prefer N (B is the big operand in convs). */
-    g.split_n = tiles_n >= 4 * threads || tiles_n >= tiles_m;
-    if (threads == 1) ocr__gemm_block(&g, 0, M, 0, N, 0);
-    else ocr_parallel_for(ctx, g.split_n ? tiles_n : tiles_m, 1, ocr__gemm_part, &g);
+    kc_max = K < OCR__KC ? K : OCR__KC;
+    /* shared packing buffers, rounded up to whole micro-panels */
+    if (!ocr_size_mul((size_t)((M + OCR__MR - 1) / OCR__MR * OCR__MR), (size_t)kc_max * sizeof(float), &bytes_a) ||
+        !ocr_size_mul((size_t)OCR__NC + OCR__NR, (size_t)kc_max * sizeof(float), &bytes_b))
+        return ocr_error(ctx, OCR_EOVERFLOW, "ocr_gemm: M=%lld too large", (long long)M);
+    if (!(g.pa = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, bytes_a ? bytes_a : 64)) ||
+        !(g.pb = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, bytes_b ? bytes_b : 64)))
+        return ctx->last_status;
+    if (beta != 1.0f) ocr_parallel_for(ctx, M, 64, ocr__gemm_scale_part, &g);
+    if (K == 0 || alpha == 0.0f) return OCR_OK;
+    g.m_blocks = (M + OCR__MC - 1) / OCR__MC;
+    for (jc = 0; jc < N; jc += OCR__NC) {
+        g.jc = jc;
+        g.nc = N - jc < OCR__NC ? N - jc : OCR__NC;
+        g.n_chunks = (g.nc + OCR__NCHUNK - 1) / OCR__NCHUNK;
+        for (pc = 0; pc < K; pc += OCR__KC) {
+            g.pc = pc;
+            g.kc = K - pc < OCR__KC ? K - pc : OCR__KC;
+            /* small problems stay on one thread: the dispatches would cost more than they save */
+            ocr_parallel_for(ctx, (M + OCR__MR - 1) / OCR__MR, 8, ocr__gemm_pack_a_part, &g);
+            ocr_parallel_for(ctx, (g.nc + OCR__NR - 1) / OCR__NR, 8, ocr__gemm_pack_b_part, &g);
+            ocr_parallel_for(ctx, g.m_blocks * g.n_chunks, M * g.nc * g.kc > 32 * 32 * 32 ? 1 : g.m_blocks * g.n_chunks,
+                             ocr__gemm_compute_part, &g);
+        }
+    }
     return OCR_OK;
 }
 

@@ -142,7 +142,8 @@ typedef struct {
 typedef struct ocr__pool ocr__pool;
 
 /* Scratch slots: one per concurrent use, so nested users never clobber each other. */
-enum { OCR_SCRATCH_OP0 = 0, OCR_SCRATCH_OP1 = 1, OCR_SCRATCH_OP2 = 2, OCR_SCRATCH_THREAD0 = 3,
+enum { OCR_SCRATCH_OP0 = 0, OCR_SCRATCH_OP1 = 1, OCR_SCRATCH_OP2 = 2, OCR_SCRATCH_GEMM_A = 3, OCR_SCRATCH_GEMM_B = 4,
+       OCR_SCRATCH_THREAD0 = 5,
        OCR_SCRATCH_SLOTS = OCR_SCRATCH_THREAD0 + OCR_MAX_THREADS };
 
 typedef struct ocr_ctx {
@@ -534,13 +535,23 @@ OCRDEF void *ocr_ctx_scratch(ocr_ctx *ctx, int slot, size_t bytes) {
 
 /* ---------------------------------------------------------------- thread pool */
 
+/* Workers spin briefly on the job generation before sleeping: waking a sleeping thread costs tens to hundreds of
+   microseconds (more inside a VM), and a training step dispatches thousands of short jobs. */
+#define OCR__SPIN_ITERS 20000
+
+#if defined(__x86_64__) || defined(__i386__)
+#define OCR__CPU_RELAX() __builtin_ia32_pause()
+#else
+#define OCR__CPU_RELAX() ((void)0)
+#endif
+
 struct ocr__pool {
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
     pthread_t threads[OCR_MAX_THREADS];
     int n_workers;            /* threads besides the caller */
-    unsigned long generation; /* bumped for every job */
-    int pending;              /* workers still running the current job */
+    unsigned long generation; /* bumped for every job; read atomically by spinning workers */
+    int pending;              /* workers still running the current job (atomic) */
     int quit;
     /* current job */
     ocr_range_fn fn;
@@ -558,19 +569,24 @@ typedef struct { ocr__pool *pool; int index; } ocr__worker_arg;
 
 static void *ocr__pool_worker(void *argp) {
     ocr__pool *p = ((ocr__worker_arg *)argp)->pool;
-    int index = ((ocr__worker_arg *)argp)->index;
+    int index = ((ocr__worker_arg *)argp)->index, spin;
     unsigned long seen = 0;
     OCR_FREE(argp);
     for (;;) {
+        for (spin = 0; spin < OCR__SPIN_ITERS && __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE) == seen &&
+                       !__atomic_load_n(&p->quit, __ATOMIC_ACQUIRE); spin++)
+            OCR__CPU_RELAX();
         pthread_mutex_lock(&p->mu);
-        while (!p->quit && p->generation == seen) pthread_cond_wait(&p->work_cv, &p->mu);
+        while (!p->quit && __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE) == seen) pthread_cond_wait(&p->work_cv, &p->mu);
         if (p->quit) { pthread_mutex_unlock(&p->mu); return NULL; }
         seen = p->generation;
         pthread_mutex_unlock(&p->mu);
         if (index < p->n_parts) ocr__pool_run_part(p, index);
-        pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0) pthread_cond_signal(&p->done_cv);
-        pthread_mutex_unlock(&p->mu);
+        if (__atomic_sub_fetch(&p->pending, 1, __ATOMIC_ACQ_REL) == 0) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done_cv);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 
@@ -578,7 +594,7 @@ static void ocr__pool_destroy(ocr__pool *p) {
     int i;
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
+    __atomic_store_n(&p->quit, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
     for (i = 0; i < p->n_workers; i++) pthread_join(p->threads[i], NULL);
@@ -618,6 +634,7 @@ static int ocr__pool_create(ocr_ctx *ctx, int n_threads, ocr__pool **out) {
 OCRDEF void ocr_parallel_for(ocr_ctx *ctx, int64_t n, int64_t min_chunk, ocr_range_fn fn, void *arg) {
     ocr__pool *p = ctx->pool;
     int64_t parts = ctx->n_threads;
+    int spin;
     if (n <= 0) return;
     if (min_chunk < 1) min_chunk = 1;
     if (parts > n / min_chunk) parts = n / min_chunk;
@@ -627,14 +644,17 @@ OCRDEF void ocr_parallel_for(ocr_ctx *ctx, int64_t n, int64_t min_chunk, ocr_ran
     p->arg = arg;
     p->n = n;
     p->n_parts = (int)parts;
-    p->pending = p->n_workers;
-    p->generation++;
+    __atomic_store_n(&p->pending, p->n_workers, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->generation, p->generation + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
     ocr__pool_run_part(p, 0);
-    pthread_mutex_lock(&p->mu);
-    while (p->pending) pthread_cond_wait(&p->done_cv, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    for (spin = 0; spin < OCR__SPIN_ITERS && __atomic_load_n(&p->pending, __ATOMIC_ACQUIRE); spin++) OCR__CPU_RELAX();
+    if (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&p->mu);
+        while (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE)) pthread_cond_wait(&p->done_cv, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
 }
 
 OCRDEF int ocr_cpu_count(void) {
