@@ -169,72 +169,93 @@ extern "C" {
 
 /* ---------------------------------------------------------------- GEMM */
 
-#define OCR__MR 6
-#define OCR__NR 16
-#define OCR__KC 256
-#define OCR__MC 96
-#define OCR__NC 2048
-
+/* Micro-kernels compute C[mr,nr] += alpha * Apanel[kc,mr]^T Bpanel[kc,nr] from zero-padded packed panels. */
 typedef void (*ocr__ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha);
+typedef struct { ocr__ukernel_fn fn; int mr, nr; const char *name; } ocr__ukernel;
 
-/* C[6,16] += alpha * Apanel[kc,6]^T Bpanel[kc,16]; panels are packed with zero padding. */
+#define OCR__MR_MAX 16
+#define OCR__NR_MAX 32
+#define OCR__KC 256        /* a B micro-panel (KC x nr) stays in L1 */
+#define OCR__MC_PANELS 8   /* an A block (8 micro-panels x KC) stays in L2 */
+#define OCR__NC 4096       /* a packed B block (KC x NC) is shared by all threads */
+#define OCR__NCHUNK_PANELS 16
+
 static void ocr__ukernel_portable(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-    float acc[OCR__MR][OCR__NR];
+    float acc[6][16];
     int64_t k;
     int i, j;
     memset(acc, 0, sizeof acc);
-    for (k = 0; k < kc; k++, a += OCR__MR, b += OCR__NR)
-        for (i = 0; i < OCR__MR; i++)
-            for (j = 0; j < OCR__NR; j++) acc[i][j] += a[i] * b[j];
-    for (i = 0; i < OCR__MR; i++)
-        for (j = 0; j < OCR__NR; j++) c[i * ldc + j] += alpha * acc[i][j];
+    for (k = 0; k < kc; k++, a += 6, b += 16)
+        for (i = 0; i < 6; i++)
+            for (j = 0; j < 16; j++) acc[i][j] += a[i] * b[j];
+    for (i = 0; i < 6; i++)
+        for (j = 0; j < 16; j++) c[i * ldc + j] += alpha * acc[i][j];
 }
 
 #ifdef OCR__HAVE_AVX2
 __attribute__((target("avx2,fma")))
 static void ocr__ukernel_avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+#define OCR__ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define OCR__DECL(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps();
+#define OCR__FMA(i) { __m256 x = _mm256_broadcast_ss(a + i); c##i##0 = _mm256_fmadd_ps(x, b0, c##i##0); \
+                      c##i##1 = _mm256_fmadd_ps(x, b1, c##i##1); }
+#define OCR__STORE(i) _mm256_storeu_ps(c + i * ldc, _mm256_fmadd_ps(va, c##i##0, _mm256_loadu_ps(c + i * ldc))); \
+                      _mm256_storeu_ps(c + i * ldc + 8, _mm256_fmadd_ps(va, c##i##1, _mm256_loadu_ps(c + i * ldc + 8)));
     __m256 va = _mm256_set1_ps(alpha);
     int64_t k;
-    for (k = 0; k < kc; k++, a += OCR__MR, b += OCR__NR) {
-        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8), x;
-        x = _mm256_broadcast_ss(a + 0); c00 = _mm256_fmadd_ps(x, b0, c00); c01 = _mm256_fmadd_ps(x, b1, c01);
-        x = _mm256_broadcast_ss(a + 1); c10 = _mm256_fmadd_ps(x, b0, c10); c11 = _mm256_fmadd_ps(x, b1, c11);
-        x = _mm256_broadcast_ss(a + 2); c20 = _mm256_fmadd_ps(x, b0, c20); c21 = _mm256_fmadd_ps(x, b1, c21);
-        x = _mm256_broadcast_ss(a + 3); c30 = _mm256_fmadd_ps(x, b0, c30); c31 = _mm256_fmadd_ps(x, b1, c31);
-        x = _mm256_broadcast_ss(a + 4); c40 = _mm256_fmadd_ps(x, b0, c40); c41 = _mm256_fmadd_ps(x, b1, c41);
-        x = _mm256_broadcast_ss(a + 5); c50 = _mm256_fmadd_ps(x, b0, c50); c51 = _mm256_fmadd_ps(x, b1, c51);
+    OCR__ROWS6(OCR__DECL)
+    for (k = 0; k < kc; k++, a += 6, b += 16) {
+        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+        OCR__ROWS6(OCR__FMA)
     }
-#define OCR__STORE_ROW(r, lo, hi)                                                                   \
-    _mm256_storeu_ps(c + (r) * ldc, _mm256_fmadd_ps(va, lo, _mm256_loadu_ps(c + (r) * ldc)));        \
-    _mm256_storeu_ps(c + (r) * ldc + 8, _mm256_fmadd_ps(va, hi, _mm256_loadu_ps(c + (r) * ldc + 8)))
-    OCR__STORE_ROW(0, c00, c01); OCR__STORE_ROW(1, c10, c11); OCR__STORE_ROW(2, c20, c21);
-    OCR__STORE_ROW(3, c30, c31); OCR__STORE_ROW(4, c40, c41); OCR__STORE_ROW(5, c50, c51);
-#undef OCR__STORE_ROW
+    OCR__ROWS6(OCR__STORE)
+#undef OCR__DECL
+#undef OCR__FMA
+#undef OCR__STORE
+}
+
+/* 14 x 32: 28 accumulators, two B registers and one broadcast fill the 32 zmm registers. */
+__attribute__((target("avx512f")))
+static void ocr__ukernel_avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
+#define OCR__ROWS14(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+#define OCR__DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
+#define OCR__FMA(i) { __m512 x = _mm512_set1_ps(a[i]); c##i##0 = _mm512_fmadd_ps(x, b0, c##i##0); \
+                      c##i##1 = _mm512_fmadd_ps(x, b1, c##i##1); }
+#define OCR__STORE(i) _mm512_storeu_ps(c + i * ldc, _mm512_fmadd_ps(va, c##i##0, _mm512_loadu_ps(c + i * ldc))); \
+                      _mm512_storeu_ps(c + i * ldc + 16, _mm512_fmadd_ps(va, c##i##1, _mm512_loadu_ps(c + i * ldc + 16)));
+    __m512 va = _mm512_set1_ps(alpha);
+    int64_t k;
+    OCR__ROWS14(OCR__DECL)
+    for (k = 0; k < kc; k++, a += 14, b += 32) {
+        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+        OCR__ROWS14(OCR__FMA)
+    }
+    OCR__ROWS14(OCR__STORE)
+#undef OCR__DECL
+#undef OCR__FMA
+#undef OCR__STORE
 }
 #endif
 
-static ocr__ukernel_fn ocr__pick_ukernel(ocr_ctx *ctx, const char **name) {
+static ocr__ukernel ocr__pick_ukernel(ocr_ctx *ctx) {
+    ocr__ukernel k;
+    k.fn = ocr__ukernel_portable; k.mr = 6; k.nr = 16; k.name = "portable 6x16";
 #ifdef OCR__HAVE_AVX2
-    if (ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        if (name) *name = "avx2-fma 6x16";
-        return ocr__ukernel_avx2;
+    if (ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE && ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 && __builtin_cpu_supports("avx512f")) {
+        k.fn = ocr__ukernel_avx512; k.mr = 14; k.nr = 32; k.name = "avx512 14x32";
+    } else if (ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        k.fn = ocr__ukernel_avx2; k.mr = 6; k.nr = 16; k.name = "avx2-fma 6x16";
     }
+#else
+    (void)ctx;
 #endif
-    if (name) *name = "portable 6x16";
-    return ocr__ukernel_portable;
+    return k;
 }
 
-OCRDEF const char *ocr_gemm_kernel_name(ocr_ctx *ctx) {
-    const char *name;
-    (void)ocr__pick_ukernel(ctx, &name);
-    return name;
-}
+OCRDEF const char *ocr_gemm_kernel_name(ocr_ctx *ctx) { return ocr__pick_ukernel(ctx).name; }
 
 typedef struct {
-    ocr__ukernel_fn ukernel;
+    ocr__ukernel uk;
     int trans_a, trans_b;
     int64_t M, N, K, lda, ldb, ldc;
     float alpha, beta;
@@ -243,87 +264,85 @@ typedef struct {
     /* the current (jc, pc) block, packed once and shared by every thread */
     int64_t jc, nc, pc, kc;
     float *pa, *pb;          /* packed op(A)[:, pc:pc+kc] and op(B)[pc:pc+kc, jc:jc+nc] */
-    int64_t m_blocks, n_chunks;
+    int64_t mc, nchunk, m_blocks, n_chunks;
 } ocr__gemm_job;
 
-#define OCR__NCHUNK (16 * OCR__NR) /* columns per work item: B micro-panels reused from L1 across an A block */
-
-/* Packs op(A)[i0:i0+mc, k0:k0+kc] into MR-row panels, k-major inside a panel. */
+/* Packs op(A)[i0:i0+mc, k0:k0+kc] into mr-row panels, k-major inside a panel. */
 static void ocr__pack_a(const ocr__gemm_job *g, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
-    int64_t ip, k, i;
-    for (ip = 0; ip < mc; ip += OCR__MR) {
-        int64_t rows = mc - ip < OCR__MR ? mc - ip : OCR__MR;
-        for (k = 0; k < kc; k++, dst += OCR__MR) {
+    int64_t ip, k, i, mr = g->uk.mr;
+    for (ip = 0; ip < mc; ip += mr) {
+        int64_t rows = mc - ip < mr ? mc - ip : mr;
+        for (k = 0; k < kc; k++, dst += mr) {
             for (i = 0; i < rows; i++) {
                 int64_t r = i0 + ip + i, col = k0 + k;
                 dst[i] = g->trans_a ? g->A[col * g->lda + r] : g->A[r * g->lda + col];
             }
-            for (; i < OCR__MR; i++) dst[i] = 0.0f;
+            for (; i < mr; i++) dst[i] = 0.0f;
         }
     }
 }
 
-/* Packs op(B)[k0:k0+kc, j0:j0+nc] into NR-column panels. */
+/* Packs op(B)[k0:k0+kc, j0:j0+nc] into nr-column panels. */
 static void ocr__pack_b(const ocr__gemm_job *g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
-    int64_t jp, k, j;
-    for (jp = 0; jp < nc; jp += OCR__NR) {
-        int64_t cols = nc - jp < OCR__NR ? nc - jp : OCR__NR;
-        if (!g->trans_b && cols == OCR__NR) {
-            for (k = 0; k < kc; k++, dst += OCR__NR) memcpy(dst, g->B + (k0 + k) * g->ldb + j0 + jp, OCR__NR * sizeof(float));
+    int64_t jp, k, j, nr = g->uk.nr;
+    for (jp = 0; jp < nc; jp += nr) {
+        int64_t cols = nc - jp < nr ? nc - jp : nr;
+        if (!g->trans_b && cols == nr) {
+            for (k = 0; k < kc; k++, dst += nr) memcpy(dst, g->B + (k0 + k) * g->ldb + j0 + jp, (size_t)nr * sizeof(float));
             continue;
         }
-        for (k = 0; k < kc; k++, dst += OCR__NR) {
+        for (k = 0; k < kc; k++, dst += nr) {
             for (j = 0; j < cols; j++) {
                 int64_t row = k0 + k, c = j0 + jp + j;
                 dst[j] = g->trans_b ? g->B[c * g->ldb + row] : g->B[row * g->ldb + c];
             }
-            for (; j < OCR__NR; j++) dst[j] = 0.0f;
+            for (; j < nr; j++) dst[j] = 0.0f;
         }
     }
 }
 
-/* Work items over MR-row panels of A: pack them. */
+/* Work items over mr-row panels of A: pack them. */
 static void ocr__gemm_pack_a_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__gemm_job *g = (const ocr__gemm_job *)arg;
-    int64_t m0 = begin * OCR__MR, m1 = end * OCR__MR < g->M ? end * OCR__MR : g->M;
+    int64_t mr = g->uk.mr, m0 = begin * mr, m1 = end * mr < g->M ? end * mr : g->M;
     (void)tid;
     ocr__pack_a(g, m0, m1 - m0, g->pc, g->kc, g->pa + m0 * g->kc);
 }
 
-/* Work items over NR-column panels of B: pack them. */
+/* Work items over nr-column panels of B: pack them. */
 static void ocr__gemm_pack_b_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__gemm_job *g = (const ocr__gemm_job *)arg;
-    int64_t j0 = begin * OCR__NR, j1 = end * OCR__NR < g->nc ? end * OCR__NR : g->nc;
+    int64_t nr = g->uk.nr, j0 = begin * nr, j1 = end * nr < g->nc ? end * nr : g->nc;
     (void)tid;
     ocr__pack_b(g, g->pc, g->kc, g->jc + j0, j1 - j0, g->pb + j0 * g->kc);
 }
 
-/* Work items are (MC-row block, NCHUNK-column chunk) tiles of the current block of C. */
+/* Work items are (mc-row block, nchunk-column chunk) tiles of the current block of C. */
 static void ocr__gemm_compute_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__gemm_job *g = (const ocr__gemm_job *)arg;
-    float edge[OCR__MR * OCR__NR];
-    int64_t item;
+    float edge[OCR__MR_MAX * OCR__NR_MAX];
+    int64_t item, MR = g->uk.mr, NR = g->uk.nr;
     (void)tid;
     for (item = begin; item < end; item++) {
         int64_t ib = item / g->n_chunks, jb = item % g->n_chunks;
-        int64_t m0 = ib * OCR__MC, m1 = m0 + OCR__MC < g->M ? m0 + OCR__MC : g->M;
-        int64_t n0 = jb * OCR__NCHUNK, n1 = n0 + OCR__NCHUNK < g->nc ? n0 + OCR__NCHUNK : g->nc;
+        int64_t m0 = ib * g->mc, m1 = m0 + g->mc < g->M ? m0 + g->mc : g->M;
+        int64_t n0 = jb * g->nchunk, n1 = n0 + g->nchunk < g->nc ? n0 + g->nchunk : g->nc;
         int64_t jr, ir;
-        for (jr = n0; jr < n1; jr += OCR__NR) {
-            int64_t nr = n1 - jr < OCR__NR ? n1 - jr : OCR__NR;
+        for (jr = n0; jr < n1; jr += NR) {
+            int64_t nr = n1 - jr < NR ? n1 - jr : NR;
             const float *bp = g->pb + jr * g->kc;
-            for (ir = m0; ir < m1; ir += OCR__MR) {
-                int64_t mr = m1 - ir < OCR__MR ? m1 - ir : OCR__MR;
+            for (ir = m0; ir < m1; ir += MR) {
+                int64_t mr = m1 - ir < MR ? m1 - ir : MR;
                 const float *ap = g->pa + ir * g->kc;
                 float *c = g->C + ir * g->ldc + g->jc + jr;
-                if (mr == OCR__MR && nr == OCR__NR) {
-                    g->ukernel(g->kc, ap, bp, c, g->ldc, g->alpha);
+                if (mr == MR && nr == NR) {
+                    g->uk.fn(g->kc, ap, bp, c, g->ldc, g->alpha);
                 } else {
                     int64_t a, b;
                     memset(edge, 0, sizeof edge);
-                    g->ukernel(g->kc, ap, bp, edge, OCR__NR, g->alpha);
+                    g->uk.fn(g->kc, ap, bp, edge, NR, g->alpha);
                     for (a = 0; a < mr; a++)
-                        for (b = 0; b < nr; b++) c[a * g->ldc + b] += edge[a * OCR__NR + b];
+                        for (b = 0; b < nr; b++) c[a * g->ldc + b] += edge[a * NR + b];
                 }
             }
         }
@@ -345,37 +364,40 @@ static void ocr__gemm_scale_part(void *arg, int64_t begin, int64_t end, int tid)
 OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     ocr__gemm_job g;
-    int64_t jc, pc, kc_max;
+    int64_t jc, pc, kc_max, mr, nr;
     size_t bytes_a, bytes_b;
     if (M < 0 || N < 0 || K < 0 || ldc < N || lda < (trans_a ? M : K) || ldb < (trans_b ? K : N))
         return ocr_error(ctx, OCR_EINVAL, "ocr_gemm: bad sizes M=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld", (long long)M,
                          (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
     if (M == 0 || N == 0) return OCR_OK;
     memset(&g, 0, sizeof g);
-    g.ukernel = ocr__pick_ukernel(ctx, NULL); g.trans_a = trans_a; g.trans_b = trans_b;
+    g.uk = ocr__pick_ukernel(ctx); g.trans_a = trans_a; g.trans_b = trans_b;
     g.M = M; g.N = N; g.K = K; g.lda = lda; g.ldb = ldb; g.ldc = ldc; g.alpha = alpha; g.beta = beta;
     g.A = A; g.B = B; g.C = C;
+    mr = g.uk.mr; nr = g.uk.nr;
+    g.mc = mr * OCR__MC_PANELS;
+    g.nchunk = nr * OCR__NCHUNK_PANELS;
     kc_max = K < OCR__KC ? K : OCR__KC;
     /* shared packing buffers, rounded up to whole micro-panels */
-    if (!ocr_size_mul((size_t)((M + OCR__MR - 1) / OCR__MR * OCR__MR), (size_t)kc_max * sizeof(float), &bytes_a) ||
-        !ocr_size_mul((size_t)OCR__NC + OCR__NR, (size_t)kc_max * sizeof(float), &bytes_b))
+    if (!ocr_size_mul((size_t)((M + mr - 1) / mr * mr), (size_t)kc_max * sizeof(float), &bytes_a) ||
+        !ocr_size_mul((size_t)(OCR__NC + nr), (size_t)kc_max * sizeof(float), &bytes_b))
         return ocr_error(ctx, OCR_EOVERFLOW, "ocr_gemm: M=%lld too large", (long long)M);
     if (!(g.pa = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, bytes_a ? bytes_a : 64)) ||
         !(g.pb = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, bytes_b ? bytes_b : 64)))
         return ctx->last_status;
     if (beta != 1.0f) ocr_parallel_for(ctx, M, 64, ocr__gemm_scale_part, &g);
     if (K == 0 || alpha == 0.0f) return OCR_OK;
-    g.m_blocks = (M + OCR__MC - 1) / OCR__MC;
+    g.m_blocks = (M + g.mc - 1) / g.mc;
     for (jc = 0; jc < N; jc += OCR__NC) {
         g.jc = jc;
         g.nc = N - jc < OCR__NC ? N - jc : OCR__NC;
-        g.n_chunks = (g.nc + OCR__NCHUNK - 1) / OCR__NCHUNK;
+        g.n_chunks = (g.nc + g.nchunk - 1) / g.nchunk;
         for (pc = 0; pc < K; pc += OCR__KC) {
             g.pc = pc;
             g.kc = K - pc < OCR__KC ? K - pc : OCR__KC;
             /* small problems stay on one thread: the dispatches would cost more than they save */
-            ocr_parallel_for(ctx, (M + OCR__MR - 1) / OCR__MR, 8, ocr__gemm_pack_a_part, &g);
-            ocr_parallel_for(ctx, (g.nc + OCR__NR - 1) / OCR__NR, 8, ocr__gemm_pack_b_part, &g);
+            ocr_parallel_for(ctx, (M + mr - 1) / mr, 8, ocr__gemm_pack_a_part, &g);
+            ocr_parallel_for(ctx, (g.nc + nr - 1) / nr, 8, ocr__gemm_pack_b_part, &g);
             ocr_parallel_for(ctx, g.m_blocks * g.n_chunks, M * g.nc * g.kc > 32 * 32 * 32 ? 1 : g.m_blocks * g.n_chunks,
                              ocr__gemm_compute_part, &g);
         }
@@ -466,7 +488,7 @@ static int64_t ocr__conv_chunk(const ocr__conv_geom *g) {
     int64_t kdim = (g->C / g->groups) * g->kh * g->kw, P = g->OH * g->OW;
     int64_t cols = ((int64_t)1 << 20) / (kdim ? kdim : 1);
     cols = cols < 256 ? 256 : cols;
-    cols -= cols % OCR__NR;
+    cols -= cols % 32;
     return cols > P ? P : cols;
 }
 

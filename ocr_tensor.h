@@ -31,7 +31,7 @@
        OCR_MAX_THREADS             thread-pool cap (default 64)
        OCR_SAFETENSORS_MAX_HEADER  header length cap for files from outside (default 100,000,000 bytes)
    Environment read by ocr_ctx_init: OCR_CHECK_NUMERICS=1 and OCR_CUDA_SYNC_DEBUG=1 set the debug flags;
-   OCR_CPU_KERNEL=portable|avx2 forces a GEMM micro-kernel (default: the best the CPU supports).
+   OCR_CPU_KERNEL=portable|avx2|avx512 forces a GEMM micro-kernel (default: the best the CPU supports).
    Dependencies: C99, POSIX threads, libm.
 */
 #ifndef OCR_TENSOR_H
@@ -158,11 +158,11 @@ typedef struct ocr_ctx {
     ocr__pool *pool;
     void *scratch[OCR_SCRATCH_SLOTS];
     size_t scratch_size[OCR_SCRATCH_SLOTS];
-    int cpu_kernel;        /* GEMM micro-kernel: OCR_CPU_KERNEL_AUTO, _PORTABLE or _AVX2 (env OCR_CPU_KERNEL) */
+    int cpu_kernel;        /* GEMM micro-kernel: OCR_CPU_KERNEL_AUTO, _PORTABLE, _AVX2, _AVX512 (env OCR_CPU_KERNEL) */
     void *cuda;            /* backend state when built with OCR_CUDA */
 } ocr_ctx;
 
-enum { OCR_CPU_KERNEL_AUTO = 0, OCR_CPU_KERNEL_PORTABLE = 1, OCR_CPU_KERNEL_AVX2 = 2 };
+enum { OCR_CPU_KERNEL_AUTO = 0, OCR_CPU_KERNEL_PORTABLE = 1, OCR_CPU_KERNEL_AVX2 = 2, OCR_CPU_KERNEL_AVX512 = 3 };
 
 /* ---- context, errors, logging ---- */
 OCRDEF int ocr_ctx_init(ocr_ctx *ctx, int n_threads, uint64_t seed);   /* n_threads <= 0: all cores */
@@ -695,6 +695,7 @@ OCRDEF int ocr_ctx_init(ocr_ctx *ctx, int n_threads, uint64_t seed) {
         const char *k = getenv("OCR_CPU_KERNEL");
         if (k && strcmp(k, "portable") == 0) ctx->cpu_kernel = OCR_CPU_KERNEL_PORTABLE;
         if (k && strcmp(k, "avx2") == 0) ctx->cpu_kernel = OCR_CPU_KERNEL_AVX2;
+        if (k && strcmp(k, "avx512") == 0) ctx->cpu_kernel = OCR_CPU_KERNEL_AVX512;
     }
     return ocr_ctx_set_threads(ctx, n_threads);
 }

@@ -39,7 +39,7 @@ static void test_gemm_shapes(void) {
     static const int sizes[][3] = {{1, 1, 1}, {6, 16, 8}, {7, 17, 9}, {13, 50, 300}, {97, 33, 257}, {64, 576, 130},
                                    {5, 2100, 20}, {200, 3, 40}, {3, 5, 0}};
     int kernel, threads, s, ta, tb;
-    for (kernel = OCR_CPU_KERNEL_PORTABLE; kernel <= OCR_CPU_KERNEL_AVX2; kernel++)
+    for (kernel = OCR_CPU_KERNEL_PORTABLE; kernel <= OCR_CPU_KERNEL_AVX512; kernel++)
         for (threads = 1; threads <= 2; threads++) {
             ocr_ctx ctx;
             OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, threads, 7));
