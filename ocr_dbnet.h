@@ -19,20 +19,165 @@ extern "C" {
 
 /* ================================================================ [geometry] declarations */
 
-/* A list of polygons in one buffer: polygon i has counts[i] points starting at pts + sum(counts[0..i)). */
+/* A list of polygons in one buffer: polygon i has counts[i] points starting at pts + sum(counts[0..i)).
+   Zero-initialise before first use; functions that fill one replace its contents and reuse its memory. */
 typedef struct { ocr_point *pts; int *counts; int n_polys, n_pts, cap_pts, cap_polys; } ocr_polyset;
 OCRDEF void ocr_polyset_free(ocr_polyset *ps);
 OCRDEF double ocr_poly_area(const ocr_point *pts, int n);        /* signed shoelace area, > 0 when clockwise on screen */
 OCRDEF double ocr_poly_perimeter(const ocr_point *pts, int n);
 /* Offsets a closed polygon by delta pixels with round joins, as pyclipper's PyclipperOffset with JT_ROUND and
-   ET_CLOSEDPOLYGON (delta > 0 grows, < 0 shrinks; a shrink may split or erase the polygon). */
+   ET_CLOSEDPOLYGON (delta > 0 grows, < 0 shrinks; a shrink may split or erase the polygon). As pyclipper, the
+   input is truncated toward zero to integers (orientation does not matter) and the output has integer vertices:
+   outer pieces have area > 0, holes area < 0, ordered as pyclipper usually orders them (lowest bottom first), so
+   piece 0 is what DBNet's `Execute(d)[0]` takes. Fewer than 3 distinct points give an empty set. */
 OCRDEF int ocr_poly_offset(ocr_ctx *ctx, const ocr_point *pts, int n, double delta, ocr_polyset *out);
+
+/* Largest |coordinate| (and |delta|) the geometry accepts: integer predicates stay exact and every offset
+   result stays exactly representable in a float. */
+#define OCR_POLY_MAX_COORD 4194304.0
+/* OCR_OK when pts holds n >= 0 points (pts may be NULL only for n = 0), each coordinate finite and within
+   +-OCR_POLY_MAX_COORD; else an error naming fn, the polygon `what` and the first bad point. */
+OCRDEF int ocr_poly_check(ocr_ctx *ctx, const char *fn, const char *what, const ocr_point *pts, int n);
+/* Orientation normalisation of DBNet's validate_polygons: reverses pts in place when the polygon runs
+   counter-clockwise on screen (area < 0). Returns 1 when it reversed. */
+OCRDEF int ocr_poly_make_clockwise(ocr_point *pts, int n);
+/* cv2.fillPoly(img, [pts.astype(np.int32)], value) on a height x width F32 plane: vertices truncated toward zero,
+   pixel centres at integer coordinates, the boundary (8-connected lines between the vertices) included and
+   the interior filled by the even-odd rule; everything outside the plane is clipped. n may be 1 or 2 (a point,
+   a line). */
+OCRDEF int ocr_poly_fill(ocr_ctx *ctx, float *img, int height, int width, const ocr_point *pts, int n, float value);
+/* Distance from (px, py) to the edge a-b as DBNet's threshold map measures it: distance to the edge's line
+   when the point lies inside the circle with a-b as diameter, else distance to the nearer endpoint (this
+   over-estimates near the ends by up to ~0.15 px in the D-band). The official code computes
+   sqrt(1 - cos^2) with cos rounding slightly above 1 for points on the edge, giving NaN ("black dots",
+   MhLiao/DB#302); here the cosine is clamped, so the result is always finite and 0 on the edge. |a-b|^2 is
+   rounded to float as the official code does. */
+OCRDEF double ocr_dbnet_edge_distance(double px, double py, ocr_point a, ocr_point b);
 
 /* ================================================================ [targets] declarations */
 
+/* Training targets of DBNet for one image, as the official code's MakeSegDetectionData and MakeBorderMap
+   (DBNET_REFERENCE 2.3-2.4): polygons are clipped to the image and made clockwise; each text polygon of area A
+   and perimeter L is shrunk by D = A(1 - r^2)/L (ocr_poly_offset) into the shrink map (first piece only, as the
+   official code), and grown by D into the threshold mask; the threshold map rises from thresh_min (D or more
+   from every edge) to thresh_max (on an edge) inside the grown polygon. Ignored and unusable polygons are
+   filled with 0 into the shrink mask and skip the threshold maps. */
+typedef struct {
+    double shrink_ratio;             /* r = 0.4 */
+    double min_text_size;            /* 8: polygons whose box (after clipping) is thinner are ignored */
+    double thresh_min, thresh_max;   /* 0.3, 0.7 */
+} ocr_dbnet_target_config;
+OCRDEF ocr_dbnet_target_config ocr_dbnet_target_config_default(void);
+
+/* What became of each polygon: OCR_TARGET_TEXT, or why it was masked out instead. */
+typedef enum {
+    OCR_TARGET_TEXT = 0,           /* supervised as text */
+    OCR_TARGET_IGNORED,            /* the caller's ignore flag (### in ICDAR) */
+    OCR_TARGET_NONFINITE,          /* a NaN or infinite coordinate: nothing is drawn for it */
+    OCR_TARGET_TOO_FEW_POINTS,     /* fewer than 3 points */
+    OCR_TARGET_OUTSIDE,            /* entirely outside the image (clipping flattens it onto the border) */
+    OCR_TARGET_ZERO_AREA,          /* |area| < 1 px after clipping: collinear or repeated points */
+    OCR_TARGET_TOO_SMALL,          /* a side of its bounding box < min_text_size */
+    OCR_TARGET_SHRINK_EMPTY,       /* the shrunk polygon vanished */
+    OCR_TARGET_REASON_COUNT
+} ocr_dbnet_target_reason;
+OCRDEF const char *ocr_dbnet_target_reason_name(int reason);
+
+/* Fills the four maps of one image from n polygons (points in pixels of the map). gt_shrink (1 inside shrunk
+   text), mask_shrink (0 on masked-out polygons, else 1), gt_thresh (threshold map), mask_thresh (1 inside grown
+   text): distinct F32 CPU tensors of shape [H,W], [1,H,W] or [1,1,H,W], all the same H and W. cfg NULL means
+   the defaults. reasons: NULL, or n ints receiving an ocr_dbnet_target_reason per polygon. Degenerate polygons
+   never fail the call and never produce NaN; only bad arguments do. */
+OCRDEF int ocr_dbnet_targets(ocr_ctx *ctx, const ocr_dbnet_target_config *cfg, const ocr_polygon *polys, int n,
+                             ocr_tensor *gt_shrink, ocr_tensor *mask_shrink, ocr_tensor *gt_thresh,
+                             ocr_tensor *mask_thresh, int *reasons);
+
+
 /* ================================================================ [postprocess] declarations */
 
+/* Probability map -> text detections, step for step as the official DBNet SegDetectorRepresenter (and
+   PaddleOCR's DBPostProcess for the slow score): binarize (p > thresh), border following (cv2.findContours,
+   RETR_LIST, CHAIN_APPROX_SIMPLE), minimum-area rectangle (get_mini_boxes), box score, unclip with
+   ocr_poly_offset, size filters, then mapping to the original image size with round-half-to-even and
+   clipping to [0, size]. */
+enum { OCR_POST_BOX = 0, OCR_POST_POLYGON = 1 };      /* output: 4-point boxes or approximated polygons */
+enum { OCR_SCORE_FAST = 0, OCR_SCORE_SLOW = 1 };      /* mean inside the rectangle/polygon, or inside the contour */
+typedef struct {
+    float thresh;          /* 0.3: a pixel is text when p > thresh (compared in float, as torch does) */
+    double box_thresh;     /* 0.6: candidates scoring below are dropped */
+    double unclip_ratio;   /* 1.5 in box mode, 2.0 in polygon mode (hard-coded there by the official code) */
+    double poly_epsilon;   /* polygon mode: approxPolyDP epsilon as a fraction of the contour perimeter (0.01) */
+    int max_candidates;    /* 1000: only the first contours (in OpenCV's order) are considered */
+    int min_size;          /* 3: rectangles with a shorter side are dropped; min_size + 2 after unclipping */
+    int mode;              /* OCR_POST_BOX or OCR_POST_POLYGON */
+    int score_mode;        /* OCR_SCORE_FAST or OCR_SCORE_SLOW */
+} ocr_post_config;
+OCRDEF ocr_post_config ocr_post_config_default(int mode);
+
+/* Detections in original-image pixels (integer coordinates). polys[i].points point into storage owned by the
+   struct (ignore = 0, text = NULL): free everything with ocr_detections_free only. Box mode gives 4 points
+   TL, TR, BR, BL (clockwise on screen, the ICDAR 2015 order). */
+typedef struct {
+    ocr_polygon *polys;
+    float *scores;         /* box score of each detection, >= box_thresh */
+    int n;
+    ocr_point *point_buf;  /* storage of every detection's points */
+    int n_points, cap_points, cap;
+} ocr_detections;
+OCRDEF void ocr_detections_free(ocr_detections *d);
+
+/* prob: F32 CPU probability map [H,W] (or [1,H,W], [1,1,H,W]) with values in [0,1]; dest_width/height: the
+   original image size the map is mapped back to. out must be zeroed or hold earlier results (replaced). */
+OCRDEF int ocr_postprocess(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_tensor *prob, int dest_width,
+                           int dest_height, ocr_detections *out);
+/* Writes the ICDAR submission file (res_img_N.txt): one line "x1,y1,...,xn,yn" per detection, with ",score"
+   appended when with_scores is non-zero. Written atomically. */
+OCRDEF int ocr_detections_write_icdar(ocr_ctx *ctx, const char *path, const ocr_detections *d, int with_scores);
+
+/* The building blocks, usable alone. */
+/* Borders of the non-zero regions of a width x height bitmap, outer and hole borders alike, with the points,
+   start points and order of cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE) (Suzuki-Abe border following,
+   8-connectivity). out must be zeroed or hold an earlier result (replaced). */
+OCRDEF int ocr_find_contours(ocr_ctx *ctx, const uint8_t *bitmap, int width, int height, ocr_polyset *out);
+/* Minimum-area enclosing rectangle of a point set (rotating calipers over the convex hull), corners ordered
+   TL, TR, BR, BL as the official get_mini_boxes; *short_side = its shorter side (0 for fewer than 3 hull points). */
+OCRDEF int ocr_min_area_box(ocr_ctx *ctx, const ocr_point *pts, int n, ocr_point box[4], float *short_side);
+/* Douglas-Peucker approximation of a closed integer contour, as cv2.approxPolyDP(closed=True): the same
+   start point, kept vertices and final collinear clean-up. out has room for n points; *n_out receives the count. */
+OCRDEF int ocr_approx_poly(ocr_ctx *ctx, const ocr_point *pts, int n, double epsilon, ocr_point *out, int *n_out);
+
 /* ================================================================ [eval] declarations */
+
+/* ICDAR 2015 IoU protocol as the official DBNet DetectionIoUEvaluator: polygons that are not valid simple
+   polygons are dropped; a detection whose intersection with a don't-care GT exceeds dontcare_thresh of its own
+   area is don't-care; GT and detections are matched one-to-one, greedily in index order (GT outer, detection
+   inner), when IoU > iou_thresh (strictly); global precision = matched / care detections, recall = matched /
+   care GT, hmean = 2PR / (P + R). */
+typedef struct {
+    int64_t gt_care, det_care, matched;
+    int64_t gt_dontcare, det_dontcare;   /* valid polygons excluded as don't care */
+    int64_t gt_invalid, det_invalid;     /* polygons dropped as not valid and simple */
+} ocr_eval_counts;
+typedef struct {
+    double iou_thresh;        /* 0.5 */
+    double dontcare_thresh;   /* 0.5 */
+    ocr_eval_counts total;    /* sums over the images added */
+    int64_t n_images;
+} ocr_evaluator;
+typedef struct { double precision, recall, hmean; } ocr_eval_result;
+
+OCRDEF void ocr_eval_init(ocr_evaluator *ev);
+/* Adds one image: gt polygons with their ignore flags (don't care), detections (ignore flags unused).
+   image, when not NULL, receives this image's counts. Non-finite coordinates are an error. */
+OCRDEF int ocr_eval_add_image(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon *gt, int n_gt, const ocr_polygon *det,
+                              int n_det, ocr_eval_counts *image);
+OCRDEF ocr_eval_result ocr_eval_finish(const ocr_evaluator *ev);   /* 0 where a denominator is 0 */
+
+/* 1 when the closed polygon is valid and simple as shapely sees it: at least 3 distinct vertices, no edge
+   touching or crossing a non-adjacent edge, no spike (an edge folding back onto the previous one). */
+OCRDEF int ocr_poly_is_simple(const ocr_point *pts, int n);
+/* Exact area of the intersection of two simple polygons, convex or not, of either orientation. */
+OCRDEF int ocr_poly_intersection_area(ocr_ctx *ctx, const ocr_point *a, int na, const ocr_point *b, int nb, double *area);
 
 #ifdef __cplusplus
 }
@@ -55,11 +200,2013 @@ extern "C" {
 
 /* ================================================================ [geometry] implementation */
 
+#define OCR__GEOM_PI 3.14159265358979323846
+#define OCR__NO_RAW INT32_MAX /* arrangement node that is no vertex of the raw outline */
+
+OCRDEF void ocr_polyset_free(ocr_polyset *ps) {
+    if (!ps) return;
+    OCR_FREE(ps->pts);
+    OCR_FREE(ps->counts);
+    memset(ps, 0, sizeof *ps);
+}
+
+/* Grows *p (capacity *cap elements of elem bytes) to hold need elements; 0 on overflow or no memory. */
+static int ocr__geom_grow(void **p, int *cap, int64_t need, size_t elem) {
+    int64_t c = *cap ? *cap : 16;
+    size_t bytes;
+    void *q;
+    if (need <= *cap) return 1;
+    while (c < need) c *= 2;
+    if (c > INT32_MAX || !ocr_size_mul((size_t)c, elem, &bytes)) return 0;
+    q = OCR_REALLOC(*p, bytes);
+    if (!q) return 0;
+    *p = q;
+    *cap = (int)c;
+    return 1;
+}
+
+/* Appends a polygon given as n interleaved integer-valued doubles. */
+static int ocr__polyset_push(ocr_ctx *ctx, const char *fn, ocr_polyset *ps, const int64_t *xy, int n) {
+    int i;
+    if (!ocr__geom_grow((void **)&ps->counts, &ps->cap_polys, (int64_t)ps->n_polys + 1, sizeof(int)) ||
+        !ocr__geom_grow((void **)&ps->pts, &ps->cap_pts, (int64_t)ps->n_pts + n, sizeof(ocr_point)))
+        return ocr_error(ctx, OCR_ENOMEM, "%s: cannot grow the output polygon set to %lld points", fn, (long long)ps->n_pts + n);
+    for (i = 0; i < n; i++) {
+        ps->pts[ps->n_pts + i].x = (float)xy[2 * i];
+        ps->pts[ps->n_pts + i].y = (float)xy[2 * i + 1];
+    }
+    ps->counts[ps->n_polys++] = n;
+    ps->n_pts += n;
+    return OCR_OK;
+}
+
+OCRDEF double ocr_poly_area(const ocr_point *pts, int n) {
+    double s = 0.0;
+    int i;
+    if (!pts || n < 3) return 0.0;
+    for (i = 0; i < n; i++) {
+        const ocr_point *a = &pts[i], *b = &pts[i + 1 < n ? i + 1 : 0];
+        s += (double)a->x * b->y - (double)b->x * a->y;
+    }
+    return 0.5 * s;
+}
+
+OCRDEF double ocr_poly_perimeter(const ocr_point *pts, int n) {
+    double s = 0.0;
+    int i;
+    if (!pts || n < 2) return 0.0;
+    for (i = 0; i < n; i++) {
+        const ocr_point *a = &pts[i], *b = &pts[i + 1 < n ? i + 1 : 0];
+        double dx = (double)b->x - a->x, dy = (double)b->y - a->y;
+        s += sqrt(dx * dx + dy * dy);
+    }
+    return s;
+}
+
+OCRDEF int ocr_poly_check(ocr_ctx *ctx, const char *fn, const char *what, const ocr_point *pts, int n) {
+    int i;
+    if (n < 0) return ocr_error(ctx, OCR_EINVAL, "%s: polygon %s has %d points", fn, what, n);
+    if (n > 0 && !pts) return ocr_error(ctx, OCR_EINVAL, "%s: polygon %s has %d points but a NULL point array", fn, what, n);
+    for (i = 0; i < n; i++) {
+        double x = pts[i].x, y = pts[i].y;
+        if (!isfinite(x) || !isfinite(y))
+            return ocr_error(ctx, OCR_ENONFINITE, "%s: polygon %s has non-finite point %d (%g, %g)", fn, what, i, x, y);
+        if (fabs(x) > OCR_POLY_MAX_COORD || fabs(y) > OCR_POLY_MAX_COORD)
+            return ocr_error(ctx, OCR_ERANGE, "%s: polygon %s has point %d (%g, %g) beyond +-%g", fn, what, i, x, y,
+                             OCR_POLY_MAX_COORD);
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_poly_make_clockwise(ocr_point *pts, int n) {
+    int i;
+    if (!(ocr_poly_area(pts, n) < 0.0)) return 0;
+    for (i = 0; i < n / 2; i++) {
+        ocr_point t = pts[i];
+        pts[i] = pts[n - 1 - i];
+        pts[n - 1 - i] = t;
+    }
+    return 1;
+}
+
+/* ---- offsetting: the outline of every vertex moved along its edges' normals, then its positive-winding region */
+
+/* Clipper's rounding of generated vertices: half away from zero, through a truncating cast. */
+static int64_t ocr__clip_round(double v) { return v < 0 ? (int64_t)(v - 0.5) : (int64_t)(v + 0.5); }
+
+typedef struct { int64_t *xy; int n, cap; } ocr__ipath;
+
+static int ocr__ipath_push(ocr__ipath *p, int64_t x, int64_t y) {
+    if (!ocr__geom_grow((void **)&p->xy, &p->cap, 2 * ((int64_t)p->n + 1), sizeof(int64_t))) return 0;
+    p->xy[2 * p->n] = x;
+    p->xy[2 * p->n + 1] = y;
+    p->n++;
+    return 1;
+}
+
+/* Drops consecutive repeats of a closed path in place (the closing repeat too); returns the new count. */
+static int ocr__ipath_dedup(int64_t *xy, int n) {
+    int i, k = 0;
+    while (n > 1 && xy[2 * (n - 1)] == xy[0] && xy[2 * (n - 1) + 1] == xy[1]) n--;
+    for (i = 0; i < n; i++) {
+        if (k > 0 && xy[2 * i] == xy[2 * (k - 1)] && xy[2 * i + 1] == xy[2 * (k - 1) + 1]) continue;
+        xy[2 * k] = xy[2 * i];
+        xy[2 * k + 1] = xy[2 * i + 1];
+        k++;
+    }
+    return k;
+}
+
+/* The raw outline of an offset by delta of the closed integer path src (n >= 3 distinct points, positive
+   orientation). Convex corners get arcs whose sagitta stays within pyclipper's ArcTolerance of 0.25 px;
+   reflex corners a small loop through the vertex itself, which the positive-winding pass removes. A vertex
+   whose edges are (almost) collinear keeps the previous edge's normal for the next corner, as Clipper does. */
+static int ocr__offset_outline(const int64_t *src, int n, double delta, ocr__ipath *raw) {
+    double *nrm = (double *)OCR_MALLOC((size_t)n * 2 * sizeof(double));
+    double ad = fabs(delta), tol = 0.25, steps, sin_step, cos_step, steps_per_rad;
+    int j, k, ok = 1;
+    if (!nrm) return 0;
+    for (j = 0; j < n; j++) {
+        int q = j + 1 < n ? j + 1 : 0;
+        double dx = (double)(src[2 * q] - src[2 * j]), dy = (double)(src[2 * q + 1] - src[2 * j + 1]);
+        double f = 1.0 / sqrt(dx * dx + dy * dy);
+        nrm[2 * j] = dy * f;
+        nrm[2 * j + 1] = -dx * f;
+    }
+    if (tol > ad * 0.25) tol = ad * 0.25;
+    steps = OCR__GEOM_PI / acos(1.0 - tol / ad);
+    if (steps > ad * OCR__GEOM_PI) steps = ad * OCR__GEOM_PI;
+    sin_step = sin(2.0 * OCR__GEOM_PI / steps);
+    cos_step = cos(2.0 * OCR__GEOM_PI / steps);
+    steps_per_rad = steps / (2.0 * OCR__GEOM_PI);
+    if (delta < 0) sin_step = -sin_step;
+    for (j = 0, k = n - 1; j < n && ok; j++) {
+        double px = (double)src[2 * j], py = (double)src[2 * j + 1];
+        double kx = nrm[2 * k], ky = nrm[2 * k + 1], jx = nrm[2 * j], jy = nrm[2 * j + 1];
+        double sin_a = kx * jy - jx * ky, cos_a = kx * jx + ky * jy;
+        if (fabs(sin_a * delta) < 1.0) {
+            if (cos_a > 0) { /* straight on: one point, and k stays */
+                ok = ocr__ipath_push(raw, ocr__clip_round(px + kx * delta), ocr__clip_round(py + ky * delta));
+                continue;
+            }
+        } else if (sin_a > 1.0) {
+            sin_a = 1.0;
+        } else if (sin_a < -1.0) {
+            sin_a = -1.0;
+        }
+        if (sin_a * delta < 0) {
+            ok = ocr__ipath_push(raw, ocr__clip_round(px + kx * delta), ocr__clip_round(py + ky * delta)) &&
+                 ocr__ipath_push(raw, (int64_t)px, (int64_t)py) &&
+                 ocr__ipath_push(raw, ocr__clip_round(px + jx * delta), ocr__clip_round(py + jy * delta));
+        } else {
+            int64_t i, n_arc = ocr__clip_round(steps_per_rad * fabs(atan2(sin_a, cos_a)));
+            double x = kx, y = ky;
+            if (n_arc < 1) n_arc = 1;
+            for (i = 0; i < n_arc && ok; i++) {
+                double x_prev = x;
+                ok = ocr__ipath_push(raw, ocr__clip_round(px + x * delta), ocr__clip_round(py + y * delta));
+                x = x * cos_step - sin_step * y;
+                y = x_prev * sin_step + y * cos_step;
+            }
+            ok = ok && ocr__ipath_push(raw, ocr__clip_round(px + jx * delta), ocr__clip_round(py + jy * delta));
+        }
+        k = j;
+    }
+    OCR_FREE(nrm);
+    return ok;
+}
+
+/* Horizontal bands over y: each item (an edge with y range [lo, hi]) is listed in every band it touches, so
+   crossing tests and rays look at a few items instead of all. */
+typedef struct { double y0, scale; int n_bands; int *first, *items; } ocr__bands;
+
+static int ocr__band_of(const ocr__bands *b, double y) {
+    double f = (y - b->y0) * b->scale;
+    return f <= 0 ? 0 : f >= b->n_bands - 1 ? b->n_bands - 1 : (int)f;
+}
+
+static int ocr__bands_build(ocr__bands *b, const double *lo, const double *hi, int n) {
+    double ymin = 0, ymax = 0, spans = 0;
+    int i, k;
+    memset(b, 0, sizeof *b);
+    for (i = 0; i < n; i++) {
+        if (i == 0 || lo[i] < ymin) ymin = lo[i];
+        if (i == 0 || hi[i] > ymax) ymax = hi[i];
+    }
+    for (i = 0; i < n; i++) spans += hi[i] - lo[i];
+    /* spans/height = how many items a horizontal line meets on average; more bands would only copy items */
+    b->n_bands = 1;
+    if (n > 1 && ymax > ymin) {
+        double want = 4.0 * n / (spans / (ymax - ymin) + 1.0);
+        b->n_bands = want < 1 ? 1 : want > n ? n : (int)want;
+    }
+    b->y0 = ymin;
+    b->scale = ymax > ymin ? b->n_bands / (ymax - ymin) : 0.0;
+    b->first = (int *)OCR_MALLOC(((size_t)b->n_bands + 1) * sizeof(int));
+    if (!b->first) return 0;
+    memset(b->first, 0, ((size_t)b->n_bands + 1) * sizeof(int));
+    for (i = 0; i < n; i++)
+        for (k = ocr__band_of(b, lo[i]); k <= ocr__band_of(b, hi[i]); k++) b->first[k + 1]++;
+    for (k = 0; k < b->n_bands; k++) b->first[k + 1] += b->first[k];
+    b->items = (int *)OCR_MALLOC(((size_t)b->first[b->n_bands] + 1) * sizeof(int));
+    if (!b->items) return 0;
+    {
+        int *fill = (int *)OCR_MALLOC(((size_t)b->n_bands + 1) * sizeof(int));
+        if (!fill) return 0;
+        memcpy(fill, b->first, ((size_t)b->n_bands + 1) * sizeof(int));
+        for (i = 0; i < n; i++)
+            for (k = ocr__band_of(b, lo[i]); k <= ocr__band_of(b, hi[i]); k++) b->items[fill[k]++] = i;
+        OCR_FREE(fill);
+    }
+    return 1;
+}
+
+static void ocr__bands_free(ocr__bands *b) {
+    OCR_FREE(b->first);
+    OCR_FREE(b->items);
+    memset(b, 0, sizeof *b);
+}
+
+/* The planar arrangement of the raw outline: nodes (outline vertices and crossings), each edge split at every
+   node on it, coincident pieces merged with their net multiplicity. */
+typedef struct { double x, y; int parent, raw; } ocr__gnode;   /* raw: smallest outline index at this node */
+typedef struct { int edge, node; double t; } ocr__gsplit;
+typedef struct { int a, b, mult; } ocr__gfrag;
+
+typedef struct {
+    const int64_t *xy;   /* outline, m points */
+    int m;
+    int *vnode;          /* node of each outline vertex */
+    ocr__gnode *nodes;
+    int n_nodes, cap_nodes;
+    ocr__gsplit *splits;
+    int n_splits, cap_splits;
+} ocr__arrangement;
+
+static int ocr__arr_node(ocr__arrangement *g, double x, double y, int raw) {
+    ocr__gnode *nd;
+    if (!ocr__geom_grow((void **)&g->nodes, &g->cap_nodes, (int64_t)g->n_nodes + 1, sizeof(ocr__gnode))) return -1;
+    nd = &g->nodes[g->n_nodes];
+    nd->x = x;
+    nd->y = y;
+    nd->parent = g->n_nodes;
+    nd->raw = raw;
+    return g->n_nodes++;
+}
+
+static int ocr__arr_split(ocr__arrangement *g, int edge, int node, double t) {
+    if (!ocr__geom_grow((void **)&g->splits, &g->cap_splits, (int64_t)g->n_splits + 1, sizeof(ocr__gsplit))) return 0;
+    g->splits[g->n_splits].edge = edge;
+    g->splits[g->n_splits].node = node;
+    g->splits[g->n_splits].t = t;
+    g->n_splits++;
+    return 1;
+}
+
+static int ocr__uf_find(ocr__gnode *nodes, int i) {
+    while (nodes[i].parent != i) {
+        nodes[i].parent = nodes[nodes[i].parent].parent;
+        i = nodes[i].parent;
+    }
+    return i;
+}
+
+/* Merges two nodes; an outline vertex (exact coordinates) wins over a computed crossing. */
+static void ocr__uf_union(ocr__gnode *nodes, int a, int b) {
+    a = ocr__uf_find(nodes, a);
+    b = ocr__uf_find(nodes, b);
+    if (a == b) return;
+    if (nodes[b].raw < nodes[a].raw) { int t = a; a = b; b = t; }
+    nodes[b].parent = a;
+}
+
+static int64_t ocr__orient(const int64_t *a, const int64_t *b, const int64_t *c) {
+    return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0]);
+}
+
+/* For collinear a, b, c: 1 when c lies strictly between a and b. */
+static int ocr__strictly_inside(const int64_t *a, const int64_t *b, const int64_t *c) {
+    int d = a[0] != b[0] ? 0 : 1;
+    int64_t lo = a[d] < b[d] ? a[d] : b[d], hi = a[d] < b[d] ? b[d] : a[d];
+    return c[d] > lo && c[d] < hi;
+}
+
+static double ocr__param_on(const int64_t *a, const int64_t *b, const int64_t *c) {
+    double dx = (double)(b[0] - a[0]), dy = (double)(b[1] - a[1]);
+    return ((double)(c[0] - a[0]) * dx + (double)(c[1] - a[1]) * dy) / (dx * dx + dy * dy);
+}
+
+/* Records where outline edges i and j meet: a proper crossing, or an endpoint of one inside the other. */
+static int ocr__arr_pair(ocr__arrangement *g, int i, int j) {
+    int m = g->m, i1 = i + 1 < m ? i + 1 : 0, j1 = j + 1 < m ? j + 1 : 0;
+    const int64_t *a = g->xy + 2 * i, *b = g->xy + 2 * i1, *c = g->xy + 2 * j, *d = g->xy + 2 * j1;
+    int64_t d1 = ocr__orient(a, b, c), d2 = ocr__orient(a, b, d), d3 = ocr__orient(c, d, a), d4 = ocr__orient(c, d, b);
+    if (((d1 > 0 && d2 < 0) || (d1 < 0 && d2 > 0)) && ((d3 > 0 && d4 < 0) || (d3 < 0 && d4 > 0))) {
+        double t = (double)d3 / ((double)d3 - (double)d4), u = (double)d1 / ((double)d1 - (double)d2);
+        int node = ocr__arr_node(g, (double)a[0] + t * (double)(b[0] - a[0]), (double)a[1] + t * (double)(b[1] - a[1]), OCR__NO_RAW);
+        return node >= 0 && ocr__arr_split(g, i, node, t) && ocr__arr_split(g, j, node, u);
+    }
+    if (d1 == 0 && ocr__strictly_inside(a, b, c) && !ocr__arr_split(g, i, g->vnode[j], ocr__param_on(a, b, c))) return 0;
+    if (d2 == 0 && ocr__strictly_inside(a, b, d) && !ocr__arr_split(g, i, g->vnode[j1], ocr__param_on(a, b, d))) return 0;
+    if (d3 == 0 && ocr__strictly_inside(c, d, a) && !ocr__arr_split(g, j, g->vnode[i], ocr__param_on(c, d, a))) return 0;
+    if (d4 == 0 && ocr__strictly_inside(c, d, b) && !ocr__arr_split(g, j, g->vnode[i1], ocr__param_on(c, d, b))) return 0;
+    return 1;
+}
+
+typedef struct { double x, y; int id; } ocr__gkey;
+
+static int ocr__gkey_cmp(const void *pa, const void *pb) {
+    const ocr__gkey *a = (const ocr__gkey *)pa, *b = (const ocr__gkey *)pb;
+    if (a->x != b->x) return a->x < b->x ? -1 : 1;
+    if (a->y != b->y) return a->y < b->y ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+static int ocr__gsplit_cmp(const void *pa, const void *pb) {
+    const ocr__gsplit *a = (const ocr__gsplit *)pa, *b = (const ocr__gsplit *)pb;
+    if (a->edge != b->edge) return a->edge < b->edge ? -1 : 1;
+    return (a->t > b->t) - (a->t < b->t);
+}
+
+static int ocr__gfrag_cmp(const void *pa, const void *pb) {
+    const ocr__gfrag *a = (const ocr__gfrag *)pa, *b = (const ocr__gfrag *)pb;
+    if (a->a != b->a) return a->a < b->a ? -1 : 1;
+    return (a->b > b->b) - (a->b < b->b);
+}
+
+/* One traced boundary cycle: where its points start in the cycle buffer, and the order key. */
+typedef struct { int start, count; int64_t bottom; int raw; } ocr__gcycle;
+
+/* pyclipper's order: the piece reaching lowest on screen first (Clipper sweeps from the bottom), ties by the
+   outline position of that lowest point. */
+static int ocr__gcycle_cmp(const void *pa, const void *pb) {
+    const ocr__gcycle *a = (const ocr__gcycle *)pa, *b = (const ocr__gcycle *)pb;
+    if (a->bottom != b->bottom) return a->bottom > b->bottom ? -1 : 1;
+    if (a->raw != b->raw) return a->raw < b->raw ? -1 : 1;
+    return (a->start > b->start) - (a->start < b->start);
+}
+
+/* Removes, in place, the vertices of a closed integer ring that repeat or lie on the line through their
+   neighbours (spikes included) until none is left, as Clipper's output clean-up; returns the new count
+   (< 3: nothing left). next, prev: n ints of scratch; stack: 3n. */
+static int ocr__ring_clean(int64_t *xy, int n, int *next, int *prev, int *stack) {
+    int i, top = 0, alive = n, count = 0;
+    for (i = 0; i < n; i++) { next[i] = i + 1 < n ? i + 1 : 0; prev[i] = i ? i - 1 : n - 1; stack[top++] = i; }
+    while (top && alive >= 3) {
+        int v = stack[--top], p = prev[v], q = next[v];
+        if (q < 0) continue; /* already removed */
+        if ((xy[2 * v] - xy[2 * p]) * (xy[2 * q + 1] - xy[2 * p + 1]) != (xy[2 * v + 1] - xy[2 * p + 1]) * (xy[2 * q] - xy[2 * p]))
+            continue;
+        next[p] = q;
+        prev[q] = p;
+        next[v] = -1;
+        alive--;
+        stack[top++] = p;
+        stack[top++] = q;
+    }
+    if (alive < 3) return 0;
+    /* survivors keep their cyclic order, so copying them forward in index order is safe */
+    for (i = 0; i < n; i++)
+        if (next[i] >= 0) {
+            xy[2 * count] = xy[2 * i];
+            xy[2 * count + 1] = xy[2 * i + 1];
+            count++;
+        }
+    return count;
+}
+
+/* Appends to out the boundary rings of the region where the closed integer outline xy (m >= 3 points) winds
+   positively, as Clipper's union with the positive fill rule: the outline is cut at every crossing and touch,
+   each piece knows the winding on its two sides (one ray per piece), pieces with text on exactly one side are
+   the boundary, and rings are traced keeping the region on the left and taking the tightest turn at shared
+   nodes (so pieces that touch at a point come out separate). */
+static int ocr__positive_region(ocr_ctx *ctx, const char *fn, const int64_t *xy, int m, ocr_polyset *out) {
+    ocr__arrangement g;
+    ocr__bands eb, fb;
+    ocr__gkey *keys = NULL;
+    ocr__gfrag *frags = NULL;
+    ocr__gcycle *cycles = NULL;
+    double *lo = NULL, *hi = NULL, *angle = NULL;
+    int *bfrom = NULL, *bto = NULL, *adj_first = NULL, *adj = NULL, *used = NULL, *ring = NULL, *scratch = NULL;
+    int64_t *cyc_xy = NULL;
+    int n_frags = 0, cap_frags = 0, n_bound = 0, n_cycles = 0, cap_cycles = 0, n_cyc_pts = 0, cap_cyc_xy = 0;
+    int i, k, a, b, rc = OCR_OK;
+    const double eps = 1e-6; /* crossings closer than this are one node */
+    memset(&g, 0, sizeof g);
+    memset(&eb, 0, sizeof eb);
+    memset(&fb, 0, sizeof fb);
+    g.xy = xy;
+    g.m = m;
+    g.vnode = (int *)OCR_MALLOC((size_t)m * sizeof(int));
+    keys = (ocr__gkey *)OCR_MALLOC((size_t)m * sizeof(ocr__gkey));
+    lo = (double *)OCR_MALLOC((size_t)m * sizeof(double));
+    hi = (double *)OCR_MALLOC((size_t)m * sizeof(double));
+    if (!g.vnode || !keys || !lo || !hi) goto nomem;
+
+    /* nodes of the outline vertices: one per distinct point, remembering the first outline index there */
+    for (i = 0; i < m; i++) { keys[i].x = (double)xy[2 * i]; keys[i].y = (double)xy[2 * i + 1]; keys[i].id = i; }
+    qsort(keys, (size_t)m, sizeof *keys, ocr__gkey_cmp);
+    for (i = 0; i < m; i++) {
+        if (i == 0 || keys[i].x != keys[i - 1].x || keys[i].y != keys[i - 1].y)
+            if (ocr__arr_node(&g, keys[i].x, keys[i].y, keys[i].id) < 0) goto nomem;
+        g.vnode[keys[i].id] = g.n_nodes - 1;
+    }
+
+    /* split every edge at its endpoints and wherever another edge meets it */
+    for (i = 0; i < m; i++) {
+        int i1 = i + 1 < m ? i + 1 : 0;
+        lo[i] = (double)(xy[2 * i + 1] < xy[2 * i1 + 1] ? xy[2 * i + 1] : xy[2 * i1 + 1]);
+        hi[i] = (double)(xy[2 * i + 1] < xy[2 * i1 + 1] ? xy[2 * i1 + 1] : xy[2 * i + 1]);
+        if (!ocr__arr_split(&g, i, g.vnode[i], 0.0) || !ocr__arr_split(&g, i, g.vnode[i1], 1.0)) goto nomem;
+    }
+    if (!ocr__bands_build(&eb, lo, hi, m)) goto nomem;
+    for (k = 0; k < eb.n_bands; k++)
+        for (a = eb.first[k]; a < eb.first[k + 1]; a++)
+            for (b = a + 1; b < eb.first[k + 1]; b++) {
+                int ei = eb.items[a] < eb.items[b] ? eb.items[a] : eb.items[b], ej = eb.items[a] ^ eb.items[b] ^ ei;
+                int ki = ocr__band_of(&eb, lo[ei]), kj = ocr__band_of(&eb, lo[ej]);
+                int ei1 = ei + 1 < m ? ei + 1 : 0, ej1 = ej + 1 < m ? ej + 1 : 0;
+                int64_t ix0 = xy[2 * ei] < xy[2 * ei1] ? xy[2 * ei] : xy[2 * ei1], ix1 = xy[2 * ei] ^ xy[2 * ei1] ^ ix0;
+                int64_t jx0 = xy[2 * ej] < xy[2 * ej1] ? xy[2 * ej] : xy[2 * ej1], jx1 = xy[2 * ej] ^ xy[2 * ej1] ^ jx0;
+                if (k != (ki > kj ? ki : kj) || ix1 < jx0 || jx1 < ix0 || hi[ei] < lo[ej] || hi[ej] < lo[ei]) continue;
+                if (!ocr__arr_pair(&g, ei, ej)) goto nomem;
+            }
+
+    /* merge crossings that coincide (three edges through one point) or land on a vertex */
+    OCR_FREE(keys);
+    keys = (ocr__gkey *)OCR_MALLOC((size_t)g.n_nodes * sizeof(ocr__gkey));
+    if (!keys) goto nomem;
+    for (i = 0; i < g.n_nodes; i++) { keys[i].x = g.nodes[i].x; keys[i].y = g.nodes[i].y; keys[i].id = i; }
+    qsort(keys, (size_t)g.n_nodes, sizeof *keys, ocr__gkey_cmp);
+    for (a = 0; a < g.n_nodes; a++)
+        for (b = a + 1; b < g.n_nodes && keys[b].x - keys[a].x <= eps; b++)
+            if (fabs(keys[b].y - keys[a].y) <= eps) ocr__uf_union(g.nodes, keys[a].id, keys[b].id);
+
+    /* pieces between consecutive nodes along each edge; coincident pieces cancel or add up */
+    qsort(g.splits, (size_t)g.n_splits, sizeof *g.splits, ocr__gsplit_cmp);
+    for (i = 0; i + 1 < g.n_splits; i++) {
+        int na = ocr__uf_find(g.nodes, g.splits[i].node), nb = ocr__uf_find(g.nodes, g.splits[i + 1].node);
+        if (g.splits[i].edge != g.splits[i + 1].edge || na == nb) continue;
+        if (!ocr__geom_grow((void **)&frags, &cap_frags, (int64_t)n_frags + 1, sizeof *frags)) goto nomem;
+        frags[n_frags].a = na < nb ? na : nb;
+        frags[n_frags].b = na < nb ? nb : na;
+        frags[n_frags].mult = na < nb ? 1 : -1;
+        n_frags++;
+    }
+    qsort(frags, (size_t)n_frags, sizeof *frags, ocr__gfrag_cmp);
+    for (i = 0, k = 0; i < n_frags; i++) {
+        if (k > 0 && frags[k - 1].a == frags[i].a && frags[k - 1].b == frags[i].b) frags[k - 1].mult += frags[i].mult;
+        else frags[k++] = frags[i];
+    }
+    for (i = 0, n_frags = k, k = 0; i < n_frags; i++) {
+        ocr__gfrag f = frags[i];
+        if (f.mult == 0) continue;
+        if (f.mult < 0) { int t = f.a; f.a = f.b; f.b = t; f.mult = -f.mult; }
+        frags[k++] = f;
+    }
+    n_frags = k;
+    if (n_frags == 0) goto done;
+
+    /* winding on both sides of each piece from one ray towards +x through its midpoint; the ray counts an
+       edge when its ends lie on different sides of y (ends at exactly y count as above), so shared nodes are
+       counted once */
+    OCR_FREE(lo);
+    OCR_FREE(hi);
+    lo = (double *)OCR_MALLOC((size_t)n_frags * sizeof(double));
+    hi = (double *)OCR_MALLOC((size_t)n_frags * sizeof(double));
+    bfrom = (int *)OCR_MALLOC((size_t)n_frags * sizeof(int));
+    bto = (int *)OCR_MALLOC((size_t)n_frags * sizeof(int));
+    if (!lo || !hi || !bfrom || !bto) goto nomem;
+    for (i = 0; i < n_frags; i++) {
+        double ya = g.nodes[frags[i].a].y, yb = g.nodes[frags[i].b].y;
+        lo[i] = ya < yb ? ya : yb;
+        hi[i] = ya < yb ? yb : ya;
+    }
+    if (!ocr__bands_build(&fb, lo, hi, n_frags)) goto nomem;
+    for (i = 0; i < n_frags; i++) {
+        const ocr__gnode *p = &g.nodes[frags[i].a], *q = &g.nodes[frags[i].b];
+        double mx = 0.5 * (p->x + q->x), my = 0.5 * (p->y + q->y);
+        int wind = 0, kb = ocr__band_of(&fb, my), w_left, w_right, mult = frags[i].mult;
+        for (a = fb.first[kb]; a < fb.first[kb + 1]; a++) {
+            int o = fb.items[a];
+            const ocr__gnode *u = &g.nodes[frags[o].a], *v = &g.nodes[frags[o].b];
+            if (o == i || (u->y > my) == (v->y > my)) continue;
+            if (u->x + (my - u->y) * (v->x - u->x) / (v->y - u->y) > mx) wind += v->y > u->y ? frags[o].mult : -frags[o].mult;
+        }
+        /* the left side of a->b is the one the ray leaves through the piece when it heads up (+y), else the other */
+        if (p->y != q->y) {
+            w_left = q->y > p->y ? wind + mult : wind;
+            w_right = w_left - mult;
+        } else {
+            w_left = q->x > p->x ? wind : wind + mult;
+            w_right = w_left - mult;
+        }
+        if ((w_left > 0) == (w_right > 0)) continue;
+        bfrom[n_bound] = w_left > 0 ? frags[i].a : frags[i].b;
+        bto[n_bound] = w_left > 0 ? frags[i].b : frags[i].a;
+        n_bound++;
+    }
+    if (n_bound == 0) goto done;
+
+    /* trace rings with the region on the left */
+    adj_first = (int *)OCR_MALLOC(((size_t)g.n_nodes + 1) * sizeof(int));
+    adj = (int *)OCR_MALLOC((size_t)n_bound * sizeof(int));
+    used = (int *)OCR_MALLOC((size_t)n_bound * sizeof(int));
+    ring = (int *)OCR_MALLOC((size_t)n_bound * sizeof(int));
+    angle = (double *)OCR_MALLOC((size_t)n_bound * sizeof(double));
+    scratch = (int *)OCR_MALLOC((size_t)n_bound * 5 * sizeof(int));
+    if (!adj_first || !adj || !used || !ring || !angle || !scratch) goto nomem;
+    memset(adj_first, 0, ((size_t)g.n_nodes + 1) * sizeof(int));
+    for (i = 0; i < n_bound; i++) {
+        adj_first[bfrom[i] + 1]++;
+        used[i] = 0;
+        angle[i] = atan2(g.nodes[bto[i]].y - g.nodes[bfrom[i]].y, g.nodes[bto[i]].x - g.nodes[bfrom[i]].x);
+    }
+    for (i = 0; i < g.n_nodes; i++) adj_first[i + 1] += adj_first[i];
+    for (i = 0; i < n_bound; i++) adj[i] = -1;
+    for (i = 0; i < n_bound; i++) {
+        int s = adj_first[bfrom[i]];
+        while (adj[s] >= 0) s++;
+        adj[s] = i;
+    }
+    for (i = 0; i < n_bound; i++) {
+        int e = i, len = 0, start, count;
+        int64_t bottom = 0;
+        int raw = OCR__NO_RAW;
+        if (used[i]) continue;
+        used[i] = 1;
+        for (;;) {
+            int v = bto[e], best = -1, o;
+            double rev = angle[e] + OCR__GEOM_PI, best_cw = 10.0;
+            ring[len++] = bfrom[e];
+            for (o = adj_first[v]; o < adj_first[v + 1]; o++) {
+                int c = adj[o];
+                double cw = rev - angle[c];
+                if (used[c] && c != i) continue;
+                if (cw <= 0) cw += 2 * OCR__GEOM_PI;
+                if (cw > 2 * OCR__GEOM_PI) cw -= 2 * OCR__GEOM_PI;
+                if (cw < best_cw) { best_cw = cw; best = c; }
+            }
+            if (best < 0) { len = 0; break; } /* an open chain: only possible through rounding trouble */
+            if (best == i) break;
+            used[best] = 1;
+            e = best;
+        }
+        if (len < 3) continue;
+        if (!ocr__geom_grow((void **)&cyc_xy, &cap_cyc_xy, 2 * ((int64_t)n_cyc_pts + len), sizeof(int64_t)) ||
+            !ocr__geom_grow((void **)&cycles, &cap_cycles, (int64_t)n_cycles + 1, sizeof *cycles))
+            goto nomem;
+        start = n_cyc_pts;
+        for (k = 0; k < len; k++) {
+            const ocr__gnode *nd = &g.nodes[ring[k]];
+            int64_t x = ocr__clip_round(nd->x), y = ocr__clip_round(nd->y);
+            cyc_xy[2 * (start + k)] = x;
+            cyc_xy[2 * (start + k) + 1] = y;
+            if (k == 0 || y > bottom) { bottom = y; raw = nd->raw; }
+            else if (y == bottom && nd->raw < raw) raw = nd->raw;
+        }
+        count = ocr__ring_clean(cyc_xy + 2 * start, len, scratch, scratch + n_bound, scratch + 2 * n_bound);
+        if (count < 3) continue;
+        {
+            double area2 = 0;
+            for (k = 0; k < count; k++) {
+                const int64_t *p = cyc_xy + 2 * (start + k), *q = cyc_xy + 2 * (start + (k + 1 < count ? k + 1 : 0));
+                area2 += (double)p[0] * (double)q[1] - (double)q[0] * (double)p[1];
+            }
+            if (area2 == 0) continue;
+        }
+        cycles[n_cycles].start = start;
+        cycles[n_cycles].count = count;
+        cycles[n_cycles].bottom = bottom;
+        cycles[n_cycles].raw = raw;
+        n_cycles++;
+        n_cyc_pts += count;
+    }
+    qsort(cycles, (size_t)n_cycles, sizeof *cycles, ocr__gcycle_cmp);
+    for (i = 0; i < n_cycles && rc == OCR_OK; i++) rc = ocr__polyset_push(ctx, fn, out, cyc_xy + 2 * cycles[i].start, cycles[i].count);
+    goto done;
+nomem:
+    rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory while resolving the offset outline of %d points", fn, m);
+done:
+    ocr__bands_free(&eb);
+    ocr__bands_free(&fb);
+    OCR_FREE(g.vnode);
+    OCR_FREE(g.nodes);
+    OCR_FREE(g.splits);
+    OCR_FREE(keys);
+    OCR_FREE(frags);
+    OCR_FREE(cycles);
+    OCR_FREE(lo);
+    OCR_FREE(hi);
+    OCR_FREE(angle);
+    OCR_FREE(bfrom);
+    OCR_FREE(bto);
+    OCR_FREE(adj_first);
+    OCR_FREE(adj);
+    OCR_FREE(used);
+    OCR_FREE(ring);
+    OCR_FREE(scratch);
+    OCR_FREE(cyc_xy);
+    return rc;
+}
+
+OCRDEF int ocr_poly_offset(ocr_ctx *ctx, const ocr_point *pts, int n, double delta, ocr_polyset *out) {
+    const char *fn = "ocr_poly_offset";
+    int64_t *src = NULL;
+    ocr__ipath raw;
+    int i, m, rc;
+    double twice_area = 0;
+    memset(&raw, 0, sizeof raw);
+    if (!out) return ocr_error(ctx, OCR_EINVAL, "%s: out is NULL", fn);
+    if ((rc = ocr_poly_check(ctx, fn, "pts", pts, n))) return rc;
+    if (!isfinite(delta) || fabs(delta) > OCR_POLY_MAX_COORD)
+        return ocr_error(ctx, OCR_EINVAL, "%s: delta %g is not finite or beyond +-%g", fn, delta, OCR_POLY_MAX_COORD);
+    out->n_polys = 0;
+    out->n_pts = 0;
+    if (n < 3) return OCR_OK;
+    src = (int64_t *)OCR_MALLOC((size_t)n * 2 * sizeof(int64_t));
+    if (!src) return ocr_error(ctx, OCR_ENOMEM, "%s: cannot copy a polygon of %d points", fn, n);
+    for (i = 0; i < n; i++) { /* pyclipper truncates toward zero */
+        src[2 * i] = (int64_t)pts[i].x;
+        src[2 * i + 1] = (int64_t)pts[i].y;
+    }
+    m = ocr__ipath_dedup(src, n);
+    if (m < 3) goto done;
+    for (i = 0; i < m; i++) { /* Clipper's orientation test: the trapezoid form of the shoelace sum */
+        int p = i ? i - 1 : m - 1;
+        twice_area -= ((double)src[2 * p] + (double)src[2 * i]) * ((double)src[2 * p + 1] - (double)src[2 * i + 1]);
+    }
+    if (twice_area < 0)
+        for (i = 0; i < m / 2; i++) {
+            int64_t tx = src[2 * i], ty = src[2 * i + 1];
+            src[2 * i] = src[2 * (m - 1 - i)];
+            src[2 * i + 1] = src[2 * (m - 1 - i) + 1];
+            src[2 * (m - 1 - i)] = tx;
+            src[2 * (m - 1 - i) + 1] = ty;
+        }
+    if (fabs(delta) < 1e-20) { /* no offset: just the positive region of the path itself */
+        for (i = 0; i < m; i++)
+            if (!ocr__ipath_push(&raw, src[2 * i], src[2 * i + 1])) break;
+        if (i < m) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
+    } else if (!ocr__offset_outline(src, m, delta, &raw)) {
+        rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory building the offset outline of %d points", fn, m);
+        goto done;
+    }
+    raw.n = ocr__ipath_dedup(raw.xy, raw.n);
+    if (raw.n >= 3) rc = ocr__positive_region(ctx, fn, raw.xy, raw.n, out);
+done:
+    OCR_FREE(src);
+    OCR_FREE(raw.xy);
+    return rc;
+}
+
+/* ---- rasterisation with cv2.fillPoly's pixel rules */
+
+/* Clips the segment to [0,w-1]x[0,h-1] as OpenCV's clipLine does before drawing: an end outside in y first
+   slides along the segment to the nearest row border, then an end outside in x to the column border, each
+   shift truncated to an integer. Returns 0 when nothing of the segment is left. */
+static int ocr__geom_clip_line(int64_t w, int64_t h, int64_t *x1, int64_t *y1, int64_t *x2, int64_t *y2) {
+    int64_t right = w - 1, bottom = h - 1;
+    int c1 = (*x1 < 0) + (*x1 > right) * 2 + (*y1 < 0) * 4 + (*y1 > bottom) * 8;
+    int c2 = (*x2 < 0) + (*x2 > right) * 2 + (*y2 < 0) * 4 + (*y2 > bottom) * 8;
+    if ((c1 & c2) == 0 && (c1 | c2) != 0) {
+        if (c1 & 12) {
+            int64_t row = c1 < 8 ? 0 : bottom;
+            *x1 += (int64_t)((double)(row - *y1) * (double)(*x2 - *x1) / (double)(*y2 - *y1));
+            *y1 = row;
+            c1 = (*x1 < 0) + (*x1 > right) * 2;
+        }
+        if (c2 & 12) {
+            int64_t row = c2 < 8 ? 0 : bottom;
+            *x2 += (int64_t)((double)(row - *y2) * (double)(*x2 - *x1) / (double)(*y2 - *y1));
+            *y2 = row;
+            c2 = (*x2 < 0) + (*x2 > right) * 2;
+        }
+        if ((c1 & c2) == 0 && (c1 | c2) != 0) {
+            if (c1) {
+                int64_t col = c1 == 1 ? 0 : right;
+                *y1 += (int64_t)((double)(col - *x1) * (double)(*y2 - *y1) / (double)(*x2 - *x1));
+                *x1 = col;
+                c1 = 0;
+            }
+            if (c2) {
+                int64_t col = c2 == 1 ? 0 : right;
+                *y2 += (int64_t)((double)(col - *x2) * (double)(*y2 - *y1) / (double)(*x2 - *x1));
+                *x2 = col;
+                c2 = 0;
+            }
+        }
+    }
+    return (c1 | c2) == 0;
+}
+
+/* An 8-connected Bresenham line as OpenCV's LINE_8, drawn left to right: the major axis advances every step,
+   the minor one when the error term is negative before the step. */
+static void ocr__geom_line(float *img, int64_t w, int64_t h, int64_t x1, int64_t y1, int64_t x2, int64_t y2, float value) {
+    int64_t dx, dy, major, minor, err, i, x, y, sy;
+    int steep;
+    if (!ocr__geom_clip_line(w, h, &x1, &y1, &x2, &y2)) return;
+    if (x2 < x1) {
+        int64_t t = x1; x1 = x2; x2 = t;
+        t = y1; y1 = y2; y2 = t;
+    }
+    dx = x2 - x1;
+    dy = y2 >= y1 ? y2 - y1 : y1 - y2;
+    sy = y2 >= y1 ? 1 : -1;
+    steep = dy > dx;
+    major = steep ? dy : dx;
+    minor = steep ? dx : dy;
+    err = major - 2 * minor;
+    for (i = 0, x = x1, y = y1; i <= major; i++) {
+        int diagonal = err < 0;
+        img[y * w + x] = value;
+        err += diagonal ? 2 * major - 2 * minor : -2 * minor;
+        if (steep) { y += sy; if (diagonal) x++; }
+        else { x++; if (diagonal) y += sy; }
+    }
+}
+
+/* floor(v / 65536) for the 16.16 fixed-point x of the scanline fill */
+static int64_t ocr__geom_floor16(int64_t v) { return v >= 0 ? v / 65536 : -((-v + 65535) / 65536); }
+
+typedef struct { int64_t y0, y1, x, dx; } ocr__scan_edge; /* rows [y0, y1), x in 16.16 at row y0, per-row step */
+
+OCRDEF int ocr_poly_fill(ocr_ctx *ctx, float *img, int height, int width, const ocr_point *pts, int n, float value) {
+    const char *fn = "ocr_poly_fill";
+    ocr__scan_edge *edges;
+    int64_t *xs, y, y_lo = 0, y_hi = 0;
+    int i, k, n_edges = 0, rc;
+    if (!img || height <= 0 || width <= 0)
+        return ocr_error(ctx, OCR_EINVAL, "%s: image %p of %d x %d (height x width) is not a plane", fn, (void *)img, height, width);
+    if ((rc = ocr_poly_check(ctx, fn, "pts", pts, n))) return rc;
+    if (n == 0) return OCR_OK;
+    edges = (ocr__scan_edge *)OCR_MALLOC((size_t)n * sizeof *edges);
+    xs = (int64_t *)OCR_MALLOC((size_t)n * sizeof *xs);
+    if (!edges || !xs) {
+        OCR_FREE(edges);
+        OCR_FREE(xs);
+        return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate the edge table of %d points", fn, n);
+    }
+    for (i = 0; i < n; i++) {
+        const ocr_point *p = &pts[i ? i - 1 : n - 1], *q = &pts[i];
+        int64_t x0 = (int64_t)p->x, y0 = (int64_t)p->y, x1 = (int64_t)q->x, y1 = (int64_t)q->y; /* astype(int32) */
+        int64_t fx0 = x0 * 65536 + 32768, fx1 = x1 * 65536 + 32768, cx0 = x0, cy0 = y0, cx1 = x1, cy1 = y1;
+        ocr__geom_line(img, width, height, x0, y0, x1, y1, value);
+        if (x0 < 0 || x0 >= width || x1 < 0 || x1 >= width || y0 < 0 || y0 >= height || y1 < 0 || y1 >= height) {
+            fx0 = x0 * 65536;
+            fx1 = x1 * 65536;
+            ocr__geom_clip_line(width, height, &cx0, &cy0, &cx1, &cy1);
+            if (cy0 != cy1) { x0 = cx0; y0 = cy0; x1 = cx1; y1 = cy1; fx0 = x0 * 65536; fx1 = x1 * 65536; }
+        }
+        if (y0 == y1) continue;
+        edges[n_edges].dx = (fx1 - fx0) / (y1 - y0);
+        edges[n_edges].y0 = y0 < y1 ? y0 : y1;
+        edges[n_edges].y1 = y0 < y1 ? y1 : y0;
+        edges[n_edges].x = y0 < y1 ? fx0 : fx1;
+        if (n_edges == 0 || edges[n_edges].y0 < y_lo) y_lo = edges[n_edges].y0;
+        if (n_edges == 0 || edges[n_edges].y1 > y_hi) y_hi = edges[n_edges].y1;
+        n_edges++;
+    }
+    /* rows inside [y0, y1) of each edge; spans between the 1st-2nd, 3rd-4th... crossings, both ends included */
+    if (n_edges >= 2) {
+        if (y_lo < 0) y_lo = 0;
+        if (y_hi > height) y_hi = height;
+        for (y = y_lo; y < y_hi; y++) {
+            int cnt = 0;
+            for (i = 0; i < n_edges; i++) {
+                int64_t x;
+                if (y < edges[i].y0 || y >= edges[i].y1) continue;
+                x = edges[i].x + (y - edges[i].y0) * edges[i].dx;
+                for (k = cnt++; k > 0 && xs[k - 1] > x; k--) xs[k] = xs[k - 1];
+                xs[k] = x;
+            }
+            for (k = 0; k + 1 < cnt; k += 2) {
+                int64_t a = ocr__geom_floor16(xs[k]), b = ocr__geom_floor16(xs[k + 1]), x;
+                if (a >= width || b < 0) continue;
+                if (a < 0) a = 0;
+                if (b >= width) b = width - 1;
+                for (x = a; x <= b; x++) img[y * width + x] = value;
+            }
+        }
+    }
+    OCR_FREE(edges);
+    OCR_FREE(xs);
+    return OCR_OK;
+}
+
+OCRDEF double ocr_dbnet_edge_distance(double px, double py, ocr_point a, ocr_point b) {
+    double a2 = (px - a.x) * (px - a.x) + (py - a.y) * (py - a.y);
+    double b2 = (px - b.x) * (px - b.x) + (py - b.y) * (py - b.y);
+    float ex = a.x - b.x, ey = a.y - b.y, c2f = ex * ex + ey * ey;
+    double c2 = c2f, cosin;
+    if (a2 == 0 || b2 == 0) return 0.0;
+    if (c2 == 0) return sqrt(a2 < b2 ? a2 : b2);
+    cosin = (c2 - a2 - b2) / (2 * sqrt(a2 * b2));
+    if (cosin < 0) return sqrt(a2 < b2 ? a2 : b2);
+    if (cosin > 1) cosin = 1; /* the official code takes sqrt of a negative number here (NaN) */
+    return sqrt(a2 * b2 * (1 - cosin * cosin) / c2);
+}
+
+
 /* ================================================================ [targets] implementation */
+
+OCRDEF ocr_dbnet_target_config ocr_dbnet_target_config_default(void) {
+    ocr_dbnet_target_config c;
+    c.shrink_ratio = 0.4;
+    c.min_text_size = 8.0;
+    c.thresh_min = 0.3;
+    c.thresh_max = 0.7;
+    return c;
+}
+
+OCRDEF const char *ocr_dbnet_target_reason_name(int reason) {
+    static const char *const names[] = {"text", "ignored", "non-finite coordinates", "fewer than 3 points",
+                                        "outside the image", "zero area", "too small", "shrinks to nothing"};
+    return reason >= 0 && reason < OCR_TARGET_REASON_COUNT ? names[reason] : "?";
+}
+
+/* H and W of a target plane of shape [H,W], [1,H,W] or [1,1,H,W]. */
+static int ocr__target_plane(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, int64_t *h, int64_t *w) {
+    char d[200];
+    int rc, k;
+    if ((rc = ocr_check_dtype(ctx, fn, t, OCR_F32)) || (rc = ocr_check_device(ctx, fn, t, OCR_DEVICE_CPU))) return rc;
+    for (k = 0; k + 2 < t->shape.ndim; k++)
+        if (t->shape.dim[k] != 1) break;
+    if (t->shape.ndim < 2 || k + 2 < t->shape.ndim)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: tensor %s must be one plane: [H,W], [1,H,W] or [1,1,H,W]", fn,
+                         ocr_tensor_describe(t, d, sizeof d));
+    *h = t->shape.dim[t->shape.ndim - 2];
+    *w = t->shape.dim[t->shape.ndim - 1];
+    return OCR_OK;
+}
+
+/* Threshold-map contribution of one text polygon q (clipped, n points) grown into g: every pixel of g's box
+   inside the image gets max(old, 1 - min over edges of clip(distance / D, 0, 1)), in the float32 steps of the
+   official code (vertices shifted into the box frame in float32, ratios stored as float32). */
+static void ocr__draw_border(float *canvas, int64_t height, int64_t width, const ocr_point *q, int n, const ocr_point *g,
+                             int ng, double dist, ocr_point *local) {
+    int64_t gx0 = (int64_t)g[0].x, gx1 = gx0, gy0 = (int64_t)g[0].y, gy1 = gy0, x, y, x0, x1, y0, y1;
+    int k;
+    for (k = 1; k < ng; k++) {
+        int64_t gx = (int64_t)g[k].x, gy = (int64_t)g[k].y;
+        if (gx < gx0) gx0 = gx;
+        if (gx > gx1) gx1 = gx;
+        if (gy < gy0) gy0 = gy;
+        if (gy > gy1) gy1 = gy;
+    }
+    x0 = gx0 < 0 ? 0 : gx0 > width - 1 ? width - 1 : gx0;
+    x1 = gx1 < 0 ? 0 : gx1 > width - 1 ? width - 1 : gx1;
+    y0 = gy0 < 0 ? 0 : gy0 > height - 1 ? height - 1 : gy0;
+    y1 = gy1 < 0 ? 0 : gy1 > height - 1 ? height - 1 : gy1;
+    for (k = 0; k < n; k++) {
+        local[k].x = q[k].x - (float)gx0;
+        local[k].y = q[k].y - (float)gy0;
+    }
+    for (y = y0; y <= y1; y++)
+        for (x = x0; x <= x1; x++) {
+            float nearest = 1.0f, v;
+            for (k = 0; k < n; k++) {
+                double r = ocr_dbnet_edge_distance((double)(x - gx0), (double)(y - gy0), local[k], local[k + 1 < n ? k + 1 : 0]) / dist;
+                float rf = (float)(r < 0 ? 0 : r > 1 ? 1 : r);
+                if (rf < nearest) nearest = rf;
+            }
+            v = 1.0f - nearest;
+            if (v > canvas[y * width + x]) canvas[y * width + x] = v;
+        }
+}
+
+OCRDEF int ocr_dbnet_targets(ocr_ctx *ctx, const ocr_dbnet_target_config *cfg, const ocr_polygon *polys, int n,
+                             ocr_tensor *gt_shrink, ocr_tensor *mask_shrink, ocr_tensor *gt_thresh,
+                             ocr_tensor *mask_thresh, int *reasons) {
+    const char *fn = "ocr_dbnet_targets";
+    ocr_dbnet_target_config c = cfg ? *cfg : ocr_dbnet_target_config_default();
+    ocr_tensor *maps[4];
+    int64_t h = 0, w = 0, mh = 0, mw = 0, p, hw;
+    float *gt, *mask, *canvas, *tmask, scale, offset;
+    ocr_point *work = NULL, *local = NULL;
+    ocr_polyset shrunk, grown;
+    int i, k, rc = OCR_OK, max_pts = 0;
+    memset(&shrunk, 0, sizeof shrunk);
+    memset(&grown, 0, sizeof grown);
+    maps[0] = gt_shrink; maps[1] = mask_shrink; maps[2] = gt_thresh; maps[3] = mask_thresh;
+    for (i = 0; i < 4; i++) {
+        if ((rc = ocr__target_plane(ctx, fn, maps[i], &mh, &mw))) return rc;
+        if (i == 0) { h = mh; w = mw; }
+        if (mh != h || mw != w) {
+            char d0[200], d1[200];
+            return ocr_error(ctx, OCR_ESHAPE, "%s: tensor %s and tensor %s must have the same H and W", fn,
+                             ocr_tensor_describe(maps[i], d1, sizeof d1), ocr_tensor_describe(maps[0], d0, sizeof d0));
+        }
+        for (k = 0; k < i; k++)
+            if (maps[k]->data == maps[i]->data)
+                return ocr_error(ctx, OCR_EINVAL, "%s: tensors '%s' and '%s' share memory; the four maps must be distinct", fn,
+                                 maps[k]->name, maps[i]->name);
+    }
+    if (h < 1 || w < 1 || h > (int64_t)OCR_POLY_MAX_COORD || w > (int64_t)OCR_POLY_MAX_COORD)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: map size %lld x %lld (H x W) must be 1..%g", fn, (long long)h, (long long)w,
+                         OCR_POLY_MAX_COORD);
+    if (!(c.shrink_ratio >= 0 && c.shrink_ratio < 1) || !(c.min_text_size >= 0 && c.min_text_size <= OCR_POLY_MAX_COORD) ||
+        !(c.thresh_min <= c.thresh_max) || !isfinite(c.thresh_min) || !isfinite(c.thresh_max))
+        return ocr_error(ctx, OCR_EINVAL,
+                         "%s: config shrink_ratio %g (needs [0,1)), min_text_size %g (needs >= 0), thresh %g..%g (needs finite min <= max)",
+                         fn, c.shrink_ratio, c.min_text_size, c.thresh_min, c.thresh_max);
+    if (n < 0 || (n > 0 && !polys)) return ocr_error(ctx, OCR_EINVAL, "%s: %d polygons with polys %p", fn, n, (const void *)polys);
+    for (i = 0; i < n; i++) {
+        if (polys[i].n_points < 0 || (polys[i].n_points > 0 && !polys[i].points))
+            return ocr_error(ctx, OCR_EINVAL, "%s: polygon %d has %d points and points %p", fn, i, polys[i].n_points,
+                             (const void *)polys[i].points);
+        if (polys[i].n_points > max_pts) max_pts = polys[i].n_points;
+    }
+    gt = (float *)gt_shrink->data;
+    mask = (float *)mask_shrink->data;
+    canvas = (float *)gt_thresh->data;
+    tmask = (float *)mask_thresh->data;
+    hw = h * w;
+    for (p = 0; p < hw; p++) { gt[p] = 0.0f; mask[p] = 1.0f; canvas[p] = 0.0f; tmask[p] = 0.0f; }
+    if (max_pts > 0) {
+        work = (ocr_point *)OCR_MALLOC((size_t)max_pts * sizeof(ocr_point));
+        local = (ocr_point *)OCR_MALLOC((size_t)max_pts * sizeof(ocr_point));
+        if (!work || !local) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: cannot copy a polygon of %d points", fn, max_pts); goto done; }
+    }
+    for (i = 0; i < n && rc == OCR_OK; i++) {
+        const ocr_polygon *pg = &polys[i];
+        int np = pg->n_points, reason = OCR_TARGET_TEXT, outside = 15;
+        float xmin = 0, xmax = 0, ymin = 0, ymax = 0;
+        double area = 0, dist = 0;
+        for (k = 0; k < np; k++)
+            if (!isfinite(pg->points[k].x) || !isfinite(pg->points[k].y)) break;
+        if (k < np) {
+            if (reasons) reasons[i] = OCR_TARGET_NONFINITE;
+            continue;
+        }
+        /* validate_polygons: clip into the image, make clockwise. A polygon with every point beyond the same
+           side of the image is flattened onto that border. */
+        for (k = 0; k < np; k++) {
+            const ocr_point *s = &pg->points[k];
+            outside &= (s->x < 0) | (s->x > (float)(w - 1)) << 1 | (s->y < 0) << 2 | (s->y > (float)(h - 1)) << 3;
+            work[k].x = s->x < 0 ? 0.0f : s->x > (float)(w - 1) ? (float)(w - 1) : s->x;
+            work[k].y = s->y < 0 ? 0.0f : s->y > (float)(h - 1) ? (float)(h - 1) : s->y;
+            if (k == 0 || work[k].x < xmin) xmin = work[k].x;
+            if (k == 0 || work[k].x > xmax) xmax = work[k].x;
+            if (k == 0 || work[k].y < ymin) ymin = work[k].y;
+            if (k == 0 || work[k].y > ymax) ymax = work[k].y;
+        }
+        if (np >= 3) {
+            area = fabs(ocr_poly_area(work, np));
+            ocr_poly_make_clockwise(work, np);
+        }
+        if (pg->ignore) reason = OCR_TARGET_IGNORED;
+        else if (np < 3) reason = OCR_TARGET_TOO_FEW_POINTS;
+        else if (outside) reason = OCR_TARGET_OUTSIDE;
+        else if (area < 1) reason = OCR_TARGET_ZERO_AREA;
+        else if (xmax - xmin < c.min_text_size || ymax - ymin < c.min_text_size) reason = OCR_TARGET_TOO_SMALL;
+        if (reason == OCR_TARGET_TEXT) {
+            dist = area * (1 - c.shrink_ratio * c.shrink_ratio) / ocr_poly_perimeter(work, np);
+            if ((rc = ocr_poly_offset(ctx, work, np, -dist, &shrunk))) break;
+            if (shrunk.n_polys == 0) reason = OCR_TARGET_SHRINK_EMPTY;
+        }
+        if (reasons) reasons[i] = reason;
+        if (reason != OCR_TARGET_TEXT) {
+            if (np > 0 && (rc = ocr_poly_fill(ctx, mask, (int)h, (int)w, work, np, 0.0f))) break;
+            continue;
+        }
+        if ((rc = ocr_poly_fill(ctx, gt, (int)h, (int)w, shrunk.pts, shrunk.counts[0], 1.0f))) break;
+        if ((rc = ocr_poly_offset(ctx, work, np, dist, &grown))) break;
+        if (grown.n_polys == 0) continue; /* growing a polygon of area >= 1 always leaves something */
+        if ((rc = ocr_poly_fill(ctx, tmask, (int)h, (int)w, grown.pts, grown.counts[0], 1.0f))) break;
+        ocr__draw_border(canvas, h, w, work, np, grown.pts, grown.counts[0], dist, local);
+    }
+    scale = (float)(c.thresh_max - c.thresh_min);
+    offset = (float)c.thresh_min;
+    for (p = 0; p < hw; p++) canvas[p] = canvas[p] * scale + offset;
+done:
+    OCR_FREE(work);
+    OCR_FREE(local);
+    ocr_polyset_free(&shrunk);
+    ocr_polyset_free(&grown);
+    return rc;
+}
+
 
 /* ================================================================ [postprocess] implementation */
 
+OCRDEF ocr_post_config ocr_post_config_default(int mode) {
+    ocr_post_config c;
+    memset(&c, 0, sizeof c);
+    c.thresh = 0.3f;
+    c.box_thresh = 0.6;
+    c.unclip_ratio = mode == OCR_POST_POLYGON ? 2.0 : 1.5;
+    c.poly_epsilon = 0.01;
+    c.max_candidates = 1000;
+    c.min_size = 3;
+    c.mode = mode;
+    c.score_mode = OCR_SCORE_FAST;
+    return c;
+}
+
+/* Capacity-doubling realloc: buf itself when it already holds need elements of elem bytes, else the grown
+   block (*cap updated), or NULL with *rc set and the error recorded. */
+static void *ocr__post_grow(ocr_ctx *ctx, const char *fn, void *buf, int *cap, int64_t need, size_t elem, int *rc) {
+    size_t bytes;
+    int64_t want;
+    void *p;
+    *rc = OCR_OK;
+    if (buf && need <= *cap) return buf;
+    want = (int64_t)*cap * 2 > need ? (int64_t)*cap * 2 : need;
+    if (want < 16) want = 16;
+    if (want > INT32_MAX || !ocr_size_mul((size_t)want, elem, &bytes)) {
+        *rc = ocr_error(ctx, OCR_EOVERFLOW, "%s: %lld elements of %zu bytes is too many", fn, (long long)need, elem);
+        return NULL;
+    }
+    p = OCR_REALLOC(buf, bytes);
+    if (!p) {
+        *rc = ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate %zu bytes", fn, bytes);
+        return NULL;
+    }
+    *cap = (int)want;
+    return p;
+}
+
+static int ocr__polyset_begin(ocr_ctx *ctx, const char *fn, ocr_polyset *ps) {
+    int rc;
+    int *counts = (int *)ocr__post_grow(ctx, fn, ps->counts, &ps->cap_polys, (int64_t)ps->n_polys + 1, sizeof(int), &rc);
+    if (!counts) return rc;
+    ps->counts = counts;
+    ps->counts[ps->n_polys++] = 0;
+    return OCR_OK;
+}
+
+static int ocr__polyset_add_point(ocr_ctx *ctx, const char *fn, ocr_polyset *ps, float x, float y) {
+    int rc;
+    ocr_point *pts = (ocr_point *)ocr__post_grow(ctx, fn, ps->pts, &ps->cap_pts, (int64_t)ps->n_pts + 1, sizeof(ocr_point), &rc);
+    if (!pts) return rc;
+    ps->pts = pts;
+    ps->pts[ps->n_pts].x = x;
+    ps->pts[ps->n_pts].y = y;
+    ps->n_pts++;
+    ps->counts[ps->n_polys - 1]++;
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- border following (Suzuki & Abe 1985) */
+
+/* Work-image states. One border label suffices for a flat contour list; "east" marks a border pixel whose
+   east neighbour was examined and found background, which stops it from starting a hole border later. */
+enum { OCR__PX_BG = 0, OCR__PX_FG = 1, OCR__PX_SEEN = 2, OCR__PX_SEEN_EAST = 3 };
+/* Chain codes as OpenCV numbers them: 0 east, then counter-clockwise on screen (y down). */
+static const int ocr__chain_dx[8] = {1, 1, 0, -1, -1, -1, 0, 1};
+static const int ocr__chain_dy[8] = {0, -1, -1, -1, 0, 1, 1, 1};
+
+/* Follows one border from (x0, y0) of the padded image, emitting only the points where the chain code
+   changes (CHAIN_APPROX_SIMPLE). An outer border starts with its west neighbour as background, a hole
+   border with its east neighbour. */
+static int ocr__follow_border(ocr_ctx *ctx, uint8_t *img, ptrdiff_t stride, int x0, int y0, int is_hole, ocr_polyset *out) {
+    const char *fn = "ocr_find_contours";
+    ptrdiff_t off[8], start = (ptrdiff_t)y0 * stride + x0, first, cur, next = 0;
+    int k, dir, dir_from, last_dir, px = x0, py = y0, rc;
+    for (k = 0; k < 8; k++) off[k] = ocr__chain_dx[k] + ocr__chain_dy[k] * stride;
+    if ((rc = ocr__polyset_begin(ctx, fn, out))) return rc;
+    /* Clockwise from the background neighbour to the first foreground neighbour. */
+    dir_from = is_hole ? 0 : 4;
+    dir = dir_from;
+    do {
+        dir = (dir + 7) & 7;
+        if (img[start + off[dir]] != OCR__PX_BG) break;
+    } while (dir != dir_from);
+    if (dir == dir_from) { /* isolated pixel */
+        img[start] = OCR__PX_SEEN_EAST;
+        return ocr__polyset_add_point(ctx, fn, out, (float)(x0 - 1), (float)(y0 - 1));
+    }
+    first = start + off[dir];
+    cur = start;
+    last_dir = dir ^ 4;
+    for (;;) {
+        /* Counter-clockwise from just after the pixel we came from to the next foreground neighbour. */
+        int back = dir, d = dir;
+        do {
+            d++;
+            next = cur + off[d & 7];
+        } while (img[next] == OCR__PX_BG);
+        dir = d & 7;
+        /* The scan passed east (code 0) and found background there iff 1 <= dir <= back. */
+        if (dir >= 1 && dir <= back) img[cur] = OCR__PX_SEEN_EAST;
+        else if (img[cur] == OCR__PX_FG) img[cur] = OCR__PX_SEEN;
+        if (dir != last_dir) {
+            if ((rc = ocr__polyset_add_point(ctx, fn, out, (float)(px - 1), (float)(py - 1)))) return rc;
+            last_dir = dir;
+        }
+        px += ocr__chain_dx[dir];
+        py += ocr__chain_dy[dir];
+        if (next == start && cur == first) break;
+        cur = next;
+        dir = (dir + 4) & 7;
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_find_contours(ocr_ctx *ctx, const uint8_t *bitmap, int width, int height, ocr_polyset *out) {
+    const char *fn = "ocr_find_contours";
+    size_t padded;
+    ptrdiff_t stride = (ptrdiff_t)width + 2;
+    uint8_t *img;
+    ocr_polyset found;
+    int x, y, i, rc = OCR_OK, n_done;
+    if (!bitmap || !out) return ocr_error(ctx, OCR_EINVAL, "%s: bitmap and out must not be NULL", fn);
+    if (width < 1 || height < 1 || width > (1 << 24) || height > (1 << 24))
+        return ocr_error(ctx, OCR_EINVAL, "%s: bitmap size %dx%d must be 1..2^24 on each side", fn, width, height);
+    if (!ocr_size_mul((size_t)width + 2, (size_t)height + 2, &padded))
+        return ocr_error(ctx, OCR_EOVERFLOW, "%s: bitmap %dx%d is too large", fn, width, height);
+    img = (uint8_t *)OCR_MALLOC(padded);
+    if (!img) return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate %zu bytes for a %dx%d bitmap", fn, padded, width, height);
+    /* A background frame lets borders touching the image edge be followed without bounds checks. */
+    memset(img, 0, padded);
+    for (y = 0; y < height; y++)
+        for (x = 0; x < width; x++) img[(y + 1) * stride + x + 1] = bitmap[(size_t)y * width + x] ? OCR__PX_FG : OCR__PX_BG;
+    memset(&found, 0, sizeof found);
+    for (y = 1; y <= height && rc == OCR_OK; y++) {
+        uint8_t *row = img + y * stride;
+        int prev = OCR__PX_BG;
+        for (x = 1; x <= width; x++) {
+            int p = row[x];
+            if (p != prev) {
+                if (prev == OCR__PX_BG && p == OCR__PX_FG) {
+                    if ((rc = ocr__follow_border(ctx, img, stride, x, y, 0, &found))) break;
+                    p = row[x];
+                } else if (p == OCR__PX_BG && (prev == OCR__PX_FG || prev == OCR__PX_SEEN)) {
+                    if ((rc = ocr__follow_border(ctx, img, stride, x - 1, y, 1, &found))) break;
+                }
+            }
+            prev = p;
+        }
+    }
+    OCR_FREE(img);
+    if (rc) { ocr_polyset_free(&found); return rc; }
+    /* OpenCV lists the borders last found first. */
+    out->n_polys = out->n_pts = 0;
+    {
+        ocr_point *pts = (ocr_point *)ocr__post_grow(ctx, fn, out->pts, &out->cap_pts, found.n_pts, sizeof(ocr_point), &rc);
+        int *counts = pts ? (int *)ocr__post_grow(ctx, fn, out->counts, &out->cap_polys, found.n_polys, sizeof(int), &rc) : NULL;
+        if (pts) out->pts = pts;
+        if (counts) out->counts = counts;
+        if (rc) { ocr_polyset_free(&found); return rc; }
+    }
+    n_done = found.n_pts;
+    for (i = found.n_polys - 1; i >= 0; i--) {
+        n_done -= found.counts[i];
+        memcpy(out->pts + out->n_pts, found.pts + n_done, sizeof(ocr_point) * (size_t)found.counts[i]);
+        out->n_pts += found.counts[i];
+        out->counts[out->n_polys++] = found.counts[i];
+    }
+    ocr_polyset_free(&found);
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- minimum-area rectangle */
+
+typedef struct { double x, y; } ocr__dpt;
+
+static int ocr__dpt_less(const void *a, const void *b) {
+    const ocr__dpt *p = (const ocr__dpt *)a, *q = (const ocr__dpt *)b;
+    if (p->x != q->x) return p->x < q->x ? -1 : 1;
+    return p->y < q->y ? -1 : p->y > q->y;
+}
+
+static double ocr__cross3(ocr__dpt o, ocr__dpt a, ocr__dpt b) { return (a.x - o.x) * (b.y - o.y) - (a.y - o.y) * (b.x - o.x); }
+
+/* Andrew's monotone chain: the strictly convex hull of pts (sorted in place), counter-clockwise in the
+   x-right/y-up sense, into hull (room for n + 1 points); returns its size. */
+static int ocr__convex_hull(ocr__dpt *pts, int n, ocr__dpt *hull) {
+    int i, k = 0, lower;
+    qsort(pts, (size_t)n, sizeof *pts, ocr__dpt_less);
+    for (i = 0; i < n; i++) {
+        while (k >= 2 && ocr__cross3(hull[k - 2], hull[k - 1], pts[i]) <= 0) k--;
+        hull[k++] = pts[i];
+    }
+    lower = k + 1;
+    for (i = n - 2; i >= 0; i--) {
+        while (k >= lower && ocr__cross3(hull[k - 2], hull[k - 1], pts[i]) <= 0) k--;
+        hull[k++] = pts[i];
+    }
+    if (n == 1) return 1;
+    return k - 1; /* the last point repeats the first */
+}
+
+/* get_mini_boxes: corners sorted by x (stably); of the two left ones the upper is TL, of the two right ones
+   the upper is TR (ties go to the second of the pair, as there). */
+static void ocr__order_box(const ocr_point corners[4], ocr_point box[4]) {
+    ocr_point s[4];
+    int i, j;
+    for (i = 0; i < 4; i++) {
+        ocr_point p = corners[i];
+        for (j = i; j > 0 && s[j - 1].x > p.x; j--) s[j] = s[j - 1];
+        s[j] = p;
+    }
+    if (s[1].y > s[0].y) { box[0] = s[0]; box[3] = s[1]; } else { box[0] = s[1]; box[3] = s[0]; }
+    if (s[3].y > s[2].y) { box[1] = s[2]; box[2] = s[3]; } else { box[1] = s[3]; box[2] = s[2]; }
+}
+
+/* Rotating calipers: for each hull edge the rectangle with a side on it; the three support points (farthest
+   along the edge, farthest from it, farthest against it) only ever move forward around the hull. */
+static float ocr__min_rect_of_hull(const ocr__dpt *h, int n, ocr_point corners[4]) {
+    int i, far_u = 0, far_n = 0, near_u = 0, best = -1;
+    double best_area = 0, bu0 = 0, bu1 = 0, bn = 0;
+    ocr__dpt bo = h[0], bu = h[0], bv = h[0];
+    for (i = 0; i < n; i++) {
+        ocr__dpt o = h[i], e;
+        double len, a, b, c, area;
+        e.x = h[(i + 1) % n].x - o.x;
+        e.y = h[(i + 1) % n].y - o.y;
+        len = sqrt(e.x * e.x + e.y * e.y);
+        e.x /= len;
+        e.y /= len;
+#define OCR__PROJ_U(k) ((h[(k) % n].x - o.x) * e.x + (h[(k) % n].y - o.y) * e.y)
+#define OCR__PROJ_N(k) ((h[(k) % n].y - o.y) * e.x - (h[(k) % n].x - o.x) * e.y)
+        if (i == 0) {
+            int k;
+            for (k = 1; k < n; k++) {
+                if (OCR__PROJ_U(k) > OCR__PROJ_U(far_u)) far_u = k;
+                if (OCR__PROJ_N(k) > OCR__PROJ_N(far_n)) far_n = k;
+                if (OCR__PROJ_U(k) < OCR__PROJ_U(near_u)) near_u = k;
+            }
+        } else {
+            while (OCR__PROJ_U(far_u + 1) > OCR__PROJ_U(far_u)) far_u = (far_u + 1) % n;
+            while (OCR__PROJ_N(far_n + 1) > OCR__PROJ_N(far_n)) far_n = (far_n + 1) % n;
+            while (OCR__PROJ_U(near_u + 1) < OCR__PROJ_U(near_u)) near_u = (near_u + 1) % n;
+        }
+        a = OCR__PROJ_U(near_u);
+        b = OCR__PROJ_U(far_u);
+        c = OCR__PROJ_N(far_n);
+#undef OCR__PROJ_U
+#undef OCR__PROJ_N
+        area = (b - a) * c;
+        if (best < 0 || area < best_area) {
+            best = i; best_area = area; bo = o; bu0 = a; bu1 = b; bn = c;
+            bu = e;
+            bv.x = -e.y; bv.y = e.x;
+        }
+    }
+    corners[0].x = (float)(bo.x + bu0 * bu.x);            corners[0].y = (float)(bo.y + bu0 * bu.y);
+    corners[1].x = (float)(bo.x + bu1 * bu.x);            corners[1].y = (float)(bo.y + bu1 * bu.y);
+    corners[2].x = (float)(bo.x + bu1 * bu.x + bn * bv.x); corners[2].y = (float)(bo.y + bu1 * bu.y + bn * bv.y);
+    corners[3].x = (float)(bo.x + bu0 * bu.x + bn * bv.x); corners[3].y = (float)(bo.y + bu0 * bu.y + bn * bv.y);
+    return (float)(bu1 - bu0 < bn ? bu1 - bu0 : bn);
+}
+
+OCRDEF int ocr_min_area_box(ocr_ctx *ctx, const ocr_point *pts, int n, ocr_point box[4], float *short_side) {
+    const char *fn = "ocr_min_area_box";
+    ocr__dpt *work, *hull;
+    ocr_point corners[4];
+    size_t bytes;
+    int i, nh;
+    float side = 0.0f;
+    if (!pts || !box || n < 1) return ocr_error(ctx, OCR_EINVAL, "%s: need at least one point (got %d) and a box", fn, n);
+    for (i = 0; i < n; i++)
+        if (!isfinite(pts[i].x) || !isfinite(pts[i].y))
+            return ocr_error(ctx, OCR_ENONFINITE, "%s: point %d is (%g, %g)", fn, i, pts[i].x, pts[i].y);
+    if (!ocr_size_mul((size_t)n * 2 + 2, sizeof(ocr__dpt), &bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "%s: %d points is too many", fn, n);
+    work = (ocr__dpt *)OCR_MALLOC(bytes);
+    if (!work) return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate %zu bytes", fn, bytes);
+    hull = work + n;
+    for (i = 0; i < n; i++) { work[i].x = pts[i].x; work[i].y = pts[i].y; }
+    nh = ocr__convex_hull(work, n, hull);
+    if (nh >= 3) {
+        side = ocr__min_rect_of_hull(hull, nh, corners);
+    } else { /* a point or a segment: a flat rectangle, as OpenCV returns */
+        ocr__dpt b = hull[nh > 1 ? 1 : 0];
+        corners[0].x = corners[3].x = (float)hull[0].x; corners[0].y = corners[3].y = (float)hull[0].y;
+        corners[1].x = corners[2].x = (float)b.x;       corners[1].y = corners[2].y = (float)b.y;
+    }
+    OCR_FREE(work);
+    ocr__order_box(corners, box);
+    if (short_side) *short_side = side;
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- polygon fill with cv2.fillPoly's pixel rule */
+
+static int64_t ocr__floor_fixed16(int64_t v) { return v >= 0 ? v / 65536 : -((-v + 65535) / 65536); }
+
+/* Clips a segment to [0,w-1]x[0,h-1] with OpenCV's clipLine arithmetic (first rows, then columns, each
+   intersection truncated toward zero), so the clipped outline has exactly OpenCV's pixels. */
+static int ocr__clip_segment(int64_t w, int64_t h, int64_t *x1, int64_t *y1, int64_t *x2, int64_t *y2) {
+    int64_t right = w - 1, bottom = h - 1, a;
+    int c1 = (*x1 < 0) + (*x1 > right) * 2 + (*y1 < 0) * 4 + (*y1 > bottom) * 8;
+    int c2 = (*x2 < 0) + (*x2 > right) * 2 + (*y2 < 0) * 4 + (*y2 > bottom) * 8;
+    if ((c1 & c2) == 0 && (c1 | c2) != 0) {
+        if (c1 & 12) {
+            a = c1 < 8 ? 0 : bottom;
+            *x1 += (int64_t)((double)(a - *y1) * (double)(*x2 - *x1) / (double)(*y2 - *y1));
+            *y1 = a;
+            c1 = (*x1 < 0) + (*x1 > right) * 2;
+        }
+        if (c2 & 12) {
+            a = c2 < 8 ? 0 : bottom;
+            *x2 += (int64_t)((double)(a - *y2) * (double)(*x2 - *x1) / (double)(*y2 - *y1));
+            *y2 = a;
+            c2 = (*x2 < 0) + (*x2 > right) * 2;
+        }
+        if ((c1 & c2) == 0 && (c1 | c2) != 0) {
+            if (c1) {
+                a = c1 == 1 ? 0 : right;
+                *y1 += (int64_t)((double)(a - *x1) * (double)(*y2 - *y1) / (double)(*x2 - *x1));
+                *x1 = a;
+                c1 = 0;
+            }
+            if (c2) {
+                a = c2 == 1 ? 0 : right;
+                *y2 += (int64_t)((double)(a - *x2) * (double)(*y2 - *y1) / (double)(*x2 - *x1));
+                *x2 = a;
+                c2 = 0;
+            }
+        }
+    }
+    return (c1 | c2) == 0;
+}
+
+/* 8-connected line drawn from its left end: one pixel per step of the major axis, the minor offset rounded
+   to nearest with halves toward the start (OpenCV's LINE_8 Bresenham). */
+static void ocr__draw_segment(uint8_t *mask, int w, int h, int64_t x0, int64_t y0, int64_t x1, int64_t y1) {
+    int64_t dx, dy, ady, j, sy;
+    if ((uint64_t)x0 >= (uint64_t)w || (uint64_t)x1 >= (uint64_t)w || (uint64_t)y0 >= (uint64_t)h || (uint64_t)y1 >= (uint64_t)h)
+        if (!ocr__clip_segment(w, h, &x0, &y0, &x1, &y1)) return;
+    if (x1 < x0) { int64_t t = x0; x0 = x1; x1 = t; t = y0; y0 = y1; y1 = t; }
+    dx = x1 - x0;
+    dy = y1 - y0;
+    sy = dy < 0 ? -1 : 1;
+    ady = dy < 0 ? -dy : dy;
+    if (dx == 0 && ady == 0) { mask[y0 * w + x0] = 1; return; }
+    if (dx >= ady)
+        for (j = 0; j <= dx; j++) mask[(y0 + sy * ((2 * j * ady + dx - 1) / (2 * dx))) * w + x0 + j] = 1;
+    else
+        for (j = 0; j <= ady; j++) mask[(y0 + sy * j) * w + x0 + (2 * j * dx + ady - 1) / (2 * ady)] = 1;
+}
+
+typedef struct { int64_t y_top, y_bottom, x_top, slope; } ocr__fill_edge;
+
+/* Sets to 1 the pixels of a w x h mask that cv2.fillPoly (LINE_8, shift 0) sets for the integer polygon
+   (xs[i], ys[i]): the outline of every edge, and on each row y the pixels from ceil to floor of each sorted pair
+   of edge crossings, an edge covering rows y_top <= y < y_bottom with its crossing in 16.16 fixed point.
+   edges and cross are scratch with room for n entries. */
+static void ocr__fill_poly(uint8_t *mask, int w, int h, const int64_t *xs, const int64_t *ys, int n, ocr__fill_edge *edges,
+                           int64_t *cross) {
+    int i, k, n_edges = 0;
+    int64_t y, y_min = INT64_MAX, y_max = INT64_MIN;
+    for (i = 0; i < n; i++) {
+        int prev = i ? i - 1 : n - 1;
+        ocr__draw_segment(mask, w, h, xs[prev], ys[prev], xs[i], ys[i]);
+        if (ys[prev] != ys[i]) {
+            ocr__fill_edge *e = &edges[n_edges++];
+            int top = ys[prev] < ys[i] ? prev : i, bottom = top == prev ? i : prev;
+            e->y_top = ys[top];
+            e->y_bottom = ys[bottom];
+            e->x_top = xs[top] * 65536;
+            e->slope = (xs[bottom] - xs[top]) * 65536 / (ys[bottom] - ys[top]);
+            if (e->y_top < y_min) y_min = e->y_top;
+            if (e->y_bottom > y_max) y_max = e->y_bottom;
+        }
+    }
+    if (n_edges < 2) return;
+    if (y_min < 0) y_min = 0;
+    if (y_max > h) y_max = h;
+    for (y = y_min; y < y_max; y++) {
+        int nc = 0;
+        for (i = 0; i < n_edges; i++) {
+            if (y < edges[i].y_top || y >= edges[i].y_bottom) continue;
+            {
+                int64_t c = edges[i].x_top + (y - edges[i].y_top) * edges[i].slope;
+                for (k = nc; k > 0 && cross[k - 1] > c; k--) cross[k] = cross[k - 1];
+                cross[k] = c;
+                nc++;
+            }
+        }
+        for (k = 0; k + 1 < nc; k += 2) {
+            int64_t x1 = ocr__floor_fixed16(cross[k] + 65535), x2 = ocr__floor_fixed16(cross[k + 1]);
+            if (x1 >= w || x2 < 0) continue;
+            if (x1 < 0) x1 = 0;
+            if (x2 > w - 1) x2 = w - 1;
+            memset(mask + y * w + x1, 1, (size_t)(x2 - x1 + 1));
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- Douglas-Peucker (closed) */
+
+/* cv2.arcLength of an integer contour: float32 segment lengths summed in double. Kept apart from
+   ocr_poly_perimeter because the epsilon it sets must match OpenCV's to the last bit. */
+static double ocr__arc_length_cv(const ocr_point *pts, int n) {
+    double total = 0.0;
+    int i;
+    for (i = 0; i < n; i++) {
+        const ocr_point *a = &pts[i ? i - 1 : n - 1], *b = &pts[i];
+        float dx = b->x - a->x, dy = b->y - a->y;
+        total += sqrtf(dx * dx + dy * dy);
+    }
+    return total;
+}
+
+OCRDEF int ocr_approx_poly(ocr_ctx *ctx, const ocr_point *pts, int n, double epsilon, ocr_point *out, int *n_out) {
+    const char *fn = "ocr_approx_poly";
+    int *stack, top = 0, i, iter, start = 0, offset = 0, count = 0, kept, rd, wr;
+    double eps2 = epsilon * epsilon, far_d = 0.0;
+    ocr_point a, mid, b;
+    if (!pts || !out || !n_out || n < 1) return ocr_error(ctx, OCR_EINVAL, "%s: need at least one point (got %d) and outputs", fn, n);
+    if (!(epsilon >= 0) || !isfinite(epsilon)) return ocr_error(ctx, OCR_ERANGE, "%s: epsilon %g must be finite and >= 0", fn, epsilon);
+    stack = (int *)OCR_MALLOC(sizeof(int) * 2 * ((size_t)n + 1));
+    if (!stack) return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate a stack for %d points", fn, n);
+    /* Split points: three rounds of "the farthest point from the current start", beginning at point 0. */
+    for (iter = 0; iter < 3; iter++) {
+        start = (start + offset) % n;
+        offset = 0;
+        far_d = 0.0;
+        for (i = 1; i < n; i++) {
+            const ocr_point *p = &pts[(start + i) % n];
+            double dx = p->x - pts[start].x, dy = p->y - pts[start].y, d = dx * dx + dy * dy;
+            if (d > far_d) { far_d = d; offset = i; }
+        }
+    }
+    if (far_d <= eps2) {
+        out[count++] = pts[start];
+    } else {
+        int far = (start + offset) % n;
+        stack[top++] = far; stack[top++] = start;   /* second half, processed after the first */
+        stack[top++] = start; stack[top++] = far;
+    }
+    while (top > 0) {
+        int s_end = stack[--top], s_begin = stack[--top], pos = (s_begin + 1) % n, split = -1;
+        int keep = 1;
+        if (pos != s_end) {
+            double dx = (double)pts[s_end].x - pts[s_begin].x, dy = (double)pts[s_end].y - pts[s_begin].y, best = 0.0;
+            for (; pos != s_end; pos = (pos + 1) % n) {
+                double d = fabs(((double)pts[pos].y - pts[s_begin].y) * dx - ((double)pts[pos].x - pts[s_begin].x) * dy);
+                if (d > best) { best = d; split = pos; }
+            }
+            keep = best * best <= eps2 * (dx * dx + dy * dy);
+        }
+        if (keep) {
+            out[count++] = pts[s_begin];
+        } else {
+            stack[top++] = split; stack[top++] = s_end;
+            stack[top++] = s_begin; stack[top++] = split;
+        }
+    }
+    OCR_FREE(stack);
+    /* Clean-up pass of OpenCV, in place and cyclic: a vertex nearly on the chord of its neighbours (within
+       epsilon/sqrt(2), chord neither horizontal nor vertical, vertex between them) is dropped. */
+    kept = count;
+    rd = count - 1;
+    a = out[rd];
+    rd = 0;
+    wr = 0;
+    mid = out[rd];
+    rd = (rd + 1) % count;
+    for (i = 0; i < count && kept > 2; i++) {
+        double dx, dy, dist, along;
+        b = out[rd];
+        rd = (rd + 1) % count;
+        dx = (double)b.x - a.x;
+        dy = (double)b.y - a.y;
+        dist = fabs(((double)mid.x - a.x) * dy - ((double)mid.y - a.y) * dx);
+        along = ((double)mid.x - a.x) * ((double)b.x - mid.x) + ((double)mid.y - a.y) * ((double)b.y - mid.y);
+        if (dist * dist <= 0.5 * eps2 * (dx * dx + dy * dy) && dx != 0 && dy != 0 && along >= 0) {
+            kept--;
+            out[wr] = a = b;
+            wr = (wr + 1) % count;
+            mid = out[rd];
+            rd = (rd + 1) % count;
+            i++;
+            continue;
+        }
+        out[wr] = a = mid;
+        wr = (wr + 1) % count;
+        mid = b;
+    }
+    *n_out = kept;
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- scoring, unclipping, the pipeline */
+
+typedef struct {
+    uint8_t *mask; int mask_cap;
+    int64_t *xs; int xs_cap;      /* xs[0..n) x, xs[n..2n) y, then n crossings */
+    ocr__fill_edge *edges; int edges_cap;
+    ocr_point *pts; int pts_cap;  /* truncated / approximated points */
+    ocr_polyset grown;
+} ocr__post_work;
+
+static void ocr__post_work_free(ocr__post_work *w) {
+    OCR_FREE(w->mask); OCR_FREE(w->xs); OCR_FREE(w->edges); OCR_FREE(w->pts);
+    ocr_polyset_free(&w->grown);
+}
+
+static int ocr__post_reserve_pts(ocr_ctx *ctx, ocr__post_work *w, int n) {
+    int rc;
+    ocr_point *p = (ocr_point *)ocr__post_grow(ctx, "ocr_postprocess", w->pts, &w->pts_cap, n, sizeof(ocr_point), &rc);
+    if (p) w->pts = p;
+    return rc;
+}
+
+/* Mean of pred inside the polygon as box_score_fast does it: the bounding box floored/ceiled and clipped to
+   the map, the vertices shifted into it and truncated to int32, then cv2.fillPoly and cv2.mean. Applied to a
+   contour's integer points it is box_score_slow. */
+static int ocr__box_score(ocr_ctx *ctx, ocr__post_work *w, const float *pred, int width, int height, const ocr_point *pts, int n,
+                          double *score) {
+    const char *fn = "ocr_postprocess";
+    float lo_x = pts[0].x, hi_x = pts[0].x, lo_y = pts[0].y, hi_y = pts[0].y;
+    int64_t x0, x1, y0, y1, mw, mh;
+    double sum = 0.0;
+    int64_t count = 0, i, j;
+    int rc;
+    for (i = 1; i < n; i++) {
+        if (pts[i].x < lo_x) lo_x = pts[i].x;
+        if (pts[i].x > hi_x) hi_x = pts[i].x;
+        if (pts[i].y < lo_y) lo_y = pts[i].y;
+        if (pts[i].y > hi_y) hi_y = pts[i].y;
+    }
+#define OCR__CLAMP(v, hi) ((v) < 0 ? 0 : (v) > (hi) ? (hi) : (v))
+    x0 = OCR__CLAMP((int64_t)floorf(lo_x), width - 1);
+    x1 = OCR__CLAMP((int64_t)ceilf(hi_x), width - 1);
+    y0 = OCR__CLAMP((int64_t)floorf(lo_y), height - 1);
+    y1 = OCR__CLAMP((int64_t)ceilf(hi_y), height - 1);
+#undef OCR__CLAMP
+    mw = x1 - x0 + 1;
+    mh = y1 - y0 + 1;
+    {
+        uint8_t *mask = (uint8_t *)ocr__post_grow(ctx, fn, w->mask, &w->mask_cap, mw * mh, 1, &rc);
+        int64_t *xs = mask ? (int64_t *)ocr__post_grow(ctx, fn, w->xs, &w->xs_cap, (int64_t)n * 3, sizeof(int64_t), &rc) : NULL;
+        ocr__fill_edge *edges = xs ? (ocr__fill_edge *)ocr__post_grow(ctx, fn, w->edges, &w->edges_cap, n, sizeof(ocr__fill_edge), &rc) : NULL;
+        if (mask) w->mask = mask;
+        if (xs) w->xs = xs;
+        if (edges) w->edges = edges;
+        if (rc) return rc;
+    }
+    memset(w->mask, 0, (size_t)(mw * mh));
+    for (i = 0; i < n; i++) {
+        w->xs[i] = (int64_t)(pts[i].x - (float)x0);
+        w->xs[n + i] = (int64_t)(pts[i].y - (float)y0);
+    }
+    ocr__fill_poly(w->mask, (int)mw, (int)mh, w->xs, w->xs + n, n, w->edges, w->xs + 2 * n);
+    for (i = 0; i < mh; i++)
+        for (j = 0; j < mw; j++)
+            if (w->mask[i * mw + j]) { sum += pred[(y0 + i) * width + x0 + j]; count++; }
+    *score = count ? sum / (double)count : 0.0;
+    return OCR_OK;
+}
+
+/* unclip: offset by D = area * ratio / perimeter (shapely's measures of the float points) with round joins,
+   after truncating the points toward zero as pyclipper does with its integer coordinates. */
+static int ocr__unclip(ocr_ctx *ctx, ocr__post_work *w, const ocr_point *pts, int n, double ratio) {
+    double area = fabs(ocr_poly_area(pts, n)), length = ocr_poly_perimeter(pts, n);
+    int i, rc;
+    w->grown.n_polys = w->grown.n_pts = 0;
+    if (!(length > 0)) return OCR_OK;
+    if ((rc = ocr__post_reserve_pts(ctx, w, n))) return rc;
+    for (i = 0; i < n; i++) {
+        w->pts[i].x = truncf(pts[i].x);
+        w->pts[i].y = truncf(pts[i].y);
+    }
+    return ocr_poly_offset(ctx, w->pts, n, area * ratio / length, &w->grown);
+}
+
+static int ocr__dets_push(ocr_ctx *ctx, ocr_detections *d, const ocr_point *pts, int n, float score) {
+    const char *fn = "ocr_postprocess";
+    int rc;
+    ocr_point *buf = (ocr_point *)ocr__post_grow(ctx, fn, d->point_buf, &d->cap_points, (int64_t)d->n_points + n, sizeof(ocr_point), &rc);
+    if (!buf) return rc;
+    d->point_buf = buf;
+    if (d->n == d->cap || !d->polys || !d->scores) {
+        /* polys and scores grow together under one capacity */
+        int cap = d->cap;
+        ocr_polygon *polys = (ocr_polygon *)ocr__post_grow(ctx, fn, d->polys, &cap, (int64_t)d->n + 1, sizeof(ocr_polygon), &rc);
+        float *scores;
+        if (!polys) return rc;
+        d->polys = polys;
+        cap = d->cap;
+        scores = (float *)ocr__post_grow(ctx, fn, d->scores, &cap, (int64_t)d->n + 1, sizeof(float), &rc);
+        if (!scores) return rc;
+        d->scores = scores;
+        d->cap = cap;
+    }
+    memcpy(d->point_buf + d->n_points, pts, sizeof(ocr_point) * (size_t)n);
+    memset(&d->polys[d->n], 0, sizeof(ocr_polygon));
+    d->polys[d->n].n_points = n;
+    d->scores[d->n] = score;
+    d->n_points += n;
+    d->n++;
+    return OCR_OK;
+}
+
+OCRDEF void ocr_detections_free(ocr_detections *d) {
+    if (!d) return;
+    OCR_FREE(d->polys);
+    OCR_FREE(d->scores);
+    OCR_FREE(d->point_buf);
+    memset(d, 0, sizeof *d);
+}
+
+OCRDEF int ocr_postprocess(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_tensor *prob, int dest_width, int dest_height,
+                           ocr_detections *out) {
+    const char *fn = "ocr_postprocess";
+    char sb[96];
+    ocr_polyset contours;
+    ocr__post_work w;
+    const float *pred;
+    uint8_t *bitmap;
+    int64_t H, W, i, n_cand;
+    int rc, c, first = 0;
+    if (!cfg || !out) return ocr_error(ctx, OCR_EINVAL, "%s: cfg and out must not be NULL", fn);
+    if ((rc = ocr_check_dtype(ctx, fn, prob, OCR_F32)) || (rc = ocr_check_device(ctx, fn, prob, OCR_DEVICE_CPU))) return rc;
+    H = prob->shape.dim[prob->shape.ndim - 2 < 0 ? 0 : prob->shape.ndim - 2];
+    W = prob->shape.dim[prob->shape.ndim - 1 < 0 ? 0 : prob->shape.ndim - 1];
+    if (prob->shape.ndim < 2 || (prob->shape.ndim >= 3 && prob->shape.dim[0] != 1) || (prob->shape.ndim == 4 && prob->shape.dim[1] != 1) ||
+        H < 1 || W < 1 || H > (1 << 24) || W > (1 << 24))
+        return ocr_error(ctx, OCR_ESHAPE, "%s: probability map '%s' has shape %s; expected [H,W], [1,H,W] or [1,1,H,W], H,W >= 1", fn,
+                         prob->name, ocr_shape_str(prob->shape, sb, sizeof sb));
+    if ((rc = ocr_check_range(ctx, fn, prob, 0.0, 1.0))) return rc;
+    if (!(cfg->thresh >= 0 && cfg->thresh <= 1) || !isfinite(cfg->box_thresh) || !(cfg->unclip_ratio > 0) ||
+        !isfinite(cfg->unclip_ratio) || !(cfg->poly_epsilon >= 0) || !isfinite(cfg->poly_epsilon) || cfg->max_candidates < 0 ||
+        cfg->min_size < 0 || (cfg->mode != OCR_POST_BOX && cfg->mode != OCR_POST_POLYGON) ||
+        (cfg->score_mode != OCR_SCORE_FAST && cfg->score_mode != OCR_SCORE_SLOW))
+        return ocr_error(ctx, OCR_EINVAL,
+                         "%s: bad config: thresh %g (0..1), box_thresh %g, unclip_ratio %g (> 0), poly_epsilon %g (>= 0), "
+                         "max_candidates %d, min_size %d (>= 0), mode %d, score_mode %d",
+                         fn, cfg->thresh, cfg->box_thresh, cfg->unclip_ratio, cfg->poly_epsilon, cfg->max_candidates, cfg->min_size,
+                         cfg->mode, cfg->score_mode);
+    if (dest_width < 1 || dest_height < 1 || dest_width > (1 << 24) || dest_height > (1 << 24))
+        return ocr_error(ctx, OCR_EINVAL, "%s: original image size %dx%d must be 1..2^24 on each side", fn, dest_width, dest_height);
+    pred = (const float *)prob->data;
+    bitmap = (uint8_t *)OCR_MALLOC((size_t)(H * W));
+    if (!bitmap) return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate a %lldx%lld bitmap", fn, (long long)H, (long long)W);
+    for (i = 0; i < H * W; i++) bitmap[i] = pred[i] > cfg->thresh;
+    memset(&contours, 0, sizeof contours);
+    memset(&w, 0, sizeof w);
+    out->n = out->n_points = 0;
+    rc = ocr_find_contours(ctx, bitmap, (int)W, (int)H, &contours);
+    OCR_FREE(bitmap);
+    n_cand = contours.n_polys < cfg->max_candidates ? contours.n_polys : cfg->max_candidates;
+    for (c = 0; c < n_cand && rc == OCR_OK; first += contours.counts[c], c++) {
+        const ocr_point *cpts = contours.pts + first;
+        int cn = contours.counts[c], k;
+        ocr_point box[4], mapped[4];
+        float side;
+        double score;
+        if (cfg->mode == OCR_POST_BOX) {
+            if ((rc = ocr_min_area_box(ctx, cpts, cn, box, &side))) break;
+            if (side < (float)cfg->min_size) continue;
+            rc = cfg->score_mode == OCR_SCORE_FAST ? ocr__box_score(ctx, &w, pred, (int)W, (int)H, box, 4, &score)
+                                                   : ocr__box_score(ctx, &w, pred, (int)W, (int)H, cpts, cn, &score);
+            if (rc || cfg->box_thresh > score) continue;
+            if ((rc = ocr__unclip(ctx, &w, box, 4, cfg->unclip_ratio)) || w.grown.n_pts == 0) continue;
+            /* Every piece of the offset together, as the official reshape(-1, 1, 2) does. */
+            if ((rc = ocr_min_area_box(ctx, w.grown.pts, w.grown.n_pts, box, &side))) break;
+            if (side < (float)(cfg->min_size + 2)) continue;
+            /* float32 arithmetic and np.round (half to even), as numpy does it on the float32 box. */
+            for (k = 0; k < 4; k++) {
+                float x = rintf(box[k].x / (float)W * (float)dest_width), y = rintf(box[k].y / (float)H * (float)dest_height);
+                mapped[k].x = x < 0 ? 0 : x > (float)dest_width ? (float)dest_width : x;
+                mapped[k].y = y < 0 ? 0 : y > (float)dest_height ? (float)dest_height : y;
+            }
+            rc = ocr__dets_push(ctx, out, mapped, 4, (float)score);
+        } else {
+            int an;
+            if ((rc = ocr__post_reserve_pts(ctx, &w, cn))) break;
+            if ((rc = ocr_approx_poly(ctx, cpts, cn, cfg->poly_epsilon * ocr__arc_length_cv(cpts, cn), w.pts, &an))) break;
+            if (an < 4) continue;
+            {
+                /* the approximation is needed again after unclip reuses w.pts */
+                ocr_point *approx = (ocr_point *)OCR_MALLOC(sizeof(ocr_point) * (size_t)an);
+                if (!approx) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate %d points", fn, an); break; }
+                memcpy(approx, w.pts, sizeof(ocr_point) * (size_t)an);
+                rc = cfg->score_mode == OCR_SCORE_FAST ? ocr__box_score(ctx, &w, pred, (int)W, (int)H, approx, an, &score)
+                                                       : ocr__box_score(ctx, &w, pred, (int)W, (int)H, cpts, cn, &score);
+                if (!rc && !(cfg->box_thresh > score)) rc = ocr__unclip(ctx, &w, approx, an, cfg->unclip_ratio);
+                else score = -1.0;
+                OCR_FREE(approx);
+            }
+            /* A split (or vanished) offset is dropped, as the official code drops len(box) > 1. */
+            if (rc || score < 0 || w.grown.n_polys != 1) continue;
+            if ((rc = ocr_min_area_box(ctx, w.grown.pts, w.grown.n_pts, box, &side))) break;
+            if (side < (float)(cfg->min_size + 2)) continue;
+            for (k = 0; k < w.grown.n_pts; k++) {
+                double x = rint((double)w.grown.pts[k].x / (double)W * dest_width), y = rint((double)w.grown.pts[k].y / (double)H * dest_height);
+                w.grown.pts[k].x = (float)(x < 0 ? 0 : x > dest_width ? dest_width : x);
+                w.grown.pts[k].y = (float)(y < 0 ? 0 : y > dest_height ? dest_height : y);
+            }
+            rc = ocr__dets_push(ctx, out, w.grown.pts, w.grown.n_pts, (float)score);
+        }
+    }
+    ocr_polyset_free(&contours);
+    ocr__post_work_free(&w);
+    if (rc) { out->n = out->n_points = 0; return rc; }
+    for (c = 0, first = 0; c < out->n; first += out->polys[c].n_points, c++) out->polys[c].points = out->point_buf + first;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_detections_write_icdar(ocr_ctx *ctx, const char *path, const ocr_detections *d, int with_scores) {
+    const char *fn = "ocr_detections_write_icdar";
+    char *buf = NULL;
+    int cap = 0, len = 0, i, k, rc;
+    if (!path || !d) return ocr_error(ctx, OCR_EINVAL, "%s: path and detections must not be NULL", fn);
+    for (i = 0; i < d->n; i++) {
+        /* 2 x 12 characters per point, a score and a newline bound one line */
+        char *grown = (char *)ocr__post_grow(ctx, fn, buf, &cap, (int64_t)len + 24 * (int64_t)d->polys[i].n_points + 32, 1, &rc);
+        if (!grown) {
+            OCR_FREE(buf);
+            return rc;
+        }
+        buf = grown;
+        for (k = 0; k < d->polys[i].n_points; k++)
+            len += snprintf(buf + len, (size_t)(cap - len), "%s%lld,%lld", k ? "," : "", (long long)d->polys[i].points[k].x,
+                            (long long)d->polys[i].points[k].y);
+        if (with_scores) len += snprintf(buf + len, (size_t)(cap - len), ",%.6f", d->scores[i]);
+        buf[len++] = '\n';
+    }
+    rc = ocr_write_file_atomic(ctx, path, buf ? buf : "", (size_t)len);
+    OCR_FREE(buf);
+    return rc;
+}
+
 /* ================================================================ [eval] implementation */
+
+OCRDEF void ocr_eval_init(ocr_evaluator *ev) {
+    memset(ev, 0, sizeof *ev);
+    ev->iou_thresh = 0.5;
+    ev->dontcare_thresh = 0.5;
+}
+
+/* Copies a polygon without consecutive repeats (cyclically) into out, as doubles; returns the count. */
+static int ocr__ring_dedup(const ocr_point *pts, int n, ocr__dpt *out) {
+    int i, m = 0;
+    for (i = 0; i < n; i++) {
+        if (m && out[m - 1].x == pts[i].x && out[m - 1].y == pts[i].y) continue;
+        out[m].x = pts[i].x;
+        out[m].y = pts[i].y;
+        m++;
+    }
+    while (m > 1 && out[m - 1].x == out[0].x && out[m - 1].y == out[0].y) m--;
+    return m;
+}
+
+static int ocr__sign(double v) { return (v > 0) - (v < 0); }
+
+/* Whether closed segments ab and cd share a point. */
+static int ocr__segments_touch(ocr__dpt a, ocr__dpt b, ocr__dpt c, ocr__dpt d) {
+    int s1 = ocr__sign(ocr__cross3(a, b, c)), s2 = ocr__sign(ocr__cross3(a, b, d));
+    int s3 = ocr__sign(ocr__cross3(c, d, a)), s4 = ocr__sign(ocr__cross3(c, d, b));
+    if (s1 * s2 < 0 && s3 * s4 < 0) return 1;
+#define OCR__ON(p, q, r) ((r).x >= ((p).x < (q).x ? (p).x : (q).x) && (r).x <= ((p).x > (q).x ? (p).x : (q).x) && \
+                          (r).y >= ((p).y < (q).y ? (p).y : (q).y) && (r).y <= ((p).y > (q).y ? (p).y : (q).y))
+    if ((s1 == 0 && OCR__ON(a, b, c)) || (s2 == 0 && OCR__ON(a, b, d)) || (s3 == 0 && OCR__ON(c, d, a)) || (s4 == 0 && OCR__ON(c, d, b)))
+        return 1;
+#undef OCR__ON
+    return 0;
+}
+
+static int ocr__ring_is_simple(const ocr__dpt *r, int m) {
+    int i, j;
+    if (m < 3) return 0;
+    for (i = 0; i < m; i++) {
+        ocr__dpt a = r[i], b = r[(i + 1) % m], c = r[(i + 2) % m];
+        /* a spike: the next edge folds back along this one */
+        if (ocr__cross3(a, b, c) == 0 && (b.x - a.x) * (c.x - b.x) + (b.y - a.y) * (c.y - b.y) < 0) return 0;
+        for (j = i + 2; j < m; j++) {
+            if (i == 0 && j == m - 1) continue; /* adjacent through the closing vertex */
+            if (ocr__segments_touch(a, b, r[j], r[(j + 1) % m])) return 0;
+        }
+    }
+    return 1;
+}
+
+OCRDEF int ocr_poly_is_simple(const ocr_point *pts, int n) {
+    ocr__dpt *r;
+    int i, ok;
+    if (!pts || n < 3) return 0;
+    for (i = 0; i < n; i++)
+        if (!isfinite(pts[i].x) || !isfinite(pts[i].y)) return 0;
+    r = (ocr__dpt *)OCR_MALLOC(sizeof(ocr__dpt) * (size_t)n);
+    if (!r) return 0;
+    ok = ocr__ring_is_simple(r, ocr__ring_dedup(pts, n, r));
+    OCR_FREE(r);
+    return ok;
+}
+
+static double ocr__ring_area(const ocr__dpt *r, int m) {
+    double s = 0.0;
+    int i;
+    for (i = 0; i < m; i++) s += (r[i].x - r[0].x) * (r[(i + 1) % m].y - r[0].y) - (r[(i + 1) % m].x - r[0].x) * (r[i].y - r[0].y);
+    return 0.5 * s;
+}
+
+/* Point strictly inside a ring (crossing count); callers never ask about points on its boundary. */
+static int ocr__ring_contains(const ocr__dpt *r, int m, ocr__dpt p) {
+    int i, inside = 0;
+    for (i = 0; i < m; i++) {
+        ocr__dpt a = r[i], b = r[(i + 1) % m];
+        if ((a.y > p.y) != (b.y > p.y) && p.x < a.x + (p.y - a.y) * (b.x - a.x) / (b.y - a.y)) inside = !inside;
+    }
+    return inside;
+}
+
+typedef struct { double t, x, y; } ocr__cut;
+
+static int ocr__cut_less(const void *a, const void *b) {
+    double s = ((const ocr__cut *)a)->t, t = ((const ocr__cut *)b)->t;
+    return s < t ? -1 : s > t;
+}
+
+/* Green's theorem: the area of P ∩ Q (both counter-clockwise) is the integral of x dy - y dx over the parts of
+   P's boundary inside Q plus the parts of Q's boundary inside P, halved. This adds P's part: each edge is cut
+   where it meets Q's boundary and each piece is kept when its midpoint is inside Q. A piece lying on an edge
+   of Q belongs to the intersection's boundary once when both run the same way, never when they run against
+   each other; with_shared says whether this pass is the one that counts it. */
+static double ocr__boundary_inside(const ocr__dpt *P, int np, const ocr__dpt *Q, int nq, int with_shared, double tol, ocr__cut *cuts,
+                                   double *shared) {
+    double sum = 0.0;
+    int i, j, k;
+    for (i = 0; i < np; i++) {
+        ocr__dpt a = P[i], b = P[(i + 1) % np];
+        double ex = b.x - a.x, ey = b.y - a.y, len2 = ex * ex + ey * ey, len = sqrt(len2);
+        int nc = 0, ns = 0;
+        cuts[nc].t = 0; cuts[nc].x = a.x; cuts[nc].y = a.y; nc++;
+        cuts[nc].t = 1; cuts[nc].x = b.x; cuts[nc].y = b.y; nc++;
+        for (j = 0; j < nq; j++) {
+            ocr__dpt c = Q[j], d = Q[(j + 1) % nq];
+            double fx = d.x - c.x, fy = d.y - c.y, flen = sqrt(fx * fx + fy * fy);
+            double dc = ocr__cross3(a, b, c), dd = ocr__cross3(a, b, d), da = ocr__cross3(c, d, a), db = ocr__cross3(c, d, b);
+            if (fabs(dc) <= tol * len && fabs(dd) <= tol * len && fabs(da) <= tol * flen && fabs(db) <= tol * flen) {
+                /* collinear: Q's endpoints cut the edge, and the overlap is remembered */
+                double tc = ((c.x - a.x) * ex + (c.y - a.y) * ey) / len2, td = ((d.x - a.x) * ex + (d.y - a.y) * ey) / len2;
+                if (tc > 0 && tc < 1) { cuts[nc].t = tc; cuts[nc].x = c.x; cuts[nc].y = c.y; nc++; }
+                if (td > 0 && td < 1) { cuts[nc].t = td; cuts[nc].x = d.x; cuts[nc].y = d.y; nc++; }
+                shared[3 * ns] = tc < td ? tc : td;
+                shared[3 * ns + 1] = tc < td ? td : tc;
+                shared[3 * ns + 2] = ex * fx + ey * fy > 0;
+                ns++;
+                continue;
+            }
+            if (ocr__sign(dc) * ocr__sign(dd) > 0 || ocr__sign(da) * ocr__sign(db) > 0 || da == db) continue;
+            {
+                double t = da / (da - db);
+                ocr__cut *cut = &cuts[nc];
+                if (!(t > 0 && t < 1)) continue;
+                cut->t = t;
+                if (dc == 0) { cut->x = c.x; cut->y = c.y; }
+                else if (dd == 0) { cut->x = d.x; cut->y = d.y; }
+                else { cut->x = (da * b.x - db * a.x) / (da - db); cut->y = (da * b.y - db * a.y) / (da - db); }
+                nc++;
+            }
+        }
+        qsort(cuts, (size_t)nc, sizeof *cuts, ocr__cut_less);
+        for (k = 0; k + 1 < nc; k++) {
+            double tm = 0.5 * (cuts[k].t + cuts[k + 1].t);
+            int s, on = -1;
+            ocr__dpt m;
+            if (!(cuts[k + 1].t > cuts[k].t)) continue;
+            for (s = 0; s < ns; s++)
+                if (tm > shared[3 * s] && tm < shared[3 * s + 1]) { on = shared[3 * s + 2] != 0; break; }
+            m.x = a.x + tm * ex;
+            m.y = a.y + tm * ey;
+            if (on < 0 ? ocr__ring_contains(Q, nq, m) : (with_shared && on))
+                sum += cuts[k].x * cuts[k + 1].y - cuts[k + 1].x * cuts[k].y;
+        }
+    }
+    return 0.5 * sum;
+}
+
+/* Rings without repeats, counter-clockwise, translated so that coordinates stay small. */
+static int ocr__intersection_area(ocr_ctx *ctx, const char *fn, const ocr_point *a, int na, const ocr_point *b, int nb, double *area) {
+    ocr__dpt *ra, *rb;
+    ocr__cut *cuts;
+    double *shared, ox, oy, scale = 0.0, tol;
+    size_t bytes;
+    int ma, mb, i, n_max = na > nb ? na : nb;
+    *area = 0.0;
+    if (!ocr_size_mul((size_t)n_max * 3 + 4, sizeof(ocr__cut) + 2 * sizeof(ocr__dpt), &bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "%s: polygons of %d and %d points are too large", fn, na, nb);
+    ra = (ocr__dpt *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP2, bytes);
+    if (!ra) return OCR_ENOMEM;
+    rb = ra + n_max;
+    cuts = (ocr__cut *)(rb + n_max);
+    shared = (double *)(cuts + 2 * n_max + 2);
+    ma = ocr__ring_dedup(a, na, ra);
+    mb = ocr__ring_dedup(b, nb, rb);
+    if (ma < 3 || mb < 3) return OCR_OK;
+    ox = ra[0].x;
+    oy = ra[0].y;
+    for (i = 0; i < ma; i++) { ra[i].x -= ox; ra[i].y -= oy; scale = fmax(scale, fmax(fabs(ra[i].x), fabs(ra[i].y))); }
+    for (i = 0; i < mb; i++) { rb[i].x -= ox; rb[i].y -= oy; scale = fmax(scale, fmax(fabs(rb[i].x), fabs(rb[i].y))); }
+#define OCR__MAKE_CCW(r, m) do { if (ocr__ring_area(r, m) < 0) { int lo_, hi_; for (lo_ = 0, hi_ = (m) - 1; lo_ < hi_; lo_++, hi_--) { \
+        ocr__dpt t_ = (r)[lo_]; (r)[lo_] = (r)[hi_]; (r)[hi_] = t_; } } } while (0)
+    OCR__MAKE_CCW(ra, ma);
+    OCR__MAKE_CCW(rb, mb);
+#undef OCR__MAKE_CCW
+    /* distances below this count as collinear: a few ulps of the coordinates' magnitude */
+    tol = 1e-12 * (scale > 1 ? scale : 1);
+    *area = ocr__boundary_inside(ra, ma, rb, mb, 1, tol, cuts, shared) + ocr__boundary_inside(rb, mb, ra, ma, 0, tol, cuts, shared);
+    if (*area < 0) *area = 0;
+    return OCR_OK;
+}
+
+static int ocr__check_points(ocr_ctx *ctx, const char *fn, const char *what, int index, const ocr_point *pts, int n) {
+    int i;
+    if (n < 0 || (n > 0 && !pts)) return ocr_error(ctx, OCR_EINVAL, "%s: %s %d has %d points at %p", fn, what, index, n, (const void *)pts);
+    for (i = 0; i < n; i++)
+        if (!isfinite(pts[i].x) || !isfinite(pts[i].y))
+            return ocr_error(ctx, OCR_ENONFINITE, "%s: %s %d has non-finite point %d (%g, %g)", fn, what, index, i, pts[i].x, pts[i].y);
+    return OCR_OK;
+}
+
+OCRDEF int ocr_poly_intersection_area(ocr_ctx *ctx, const ocr_point *a, int na, const ocr_point *b, int nb, double *area) {
+    const char *fn = "ocr_poly_intersection_area";
+    int rc;
+    if (!area) return ocr_error(ctx, OCR_EINVAL, "%s: area must not be NULL", fn);
+    if ((rc = ocr__check_points(ctx, fn, "polygon", 0, a, na)) || (rc = ocr__check_points(ctx, fn, "polygon", 1, b, nb))) return rc;
+    return ocr__intersection_area(ctx, fn, a, na, b, nb, area);
+}
+
+OCRDEF int ocr_eval_add_image(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon *gt, int n_gt, const ocr_polygon *det, int n_det,
+                              ocr_eval_counts *image) {
+    const char *fn = "ocr_eval_add_image";
+    ocr_eval_counts cnt;
+    /* per polygon: 0 dropped, 1 care, 2 don't care; then 1 once matched */
+    unsigned char *gt_kind, *det_kind, *gt_used, *det_used;
+    double *det_area;
+    int i, j, rc = OCR_OK;
+    if (!ev || n_gt < 0 || n_det < 0 || (n_gt && !gt) || (n_det && !det))
+        return ocr_error(ctx, OCR_EINVAL, "%s: bad arguments (evaluator %p, %d GT at %p, %d detections at %p)", fn, (void *)ev, n_gt,
+                         (const void *)gt, n_det, (const void *)det);
+    for (i = 0; i < n_gt && !rc; i++) rc = ocr__check_points(ctx, fn, "GT polygon", i, gt[i].points, gt[i].n_points);
+    for (i = 0; i < n_det && !rc; i++) rc = ocr__check_points(ctx, fn, "detection", i, det[i].points, det[i].n_points);
+    if (rc) return rc;
+    memset(&cnt, 0, sizeof cnt);
+    gt_kind = (unsigned char *)OCR_MALLOC((size_t)2 * (n_gt + n_det) + 1);
+    det_area = (double *)OCR_MALLOC(sizeof(double) * ((size_t)n_det + 1));
+    if (!gt_kind || !det_area) {
+        OCR_FREE(gt_kind); OCR_FREE(det_area);
+        return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate for %d GT and %d detections", fn, n_gt, n_det);
+    }
+    det_kind = gt_kind + n_gt;
+    gt_used = det_kind + n_det;
+    det_used = gt_used + n_gt;
+    memset(gt_used, 0, (size_t)(n_gt + n_det));
+    for (i = 0; i < n_gt; i++) {
+        gt_kind[i] = ocr_poly_is_simple(gt[i].points, gt[i].n_points) ? (gt[i].ignore ? 2 : 1) : 0;
+        if (!gt_kind[i]) cnt.gt_invalid++;
+        else if (gt_kind[i] == 2) cnt.gt_dontcare++;
+        else cnt.gt_care++;
+    }
+    for (j = 0; j < n_det && !rc; j++) {
+        det_kind[j] = ocr_poly_is_simple(det[j].points, det[j].n_points) ? 1 : 0;
+        if (!det_kind[j]) { cnt.det_invalid++; continue; }
+        det_area[j] = fabs(ocr_poly_area(det[j].points, det[j].n_points));
+        for (i = 0; i < n_gt && det_kind[j] == 1; i++) {
+            double inter;
+            if (gt_kind[i] != 2) continue;
+            if ((rc = ocr__intersection_area(ctx, fn, gt[i].points, gt[i].n_points, det[j].points, det[j].n_points, &inter))) break;
+            if ((det_area[j] == 0 ? 0.0 : inter / det_area[j]) > ev->dontcare_thresh) det_kind[j] = 2;
+        }
+        if (det_kind[j] == 2) cnt.det_dontcare++;
+        else cnt.det_care++;
+    }
+    /* greedy: GT in order, each taking the first free detection with IoU above the threshold */
+    for (i = 0; i < n_gt && !rc; i++) {
+        double gt_area;
+        if (gt_kind[i] != 1) continue;
+        gt_area = fabs(ocr_poly_area(gt[i].points, gt[i].n_points));
+        for (j = 0; j < n_det; j++) {
+            double inter, uni;
+            if (det_kind[j] != 1 || det_used[j] || gt_used[i]) continue;
+            if ((rc = ocr__intersection_area(ctx, fn, det[j].points, det[j].n_points, gt[i].points, gt[i].n_points, &inter))) break;
+            uni = gt_area + det_area[j] - inter;
+            if (uni > 0 && inter / uni > ev->iou_thresh) {
+                gt_used[i] = det_used[j] = 1;
+                cnt.matched++;
+            }
+        }
+    }
+    OCR_FREE(gt_kind);
+    OCR_FREE(det_area);
+    if (rc) return rc;
+    ev->total.gt_care += cnt.gt_care;
+    ev->total.det_care += cnt.det_care;
+    ev->total.matched += cnt.matched;
+    ev->total.gt_dontcare += cnt.gt_dontcare;
+    ev->total.det_dontcare += cnt.det_dontcare;
+    ev->total.gt_invalid += cnt.gt_invalid;
+    ev->total.det_invalid += cnt.det_invalid;
+    ev->n_images++;
+    if (image) *image = cnt;
+    return OCR_OK;
+}
+
+OCRDEF ocr_eval_result ocr_eval_finish(const ocr_evaluator *ev) {
+    ocr_eval_result r;
+    r.recall = ev->total.gt_care ? (double)ev->total.matched / (double)ev->total.gt_care : 0.0;
+    r.precision = ev->total.det_care ? (double)ev->total.matched / (double)ev->total.det_care : 0.0;
+    r.hmean = r.precision + r.recall > 0 ? 2.0 * r.precision * r.recall / (r.precision + r.recall) : 0.0;
+    return r;
+}
 
 #ifdef __cplusplus
 }

@@ -112,7 +112,8 @@ OCRDEF void ocr_params_zero_grad(ocr_params *P);
 OCRDEF size_t ocr_params_trainable_count(const ocr_params *P);
 enum { OCR_LOAD_ALLOW_MISSING = 1, OCR_LOAD_ALLOW_UNEXPECTED = 2 };
 /* Loads every param whose name starts with prefix from the entry named (name without prefix), e.g. prefix
-   "backbone." takes a torchvision ResNet file. Strict unless flags relax it; F16/BF16 are converted. */
+   "backbone." takes a torchvision ResNet file. Strict unless flags relax it; F16/BF16 are converted.
+   Names, shapes and dtypes are all checked first: a refused load leaves every parameter as it was. */
 OCRDEF int ocr_params_load(ocr_ctx *ctx, ocr_params *P, const ocr_safetensors *st, const char *prefix, unsigned flags);
 OCRDEF int ocr_params_save(ocr_ctx *ctx, const ocr_params *P, const char *path,
                            const char *const *meta_keys, const char *const *meta_values, int n_meta);
@@ -630,7 +631,12 @@ static int ocr__conv_check(ocr_ctx *ctx, const char *fn, const ocr_tensor *x, co
                            ocr_conv_params p, int transposed, ocr__conv_geom *g, ocr_shape *ys) {
     int rc;
     if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr_check_f32(ctx, fn, w))) return rc;
-    if ((rc = ocr__conv_geometry(ctx, fn, x->shape, w->shape, p, transposed, g, ys))) return rc;
+    if ((rc = ocr__conv_geometry(ctx, fn, x->shape, w->shape, p, transposed, g, ys))) {
+        /* the geometry sees shapes only: add which tensors they belong to */
+        char msg[OCR_ERROR_MAX];
+        snprintf(msg, sizeof msg, "%s", ctx->last_error);
+        return ocr_error(ctx, rc, "%s (input '%s', weight '%s')", msg, x->name, w->name);
+    }
     if (b && (rc = ocr_check_f32(ctx, fn, b))) return rc;
     if (b && (rc = ocr_check_shape(ctx, fn, b, ocr_shape1(ys->dim[1])))) return rc;
     return OCR_OK;
@@ -1025,16 +1031,18 @@ OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const o
     planes = dy->shape.dim[0] * dy->shape.dim[1];
     P = dy->shape.dim[2] * dy->shape.dim[3];
     HW = dx->shape.dim[2] * dx->shape.dim[3];
+    /* every index is checked before the first is used, so a corrupt argmax leaves dx as it was */
+    for (i = 0; i < planes * P; i++) {
+        int32_t ix = ((const int32_t *)argmax->data)[i];
+        if (ix < 0 || ix >= HW)
+            return ocr_error(ctx, OCR_ERANGE, "%s: argmax '%s' holds %d at %lld, outside the %lld-pixel input plane", fn, argmax->name,
+                             (int)ix, (long long)i, (long long)HW);
+    }
     for (plane = 0; plane < planes; plane++) {
         const float *g = (const float *)dy->data + plane * P;
         const int32_t *ix = (const int32_t *)argmax->data + plane * P;
         float *d = (float *)dx->data + plane * HW;
-        for (i = 0; i < P; i++) {
-            if (ix[i] < 0 || ix[i] >= HW)
-                return ocr_error(ctx, OCR_ERANGE, "%s: argmax '%s' holds %d at %lld, outside the %lld-pixel input plane", fn,
-                                 argmax->name, (int)ix[i], (long long)(plane * P + i), (long long)HW);
-            d[ix[i]] += g[i];
-        }
+        for (i = 0; i < P; i++) d[ix[i]] += g[i];
     }
     return ocr__watch(ctx, fn, "backward", dx);
 }
@@ -1229,17 +1237,23 @@ OCRDEF int ocr_params_load(ocr_ctx *ctx, ocr_params *P, const ocr_safetensors *s
     size_t plen = prefix ? strlen(prefix) : 0;
     int i, rc, used = 0;
     if (!P->allocated) return ocr_error(ctx, OCR_ESTATE, "%s: parameters not allocated", fn);
+    /* names and shapes are all checked before the first value is copied: a refused load changes nothing */
     for (i = 0; i < P->count; i++) {
-        ocr_tensor v;
         const char *key = P->info[i].name;
+        int e;
+        char sb[96], se[96];
         if (plen && strncmp(key, prefix, plen) != 0) continue;
         key += plen;
-        if (ocr_safetensors_find(st, key) < 0) {
+        if ((e = ocr_safetensors_find(st, key)) < 0) {
             if (flags & OCR_LOAD_ALLOW_MISSING) continue;
             return ocr_error(ctx, OCR_ENOTFOUND, "%s: the file has no tensor '%s' for parameter '%s'", fn, key, P->info[i].name);
         }
-        v = ocr_params_value(P, i);
-        if ((rc = ocr_safetensors_read_into(ctx, st, key, &v))) return rc;
+        if (!ocr_shape_equal(st->entries[e].shape, P->info[i].shape))
+            return ocr_error(ctx, OCR_ESHAPE, "%s: the file's tensor '%s' has shape %s but parameter '%s' is %s", fn, key,
+                             ocr_shape_str(st->entries[e].shape, se, sizeof se), P->info[i].name, ocr_shape_str(P->info[i].shape, sb, sizeof sb));
+        if (st->entries[e].dtype != OCR_F32 && st->entries[e].dtype != OCR_F16 && st->entries[e].dtype != OCR_BF16)
+            return ocr_error(ctx, OCR_EDTYPE, "%s: the file's tensor '%s' is %s; parameters load from F32, F16 or BF16", fn, key,
+                             ocr_dtype_name(st->entries[e].dtype));
         used++;
     }
     if (!(flags & OCR_LOAD_ALLOW_UNEXPECTED) && used != st->n_entries) {
@@ -1249,6 +1263,15 @@ OCRDEF int ocr_params_load(ocr_ctx *ctx, ocr_params *P, const ocr_safetensors *s
             if (ocr_params_find(P, full) < 0)
                 return ocr_error(ctx, OCR_ENOTFOUND, "%s: the file's tensor '%s' matches no parameter (as '%s')", fn, st->entries[i].name, full);
         }
+    }
+    for (i = 0; i < P->count; i++) {
+        ocr_tensor v;
+        const char *key = P->info[i].name;
+        if (plen && strncmp(key, prefix, plen) != 0) continue;
+        key += plen;
+        if (ocr_safetensors_find(st, key) < 0) continue;
+        v = ocr_params_value(P, i);
+        if ((rc = ocr_safetensors_read_into(ctx, st, key, &v))) return rc;
     }
     return OCR_OK;
 }

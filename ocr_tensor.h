@@ -550,6 +550,7 @@ struct ocr__pool {
     pthread_cond_t work_cv, done_cv;
     pthread_t threads[OCR_MAX_THREADS];
     int n_workers;            /* threads besides the caller */
+    int spin_iters;           /* 0 when threads outnumber cores: a spinner would hold the core its waker needs */
     unsigned long generation; /* bumped for every job; read atomically by spinning workers */
     int pending;              /* workers still running the current job (atomic) */
     int quit;
@@ -573,7 +574,7 @@ static void *ocr__pool_worker(void *argp) {
     unsigned long seen = 0;
     OCR_FREE(argp);
     for (;;) {
-        for (spin = 0; spin < OCR__SPIN_ITERS && __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE) == seen &&
+        for (spin = 0; spin < p->spin_iters && __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE) == seen &&
                        !__atomic_load_n(&p->quit, __ATOMIC_ACQUIRE); spin++)
             OCR__CPU_RELAX();
         pthread_mutex_lock(&p->mu);
@@ -612,6 +613,7 @@ static int ocr__pool_create(ocr_ctx *ctx, int n_threads, ocr__pool **out) {
     p = (ocr__pool *)OCR_MALLOC(sizeof *p);
     if (!p) return ocr_error(ctx, OCR_ENOMEM, "ocr_ctx_init: cannot allocate the thread pool");
     memset(p, 0, sizeof *p);
+    p->spin_iters = n_threads <= ocr_cpu_count() ? OCR__SPIN_ITERS : 0;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
@@ -649,7 +651,7 @@ OCRDEF void ocr_parallel_for(ocr_ctx *ctx, int64_t n, int64_t min_chunk, ocr_ran
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
     ocr__pool_run_part(p, 0);
-    for (spin = 0; spin < OCR__SPIN_ITERS && __atomic_load_n(&p->pending, __ATOMIC_ACQUIRE); spin++) OCR__CPU_RELAX();
+    for (spin = 0; spin < p->spin_iters && __atomic_load_n(&p->pending, __ATOMIC_ACQUIRE); spin++) OCR__CPU_RELAX();
     if (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&p->mu);
         while (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE)) pthread_cond_wait(&p->done_cv, &p->mu);
@@ -778,8 +780,8 @@ OCRDEF int ocr_tensor_slice(ocr_ctx *ctx, const ocr_tensor *t, int64_t begin, in
     if ((rc = ocr_check_tensor(ctx, "ocr_tensor_slice", t))) return rc;
     if (t->shape.ndim < 1 || begin < 0 || count < 0 || begin > t->shape.dim[0] - count) {
         char d[200];
-        return ocr_error(ctx, OCR_ERANGE, "ocr_tensor_slice: rows [%lld, %lld) outside %s", (long long)begin,
-                         (long long)(begin + count), ocr_tensor_describe(t, d, sizeof d));
+        return ocr_error(ctx, OCR_ERANGE, "ocr_tensor_slice: %lld rows from row %lld do not fit in dim 0 of %s", (long long)count,
+                         (long long)begin, ocr_tensor_describe(t, d, sizeof d)); /* begin + count may overflow */
     }
     row = (size_t)(ocr_tensor_numel(t) / (t->shape.dim[0] ? t->shape.dim[0] : 1)) * ocr_dtype_size(t->dtype);
     *out = *t;
@@ -821,9 +823,12 @@ OCRDEF void ocr_tensor_set(ocr_tensor *t, int64_t i, double v) {
     case OCR_F32: ((float *)t->data)[i] = (float)v; break;
     case OCR_F16: ((uint16_t *)t->data)[i] = ocr_f32_to_f16((float)v); break;
     case OCR_BF16: ((uint16_t *)t->data)[i] = ocr_f32_to_bf16((float)v); break;
-    case OCR_U8: ((uint8_t *)t->data)[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); break;
-    case OCR_I32: ((int32_t *)t->data)[i] = (int32_t)v; break;
-    case OCR_I64: ((int64_t *)t->data)[i] = (int64_t)v; break;
+    /* Integers saturate and NaN becomes 0: an out-of-range float-to-int cast is undefined behaviour in C. */
+    case OCR_U8: ((uint8_t *)t->data)[i] = (uint8_t)(v > 0 ? (v < 255 ? v : 255) : 0); break;
+    case OCR_I32: ((int32_t *)t->data)[i] = v != v ? 0 : v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v; break;
+    case OCR_I64:
+        ((int64_t *)t->data)[i] = v != v ? 0 : v <= -9223372036854775808.0 ? INT64_MIN : v >= 9223372036854775808.0 ? INT64_MAX : (int64_t)v;
+        break;
     default: break;
     }
 }
@@ -1162,6 +1167,15 @@ static int ocr__utf8_len(const unsigned char *p, size_t avail) {
     return n;
 }
 
+/* 1 when the NUL-terminated s is valid UTF-8: a writer must not emit a string its own reader refuses. */
+static int ocr__utf8_valid(const char *s) {
+    size_t len = strlen(s), i = 0;
+    int n;
+    for (; i < len; i += (size_t)n)
+        if (!(n = ocr__utf8_len((const unsigned char *)s + i, len - i))) return 0;
+    return 1;
+}
+
 static int ocr__json_string(ocr__json *j) {
     int idx, rc;
     j->pos++; /* opening quote */
@@ -1229,8 +1243,8 @@ static int ocr__json_value(ocr__json *j, int depth) {
     char c;
     ocr__json_ws(j);
     if (j->pos >= j->len) return ocr__json_fail(j, "unexpected end of input");
-    if (depth > 64) return ocr__json_fail(j, "nesting deeper than 64");
     c = j->s[j->pos];
+    if ((c == '{' || c == '[') && depth >= 64) return ocr__json_fail(j, "nesting deeper than 64"); /* containers only */
     if (c == '"') return ocr__json_string(j);
     if (c == '-' || (c >= '0' && c <= '9')) return ocr__json_number(j);
     if (c == '{' || c == '[') {
@@ -1361,12 +1375,14 @@ OCRDEF int ocr_json_number(const char *src, const ocr_json_tok *tok, double *out
 }
 
 OCRDEF size_t ocr_json_quote(char *buf, size_t cap, const char *s) {
+    static const char ctl[] = "\b\f\n\r\t", short_form[] = "bfnrt"; /* as serde_json and Python write them */
     size_t len = strlen(buf), need = len;
     const unsigned char *p = (const unsigned char *)s;
 #define OCR__PUT(ch) do { if (need + 1 < cap) buf[need] = (char)(ch); need++; } while (0)
     OCR__PUT('"');
     for (; *p; p++) {
         if (*p == '"' || *p == '\\') { OCR__PUT('\\'); OCR__PUT(*p); }
+        else if (*p < 0x20 && strchr(ctl, (int)*p)) { OCR__PUT('\\'); OCR__PUT(short_form[strchr(ctl, (int)*p) - ctl]); }
         else if (*p < 0x20) {
             static const char hexd[] = "0123456789abcdef";
             OCR__PUT('\\'); OCR__PUT('u'); OCR__PUT('0'); OCR__PUT('0'); OCR__PUT(hexd[*p >> 4]); OCR__PUT(hexd[*p & 15]);
@@ -1384,10 +1400,16 @@ OCRDEF int ocr_read_file(ocr_ctx *ctx, const char *path, size_t max_size, unsign
     FILE *f;
     long size;
     unsigned char *buf;
+    struct stat sb;
     *out = NULL;
     *out_size = 0;
     f = fopen(path, "rb");
     if (!f) return ocr_error(ctx, OCR_EIO, "ocr_read_file: cannot open '%s': %s", path, strerror(errno));
+    /* A directory opens and "seeks" to a huge size on Linux: refuse anything but a regular file first. */
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return ocr_error(ctx, OCR_EIO, "ocr_read_file: '%s' is not a regular file", path);
+    }
     if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return ocr_error(ctx, OCR_EIO, "ocr_read_file: cannot size '%s' (not a regular file?)", path);
@@ -1480,13 +1502,39 @@ static int ocr__st_cmp_begin(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
+typedef struct { const char *s; size_t len; } ocr__key_ref;
+static int ocr__key_ref_cmp(const void *a, const void *b) {
+    const ocr__key_ref *x = (const ocr__key_ref *)a, *y = (const ocr__key_ref *)b;
+    return x->len != y->len ? (x->len < y->len ? -1 : 1) : memcmp(x->s, y->s, x->len);
+}
+
+/* OCR_OK, or OCR_EFORMAT naming a key that object holds twice: the format forbids it, and JSON readers disagree
+   on which value wins. Sorting keeps this O(n log n) for headers with very many keys. */
+static int ocr__st_unique_keys(ocr_ctx *ctx, const char *fn, const char *src, const ocr_json_tok *toks, int object, const char *where) {
+    int n = toks[object].size, i, k, rc = OCR_OK;
+    ocr__key_ref *refs;
+    if (n < 2) return OCR_OK;
+    refs = (ocr__key_ref *)OCR_MALLOC((size_t)n * sizeof *refs);
+    if (!refs) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+    for (i = 0, k = object + 1; i < n; i++, k = toks[toks[k].next].next) {
+        refs[i].s = src + toks[k].start;
+        refs[i].len = (size_t)(toks[k].end - toks[k].start);
+    }
+    qsort(refs, (size_t)n, sizeof *refs, ocr__key_ref_cmp);
+    for (i = 1; i < n && !rc; i++)
+        if (ocr__key_ref_cmp(&refs[i - 1], &refs[i]) == 0)
+            rc = ocr_error(ctx, OCR_EFORMAT, "%s: %s has the key '%.*s' twice", fn, where, refs[i].len > 80 ? 80 : (int)refs[i].len, refs[i].s);
+    OCR_FREE(refs);
+    return rc;
+}
+
 /* Parses st->bytes (already owned by st). */
 static int ocr__st_parse(ocr_ctx *ctx, ocr_safetensors *st) {
     const char *fn = "ocr_safetensors_open";
     uint64_t hlen = 0;
     const char *h;
     ocr_json_tok *toks = NULL;
-    int n_toks = 0, max_toks, rc = OCR_OK, i, k, n_tensors = 0;
+    int n_toks = 0, max_toks, rc = OCR_OK, i, k, n_tensors = 0, next_key;
     size_t data_size, expect;
     int b;
     if (st->size < 8) return ocr_error(ctx, OCR_EFORMAT, "%s: file has %zu bytes, fewer than the 8-byte header length", fn, st->size);
@@ -1512,34 +1560,28 @@ static int ocr__st_parse(ocr_ctx *ctx, ocr_safetensors *st) {
         goto done;
     }
     if (toks[0].type != OCR_JSON_OBJECT) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: header is not a JSON object", fn); goto done; }
-    /* Duplicate keys are forbidden by the format (and would make lookups ambiguous). */
-    for (i = 0; i < toks[0].size; i++) {
-        int ki = ocr_json_child(toks, 0, i), j2;
-        for (j2 = i + 1; j2 < toks[0].size; j2++) {
-            int kj = ocr_json_child(toks, 0, j2);
-            if (toks[ki].end - toks[ki].start == toks[kj].end - toks[kj].start &&
-                memcmp(h + toks[ki].start, h + toks[kj].start, (size_t)(toks[ki].end - toks[ki].start)) == 0) {
-                rc = ocr_error(ctx, OCR_EFORMAT, "%s: header has the key '%.*s' twice", fn, (int)(toks[ki].end - toks[ki].start) > 80 ? 80 : (int)(toks[ki].end - toks[ki].start), h + toks[ki].start);
-                goto done;
-            }
-        }
-        if (!ocr_json_streq(h, &toks[ki], "__metadata__")) n_tensors++;
-    }
+    if ((rc = ocr__st_unique_keys(ctx, fn, h, toks, 0, "header"))) goto done;
+    /* Keys are walked through next links: ocr_json_child per key would make this quadratic. */
+    for (i = 0, k = 1; i < toks[0].size; i++, k = toks[toks[k].next].next)
+        if (!ocr_json_streq(h, &toks[k], "__metadata__")) n_tensors++;
     st->entries = (ocr_safetensors_entry *)OCR_MALLOC((size_t)(n_tensors ? n_tensors : 1) * sizeof *st->entries);
     if (!st->entries) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
-    for (i = 0; i < toks[0].size; i++) {
-        int key = ocr_json_child(toks, 0, i), val = toks[key].next, f;
+    for (i = 0, next_key = 1; i < toks[0].size; i++) {
+        int key = next_key, val = toks[key].next, f;
         ocr_safetensors_entry *e;
         char name[OCR_NAME_MAX];
         size_t nbytes = 0;
         double d0, d1;
+        next_key = toks[val].next;
         if (ocr_json_streq(h, &toks[key], "__metadata__")) {
+            int mk, mv;
             if (toks[val].type != OCR_JSON_OBJECT) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: __metadata__ is not an object", fn); goto done; }
+            if ((rc = ocr__st_unique_keys(ctx, fn, h, toks, val, "__metadata__"))) goto done;
             st->meta_keys = (char **)OCR_MALLOC((size_t)(toks[val].size + 1) * sizeof(char *));
             st->meta_values = (char **)OCR_MALLOC((size_t)(toks[val].size + 1) * sizeof(char *));
             if (!st->meta_keys || !st->meta_values) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
-            for (k = 0; k < toks[val].size; k++) {
-                int mk = ocr_json_child(toks, val, k), mv = toks[mk].next;
+            for (k = 0, mk = val + 1; k < toks[val].size; k++, mk = toks[mv].next) {
+                mv = toks[mk].next;
                 if (toks[mv].type != OCR_JSON_STRING) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: __metadata__ values must be strings", fn); goto done; }
                 st->meta_keys[st->n_meta] = ocr__json_strdup(h, &toks[mk]);
                 st->meta_values[st->n_meta] = ocr__json_strdup(h, &toks[mv]);
@@ -1561,6 +1603,11 @@ static int ocr__st_parse(ocr_ctx *ctx, ocr_safetensors *st) {
         memset(e, 0, sizeof *e);
         memcpy(e->name, name, sizeof name);
         if (toks[val].type != OCR_JSON_OBJECT) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: entry '%s' is not an object", fn, name); goto done; }
+        {
+            char where[OCR_NAME_MAX + 16];
+            snprintf(where, sizeof where, "entry '%s'", name);
+            if ((rc = ocr__st_unique_keys(ctx, fn, h, toks, val, where))) goto done;
+        }
         for (k = 0; k < toks[val].size; k++) {
             int fk = ocr_json_child(toks, val, k);
             if (!ocr_json_streq(h, &toks[fk], "dtype") && !ocr_json_streq(h, &toks[fk], "shape") && !ocr_json_streq(h, &toks[fk], "data_offsets")) {
@@ -1715,7 +1762,11 @@ OCRDEF int ocr_safetensors_read_into(ocr_ctx *ctx, const ocr_safetensors *st, co
     return rc;
 }
 
-static int ocr__st_align_rank(ocr_dtype dt) { return (int)ocr_dtype_size(dt); }
+/* The reference writer's order: its Dtype enum, a total order by alignment (U8 < F16 < BF16 < I32 < F32 < I64). */
+static int ocr__st_align_rank(ocr_dtype dt) {
+    static const int rank[OCR_DTYPE_COUNT] = {4, 1, 2, 0, 3, 5}; /* F32, F16, BF16, U8, I32, I64 */
+    return rank[dt];
+}
 
 OCRDEF int ocr_safetensors_serialize(ocr_ctx *ctx, const ocr_tensor *const *tensors, int n, const char *const *meta_keys,
                                      const char *const *meta_values, int n_meta, unsigned char **out, size_t *out_size) {
@@ -1732,12 +1783,18 @@ OCRDEF int ocr_safetensors_serialize(ocr_ctx *ctx, const ocr_tensor *const *tens
         if ((rc = ocr__check_cpu(ctx, fn, tensors[i]))) return rc;
         if (!tensors[i]->name[0] || strcmp(tensors[i]->name, "__metadata__") == 0)
             return ocr_error(ctx, OCR_EINVAL, "%s: tensor %d needs a name (not empty, not __metadata__)", fn, i);
+        if (!ocr__utf8_valid(tensors[i]->name))
+            return ocr_error(ctx, OCR_EINVAL, "%s: the name of tensor %d is not valid UTF-8", fn, i);
         for (j = 0; j < i; j++)
             if (strcmp(tensors[i]->name, tensors[j]->name) == 0)
                 return ocr_error(ctx, OCR_EINVAL, "%s: two tensors are named %s", fn, ocr_tensor_describe(tensors[i], d, sizeof d));
         cap += strlen(tensors[i]->name) * 6 + 128;
     }
-    for (i = 0; i < n_meta; i++) cap += (strlen(meta_keys[i]) + strlen(meta_values[i])) * 6 + 16;
+    for (i = 0; i < n_meta; i++) {
+        if (!meta_keys[i] || !meta_values[i] || !ocr__utf8_valid(meta_keys[i]) || !ocr__utf8_valid(meta_values[i]))
+            return ocr_error(ctx, OCR_EINVAL, "%s: __metadata__ pair %d is NULL or not valid UTF-8", fn, i);
+        cap += (strlen(meta_keys[i]) + strlen(meta_values[i])) * 6 + 16;
+    }
     order = (int *)OCR_MALLOC((size_t)(n ? n : 1) * sizeof(int));
     header = (char *)OCR_MALLOC(cap);
     if (!order || !header) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }

@@ -1,14 +1,16 @@
 """Minimal safetensors reader/writer for ocr-c's reference scripts (Debian has no python3-safetensors).
 
-Writes the layout of the reference implementation: __metadata__ first, tensors sorted by dtype size
-(largest first) then name, header padded with spaces to a multiple of 8. Reads with the same strict checks
-ocr-c applies (contiguous offsets from 0, no trailing bytes)."""
+Writes the layout of the reference implementation: __metadata__ first, tensors sorted by dtype (the reference's
+alignment order, largest first) then name, header padded with spaces to a multiple of 8. Reads with the same strict
+checks ocr-c applies (contiguous offsets from 0, no trailing bytes)."""
 import json
 import struct
 
 import numpy as np
 
 _NP = {"F32": np.float32, "F16": np.float16, "U8": np.uint8, "I32": np.int32, "I64": np.int64}
+# The reference writer sorts by its Dtype enum order (a total order by alignment), not by item size alone.
+_RANK = {"U8": 0, "F16": 1, "BF16": 2, "I32": 3, "F32": 4, "I64": 5}
 
 
 def _to_numpy(t):
@@ -17,7 +19,8 @@ def _to_numpy(t):
         if t.dtype == torch.bfloat16:
             return t.detach().contiguous().view(torch.int16).cpu().numpy().view(np.uint16), "BF16"
         t = t.detach().contiguous().cpu().numpy()
-    a = np.ascontiguousarray(t)
+    a = np.asarray(t)
+    a = a if a.flags.c_contiguous else a.copy(order="C")  # not ascontiguousarray: it turns 0-dim into [1]
     for name, dt in _NP.items():
         if a.dtype == dt:
             return a, name
@@ -30,7 +33,7 @@ def _to_numpy(t):
 
 def save(path, tensors, metadata=None):
     items = [(name,) + _to_numpy(t) for name, t in tensors.items()]
-    items.sort(key=lambda it: (-it[1].itemsize, it[0]))
+    items.sort(key=lambda it: (-_RANK[it[2]], it[0].encode()))
     header, offset, blobs = {}, 0, []
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}

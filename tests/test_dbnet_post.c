@@ -1,0 +1,632 @@
+/* DBNet post-processing against the official code path run live by tools/dbnet_post_ref.py (OpenCV,
+   pyclipper, shapely) on seeded random probability maps: contours, fill masks and approxPolyDP exactly,
+   minimum-area boxes to 1e-3, and whole detections (box and polygon mode, fast and slow score): the same
+   count, each matched with IoU >= 0.95 and the score within 1e-4. Plus hand-computed cases and bad inputs. */
+#define _POSIX_C_SOURCE 200809L
+#define OCR_IMPLEMENTATION
+#include "ocr_tensor.h"
+#include "ocr_nn.h"
+#include "ocr_loss.h"
+#include "ocr_dbnet.h"
+#include "ocr_test.h"
+#include <stdlib.h>
+#include <unistd.h>
+
+#define N_SMOOTH 36
+#define N_CHAOS 4
+#define N_MAPS (N_SMOOTH + N_CHAOS)
+#define N_FILL 400
+#define N_RUNS 4
+
+static const char *const run_names[N_RUNS] = {"box_fast", "box_slow", "poly_fast", "poly_slow"};
+
+typedef struct { int n; int *xy; } ipoly;
+typedef struct { double score; int n; int *xy; } rdet;
+typedef struct {
+    int H, W, dest_w, dest_h;
+    float *p;
+    int n_contours;
+    ipoly *contours, *approx;
+    float (*rect)[9];          /* short side, then TL, TR, BR, BL */
+    int n_dets[N_RUNS];
+    rdet *dets[N_RUNS];
+} tmap;
+
+typedef struct { int w, h, n; int xy[16]; char *mask; } tfill;
+
+static tmap maps[N_MAPS];
+static tfill fills[N_FILL];
+static int ref_state; /* 0 not run, 1 ok, -1 failed */
+
+/* ---------------------------------------------------------------- inputs */
+
+static float uni(ocr_rng *r, float lo, float hi) { return lo + (hi - lo) * ocr_rng_uniform(r); }
+
+/* A soft text-like blob: rectangle, ellipse, arc band, ring (which has a hole) or thin line, possibly cut
+   by the border, with its peak probability between 0.45 and 1. */
+static void add_blob(float *p, int H, int W, ocr_rng *r) {
+    int type = (int)ocr_rng_below(r, 5), x, y;
+    float cx = uni(r, -0.1f * W, 1.1f * W), cy = uni(r, -0.1f * H, 1.1f * H), ang = uni(r, 0, 3.14159265f);
+    float peak = uni(r, 0.45f, 1.0f), sharp = uni(r, 1.0f, 4.0f), a = uni(r, 3, 0.35f * W), b = uni(r, 1.5f, 9);
+    float ca = cosf(ang), sa = sinf(ang), extent = uni(r, 0.5f, 2.5f);
+    if (type == 3 && a < b + 2) a = b + 2 + uni(r, 0, 6);
+    for (y = 0; y < H; y++)
+        for (x = 0; x < W; x++) {
+            float u = (x - cx) * ca + (y - cy) * sa, v = -(x - cx) * sa + (y - cy) * ca, d, rr = sqrtf(u * u + v * v), val;
+            switch (type) {
+            case 0: d = fminf(a - fabsf(u), b - fabsf(v)); break;
+            case 1: d = (1 - sqrtf((u / a) * (u / a) + (v / b) * (v / b))) * fminf(a, b); break;
+            case 2: d = fminf(b - fabsf(rr - a), (extent - fabsf(atan2f(v, u))) * a); break;
+            case 3: d = b - fabsf(rr - a); break;
+            default: d = fminf(a - fabsf(u), 0.7f - fabsf(v)); break;
+            }
+            val = peak / (1 + expf(-d * sharp));
+            if (val > p[y * W + x]) p[y * W + x] = val;
+        }
+}
+
+static void make_inputs(ocr_rng *r) {
+    int m, i, k;
+    for (m = 0; m < N_MAPS; m++) {
+        tmap *t = &maps[m];
+        int chaos = m >= N_SMOOTH;
+        t->H = chaos ? 16 + (int)ocr_rng_below(r, 24) : 40 + (int)ocr_rng_below(r, 100);
+        t->W = chaos ? 16 + (int)ocr_rng_below(r, 24) : 40 + (int)ocr_rng_below(r, 100);
+        t->dest_w = t->W / 2 + (int)ocr_rng_below(r, (uint32_t)(3 * t->W));
+        t->dest_h = t->H / 2 + (int)ocr_rng_below(r, (uint32_t)(3 * t->H));
+        t->p = (float *)calloc((size_t)(t->H * t->W), sizeof(float));
+        if (chaos) {
+            for (i = 0; i < t->H * t->W; i++) t->p[i] = ocr_rng_uniform(r);
+            continue;
+        }
+        for (k = 1 + (int)ocr_rng_below(r, 6); k > 0; k--) add_blob(t->p, t->H, t->W, r);
+        for (i = 0; i < t->H * t->W; i++) {
+            float v = t->p[i] + 0.08f * ocr_rng_uniform(r);
+            if (ocr_rng_below(r, 200) == 0) v = uni(r, 0.3f, 1.0f); /* isolated specks */
+            t->p[i] = v > 1 ? 1 : v;
+        }
+    }
+    for (i = 0; i < N_FILL; i++) {
+        tfill *f = &fills[i];
+        f->w = 1 + (int)ocr_rng_below(r, 30);
+        f->h = 1 + (int)ocr_rng_below(r, 30);
+        f->n = 1 + (int)ocr_rng_below(r, 8);
+        for (k = 0; k < f->n; k++) {
+            /* some vertices outside the mask, some repeating the previous row (horizontal edges) */
+            f->xy[2 * k] = (int)ocr_rng_below(r, (uint32_t)(f->w + 16)) - 8;
+            f->xy[2 * k + 1] = k && ocr_rng_below(r, 4) == 0 ? f->xy[2 * k - 1] : (int)ocr_rng_below(r, (uint32_t)(f->h + 16)) - 8;
+        }
+    }
+}
+
+static int write_inputs(const char *dir) {
+    char path[512];
+    FILE *f;
+    int m, i, k, count = N_MAPS;
+    snprintf(path, sizeof path, "%s/maps.bin", dir);
+    if (!(f = fopen(path, "wb"))) return 0;
+    fwrite(&count, 4, 1, f);
+    for (m = 0; m < N_MAPS; m++) {
+        fwrite(&maps[m].H, 4, 1, f); fwrite(&maps[m].W, 4, 1, f);
+        fwrite(&maps[m].dest_w, 4, 1, f); fwrite(&maps[m].dest_h, 4, 1, f);
+        fwrite(maps[m].p, sizeof(float), (size_t)(maps[m].H * maps[m].W), f);
+    }
+    fclose(f);
+    snprintf(path, sizeof path, "%s/polys.txt", dir);
+    if (!(f = fopen(path, "w"))) return 0;
+    for (i = 0; i < N_FILL; i++) {
+        fprintf(f, "%d %d %d", fills[i].w, fills[i].h, fills[i].n);
+        for (k = 0; k < 2 * fills[i].n; k++) fprintf(f, " %d", fills[i].xy[k]);
+        fputc('\n', f);
+    }
+    fclose(f);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- the reference's answers */
+
+static char *ref_text, *ref_cur;
+
+static char *tok(void) {
+    char *s;
+    while (*ref_cur == ' ' || *ref_cur == '\n') ref_cur++;
+    if (!*ref_cur) return NULL;
+    s = ref_cur;
+    while (*ref_cur && *ref_cur != ' ' && *ref_cur != '\n') ref_cur++;
+    if (*ref_cur) *ref_cur++ = 0;
+    return s;
+}
+static int expect(const char *word) { char *s = tok(); return s && strcmp(s, word) == 0; }
+static double num(void) { char *s = tok(); return s ? strtod(s, NULL) : NAN; }
+
+static int read_ipoly(ipoly *p) {
+    int k;
+    p->n = (int)num();
+    if (p->n < 0 || p->n > 1000000) return 0;
+    p->xy = (int *)malloc(sizeof(int) * (size_t)(2 * p->n + 1));
+    for (k = 0; k < 2 * p->n; k++) p->xy[k] = (int)num();
+    return 1;
+}
+
+static int parse_ref(void) {
+    int m, c, k, i;
+    ref_cur = ref_text;
+    for (m = 0; m < N_MAPS; m++) {
+        tmap *t = &maps[m];
+        if (!expect("map") || (int)num() != m) return 0;
+        t->n_contours = (int)num();
+        t->contours = (ipoly *)calloc((size_t)t->n_contours + 1, sizeof(ipoly));
+        t->approx = (ipoly *)calloc((size_t)t->n_contours + 1, sizeof(ipoly));
+        t->rect = (float (*)[9])calloc((size_t)t->n_contours + 1, sizeof *t->rect);
+        for (c = 0; c < t->n_contours; c++)
+            if (!expect("contour") || !read_ipoly(&t->contours[c])) return 0;
+        for (c = 0; c < t->n_contours; c++) {
+            if (!expect("rect")) return 0;
+            for (k = 0; k < 9; k++) t->rect[c][k] = (float)num();
+        }
+        for (c = 0; c < t->n_contours; c++)
+            if (!expect("approx") || !read_ipoly(&t->approx[c])) return 0;
+        for (k = 0; k < N_RUNS; k++) {
+            if (!expect("dets") || !expect(run_names[k])) return 0;
+            t->n_dets[k] = (int)num();
+            t->dets[k] = (rdet *)calloc((size_t)t->n_dets[k] + 1, sizeof(rdet));
+            for (i = 0; i < t->n_dets[k]; i++) {
+                ipoly ip;
+                if (!expect("det")) return 0;
+                t->dets[k][i].score = num();
+                if (!read_ipoly(&ip)) return 0;
+                t->dets[k][i].n = ip.n;
+                t->dets[k][i].xy = ip.xy;
+            }
+        }
+    }
+    for (i = 0; i < N_FILL; i++) {
+        char *s;
+        if (!expect("fill") || !(s = tok()) || (int)strlen(s) != fills[i].w * fills[i].h) return 0;
+        fills[i].mask = s;
+    }
+    return expect("end");
+}
+
+/* Writes the inputs to a fresh temporary folder and runs the reference once for every test. */
+static int reference(void) {
+    ocr_ctx ctx;
+    char dir[] = "/tmp/ocr_post_XXXXXX", cmd[1024], path[600];
+    unsigned char *text = NULL;
+    size_t size = 0;
+    int status;
+    if (ref_state) return ref_state > 0;
+    ref_state = -1;
+    if (ocr_ctx_init(&ctx, 1, 20240611) != OCR_OK) return 0;
+    make_inputs(&ctx.rng);
+    if (!mkdtemp(dir) || !write_inputs(dir)) {
+        fprintf(stderr, "  cannot write the inputs to %s\n", dir);
+        ocr_ctx_free(&ctx);
+        return 0;
+    }
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/dbnet_post_ref.py %s > %s/log.txt 2>&1", dir, dir);
+    status = system(cmd);
+    snprintf(path, sizeof path, "%s/ref.txt", dir);
+    if (status != 0 || ocr_read_file(&ctx, path, (size_t)1 << 28, &text, &size) != OCR_OK) {
+        char log[600];
+        unsigned char *msg = NULL;
+        size_t msg_size = 0;
+        snprintf(log, sizeof log, "%s/log.txt", dir);
+        if (ocr_read_file(&ctx, log, 1 << 20, &msg, &msg_size) == OCR_OK)
+            fprintf(stderr, "  reference tools/dbnet_post_ref.py failed (status %d):\n%.*s\n", status, (int)msg_size, (char *)msg);
+        free(msg);
+        ocr_ctx_free(&ctx);
+        return 0;
+    }
+    ref_text = (char *)realloc(text, size + 1);
+    ref_text[size] = 0;
+    if (!parse_ref()) fprintf(stderr, "  cannot parse %s near \"%.40s\"\n", path, ref_cur ? ref_cur : "");
+    else ref_state = 1;
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
+    ocr_ctx_free(&ctx);
+    return ref_state > 0;
+}
+
+/* ---------------------------------------------------------------- comparisons */
+
+static void binarize(const tmap *t, uint8_t *bitmap) {
+    int i;
+    for (i = 0; i < t->H * t->W; i++) bitmap[i] = t->p[i] > 0.3f;
+}
+
+static int same_points(const ocr_point *pts, int n, const ipoly *ref) {
+    int k;
+    if (n != ref->n) return 0;
+    for (k = 0; k < n; k++)
+        if (pts[k].x != (float)ref->xy[2 * k] || pts[k].y != (float)ref->xy[2 * k + 1]) return 0;
+    return 1;
+}
+
+static ocr_point *to_points(const int *xy, int n) {
+    ocr_point *p = (ocr_point *)malloc(sizeof(ocr_point) * (size_t)(n + 1));
+    int k;
+    for (k = 0; k < n; k++) { p[k].x = (float)xy[2 * k]; p[k].y = (float)xy[2 * k + 1]; }
+    return p;
+}
+
+static void test_contours_match_opencv(void) {
+    ocr_ctx ctx;
+    int m, c, total = 0, holes = 0;
+    if (!reference()) { OCR_CHECK_MSG(0, "no reference"); return; }
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    for (m = 0; m < N_MAPS; m++) {
+        tmap *t = &maps[m];
+        uint8_t *bitmap = (uint8_t *)malloc((size_t)(t->H * t->W));
+        ocr_polyset ps;
+        int first = 0;
+        memset(&ps, 0, sizeof ps);
+        binarize(t, bitmap);
+        OCR_CHECK_OK(&ctx, ocr_find_contours(&ctx, bitmap, t->W, t->H, &ps));
+        OCR_CHECK_MSG(ps.n_polys == t->n_contours, "map %d: %d contours, OpenCV finds %d", m, ps.n_polys, t->n_contours);
+        for (c = 0; c < ps.n_polys && c < t->n_contours; first += ps.counts[c], c++) {
+            int ok = same_points(ps.pts + first, ps.counts[c], &t->contours[c]);
+            OCR_CHECK_MSG(ok, "map %d contour %d: %d points differ from OpenCV's %d (first (%g,%g) vs (%d,%d))", m, c, ps.counts[c],
+                          t->contours[c].n, ps.pts[first].x, ps.pts[first].y, t->contours[c].xy[0], t->contours[c].xy[1]);
+            if (ocr_poly_area(ps.pts + first, ps.counts[c]) > 0) holes++;
+        }
+        total += ps.n_polys;
+        ocr_polyset_free(&ps);
+        free(bitmap);
+    }
+    printf("     %d contours compared (%d hole borders)\n", total, holes);
+    ocr_ctx_free(&ctx);
+}
+
+static void test_fill_matches_opencv(void) {
+    int i, k, bad = 0;
+    if (!reference()) { OCR_CHECK_MSG(0, "no reference"); return; }
+    for (i = 0; i < N_FILL; i++) {
+        tfill *f = &fills[i];
+        uint8_t mask[900];
+        int64_t xs[8], ys[8], cross[8];
+        ocr__fill_edge edges[8];
+        memset(mask, 0, sizeof mask);
+        for (k = 0; k < f->n; k++) { xs[k] = f->xy[2 * k]; ys[k] = f->xy[2 * k + 1]; }
+        ocr__fill_poly(mask, f->w, f->h, xs, ys, f->n, edges, cross);
+        for (k = 0; k < f->w * f->h; k++)
+            if (mask[k] != (uint8_t)(f->mask[k] - '0')) break;
+        if (k < f->w * f->h && bad++ < 5)
+            fprintf(stderr, "  fill %d (%dx%d, %d vertices): pixel (%d,%d) is %d, OpenCV %c\n", i, f->w, f->h, f->n, k % f->w, k / f->w,
+                    mask[k], f->mask[k]);
+    }
+    OCR_CHECK_MSG(bad == 0, "%d of %d masks differ from cv2.fillPoly", bad, N_FILL);
+}
+
+static void test_min_area_box_matches_opencv(void) {
+    ocr_ctx ctx;
+    int m, c, k, total = 0, shifted = 0;
+    if (!reference()) { OCR_CHECK_MSG(0, "no reference"); return; }
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    for (m = 0; m < N_MAPS; m++) {
+        tmap *t = &maps[m];
+        for (c = 0; c < t->n_contours; c++) {
+            ocr_point *pts = to_points(t->contours[c].xy, t->contours[c].n), box[4];
+            float side = -1, *ref = t->rect[c];
+            double tol = 1e-3 * (1 + fabs(ref[0]) + fabs(ref[1]) + fabs(ref[2]));
+            int shift, best_shift = -1;
+            OCR_CHECK_OK(&ctx, ocr_min_area_box(&ctx, pts, t->contours[c].n, box, &side));
+            OCR_CHECK_MSG(fabs(side - ref[0]) <= 1e-3 * (1 + ref[0]), "map %d contour %d: short side %g, OpenCV %g", m, c, side, ref[0]);
+            /* the same corners in the same order; only an exact tie in x (a 45 degree box) may start elsewhere */
+            for (shift = 0; shift < 4 && best_shift < 0; shift++) {
+                for (k = 0; k < 4; k++)
+                    if (fabs(box[(k + shift) % 4].x - ref[1 + 2 * k]) > tol || fabs(box[(k + shift) % 4].y - ref[2 + 2 * k]) > tol) break;
+                if (k == 4) best_shift = shift;
+            }
+            OCR_CHECK_MSG(best_shift >= 0, "map %d contour %d: box (%g,%g) (%g,%g) (%g,%g) (%g,%g), OpenCV (%g,%g) (%g,%g) (%g,%g) (%g,%g)", m, c,
+                          box[0].x, box[0].y, box[1].x, box[1].y, box[2].x, box[2].y, box[3].x, box[3].y, ref[1], ref[2], ref[3], ref[4],
+                          ref[5], ref[6], ref[7], ref[8]);
+            if (best_shift > 0) shifted++;
+            total++;
+            free(pts);
+        }
+    }
+    printf("     %d boxes compared, %d starting at another corner (x ties)\n", total, shifted);
+    OCR_CHECK_MSG(shifted * 20 <= total, "too many boxes start at another corner: %d of %d", shifted, total);
+    ocr_ctx_free(&ctx);
+}
+
+static void test_approx_matches_opencv(void) {
+    ocr_ctx ctx;
+    int m, c, total = 0;
+    if (!reference()) { OCR_CHECK_MSG(0, "no reference"); return; }
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    for (m = 0; m < N_MAPS; m++) {
+        tmap *t = &maps[m];
+        for (c = 0; c < t->n_contours; c++) {
+            int n = t->contours[c].n, n_out = -1;
+            ocr_point *pts = to_points(t->contours[c].xy, n), *out = (ocr_point *)malloc(sizeof(ocr_point) * (size_t)n);
+            OCR_CHECK_OK(&ctx, ocr_approx_poly(&ctx, pts, n, 0.01 * ocr__arc_length_cv(pts, n), out, &n_out));
+            OCR_CHECK_MSG(same_points(out, n_out, &t->approx[c]), "map %d contour %d: %d approximated points, OpenCV %d", m, c, n_out,
+                          t->approx[c].n);
+            total++;
+            free(pts);
+            free(out);
+        }
+    }
+    printf("     %d approximations compared\n", total);
+    ocr_ctx_free(&ctx);
+}
+
+static double iou_of(ocr_ctx *ctx, const ocr_point *a, int na, const ocr_point *b, int nb) {
+    double inter = 0, aa = fabs(ocr_poly_area(a, na)), ab = fabs(ocr_poly_area(b, nb));
+    if (ocr_poly_intersection_area(ctx, a, na, b, nb, &inter) != OCR_OK) return -1;
+    return aa + ab - inter > 0 ? inter / (aa + ab - inter) : 0;
+}
+
+static void check_run(int run) {
+    ocr_ctx ctx;
+    ocr_post_config cfg = ocr_post_config_default(run < 2 ? OCR_POST_BOX : OCR_POST_POLYGON);
+    ocr_detections d;
+    int m, total = 0, identical = 0;
+    double worst_iou = 1, worst_score = 0;
+    if (!reference()) { OCR_CHECK_MSG(0, "no reference"); return; }
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    cfg.score_mode = run % 2 ? OCR_SCORE_SLOW : OCR_SCORE_FAST;
+    memset(&d, 0, sizeof d);
+    for (m = 0; m < N_MAPS; m++) {
+        tmap *t = &maps[m];
+        ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape2(t->H, t->W), t->p);
+        unsigned char used[1024];
+        int i, j;
+        OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, t->dest_w, t->dest_h, &d));
+        OCR_CHECK_MSG(d.n == t->n_dets[run], "%s map %d: %d detections, reference %d", run_names[run], m, d.n, t->n_dets[run]);
+        memset(used, 0, sizeof used);
+        for (i = 0; i < t->n_dets[run]; i++) {
+            rdet *r = &t->dets[run][i];
+            ocr_point *rp = to_points(r->xy, r->n);
+            double best = -1;
+            int best_j = -1;
+            for (j = 0; j < d.n && j < 1024; j++) {
+                double iou;
+                if (used[j]) continue;
+                iou = iou_of(&ctx, d.polys[j].points, d.polys[j].n_points, rp, r->n);
+                if (iou > best) { best = iou; best_j = j; }
+            }
+            if (!(best >= 0.95)) {
+                OCR_CHECK_MSG(0, "%s map %d detection %d: best IoU %g", run_names[run], m, i, best);
+                for (j = 0; j < r->n && j < 8; j++) fprintf(stderr, " (%d,%d)", r->xy[2 * j], r->xy[2 * j + 1]);
+                fprintf(stderr, " <- reference\n");
+                for (j = 0; best_j >= 0 && j < d.polys[best_j].n_points && j < 8; j++)
+                    fprintf(stderr, " (%g,%g)", d.polys[best_j].points[j].x, d.polys[best_j].points[j].y);
+                fprintf(stderr, " <- ours\n");
+            }
+            if (best_j >= 0) {
+                double ds = fabs(d.scores[best_j] - r->score);
+                used[best_j] = 1;
+                OCR_CHECK_MSG(ds <= 1e-4, "%s map %d detection %d: score %.7f, reference %.7f", run_names[run], m, i, d.scores[best_j], r->score);
+                if (ds > worst_score) worst_score = ds;
+                if (best < worst_iou) worst_iou = best;
+                {
+                    ipoly ip;
+                    ip.n = r->n;
+                    ip.xy = r->xy;
+                    identical += same_points(d.polys[best_j].points, d.polys[best_j].n_points, &ip);
+                }
+            }
+            total++;
+            free(rp);
+        }
+    }
+    printf("     %s: %d detections, %d with identical points, worst IoU %.4f, worst score difference %.2g\n", run_names[run], total, identical,
+           worst_iou, worst_score);
+    ocr_detections_free(&d);
+    ocr_ctx_free(&ctx);
+}
+
+static void test_post_box_fast(void) { check_run(0); }
+static void test_post_box_slow(void) { check_run(1); }
+static void test_post_polygon_fast(void) { check_run(2); }
+static void test_post_polygon_slow(void) { check_run(3); }
+
+/* ---------------------------------------------------------------- hand-computed cases */
+
+/* A 16x6 block of ones at x 8..23, y 10..15 in a 64x64 map. Its box (8,10)-(23,15) scores exactly 1;
+   unclip: A = 75, L = 40, D = 75 * 1.5 / 40 = 2.8125, and the rounded offset reaches x 5..26, y 7..18. */
+static void fill_block(float *p, int W, int x0, int y0, int x1, int y1) {
+    int x, y;
+    for (y = y0; y <= y1; y++)
+        for (x = x0; x <= x1; x++) p[y * W + x] = 1.0f;
+}
+
+static void test_hand_block(void) {
+    ocr_ctx ctx;
+    static float p[64 * 64];
+    ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape4(1, 1, 64, 64), p);
+    ocr_post_config cfg = ocr_post_config_default(OCR_POST_BOX);
+    ocr_detections d;
+    static const float same[8] = {5, 7, 26, 7, 26, 18, 5, 18}, doubled[8] = {10, 14, 52, 14, 52, 36, 10, 36};
+    /* halved: 5/64*32 = 2.5 -> 2 and 7/64*32 = 3.5 -> 4 (half to even), 13, 9 */
+    static const float halved[8] = {2, 4, 13, 4, 13, 9, 2, 9};
+    const float *want[3];
+    int sizes[3] = {64, 128, 32}, s, k;
+    want[0] = same; want[1] = doubled; want[2] = halved;
+    memset(p, 0, sizeof p);
+    memset(&d, 0, sizeof d);
+    fill_block(p, 64, 8, 10, 23, 15);
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    for (s = 0; s < 3; s++) {
+        OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, sizes[s], sizes[s], &d));
+        OCR_CHECK_MSG(d.n == 1, "size %d: %d detections", sizes[s], d.n);
+        if (d.n != 1) continue;
+        OCR_CHECK(d.polys[0].n_points == 4 && d.scores[0] == 1.0f);
+        for (k = 0; k < 4; k++)
+            OCR_CHECK_MSG(d.polys[0].points[k].x == want[s][2 * k] && d.polys[0].points[k].y == want[s][2 * k + 1],
+                          "size %d corner %d: (%g,%g), expected (%g,%g)", sizes[s], k, d.polys[0].points[k].x, d.polys[0].points[k].y,
+                          want[s][2 * k], want[s][2 * k + 1]);
+    }
+    /* Below box_thresh: 0.55 everywhere in the block. */
+    for (k = 0; k < 64 * 64; k++) p[k] *= 0.55f;
+    OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 64, 64, &d));
+    OCR_CHECK(d.n == 0);
+    cfg.box_thresh = 0.5;
+    OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 64, 64, &d));
+    OCR_CHECK(d.n == 1 && fabsf(d.scores[0] - 0.55f) < 1e-6f);
+    ocr_detections_free(&d);
+    ocr_ctx_free(&ctx);
+}
+
+/* Two blocks: OpenCV lists the lower one first, so max_candidates = 1 keeps only it. A block 3 pixels
+   wide has a box side of 2 < min_size and is dropped. */
+static void test_hand_candidates_and_min_size(void) {
+    ocr_ctx ctx;
+    static float p[64 * 64];
+    ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape2(64, 64), p);
+    ocr_post_config cfg = ocr_post_config_default(OCR_POST_BOX);
+    ocr_detections d;
+    memset(p, 0, sizeof p);
+    memset(&d, 0, sizeof d);
+    fill_block(p, 64, 8, 4, 23, 9);
+    fill_block(p, 64, 30, 40, 50, 47);
+    fill_block(p, 64, 40, 20, 42, 30);
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 64, 64, &d));
+    OCR_CHECK_MSG(d.n == 2, "%d detections", d.n);
+    if (d.n == 2) OCR_CHECK(d.polys[0].points[0].y > 30 && d.polys[1].points[0].y < 10);
+    cfg.max_candidates = 1;
+    OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 64, 64, &d));
+    OCR_CHECK(d.n == 1 && d.polys[0].points[0].y > 30);
+    cfg.max_candidates = 1000;
+    cfg.min_size = 2;
+    OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 64, 64, &d));
+    OCR_CHECK_MSG(d.n == 3, "min_size 2: %d detections", d.n);
+    ocr_detections_free(&d);
+    ocr_ctx_free(&ctx);
+}
+
+/* A plus sign: its border has 16 points (each inner corner is cut diagonally by 8-connected following) and
+   approxPolyDP merges each cut back into one corner: 12 points, as cv2 gives; polygon mode returns one polygon. */
+static void test_hand_polygon(void) {
+    ocr_ctx ctx;
+    static float p[64 * 64];
+    ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape2(64, 64), p);
+    ocr_post_config cfg = ocr_post_config_default(OCR_POST_POLYGON);
+    ocr_detections d;
+    ocr_polyset ps;
+    uint8_t bitmap[64 * 64];
+    ocr_point approx[64];
+    int k, n = 0;
+    memset(p, 0, sizeof p);
+    memset(&d, 0, sizeof d);
+    memset(&ps, 0, sizeof ps);
+    fill_block(p, 64, 20, 10, 29, 49);
+    fill_block(p, 64, 5, 25, 44, 34);
+    for (k = 0; k < 64 * 64; k++) bitmap[k] = p[k] > 0.3f;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    OCR_CHECK_OK(&ctx, ocr_find_contours(&ctx, bitmap, 64, 64, &ps));
+    OCR_CHECK(ps.n_polys == 1 && ps.n_pts == 16);
+    /* outer borders start at the top-left pixel and run counter-clockwise on screen */
+    if (ps.n_pts == 16) {
+        OCR_CHECK(ps.pts[0].x == 20 && ps.pts[0].y == 10 && ps.pts[1].x == 20 && ps.pts[1].y == 24 && ps.pts[2].x == 19 && ps.pts[2].y == 25);
+        OCR_CHECK_OK(&ctx, ocr_approx_poly(&ctx, ps.pts, 16, 0.01 * ocr__arc_length_cv(ps.pts, 16), approx, &n));
+        OCR_CHECK(n == 12 && approx[1].x == 20 && approx[1].y == 24 && approx[2].x == 5 && approx[2].y == 25);
+    }
+    OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 64, 64, &d));
+    OCR_CHECK(d.n == 1 && d.polys[0].n_points > 12 && d.scores[0] == 1.0f);
+    ocr_polyset_free(&ps);
+    ocr_detections_free(&d);
+    ocr_ctx_free(&ctx);
+}
+
+static void test_write_icdar(void) {
+    ocr_ctx ctx;
+    static float p[64 * 64];
+    ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape2(64, 64), p);
+    ocr_post_config cfg = ocr_post_config_default(OCR_POST_BOX);
+    ocr_detections d;
+    char dir[] = "/tmp/ocr_post_XXXXXX", path[256];
+    unsigned char *text = NULL;
+    size_t size = 0;
+    memset(p, 0, sizeof p);
+    memset(&d, 0, sizeof d);
+    fill_block(p, 64, 8, 10, 23, 15);
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    OCR_CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/res_img_1.txt", dir);
+    OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 128, 128, &d));
+    OCR_CHECK_OK(&ctx, ocr_detections_write_icdar(&ctx, path, &d, 0));
+    OCR_CHECK_OK(&ctx, ocr_read_file(&ctx, path, 4096, &text, &size));
+    OCR_CHECK(text && size == 24 && memcmp(text, "10,14,52,14,52,36,10,36\n", 24) == 0);
+    free(text);
+    text = NULL;
+    OCR_CHECK_OK(&ctx, ocr_detections_write_icdar(&ctx, path, &d, 1));
+    OCR_CHECK_OK(&ctx, ocr_read_file(&ctx, path, 4096, &text, &size));
+    OCR_CHECK(text && size == 33 && memcmp(text, "10,14,52,14,52,36,10,36,1.000000\n", 33) == 0);
+    free(text);
+    d.n = 0;
+    OCR_CHECK_OK(&ctx, ocr_detections_write_icdar(&ctx, path, &d, 0));
+    OCR_CHECK_OK(&ctx, ocr_read_file(&ctx, path, 4096, &text, &size));
+    OCR_CHECK(size == 0);
+    free(text);
+    remove(path);
+    rmdir(dir);
+    ocr_detections_free(&d);
+    ocr_ctx_free(&ctx);
+}
+
+static void test_bad_inputs(void) {
+    ocr_ctx ctx;
+    static float p[8 * 8];
+    int32_t ints[64];
+    ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape2(8, 8), p), batch = ocr_tensor_f32("prob", ocr_shape3(2, 4, 8), p);
+    ocr_tensor wrong = ocr_tensor_view("prob", OCR_I32, OCR_DEVICE_CPU, ocr_shape2(8, 8), ints);
+    ocr_post_config cfg = ocr_post_config_default(OCR_POST_BOX), bad = cfg;
+    ocr_detections d;
+    ocr_point box[4];
+    memset(p, 0, sizeof p);
+    memset(&d, 0, sizeof d);
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    p[13] = NAN;
+    OCR_CHECK_ERR(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 8, 8, &d), OCR_ENONFINITE, "index 13");
+    p[13] = 3.5f; /* logits passed by mistake */
+    OCR_CHECK_ERR(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 8, 8, &d), OCR_ERANGE, "value 3.5 at index 13");
+    p[13] = 0;
+    OCR_CHECK_ERR(&ctx, ocr_postprocess(&ctx, &cfg, &batch, 8, 8, &d), OCR_ESHAPE, "[2,4,8]");
+    OCR_CHECK_ERR(&ctx, ocr_postprocess(&ctx, &cfg, &wrong, 8, 8, &d), OCR_EDTYPE, "prob");
+    OCR_CHECK_ERR(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 0, 8, &d), OCR_EINVAL, "0x8");
+    bad.unclip_ratio = -1;
+    OCR_CHECK_ERR(&ctx, ocr_postprocess(&ctx, &bad, &prob, 8, 8, &d), OCR_EINVAL, "unclip_ratio -1");
+    bad = cfg;
+    bad.mode = 7;
+    OCR_CHECK_ERR(&ctx, ocr_postprocess(&ctx, &bad, &prob, 8, 8, &d), OCR_EINVAL, "mode 7");
+    OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 8, 8, &d));
+    OCR_CHECK(d.n == 0);
+    OCR_CHECK_ERR(&ctx, ocr_find_contours(&ctx, NULL, 8, 8, NULL), OCR_EINVAL, "ocr_find_contours");
+    OCR_CHECK_ERR(&ctx, ocr_min_area_box(&ctx, box, 0, box, NULL), OCR_EINVAL, "ocr_min_area_box");
+    ocr_detections_free(&d);
+    ocr_ctx_free(&ctx);
+}
+
+int main(int argc, char **argv) {
+    int m, c, k;
+    ocr_test_init(argc, argv);
+    OCR_TEST_RUN(test_contours_match_opencv);
+    OCR_TEST_RUN(test_fill_matches_opencv);
+    OCR_TEST_RUN(test_min_area_box_matches_opencv);
+    OCR_TEST_RUN(test_approx_matches_opencv);
+    OCR_TEST_RUN(test_post_box_fast);
+    OCR_TEST_RUN(test_post_box_slow);
+    OCR_TEST_RUN(test_post_polygon_fast);
+    OCR_TEST_RUN(test_post_polygon_slow);
+    OCR_TEST_RUN(test_hand_block);
+    OCR_TEST_RUN(test_hand_candidates_and_min_size);
+    OCR_TEST_RUN(test_hand_polygon);
+    OCR_TEST_RUN(test_write_icdar);
+    OCR_TEST_RUN(test_bad_inputs);
+    for (m = 0; m < N_MAPS; m++) {
+        free(maps[m].p);
+        for (c = 0; c < maps[m].n_contours; c++) { free(maps[m].contours[c].xy); free(maps[m].approx[c].xy); }
+        free(maps[m].contours); free(maps[m].approx); free(maps[m].rect);
+        for (k = 0; k < N_RUNS; k++) {
+            for (c = 0; c < maps[m].n_dets[k]; c++) free(maps[m].dets[k][c].xy);
+            free(maps[m].dets[k]);
+        }
+    }
+    free(ref_text);
+    return ocr_test_finish();
+}
