@@ -16,8 +16,8 @@
 
    Every tensor is F32 [N,1,H,W] on ctx's device (CPU in this build), all of one shape. Targets and masks must
    lie in [0, 1], predictions must be finite; anything else is an error before any memory is written. Gradients
-   ACCUMULATE (+=) into the given tensors (NULL skips one). Loss values are doubles: they stay finite for every
-   finite input, and so does every gradient.
+   ACCUMULATE (+=) into the given tensors (NULL skips one). Loss values are doubles. For every finite input and
+   a configuration within its documented bounds, every loss value and every gradient the losses write is finite.
 
    Numerics (why this file exists):
    - BCE is computed from logits, l = max(x,0) - x*y + log1p(exp(-|x|)) split by the sign of x, so it never
@@ -27,7 +27,8 @@
    - The approximate binary map B = sigmoid(k(P - T)), P = sigmoid(logits), is evaluated through exp(-|z|) only,
      and its derivative as s/(1+s)^2 with s = exp(-|z|): no overflow in fp32 or fp16 for any finite input (the
      official reciprocal(1 + exp(-k(P-T))) overflows in fp16 and gives 0*inf = NaN in backward). z = k(P - T) is
-     clamped to +-1e30 so that its BCE fits a float; only |T| > 1e28 reaches the clamp (gradient 0 there).
+     clamped to +-1e30 so that its BCE fits a float; only absurd thresholds (|T| > 1e30/k) reach the clamp, where
+     the gradient is 0.
    - OHEM keeps the floor(ratio * positives) largest negative losses, found by a three-pass radix selection on
      the float bits (O(n), no sort). The sum equals the official topk sum in value; pixels tied with the k-th
      largest loss share its gradient equally (torch.topk gives it to an arbitrary subset).
@@ -45,13 +46,14 @@ extern "C" {
 
 /* ---- balanced binary cross-entropy from logits ----
    A pixel is positive when target*mask == 1, negative when (1-target)*mask == 1 (computed in float, as the
-   official uint8 cast of those products); pixels with fractional products are ignored. With P positives,
-   M negatives and l the per-pixel BCE:
-     OHEM        (sum of positive l + sum of the K largest negative l) / (P + K + eps),  K = min(M, floor(ratio*P));
-                 0 without positives, as the official BalanceCrossEntropyLoss
+   official uint8 cast of those products); pixels with fractional products are ignored. With n_pos positives,
+   n_neg negatives and l the per-pixel BCE:
+     OHEM        (sum of positive l + sum of the K largest negative l) / (n_pos + K + eps),
+                 K = min(n_neg, floor(ratio * n_pos)); 0 without positives, as the official BalanceCrossEntropyLoss
      BALANCED    mean l over positives / 2 + mean l over negatives / 2 (every negative, no mining); the mean of
                  the one class present when the other is absent; 0 when neither is
-     POS_WEIGHT  (pos_weight * sum of positive l + sum of negative l) / (pos_weight*P + M + eps); 0 when empty */
+     POS_WEIGHT  (pos_weight * sum of positive l + sum of negative l) / (pos_weight * n_pos + n_neg + eps);
+                 0 when that weight sum is 0 */
 typedef enum { OCR_LOSS_BCE_OHEM = 0, OCR_LOSS_BCE_BALANCED = 1, OCR_LOSS_BCE_POS_WEIGHT = 2 } ocr_loss_bce_mode;
 
 typedef struct {
@@ -137,7 +139,7 @@ extern "C" {
 /* Reductions run over fixed blocks of this many pixels, so the summation order never depends on threads. */
 #define OCR__LOSS_BLOCK 4096
 #define OCR__LOSS_MIN_BLOCKS 4
-#define OCR__LOSS_Z_MAX 1e30
+#define OCR__LOSS_Z_MAX 1e30f
 #define OCR__RADIX_BINS 2048
 
 /* ---------------------------------------------------------------- stable scalar pieces */
@@ -154,11 +156,11 @@ static float ocr__loss_dsigmoid(float x) {
     return s / (d * d);
 }
 
-/* BCE of logit x against target y in [0, 1]; each branch is a product of non-negatives, so the result is >= +0
-   and stays exact where y is close to 1 (no x - x*y cancellation). */
+/* BCE of logit x against target y in [0, 1]; each branch is a product of non-negatives, so the result is +0 or
+   more (never -0: the OHEM keys rely on it), and it stays exact where y is close to 1 (no x - x*y cancellation). */
 static float ocr__loss_bce1(float x, float y) {
     float lin = x >= 0.0f ? x * (1.0f - y) : -x * y;
-    return lin + log1pf(expf(-fabsf(x))) + 0.0f;
+    return lin + log1pf(expf(-fabsf(x)));
 }
 
 /* d BCE / dx = sigmoid(x) - y, written as (1-y) sigmoid(x) - y sigmoid(-x): exact for hard targets even where
@@ -174,12 +176,13 @@ static int ocr__loss_class(float g, float m) {
     return pos >= 1.0f ? 1 : neg >= 1.0f ? -1 : 0;
 }
 
-/* z = k * (P - T) in double, clamped so that any loss of it fits a float; *inside is 0 where clamped. */
-static float ocr__loss_step_logit(float k, float x, float T, int *inside) {
-    double z = (double)k * ((double)ocr__loss_sigmoid(x) - (double)T);
-    *inside = fabs(z) <= OCR__LOSS_Z_MAX;
+/* z = k * (P - T) in double, clamped so that any loss of it fits a float. The clamp is flat (zero derivative);
+   whether z sits on it is read from the float z alone, so a stored z answers the same as a recomputed one. */
+static float ocr__loss_step_logit(float k, float P, float T) {
+    double z = (double)k * ((double)P - (double)T);
     return (float)(z > OCR__LOSS_Z_MAX ? OCR__LOSS_Z_MAX : z < -OCR__LOSS_Z_MAX ? -OCR__LOSS_Z_MAX : z);
 }
+static int ocr__loss_step_inside(float z) { return fabsf(z) < OCR__LOSS_Z_MAX; }
 
 /* OHEM keys: 0 for a pixel that is not negative, else the loss's bits + 1 (non-negative floats order as
    their bit patterns, so a radix selection on keys selects by loss). */
@@ -241,11 +244,12 @@ static int ocr__loss_check_tensor(ocr_ctx *ctx, const char *fn, const char *arg,
     return ocr_check_shape(ctx, who, t, ref->shape);
 }
 
+/* Compared as integers: ordering pointers into different objects is undefined in C. */
 static int ocr__loss_overlap(const ocr_tensor *a, const ocr_tensor *b) {
-    const char *a0, *b0;
+    uintptr_t a0, b0;
     if (!a || !b || !a->data || !b->data) return 0;
-    a0 = (const char *)a->data;
-    b0 = (const char *)b->data;
+    a0 = (uintptr_t)a->data;
+    b0 = (uintptr_t)b->data;
     return a0 < b0 + ocr_tensor_bytes(b) && b0 < a0 + ocr_tensor_bytes(a);
 }
 
@@ -592,25 +596,25 @@ typedef struct {
 static void ocr__step_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__step_job *j = (const ocr__step_job *)arg;
     int64_t i;
-    int inside;
     (void)tid;
     for (i = begin; i < end; i++) {
-        float z = ocr__loss_step_logit(j->k, j->x[i], j->t[i], &inside);
+        float z = ocr__loss_step_logit(j->k, ocr__loss_sigmoid(j->x[i]), j->t[i]);
         if (j->z) j->z[i] = z;
         if (j->binary) j->binary[i] = ocr__loss_sigmoid(z);
     }
 }
 
+/* With j->z (the DB loss) z comes from the forward pass; alone it is recomputed. One exp serves P and P'. */
 static void ocr__step_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__step_job *j = (const ocr__step_job *)arg;
     int64_t i;
-    int inside;
     (void)tid;
     for (i = begin; i < end; i++) {
-        float z = ocr__loss_step_logit(j->k, j->x[i], j->t[i], &inside), dz = j->d_in[i];
+        float x = j->x[i], s = expf(-fabsf(x)), d = 1.0f + s, dz = j->d_in[i], z;
+        z = j->z ? j->z[i] : ocr__loss_step_logit(j->k, x >= 0.0f ? 1.0f / d : s / d, j->t[i]);
         if (j->from_binary) dz *= ocr__loss_dsigmoid(z);
-        if (!inside || dz == 0.0f) continue;
-        if (j->dx) j->dx[i] += dz * j->k * ocr__loss_dsigmoid(j->x[i]);
+        if (!ocr__loss_step_inside(z) || dz == 0.0f) continue;
+        if (j->dx) j->dx[i] += dz * j->k * (s / (d * d));
         if (j->dt) j->dt[i] -= dz * j->k;
     }
 }
