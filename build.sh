@@ -72,7 +72,7 @@ check_headers() {
         m=$(echo "${h%.h}" | tr a-z A-Z)_IMPLEMENTATION
         for c in "gcc -std=c99 -x c" "g++ -std=c++11 -x c++" "clang -std=c99 -x c" "clang++ -std=c++11 -x c++"; do
             command -v "${c%% *}" >/dev/null 2>&1 || continue
-            printf '#include "ocr_tensor.h"\n#define %s\n#include "%s"\n' "$m" "$h" |
+            printf '#define %s\n#include "%s"\n' "$m" "$h" |
                 ${c} - -fsyntax-only -Wall -Wextra -Wpedantic -Wshadow -Werror $INC ||
                 { say "build.sh: $h does not compile alone under: $c"; return 1; }
         done

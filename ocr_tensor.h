@@ -1403,13 +1403,11 @@ OCRDEF int ocr_read_file(ocr_ctx *ctx, const char *path, size_t max_size, unsign
     struct stat sb;
     *out = NULL;
     *out_size = 0;
+    /* A directory opens and "seeks" to a huge size on Linux: refuse anything but a regular file first. */
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return ocr_error(ctx, OCR_EIO, "ocr_read_file: '%s' is not a regular file", path);
     f = fopen(path, "rb");
     if (!f) return ocr_error(ctx, OCR_EIO, "ocr_read_file: cannot open '%s': %s", path, strerror(errno));
-    /* A directory opens and "seeks" to a huge size on Linux: refuse anything but a regular file first. */
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return ocr_error(ctx, OCR_EIO, "ocr_read_file: '%s' is not a regular file", path);
-    }
     if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return ocr_error(ctx, OCR_EIO, "ocr_read_file: cannot size '%s' (not a regular file?)", path);
@@ -1793,6 +1791,9 @@ OCRDEF int ocr_safetensors_serialize(ocr_ctx *ctx, const ocr_tensor *const *tens
     for (i = 0; i < n_meta; i++) {
         if (!meta_keys[i] || !meta_values[i] || !ocr__utf8_valid(meta_keys[i]) || !ocr__utf8_valid(meta_values[i]))
             return ocr_error(ctx, OCR_EINVAL, "%s: __metadata__ pair %d is NULL or not valid UTF-8", fn, i);
+        for (j = 0; j < i; j++)
+            if (strcmp(meta_keys[i], meta_keys[j]) == 0)
+                return ocr_error(ctx, OCR_EINVAL, "%s: __metadata__ has the key '%s' twice", fn, meta_keys[i]);
         cap += (strlen(meta_keys[i]) + strlen(meta_values[i])) * 6 + 16;
     }
     order = (int *)OCR_MALLOC((size_t)(n ? n : 1) * sizeof(int));

@@ -104,15 +104,15 @@ OCR_EX_UNUSED static const char *ocr_ex_duration(double seconds, char *buf, size
 }
 
 /* On a terminal, redraws one line with a bar; otherwise the caller prints plain lines. */
-OCR_EX_UNUSED static void ocr_ex_progress(long step, long total, double elapsed, const char *fields) {
+OCR_EX_UNUSED static void ocr_ex_progress(FILE *f, long step, long total, double elapsed, const char *fields) {
     char eta[32], el[32];
     int width = 24, filled = total > 0 ? (int)((double)step / (double)total * width) : 0, i;
     double remaining = step > 0 ? elapsed / (double)step * (double)(total - step) : 0.0;
-    fprintf(stdout, "\r[");
-    for (i = 0; i < width; i++) fputc(i < filled ? '#' : '.', stdout);
-    fprintf(stdout, "] %ld/%ld %s %s eta %s \033[K", step, total, fields, ocr_ex_duration(elapsed, el, sizeof el),
+    fprintf(f, "\r[");
+    for (i = 0; i < width; i++) fputc(i < filled ? '#' : '.', f);
+    fprintf(f, "] %ld/%ld %s %s eta %s \033[K", step, total, fields, ocr_ex_duration(elapsed, el, sizeof el),
             ocr_ex_duration(remaining, eta, sizeof eta));
-    fflush(stdout);
+    fflush(f);
 }
 
 /* ---------------------------------------------------------------- overlays */
@@ -139,5 +139,109 @@ OCR_EX_UNUSED static void ocr_ex_polygon(unsigned char *rgb, int w, int h, const
     for (i = 0; i < n; i++)
         ocr_ex_line(rgb, w, h, pts[i].x, pts[i].y, pts[(i + 1) % n].x, pts[(i + 1) % n].y, color, thickness);
 }
+
+/* A polygon that stays legible on any background and size: a dark outline under a bright line that thickens with
+   the image. */
+OCR_EX_UNUSED static void ocr_ex_polygon_legible(unsigned char *rgb, int w, int h, const ocr_point *pts, int n,
+                                                 const unsigned char color[3]) {
+    static const unsigned char dark[3] = {0, 0, 0};
+    int thickness = 3 + 2 * ((w < h ? w : h) / 500);
+    ocr_ex_polygon(rgb, w, h, pts, n, dark, thickness + 4);
+    ocr_ex_polygon(rgb, w, h, pts, n, color, thickness);
+}
+
+/* ---------------------------------------------------------------- inference (needs ocr_dbnet.h and ocr_data.h) */
+#if defined(OCR_DBNET_H) && defined(OCR_DATA_H)
+#include <sys/stat.h>
+
+/* A checkpoint written by ocr_dbnet_save: the model its config describes, with its weights. */
+OCR_EX_UNUSED static int ocr_ex_load_model(ocr_ctx *ctx, const char *path, ocr_dbnet *m) {
+    ocr_dbnet_config cfg;
+    int rc;
+    memset(m, 0, sizeof *m);
+    if ((rc = ocr_dbnet_read_config(ctx, path, &cfg)) || (rc = ocr_dbnet_init(ctx, m, &cfg))) return rc;
+    if ((rc = ocr_dbnet_load(ctx, m, path))) ocr_dbnet_free(m);
+    return rc;
+}
+
+/* The network input size of a width x height image as the official inference resizes (DBNET_REFERENCE 4.4,
+   demo.py): aspect kept, the short side scaled to short_side or, when long_side > 0, the long side to long_side;
+   that side is rounded up to a multiple of 32 and the other follows, also rounded up (the FPN needs multiples
+   of 32). */
+OCR_EX_UNUSED static int ocr_ex_input_size(ocr_ctx *ctx, int width, int height, int short_side, int long_side, int *in_w,
+                                           int *in_h) {
+    int by_long = long_side > 0, target = by_long ? long_side : short_side;
+    int w_is_ref = by_long ? width >= height : width < height;
+    double other;
+    if (width < 1 || height < 1 || target < 1 || target > OCR_IMAGE_MAX_SIDE)
+        return ocr_error(ctx, OCR_ERANGE, "input size: image %dx%d with side %d; sides must be >= 1 and the side at most %d", width,
+                         height, target, OCR_IMAGE_MAX_SIDE);
+    target = (target + 31) / 32 * 32;
+    /* demo.py's order of operations: target / reference side * other side / 32, then ceil */
+    other = ceil((double)target / (w_is_ref ? width : height) * (w_is_ref ? height : width) / 32.0) * 32.0;
+    if (other > OCR_IMAGE_MAX_SIDE)
+        return ocr_error(ctx, OCR_ERANGE, "input size: a %dx%d image would need a %s side of %.0f px (at most %d): use --long-side",
+                         width, height, by_long ? "short" : "long", other, OCR_IMAGE_MAX_SIDE);
+    *in_w = w_is_ref ? target : (int)other;
+    *in_h = w_is_ref ? (int)other : target;
+    return OCR_OK;
+}
+
+/* Resizes img to in_w x in_h (bilinear, as cv2.resize), normalises it as the official code (BGR mean, no std) into
+   *x (reallocated; free with ocr_tensor_free) and runs the model in eval mode: *prob is the probability map
+   [1,1,in_h,in_w], a view into the model valid until its next forward. id names the image in messages. */
+OCR_EX_UNUSED static int ocr_ex_infer(ocr_ctx *ctx, ocr_dbnet *m, const ocr_image *img, const char *id, int in_w, int in_h,
+                                      ocr_tensor *x, ocr_tensor *prob) {
+    ocr_sample s;
+    int rc;
+    memset(&s, 0, sizeof s);
+    snprintf(s.id, sizeof s.id, "%s", id);
+    if ((rc = ocr_image_alloc(ctx, &s.image, img->width, img->height, img->channels))) return rc;
+    memcpy(s.image.pixels, img->pixels, (size_t)img->width * (size_t)img->height * (size_t)img->channels);
+    ocr_tensor_free(x);
+    if (!(rc = ocr_sample_resize(ctx, &s, in_w, in_h)) &&
+        !(rc = ocr_tensor_alloc(ctx, x, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w))) &&
+        !(rc = ocr_image_normalize(ctx, &s.image, OCR_NORM_DBNET, x)))
+        rc = ocr_dbnet_forward(ctx, m, x, 0, prob, NULL);
+    ocr_sample_free(&s);
+    return rc;
+}
+
+OCR_EX_UNUSED static int ocr_ex_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* 1 when spec names a dataset ocr_ex_open_dataset understands (checked before any work, for a usage error). */
+OCR_EX_UNUSED static int ocr_ex_dataset_spec_ok(const char *spec) {
+    return spec && ((strncmp(spec, "icdar:", 6) == 0 && spec[6] && spec[6] != ',') || (strncmp(spec, "lmdb:", 5) == 0 && spec[5]));
+}
+
+/* Opens a dataset named on the command line:
+     lmdb:PATH              an LMDB in the standard layout (ocr_dataset_open_lmdb)
+     icdar:IMAGES,GTS       images in IMAGES, ground truth in GTS (gt_<stem>.txt, <name>.txt or <stem>.txt)
+     icdar:DIR              DIR/images and DIR/gts when both exist, else images and ground truth side by side in DIR */
+OCR_EX_UNUSED static int ocr_ex_open_dataset(ocr_ctx *ctx, const char *spec, int gt_format, ocr_dataset *ds) {
+    char images[4096], gts[4096];
+    const char *rest, *comma;
+    if (!ocr_ex_dataset_spec_ok(spec))
+        return ocr_error(ctx, OCR_EINVAL, "dataset '%s': expected icdar:DIR, icdar:IMAGES,GTS or lmdb:PATH", spec ? spec : "");
+    if (spec[0] == 'l') return ocr_dataset_open_lmdb(ctx, ds, spec + 5);
+    rest = spec + 6;
+    comma = strchr(rest, ',');
+    if (comma) {
+        snprintf(images, sizeof images, "%.*s", (int)(comma - rest), rest);
+        snprintf(gts, sizeof gts, "%s", comma + 1);
+    } else {
+        snprintf(images, sizeof images, "%s/images", rest);
+        snprintf(gts, sizeof gts, "%s/gts", rest);
+        if (!ocr_ex_is_dir(images) || !ocr_ex_is_dir(gts)) {
+            snprintf(images, sizeof images, "%s", rest);
+            snprintf(gts, sizeof gts, "%s", rest);
+        }
+    }
+    return ocr_dataset_open_icdar(ctx, ds, images, gts, gt_format);
+}
+#endif
 
 #endif

@@ -111,7 +111,7 @@ static void test_cache(void) {
 
 /* ---- an in-memory dataset: sample i is an 8x6 image whose pixels encode i, with one polygon; chosen samples fail */
 
-typedef struct { int64_t bad_index; int gets; } mem_ds;
+typedef struct { int64_t bad_index; int no_hash; } mem_ds;
 
 static int mem_get(ocr_dataset *ds, ocr_ctx *ctx, int64_t index, unsigned flags, ocr_sample *out) {
     mem_ds *m = (mem_ds *)ds->impl;
@@ -135,13 +135,14 @@ static int mem_get(ocr_dataset *ds, ocr_ctx *ctx, int64_t index, unsigned flags,
     for (k = 0; k < 8; k++) xy[k] = (double)index + k;
     for (k = 0; k < 4; k++) { out->polys[0].points[k].x = (float)xy[2 * k]; out->polys[0].points[k].y = (float)xy[2 * k + 1]; }
     out->n_polys = 1;
-    out->content_hash = ocr_hash(&index, sizeof index);
+    if (!m->no_hash) out->content_hash = ocr_hash(&index, sizeof index);
     return OCR_OK;
 }
 
 static void mem_open(ocr_dataset *ds, mem_ds *m, int64_t count, int64_t bad) {
     memset(ds, 0, sizeof *ds);
     m->bad_index = bad;
+    m->no_hash = 0;
     ds->count = count;
     ds->impl = m;
     ds->get = mem_get;
@@ -438,6 +439,17 @@ static void test_loader_cache(void) {
     {
         ocr_loader_progress p = ocr_loader_get_progress(L);
         OCR_CHECK(p.cache_misses == 21 && p.cache_hits == 0);
+    }
+    ocr_loader_free(L);
+    /* A source that cannot hash its samples (content_hash 0) is never cached: all would share one key. */
+    m.no_hash = 1;
+    OCR_CHECK_OK(&ctx, ocr_loader_create(&ctx, &L, &ds, &cfg));
+    e0 = run_epoch(&ctx, L, 0, &nb, &ns, 0);
+    e1 = run_epoch(&ctx, L, 1, &nb, &ns, 0);
+    OCR_CHECK(!ocr_hash_equal(e0, e1));
+    {
+        ocr_loader_progress p = ocr_loader_get_progress(L);
+        OCR_CHECK(p.cache_misses == 0 && p.cache_hits == 0);
     }
     ocr_loader_free(L);
     ocr_cache_close(&c);

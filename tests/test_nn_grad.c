@@ -355,7 +355,7 @@ static void test_concat_grad(void) {
    chunk boundaries (that do not fall on row starts); checked against direct loops in double. */
 static void test_conv_chunked_vs_direct(void) {
     enum { N = 1, C = 64, H = 48, W = 48, K = 8, KH = 3, KW = 3 };
-    ocr_ctx *ctx = &ctx_g;
+    ocr_ctx two, *ctx = &two;
     ocr_conv_params p = ocr_conv_params_make(1, 1, 1, 1);
     ocr_tensor x, w, y, dy, dx, dw;
     double *ry = (double *)calloc((size_t)N * K * H * W, sizeof(double));
@@ -364,6 +364,7 @@ static void test_conv_chunked_vs_direct(void) {
     float *fdw = (float *)malloc(sizeof(float) * K * C * KH * KW);
     const float *xv, *wv, *dyv;
     int n, c, k, h, ww, i, j;
+    OCR_CHECK_OK(ctx, ocr_ctx_init(ctx, 2, 5));
     OCR_CHECK_OK(ctx, ocr_tensor_alloc(ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, C, H, W)));
     OCR_CHECK_OK(ctx, ocr_tensor_alloc(ctx, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(K, C, KH, KW)));
     OCR_CHECK_OK(ctx, ocr_tensor_alloc(ctx, &y, "y", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, K, H, W)));
@@ -405,12 +406,14 @@ static void test_conv_chunked_vs_direct(void) {
 done:
     ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&y); ocr_tensor_free(&dy); ocr_tensor_free(&dx); ocr_tensor_free(&dw);
     free(ry); free(rdx); free(rdw); free(fy); free(fdx); free(fdw);
+    ocr_ctx_free(ctx);
 }
 
 int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
-    /* two threads, so the parallel splits of every op are part of what is checked */
-    if (ocr_ctx_init(&ctx_g, 2, 2024) != OCR_OK) { fprintf(stderr, "%s\n", ocr_ctx_last_error(&ctx_g)); return 1; }
+    /* one thread: thousands of tiny forwards would spend their time waking a pool on a busy machine; the
+       parallel splits are checked by the chunked case here and by test_nn_parity */
+    if (ocr_ctx_init(&ctx_g, 1, 2024) != OCR_OK) { fprintf(stderr, "%s\n", ocr_ctx_last_error(&ctx_g)); return 1; }
     ctx_g.debug_flags |= OCR_DEBUG_CHECK_NUMERICS;
     OCR_TEST_RUN(test_conv2d_grad);
     OCR_TEST_RUN(test_conv_transpose2d_grad);

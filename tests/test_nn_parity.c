@@ -32,6 +32,12 @@ static void fc_init(fcase *fc, ocr_ctx *ctx, ocr_safetensors *st, const char *op
     fc->ctx = ctx; fc->st = st; fc->op = op; fc->k = k;
 }
 
+/* The next free tensor of the case; running out is a bug of this file. */
+static ocr_tensor *fc_slot(fcase *fc) {
+    if (fc->n == CASE_MAX) { fprintf(stderr, "test_nn_parity: raise CASE_MAX\n"); exit(2); }
+    return &fc->t[fc->n++];
+}
+
 static void fc_free(fcase *fc) {
     int i;
     for (i = 0; i < fc->n; i++) ocr_tensor_free(&fc->t[i]);
@@ -41,7 +47,7 @@ static void fc_free(fcase *fc) {
 /* The fixture tensor, or an empty tensor (which every op refuses) after a failed check. */
 static ocr_tensor *fc_in(fcase *fc, const char *name) {
     char full[OCR_NAME_MAX];
-    ocr_tensor *t = &fc->t[fc->n++];
+    ocr_tensor *t = fc_slot(fc);
     snprintf(full, sizeof full, "case%d.%s", fc->k, name);
     OCR_CHECK_OK(fc->ctx, ocr_safetensors_read(fc->ctx, fc->st, full, t));
     ocr_tensor_set_name(t, name);
@@ -50,7 +56,7 @@ static ocr_tensor *fc_in(fcase *fc, const char *name) {
 
 /* A zeroed F32 output (or gradient) named name. */
 static ocr_tensor *fc_out(fcase *fc, const char *name, ocr_shape s) {
-    ocr_tensor *t = &fc->t[fc->n++];
+    ocr_tensor *t = fc_slot(fc);
     OCR_CHECK_OK(fc->ctx, ocr_tensor_alloc(fc->ctx, t, name, OCR_F32, OCR_DEVICE_CPU, s));
     return t;
 }
@@ -79,22 +85,24 @@ static int fixture_open(ocr_ctx *ctx, ocr_safetensors *st, const char *op, int *
     return 1;
 }
 
-/* got against the F32 tensor ref (same shape) with a scale-aware relative error. */
-static void expect_close_to(const char *op, int k, const ocr_tensor *got, const ocr_tensor *ref, double tol) {
+/* got against the F32 tensor ref (same shape) with a scale-aware relative error; what says where, e.g. "conv2d case3". */
+static void expect_close_to(const char *what, const ocr_tensor *got, const ocr_tensor *ref, double tol) {
     char gs[96], rs[96];
     double err;
     if (!got->data || !ref->data) { ocr_test__case_failed = 1; return; }
     if (!ocr_shape_equal(got->shape, ref->shape) || ref->dtype != OCR_F32) {
-        OCR_CHECK_MSG(0, "%s case%d %s: shape %s, reference %s", op, k, got->name, ocr_shape_str(got->shape, gs, sizeof gs),
+        OCR_CHECK_MSG(0, "%s %s: shape %s, reference %s", what, got->name, ocr_shape_str(got->shape, gs, sizeof gs),
                       ocr_shape_str(ref->shape, rs, sizeof rs));
         return;
     }
     err = ocr_test_rel_err((const float *)got->data, (const float *)ref->data, ocr_tensor_numel(got), REL_FLOOR);
-    OCR_CHECK_MSG(err <= tol, "%s case%d %s: relative error %.3g above %g", op, k, got->name, err, tol);
+    OCR_CHECK_MSG(err <= tol, "%s %s: relative error %.3g above %g", what, got->name, err, tol);
 }
 
 static void expect_close(fcase *fc, const ocr_tensor *got, const char *ref_name, double tol) {
-    expect_close_to(fc->op, fc->k, got, fc_in(fc, ref_name), tol);
+    char what[64];
+    snprintf(what, sizeof what, "%s case%d", fc->op, fc->k);
+    expect_close_to(what, got, fc_in(fc, ref_name), tol);
 }
 
 /* One context with one thread and the portable GEMM, one with two threads and the best kernel. */
@@ -220,7 +228,7 @@ static void maxpool2d_case(fcase *fc) {
     ocr_ctx *ctx = fc->ctx;
     int kernel = (int)fc_meta(fc, "kernel"), stride = (int)fc_meta(fc, "stride"), pad = (int)fc_meta(fc, "pad");
     ocr_tensor *x = fc_in(fc, "x"), *dy = fc_in(fc, "dy"), *ref_idx = fc_in(fc, "argmax");
-    ocr_tensor *y = fc_out(fc, "y", dy->shape), *dx = fc_out(fc, "dx", x->shape), *idx = &fc->t[fc->n++];
+    ocr_tensor *y = fc_out(fc, "y", dy->shape), *dx = fc_out(fc, "dx", x->shape), *idx = fc_slot(fc);
     OCR_CHECK_OK(ctx, ocr_tensor_alloc(ctx, idx, "argmax", OCR_I32, OCR_DEVICE_CPU, dy->shape));
     OCR_CHECK_OK(ctx, ocr_nn_maxpool2d_forward(ctx, x, kernel, stride, pad, y, idx));
     OCR_CHECK_OK(ctx, ocr_nn_maxpool2d_backward(ctx, dy, idx, dx));
@@ -445,13 +453,15 @@ static void optim_run(ocr_ctx *ctx, ocr_safetensors *st, const char *run, ocr_op
     for (step = 1; step <= 3; step++) {
         double loss = 0.0;
         float lossf;
+        char what[64];
+        snprintf(what, sizeof what, "%s step %d", run, step);
         memcpy(prev, net.P.data, net.P.numel * sizeof(float));
         OCR_CHECK_OK(ctx, net_step(ctx, &net, &x, &target, &loss));
         lossf = (float)loss;
         snprintf(key, sizeof key, "%s.loss%d", run, step);
         if (ocr_safetensors_read(ctx, st, key, &ref) == OCR_OK) {
             ocr_tensor lt = ocr_tensor_f32(key, ocr_shape1(1), &lossf);
-            expect_close_to(run, step, &lt, &ref, OUT_TOL);
+            expect_close_to(what, &lt, &ref, OUT_TOL);
             ocr_tensor_free(&ref);
         } else OCR_CHECK_MSG(0, "%s", ocr_ctx_last_error(ctx));
         if (step == 1)
@@ -459,7 +469,7 @@ static void optim_run(ocr_ctx *ctx, ocr_safetensors *st, const char *run, ocr_op
                 ocr_tensor g = ocr_params_grad(&net.P, i);
                 snprintf(key, sizeof key, "grad1.%s", net_names[i]);
                 if (!net.P.info[i].trainable) continue;
-                if (ocr_safetensors_read(ctx, st, key, &ref) == OCR_OK) { expect_close_to(run, step, &g, &ref, GRAD_TOL); ocr_tensor_free(&ref); }
+                if (ocr_safetensors_read(ctx, st, key, &ref) == OCR_OK) { expect_close_to(what, &g, &ref, GRAD_TOL); ocr_tensor_free(&ref); }
                 else OCR_CHECK_MSG(0, "%s", ocr_ctx_last_error(ctx));
             }
         OCR_CHECK_OK(ctx, ocr_optim_step(ctx, &opt, &net.P, lr));
@@ -467,7 +477,7 @@ static void optim_run(ocr_ctx *ctx, ocr_safetensors *st, const char *run, ocr_op
             ocr_tensor p = ocr_params_value(&net.P, i);
             snprintf(key, sizeof key, "%s.step%d.%s", run, step, net_names[i]);
             if (ocr_safetensors_read(ctx, st, key, &ref) != OCR_OK) { OCR_CHECK_MSG(0, "%s", ocr_ctx_last_error(ctx)); continue; }
-            expect_close_to(run, step, &p, &ref, OUT_TOL);
+            expect_close_to(what, &p, &ref, OUT_TOL);
             if (net.P.info[i].trainable && ocr_shape_equal(p.shape, ref.shape)) {
                 /* the update itself, which the parameter comparison dilutes by the parameter's size */
                 int64_t k, n = ocr_tensor_numel(&p);
@@ -479,7 +489,7 @@ static void optim_run(ocr_ctx *ctx, ocr_safetensors *st, const char *run, ocr_op
                 p.data = got;
                 snprintf(key, sizeof key, "%s update", net_names[i]);
                 ocr_tensor_set_name(&p, key);
-                expect_close_to(run, step, &p, &pv, GRAD_TOL);
+                expect_close_to(what, &p, &pv, GRAD_TOL);
                 free(got); free(want);
             }
             ocr_tensor_free(&ref);
@@ -640,8 +650,13 @@ done:
 typedef struct { ocr_ctx ctx; ocr_tensor t[64]; int n; } tpool;
 
 /* An F32 tensor filled with SENTINEL, so a refused call can be seen to have written nothing. */
+static ocr_tensor *tp_slot(tpool *p) {
+    if (p->n == (int)(sizeof p->t / sizeof p->t[0])) { fprintf(stderr, "test_nn_parity: raise the tpool size\n"); exit(2); }
+    return &p->t[p->n++];
+}
+
 static ocr_tensor *tp(tpool *p, const char *name, ocr_shape s) {
-    ocr_tensor *t = &p->t[p->n++];
+    ocr_tensor *t = tp_slot(p);
     OCR_CHECK_OK(&p->ctx, ocr_tensor_alloc(&p->ctx, t, name, OCR_F32, OCR_DEVICE_CPU, s));
     OCR_CHECK_OK(&p->ctx, ocr_tensor_fill(&p->ctx, t, SENTINEL));
     return t;
@@ -726,14 +741,14 @@ static void test_error_paths(void) {
     EXPECT_REFUSED(&p, ocr_nn_add_forward(&p.ctx, x, bad, y), OCR_ESHAPE, "ocr_nn_add_forward", "'y_pw_bad'", y, y);
     EXPECT_REFUSED(&p, ocr_nn_add_backward(&p.ctx, x, dx, bad), OCR_ESHAPE, "ocr_nn_add_backward", "'y_pw_bad'", dx, bad);
     {
-        ocr_tensor *h = &p.t[p.n++];
+        ocr_tensor *h = tp_slot(&p);
         OCR_CHECK_OK(&p.ctx, ocr_tensor_alloc(&p.ctx, h, "x_f16", OCR_F16, OCR_DEVICE_CPU, x->shape));
         EXPECT_REFUSED(&p, ocr_nn_relu_forward(&p.ctx, h, y), OCR_EDTYPE, "ocr_nn_relu_forward", "'x_f16'", y, y);
     }
 
     /* max pooling 3x3 s2 p1: [2,3,9,11] -> [2,3,5,6] */
     y = tp(&p, "y_pool", ocr_shape4(2, 3, 5, 6));
-    idx = &p.t[p.n++];
+    idx = tp_slot(&p);
     OCR_CHECK_OK(&p.ctx, ocr_tensor_alloc(&p.ctx, idx, "argmax", OCR_I32, OCR_DEVICE_CPU, y->shape));
     bad = tp(&p, "y_pool_bad", ocr_shape4(2, 3, 5, 5));
     EXPECT_REFUSED(&p, ocr_nn_maxpool2d_forward(&p.ctx, x, 3, 2, 1, bad, idx), OCR_ESHAPE, "ocr_nn_maxpool2d_forward", "'y_pool_bad'", bad, bad);

@@ -262,6 +262,11 @@ static void test_serialize_refusals(void) {
     EXPECT_ERR(&ctx, ocr_safetensors_serialize(&ctx, ptrs, 2, k1, bad_v, 1, &buf, &size), OCR_EINVAL, "__metadata__",
                "not valid UTF-8");
     EXPECT_ERR(&ctx, ocr_safetensors_serialize(&ctx, ptrs, 2, bad_k, k1, 1, &buf, &size), OCR_EINVAL, "not valid UTF-8");
+    {
+        const char *dup_k[2] = {"k", "k"}, *dup_v[2] = {"1", "2"};
+        EXPECT_ERR(&ctx, ocr_safetensors_serialize(&ctx, ptrs, 2, dup_k, dup_v, 2, &buf, &size), OCR_EINVAL,
+                   "__metadata__ has the key 'k' twice");
+    }
     EXPECT_ERR(&ctx, ocr_safetensors_serialize(&ctx, ptrs, -1, NULL, NULL, 0, &buf, &size), OCR_EINVAL, "negative");
     c = ocr_tensor_view("dev", OCR_F32, OCR_DEVICE_CUDA, ocr_shape1(4), dummy);
     ptrs[1] = &c;
@@ -348,7 +353,8 @@ static void test_torch_written_file(void) {
         OCR_CHECK_MSG(k >= 0, "torch file lacks %s", tiny_net[i].name);
         if (k < 0) continue;
         OCR_CHECK_MSG(st.entries[k].dtype == tiny_net[i].dtype && ocr_shape_equal(st.entries[k].shape, spec_shape(&tiny_net[i])),
-                      "%s: %s %s", tiny_net[i].name, ocr_dtype_name(st.entries[k].dtype), ocr_shape_str(st.entries[k].shape, sb, sizeof sb));
+                      "%s: %s %s", tiny_net[i].name, ocr_dtype_name(st.entries[k].dtype),
+                      ocr_shape_str(st.entries[k].shape, sb, sizeof sb));
         OCR_CHECK_OK(&ctx, ocr_safetensors_read(&ctx, &st, tiny_net[i].name, &r));
         OCR_CHECK_MSG(st_mismatches(&r) == 0, "%s: %lld values differ from the pattern", tiny_net[i].name, (long long)st_mismatches(&r));
         ocr_tensor_free(&r);
@@ -360,39 +366,74 @@ static void test_torch_written_file(void) {
     ocr_ctx_free(&ctx);
 }
 
-/* Runs tools/check_st_torch.py on path; its exit status, or -1 when it could not run. */
-static int run_torch_check(const char *path) {
-    char cmd[512];
+/* Runs tools/check_st_torch.py; its exit status, or -1 when it could not run. */
+static int run_torch_check(const char *args) {
+    char cmd[1200];
     int status;
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/check_st_torch.py '%s' 2>&1", path);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/check_st_torch.py %s 2>&1", args);
     fflush(stdout);
     status = system(cmd);
     if (status == -1 || !WIFEXITED(status)) return -1;
     return WEXITSTATUS(status);
 }
 
-static void test_torch_loads_ocr_file(void) {
-    const char *mk[3] = {"format", "writer", "note"};
-    const char *mv[3] = {"pt", "ocr-c", "tab\t quote\" backslash\\ \xc3\xa9 \xf0\x9f\x98\x80"};
-    ocr_ctx ctx;
-    ocr_tensor ts[TINY_N];
+/* Writes TinyNet's tensors (pattern values) with the metadata check_st_torch.py expects; which_missing >= 0
+   leaves that tensor out. */
+static void save_tiny(ocr_ctx *ctx, const char *path, ocr_tensor *ts, int which_missing) {
+    static const char *const mk[3] = {"format", "writer", "note"};
+    static const char *const mv[3] = {"pt", "ocr-c", "tab\t quote\" backslash\\ \xc3\xa9 \xf0\x9f\x98\x80"};
     const ocr_tensor *ptrs[TINY_N];
-    char path[128];
-    int i, rc;
+    int i, n = 0;
+    for (i = 0; i < TINY_N; i++)
+        if (i != which_missing) ptrs[n++] = &ts[i];
+    OCR_CHECK_OK(ctx, ocr_safetensors_save(ctx, path, ptrs, n, mk, mv, 3));
+}
+
+static void test_torch_loads_ocr_file(void) {
+    ocr_ctx ctx;
+    ocr_tensor ts[TINY_N], saved;
+    char good[128], bad_value[128], bad_scalar[128], bad_missing[128], bad_pad[128], args[1024];
+    unsigned char *b = NULL, *padded;
+    size_t n = 0, hlen = 0;
+    int i, rc, nbt = -1, scale = -1;
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
     OCR_CHECK_OK(&ctx, alloc_tiny(&ctx, ts));
-    for (i = 0; i < TINY_N; i++) ptrs[i] = &ts[i];
-    snprintf(path, sizeof path, "%s/tiny_ocr.safetensors", tmp_dir);
-    OCR_CHECK_OK(&ctx, ocr_safetensors_save(&ctx, path, ptrs, TINY_N, mk, mv, 3));
-    rc = run_torch_check(path);
-    OCR_CHECK_MSG(rc == 0, "tools/check_st_torch.py %s exited with %d (needs /usr/bin/python3 with python3-torch, python3-numpy)",
-                  path, rc);
-    /* the checker must be able to fail: one value off by one pattern step */
-    ((float *)ts[0].data)[3] += 1.0f / 64;
-    OCR_CHECK_OK(&ctx, ocr_safetensors_save(&ctx, path, ptrs, TINY_N, mk, mv, 3));
-    printf("  (a failure report from check_st_torch.py is expected next)\n");
-    rc = run_torch_check(path);
-    OCR_CHECK_MSG(rc == 1, "check_st_torch.py accepted a wrong value (exit %d)", rc);
+    for (i = 0; i < TINY_N; i++) {
+        if (!strcmp(tiny_net[i].name, "bn.num_batches_tracked")) nbt = i;
+        if (!strcmp(tiny_net[i].name, "scale")) scale = i;
+    }
+    snprintf(good, sizeof good, "%s/tiny_ocr.safetensors", tmp_dir);
+    save_tiny(&ctx, good, ts, -1);
+    /* negative controls: each must be refused, so the checker is shown able to fail */
+    snprintf(bad_missing, sizeof bad_missing, "%s/bad_missing.safetensors", tmp_dir);
+    save_tiny(&ctx, bad_missing, ts, scale); /* load_state_dict(strict=True) must refuse a missing key */
+    snprintf(bad_value, sizeof bad_value, "%s/bad_value.safetensors", tmp_dir);
+    ((float *)ts[0].data)[3] += 1.0f / 64;   /* one value one pattern step off */
+    save_tiny(&ctx, bad_value, ts, -1);
+    ((float *)ts[0].data)[3] -= 1.0f / 64;
+    snprintf(bad_scalar, sizeof bad_scalar, "%s/bad_scalar.safetensors", tmp_dir);
+    saved = ts[nbt];                          /* the BN counter as [1] instead of a 0-dim scalar */
+    OCR_CHECK_OK(&ctx, ocr_tensor_reshape(&ctx, &saved, ocr_shape1(1), &ts[nbt]));
+    save_tiny(&ctx, bad_scalar, ts, -1);
+    ts[nbt] = saved;
+    snprintf(bad_pad, sizeof bad_pad, "%s/bad_pad.safetensors", tmp_dir);
+    OCR_CHECK_OK(&ctx, ocr_read_file(&ctx, good, (size_t)1 << 20, &b, &n));
+    if (b) {                                  /* 8 more spaces of padding than the writer's rule */
+        for (i = 0; i < 8; i++) hlen |= (size_t)b[i] << (8 * i);
+        padded = (unsigned char *)malloc(n + 8);
+        memcpy(padded, b, 8 + hlen);
+        memset(padded + 8 + hlen, ' ', 8);
+        memcpy(padded + 16 + hlen, b + 8 + hlen, n - 8 - hlen);
+        padded[0] = (unsigned char)(hlen + 8);
+        padded[1] = (unsigned char)((hlen + 8) >> 8);
+        write_bytes(bad_pad, padded, n + 8);
+        free(padded);
+        free(b);
+    }
+    snprintf(args, sizeof args, "'%s' --expect-fail '%s' '%s' '%s' '%s'", good, bad_value, bad_scalar, bad_missing, bad_pad);
+    rc = run_torch_check(args);
+    OCR_CHECK_MSG(rc == 0, "tools/check_st_torch.py exited with %d (it needs /usr/bin/python3 with python3-torch, python3-numpy)",
+                  rc);
     for (i = 0; i < TINY_N; i++) ocr_tensor_free(&ts[i]);
     ocr_ctx_free(&ctx);
 }
@@ -408,7 +449,8 @@ static void test_malformed(void) {
         {"{\"a\":", 8, "header is not valid JSON"},
         {"[1,2]", 0, "header is not a JSON object"},
         {"\"str\"", 0, "header is not a JSON object"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
          "header has the key 'a' twice"},
         {"{\"a\":[1]}", 0, "entry 'a' is not an object"},
         {"{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "entry 'a' has no dtype string"},
@@ -430,9 +472,11 @@ static void test_malformed(void) {
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":\"0-8\"}}", 8, "needs data_offsets"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,0]}}", 8, "has begin 8 after end 0"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "needs 12 bytes but its data_offsets span 8"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[12,16]}}", 16,
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[12,16]}}", 16,
          "starts at 12 but the previous data ends at 8 (gap)"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12,
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12,
          "(overlap)"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "starts at 4 but the previous data ends at 0 (gap)"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, "(truncated file)"},
@@ -466,7 +510,8 @@ static void test_malformed(void) {
         rc = ocr_safetensors_open_memory(&ctx, &st, b, size);
         OCR_CHECK_MSG(rc == OCR_EFORMAT && strstr(ocr_ctx_last_error(&ctx), bad[i].why) &&
                       strstr(ocr_ctx_last_error(&ctx), "ocr_safetensors_open"),
-                      "case %d (%s): rc %d, message \"%s\", expected \"%s\"", i, bad[i].header, rc, ocr_ctx_last_error(&ctx), bad[i].why);
+                      "case %d (%s): rc %d, message \"%s\", expected \"%s\"", i, bad[i].header, rc, ocr_ctx_last_error(&ctx),
+                      bad[i].why);
         OCR_CHECK(st.bytes == NULL && st.entries == NULL && st.n_entries == 0);
         free(b);
     }
@@ -479,7 +524,8 @@ static void test_malformed(void) {
         for (k = 0; k < 70; k++) deep[len++] = ']';
         strcpy(deep + len, "}}");
         b = make_file(deep, data8, 0, &size);
-        EXPECT_ERR(&ctx, ocr_safetensors_open_memory(&ctx, &st, b, size), OCR_EFORMAT, "header is not valid JSON", "nesting deeper than 64");
+        EXPECT_ERR(&ctx, ocr_safetensors_open_memory(&ctx, &st, b, size), OCR_EFORMAT, "header is not valid JSON",
+                   "nesting deeper than 64");
         free(b);
     }
     /* the 8-byte length itself */
@@ -513,7 +559,8 @@ static void test_malformed(void) {
 /* ---------------------------------------------------------------- fuzzing */
 
 static void test_fuzz_mutations(void) {
-    static const unsigned char interesting[] = {'"', '\\', '{', '}', '[', ']', ',', ':', '-', '0', '1', '9', 'e', '.', ' ', 0, 0xff, 0xc3, 0x80};
+    static const unsigned char interesting[] = {'"', '\\', '{', '}', '[', ']', ',', ':', '-', '0', '1', '9', 'e', '.', ' ',
+                                                0, 0xff, 0xc3, 0x80};
     ocr_ctx ctx;
     ocr_tensor ts[TINY_N];
     const ocr_tensor *ptrs[TINY_N];
@@ -566,7 +613,8 @@ static void test_fuzz_mutations(void) {
         }
     }
     OCR_CHECK_MSG(other == 0, "%d mutations neither loaded nor failed with OCR_EFORMAT", other);
-    OCR_CHECK_MSG(loaded > 50 && refused > iters / 2, "loaded %d, refused %d: the mutations do not exercise both paths", loaded, refused);
+    OCR_CHECK_MSG(loaded > 50 && refused > iters / 2, "loaded %d, refused %d: the mutations do not exercise both paths", loaded,
+                  refused);
     free(m);
     free(valid);
     for (i = 0; i < TINY_N; i++) ocr_tensor_free(&ts[i]);

@@ -452,7 +452,8 @@ static void test_fill_copy_dtypes(void) {
                   ocr_tensor_get(&t[OCR_I32], 2) == 0.0 && ocr_tensor_get(&t[OCR_I32], 3) == 2147483647.0);
         OCR_CHECK(((int64_t *)t[OCR_I64].data)[0] == INT64_MAX && ((int64_t *)t[OCR_I64].data)[1] == INT64_MIN &&
                   ((int64_t *)t[OCR_I64].data)[2] == 0);
-        OCR_CHECK(ocr_tensor_get(&t[OCR_U8], 0) == 255.0 && ocr_tensor_get(&t[OCR_U8], 1) == 0.0 && ocr_tensor_get(&t[OCR_U8], 2) == 0.0);
+        OCR_CHECK(ocr_tensor_get(&t[OCR_U8], 0) == 255.0 && ocr_tensor_get(&t[OCR_U8], 1) == 0.0 &&
+                  ocr_tensor_get(&t[OCR_U8], 2) == 0.0);
         ocr_tensor_free(&big);
     }
     /* I64 values beyond 2^53 survive set/get through the exact int64 path of a same-dtype copy */
@@ -886,7 +887,8 @@ static void test_json_invalid(void) {
     for (i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
         size_t len = bad[i].len ? bad[i].len : strlen(bad[i].doc);
         int rc = parse(&ctx, bad[i].doc, len, toks, 16, &n);
-        OCR_CHECK_MSG(rc == OCR_EFORMAT && strstr(ocr_ctx_last_error(&ctx), bad[i].why) && strstr(ocr_ctx_last_error(&ctx), "ocr_json_parse"),
+        OCR_CHECK_MSG(rc == OCR_EFORMAT && strstr(ocr_ctx_last_error(&ctx), bad[i].why) &&
+                      strstr(ocr_ctx_last_error(&ctx), "ocr_json_parse"),
                       "case %d: rc %d, message \"%s\", expected \"%s\"", i, rc, ocr_ctx_last_error(&ctx), bad[i].why);
         OCR_CHECK(n == 0);
     }

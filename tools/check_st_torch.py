@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checks that a safetensors file written by ocr-c (tests/test_safetensors.c) is one PyTorch tooling accepts.
 
-    /usr/bin/python3 tools/check_st_torch.py FILE        exit 0 = ok, 1 = the file is wrong, 2 = usage or setup
+    /usr/bin/python3 tools/check_st_torch.py FILE [--expect-fail BAD...]
+        exit 0 = FILE is ok (and every BAD is refused), 1 = a file was judged wrongly, 2 = usage or setup.
+        The BAD files are negative controls: they show the checks can fail, for the price of one torch import.
 
 1. Validates the layout strictly, as the reference implementation writes it: 8-byte length, header a multiple of 8
    bytes padded with spaces only, compact JSON identical to what the reference writer emits (__metadata__ first,
@@ -88,9 +90,12 @@ def expected_torch(name, t):
     return v.to(t.dtype)
 
 
+class CheckError(Exception):
+    pass
+
+
 def fail(msg):
-    print("check_st_torch: " + msg, file=sys.stderr)
-    sys.exit(1)
+    raise CheckError(msg)
 
 
 def check_layout(data):
@@ -163,26 +168,18 @@ def check_layout(data):
     return entries, meta
 
 
-def main():
-    if len(sys.argv) != 2:
-        print("usage: check_st_torch.py FILE", file=sys.stderr)
-        return 2
-    try:
-        import numpy  # noqa: F401
-        import torch
-    except ImportError as e:
-        print("check_st_torch: needs python3-torch and python3-numpy (%s)" % e, file=sys.stderr)
-        return 2
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+def check_file(path):
+    """Raises CheckError naming what is wrong with the file."""
+    import torch
     import ocr_st
 
-    with open(sys.argv[1], "rb") as f:
+    with open(path, "rb") as f:
         data = f.read()
     entries, meta = check_layout(data)
     if meta != EXPECTED_META:
         fail("metadata %r, expected %r" % (meta, EXPECTED_META))
 
-    tensors, _ = ocr_st.load(sys.argv[1])
+    tensors, _ = ocr_st.load(path)
     net = tiny_net()
     want = net.state_dict()
     for name, e in entries:
@@ -196,11 +193,42 @@ def main():
         if not torch.equal(t, expected_torch(name, t)):
             fail("%r holds %s, expected the pattern %s" % (name, t.flatten()[:8].tolist(),
                                                           expected_torch(name, t).flatten()[:8].tolist()))
-    net.load_state_dict(tensors, strict=True)
+    try:
+        net.load_state_dict(tensors, strict=True)
+    except RuntimeError as e:
+        fail("load_state_dict(strict=True) refused the tensors: %s" % e)
     for name, t in net.state_dict().items():
         if not torch.equal(t, expected_torch(name, t)):
             fail("after load_state_dict, %r differs from the pattern" % name)
-    print("check_st_torch: %d tensors ok, loaded into TinyNet with strict=True" % len(entries))
+    return len(entries)
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or args[0].startswith("-") or (len(args) > 1 and args[1] != "--expect-fail"):
+        print("usage: check_st_torch.py FILE [--expect-fail BAD...]", file=sys.stderr)
+        return 2
+    try:
+        import numpy  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as e:
+        print("check_st_torch: needs python3-torch and python3-numpy (%s)" % e, file=sys.stderr)
+        return 2
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        n = check_file(args[0])
+    except CheckError as e:
+        print("check_st_torch: %s: %s" % (args[0], e), file=sys.stderr)
+        return 1
+    print("check_st_torch: %s: %d tensors ok, loaded into TinyNet with strict=True" % (args[0], n))
+    for bad in args[2:]:
+        try:
+            check_file(bad)
+        except Exception as e:  # any refusal will do, including ocr_st's or torch's own
+            print("check_st_torch: %s refused as expected: %s" % (bad, str(e).splitlines()[0][:160]))
+            continue
+        print("check_st_torch: %s was accepted but is wrong" % bad, file=sys.stderr)
+        return 1
     return 0
 
 

@@ -9,7 +9,8 @@ usage: dbnet_post_ref.py DIR
   writes DIR/ref.txt    whitespace-separated records (see write_map below)
 
 Deviation from the official code, where it would raise instead: an unclip that returns no polygon drops the
-candidate (numpy's deprecated np.int is spelled int)."""
+candidate; pieces of an offset are kept in a list (numpy >= 1.24 refuses ragged arrays); numpy's removed np.int
+is spelled int."""
 import struct
 import sys
 
@@ -58,7 +59,7 @@ def unclip(points, ratio):
     distance = poly.area * ratio / poly.length
     offset = pyclipper.PyclipperOffset()
     offset.AddPath(points, pyclipper.JT_ROUND, pyclipper.ET_CLOSEDPOLYGON)
-    return np.array(offset.Execute(distance))
+    return [np.array(piece) for piece in offset.Execute(distance)]
 
 
 def find_contours(pred):
@@ -77,9 +78,10 @@ def boxes_from_bitmap(pred, contours, dest_w, dest_h, slow):
         score = mean_inside(pred, contour.reshape(-1, 2) if slow else points.reshape(-1, 2))
         if BOX_THRESH > score:
             continue
-        grown = unclip(points, 1.5).reshape(-1, 1, 2)
-        if grown.size == 0:
+        pieces = unclip(points, 1.5)
+        if not pieces:
             continue
+        grown = np.concatenate(pieces).reshape(-1, 1, 2)  # every piece, as reshape(-1, 1, 2) does
         box, sside = mini_box(grown)
         if sside < MIN_SIZE + 2:
             continue
@@ -101,10 +103,10 @@ def polygons_from_bitmap(pred, contours, dest_w, dest_h, slow):
         score = mean_inside(pred, contour.reshape(-1, 2) if slow else points)
         if BOX_THRESH > score:
             continue
-        grown = unclip(points, 2.0)
-        if len(grown) != 1:
+        pieces = unclip(points, 2.0)
+        if len(pieces) != 1:
             continue
-        grown = grown.reshape(-1, 2)
+        grown = pieces[0].reshape(-1, 2)
         _, sside = mini_box(grown.reshape((-1, 1, 2)))
         if sside < MIN_SIZE + 2:
             continue

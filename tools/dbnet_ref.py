@@ -9,8 +9,9 @@ Usage: dbnet_ref.py COMMAND... with the commands run in order:
     parity WEIGHTS IO OUT
         WEIGHTS: a checkpoint written by ocr_dbnet_save (config in __metadata__), loaded with strict=True.
         IO: x [N,3,H,W], d_prob_logits and d_thresh [N,1,H,W] (upstream gradients of the train outputs).
-        OUT gets: prob_logits and thresh (train mode), grad.<param> for every trainable parameter, every
-        buffer after the training forward (running stats, num_batches_tracked), eval_prob (eval mode, after).
+        OUT gets (computed in float64, stored as F32): prob_logits and thresh (train mode), grad.<param> for
+        every trainable parameter, every buffer after the training forward (running stats,
+        num_batches_tracked), eval_prob (eval mode, after).
     backbone WEIGHTS OUT
         Writes the backbone of WEIGHTS as a torchvision ResNet state_dict (no prefix, with fc.weight/fc.bias).
 """
@@ -152,12 +153,14 @@ def model_from_meta(meta):
 
 
 def run_parity(model, x, d_prob, d_thresh):
-    """Train-mode forward and backward, then an eval-mode forward; returns every tensor the C test compares."""
-    model.train()
+    """Train-mode forward and backward, then an eval-mode forward; returns every tensor the C test compares.
+    Runs in float64 (converting the model in place): the reference is then exact to the float32 results, so a
+    comparison measures the C model's own rounding only."""
+    model.double().train()
     model.zero_grad()
-    xr = x.clone().requires_grad_(False)
+    xr = x.double()
     logits, thresh = model(xr)
-    ((logits * d_prob).sum() + (thresh * d_thresh).sum()).backward()
+    ((logits * d_prob.double()).sum() + (thresh * d_thresh.double()).sum()).backward()
     out = {"prob_logits": logits.detach(), "thresh": thresh.detach()}
     for name, p in model.named_parameters():
         out["grad." + name] = p.grad.detach().clone()

@@ -1,0 +1,594 @@
+/* train_dbnet - trains a DBNet text detector on the CPU.
+
+   With no arguments it trains a small DB-ResNet-18 on synthetic scenes rendered on the fly and validates on a fixed
+   held-out synthetic set, writing a run directory:
+       metrics.jsonl                 one object per logged step, steps strictly increasing
+       events.out.tfevents.*         the same scalars and validation overlays for TensorBoard
+       last.safetensors (+ .optim)   weights, optimizer state, RNG and loader position, config (atomic writes)
+       best.safetensors              the weights with the best validation H-mean
+       overlays/step_NNNNNN_I.png    validation images with ground truth (green) and detections (red)
+   The last line on stdout is one JSON object with the final validation figures.
+
+   ./build.sh && ./examples/train_dbnet            (see --help for every flag) */
+#define OCR_IMPLEMENTATION
+#include "ocr_tensor.h"
+#include "ocr_nn.h"
+#include "ocr_loss.h"
+#include "ocr_dbnet.h"
+#include "ocr_data.h"
+#include "ocr_example.h"
+#include <signal.h>
+#include <time.h>
+#include <sys/stat.h>
+
+typedef struct {
+    const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone;
+    int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, stop_at;
+    int check_numerics, save_every;
+    float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip;
+} train_args;
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) { (void)sig; g_stop = 1; }
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void die(ocr_ctx *ctx, const char *what) {
+    fprintf(stderr, "train_dbnet: %s: %s\n", what, ocr_ctx_last_error(ctx));
+    exit(1);
+}
+
+/* ---------------------------------------------------------------- data */
+
+enum { F_IMAGE, F_GT_SHRINK, F_MASK_SHRINK, F_GT_THRESH, F_MASK_THRESH, F_COUNT };
+
+typedef struct {
+    int augment;                 /* real datasets: the official flip/rotate/resize/crop; synthetic scenes: none */
+    ocr_augment_config aug;
+} transform_cfg;
+
+/* Worker-side: one sample into the network input and its four target maps. */
+static int train_transform(ocr_ctx *ctx, void *user, ocr_sample *s, int64_t index, ocr_rng *rng, ocr_tensor *fields) {
+    const transform_cfg *t = (const transform_cfg *)user;
+    int rc;
+    (void)index;
+    if (t->augment && (rc = ocr_augment_sample(ctx, rng, &t->aug, s))) return rc;
+    if ((rc = ocr_image_normalize(ctx, &s->image, OCR_NORM_DBNET, &fields[F_IMAGE]))) return rc;
+    return ocr_dbnet_targets(ctx, NULL, s->polys, s->n_polys, &fields[F_GT_SHRINK], &fields[F_MASK_SHRINK],
+                             &fields[F_GT_THRESH], &fields[F_MASK_THRESH], NULL);
+}
+
+/* "synth", "icdar:IMAGES[,GTS]" or "lmdb:PATH" */
+static int open_dataset(ocr_ctx *ctx, const char *spec, const ocr_synth *synth, uint64_t seed, int64_t count, int size,
+                        ocr_dataset *ds, int *is_synth) {
+    *is_synth = 0;
+    if (strcmp(spec, "synth") == 0) {
+        *is_synth = 1;
+        return ocr_dataset_open_synth(ctx, ds, synth, seed, count, size, size);
+    }
+    if (strncmp(spec, "lmdb:", 5) == 0) return ocr_dataset_open_lmdb(ctx, ds, spec + 5);
+    if (strncmp(spec, "icdar:", 6) == 0) {
+        char images[2048], gts[2048];
+        const char *comma = strchr(spec + 6, ',');
+        struct stat st;
+        if (comma) {
+            snprintf(images, sizeof images, "%.*s", (int)(comma - spec - 6), spec + 6);
+            snprintf(gts, sizeof gts, "%s", comma + 1);
+        } else {
+            /* DIR with images/ and gts/ (or gt/) inside, or images and gt files side by side */
+            snprintf(images, sizeof images, "%s/images", spec + 6);
+            if (stat(images, &st) != 0) snprintf(images, sizeof images, "%s", spec + 6);
+            snprintf(gts, sizeof gts, "%s/gts", spec + 6);
+            if (stat(gts, &st) != 0) snprintf(gts, sizeof gts, "%s/gt", spec + 6);
+            if (stat(gts, &st) != 0) snprintf(gts, sizeof gts, "%s", images);
+        }
+        return ocr_dataset_open_icdar(ctx, ds, images, gts, OCR_GT_POLYGON);
+    }
+    return ocr_error(ctx, OCR_EINVAL, "dataset '%s': expected synth, icdar:DIR or lmdb:PATH", spec);
+}
+
+/* ---------------------------------------------------------------- validation */
+
+typedef struct {
+    ocr_dataset ds;
+    int count, size;
+    ocr_sample *samples;         /* decoded once: validation must not cost a re-render each time */
+    ocr_tensor input;            /* [vb, 3, size, size] */
+    int vb;
+} val_set;
+
+static void val_open(ocr_ctx *ctx, val_set *v, const char *spec, const ocr_synth *synth, uint64_t seed, int count, int size) {
+    int i, is_synth;
+    memset(v, 0, sizeof v[0]);
+    if (open_dataset(ctx, spec, synth, seed, count, size, &v->ds, &is_synth)) die(ctx, "opening the validation set");
+    v->count = (int)(v->ds.count < count ? v->ds.count : count);
+    v->size = size;
+    v->vb = 4;
+    v->samples = (ocr_sample *)calloc((size_t)v->count, sizeof(ocr_sample));
+    if (!v->samples) { fprintf(stderr, "train_dbnet: out of memory\n"); exit(1); }
+    for (i = 0; i < v->count; i++) {
+        if (ocr_dataset_get(ctx, &v->ds, i, 0, &v->samples[i])) die(ctx, "reading the validation set");
+        /* real images are resized to the validation size; the polygons follow */
+        if (!is_synth && (v->samples[i].image.width != size || v->samples[i].image.height != size) &&
+            ocr_sample_resize(ctx, &v->samples[i], size, size))
+            die(ctx, "resizing a validation image");
+    }
+    if (ocr_tensor_alloc(ctx, &v->input, "val.input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(v->vb, 3, size, size)))
+        die(ctx, "allocating the validation batch");
+}
+
+static void val_free(val_set *v) {
+    int i;
+    for (i = 0; i < v->count; i++) ocr_sample_free(&v->samples[i]);
+    free(v->samples);
+    ocr_tensor_free(&v->input);
+    ocr_dataset_close(&v->ds);
+}
+
+static void draw_overlay(ocr_ctx *ctx, const ocr_sample *s, const ocr_detections *det, ocr_image *out) {
+    static const unsigned char green[3] = {0, 200, 0}, grey[3] = {150, 150, 150}, red[3] = {230, 0, 0};
+    int i;
+    if (ocr_image_alloc(ctx, out, s->image.width, s->image.height, 3)) die(ctx, "overlay");
+    memcpy(out->pixels, s->image.pixels, (size_t)s->image.width * s->image.height * 3);
+    for (i = 0; i < s->n_polys; i++)
+        ocr_ex_polygon(out->pixels, out->width, out->height, s->polys[i].points, s->polys[i].n_points,
+                       s->polys[i].ignore ? grey : green, 1);
+    for (i = 0; i < det->n; i++)
+        ocr_ex_polygon(out->pixels, out->width, out->height, det->polys[i].points, det->polys[i].n_points, red, 1);
+}
+
+/* Runs the model on every validation image: P/R/H with the official post-processing and ICDAR 2015 protocol. */
+static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metrics *metrics, const char *run_dir,
+                                int64_t step, int n_overlays) {
+    ocr_post_config post = ocr_post_config_default(OCR_POST_BOX);
+    ocr_evaluator ev;
+    ocr_detections det;
+    int i, b;
+    memset(&det, 0, sizeof det);
+    ocr_eval_init(&ev);
+    for (i = 0; i < v->count; i += v->vb) {
+        int nb = v->count - i < v->vb ? v->count - i : v->vb;
+        ocr_tensor in, prob, one;
+        if (ocr_tensor_slice(ctx, &v->input, 0, nb, &in)) die(ctx, "validation");
+        for (b = 0; b < nb; b++) {
+            ocr_tensor row;
+            if (ocr_tensor_slice(ctx, &in, b, 1, &row) || ocr_image_normalize(ctx, &v->samples[i + b].image, OCR_NORM_DBNET, &row))
+                die(ctx, "validation input");
+        }
+        if (ocr_dbnet_forward(ctx, m, &in, 0, &prob, NULL)) die(ctx, "validation forward");
+        for (b = 0; b < nb; b++) {
+            const ocr_sample *s = &v->samples[i + b];
+            if (ocr_tensor_slice(ctx, &prob, b, 1, &one) ||
+                ocr_postprocess(ctx, &post, &one, s->image.width, s->image.height, &det) ||
+                ocr_eval_add_image(ctx, &ev, s->polys, s->n_polys, det.polys, det.n, NULL))
+                die(ctx, "validation post-processing");
+            if (i + b < n_overlays) {
+                char path[4096], tag[64];
+                ocr_image img;
+                unsigned char *png;
+                size_t png_size;
+                draw_overlay(ctx, s, &det, &img);
+                snprintf(path, sizeof path, "%s/overlays/step_%06lld_%d.png", run_dir, (long long)step, i + b);
+                if (ocr_image_save_png(ctx, path, &img)) die(ctx, "writing an overlay");
+                snprintf(tag, sizeof tag, "val/overlay_%d", i + b);
+                if (ocr_image_encode_png(ctx, &img, &png, &png_size) == OCR_OK) {
+                    if (ocr_metrics_image(ctx, metrics, step, tag, img.width, img.height, 3, png, png_size)) die(ctx, "metrics");
+                    OCR_FREE(png);
+                }
+                ocr_image_free(&img);
+            }
+        }
+    }
+    ocr_detections_free(&det);
+    return ocr_eval_finish(&ev);
+}
+
+/* ---------------------------------------------------------------- checkpoints */
+
+/* The run's settings, stored in every checkpoint so --resume continues the same run. */
+static const char *const kArgNames[] = {"data", "val", "init", "optimizer", "backbone", "steps", "batch", "size", "seed",
+                                        "eval_every", "val_count", "val_size", "lr", "width", "weight_decay",
+                                        "balanced_fraction", "pos_weight", "prior", "clip", "epochs"};
+
+static void args_to_meta(const train_args *a, char values[][256]) {
+    snprintf(values[0], 256, "%s", a->data);
+    snprintf(values[1], 256, "%s", a->val);
+    snprintf(values[2], 256, "%s", a->init ? a->init : "");
+    snprintf(values[3], 256, "%s", a->optimizer);
+    snprintf(values[4], 256, "%s", a->backbone);
+    snprintf(values[5], 256, "%d", a->steps);
+    snprintf(values[6], 256, "%d", a->batch);
+    snprintf(values[7], 256, "%d", a->size);
+    snprintf(values[8], 256, "%d", a->seed);
+    snprintf(values[9], 256, "%d", a->eval_every);
+    snprintf(values[10], 256, "%d", a->val_count);
+    snprintf(values[11], 256, "%d", a->val_size);
+    snprintf(values[12], 256, "%.9g", a->lr);
+    snprintf(values[13], 256, "%.9g", a->width);
+    snprintf(values[14], 256, "%.9g", a->weight_decay);
+    snprintf(values[15], 256, "%.9g", a->balanced_fraction);
+    snprintf(values[16], 256, "%.9g", a->pos_weight);
+    snprintf(values[17], 256, "%.9g", a->prior);
+    snprintf(values[18], 256, "%.9g", a->clip);
+    snprintf(values[19], 256, "%d", a->epochs);
+}
+
+/* Strings stay alive in the checkpoint's metadata for the whole run (the file is kept open). */
+static void args_from_meta(const ocr_safetensors *st, train_args *a) {
+    const char *v[20];
+    int i;
+    for (i = 0; i < 20; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "train.%s", kArgNames[i]);
+        v[i] = ocr_safetensors_meta(st, key);
+        if (!v[i]) { fprintf(stderr, "train_dbnet: the checkpoint lacks '%s'; not a train_dbnet checkpoint\n", key); exit(1); }
+    }
+    a->data = v[0]; a->val = v[1]; a->init = v[2][0] ? v[2] : NULL; a->optimizer = v[3]; a->backbone = v[4];
+    a->steps = atoi(v[5]); a->batch = atoi(v[6]); a->size = atoi(v[7]); a->seed = atoi(v[8]); a->eval_every = atoi(v[9]);
+    a->val_count = atoi(v[10]); a->val_size = atoi(v[11]); a->lr = (float)atof(v[12]); a->width = (float)atof(v[13]);
+    a->weight_decay = (float)atof(v[14]); a->balanced_fraction = (float)atof(v[15]); a->pos_weight = (float)atof(v[16]);
+    a->prior = (float)atof(v[17]); a->clip = (float)atof(v[18]); a->epochs = atoi(v[19]);
+}
+
+typedef struct {
+    int64_t step;           /* steps done */
+    double best_hmean;
+    int64_t best_step;
+    double seconds;         /* training time before this process */
+} train_state;
+
+/* name.safetensors holds the weights and everything needed to continue; name.optim.safetensors the optimizer
+   moments. Each file is written atomically; both carry the step, so a mismatched pair is refused on resume. */
+static void save_checkpoint(ocr_ctx *ctx, const char *run_dir, const char *name, const ocr_dbnet *m, const ocr_optimizer *opt,
+                            const train_args *a, const train_state *st) {
+    char path[4096], values[32][256];
+    const char *keys[32], *vals[32];
+    int n = 0, i;
+    ocr_tensor mt, vt;
+    const ocr_tensor *tensors[2];
+    args_to_meta(a, values);
+    for (i = 0; i < 20; i++) {
+        static char key_store[20][64];
+        snprintf(key_store[i], sizeof key_store[i], "train.%s", kArgNames[i]);
+        keys[n] = key_store[i];
+        vals[n++] = values[i];
+    }
+    snprintf(values[20], 256, "%lld", (long long)st->step);
+    keys[n] = "train.step"; vals[n++] = values[20];
+    snprintf(values[21], 256, "%.9g", st->best_hmean);
+    keys[n] = "train.best_hmean"; vals[n++] = values[21];
+    snprintf(values[22], 256, "%lld", (long long)st->best_step);
+    keys[n] = "train.best_step"; vals[n++] = values[22];
+    snprintf(values[23], 256, "%.3f", st->seconds);
+    keys[n] = "train.seconds"; vals[n++] = values[23];
+    snprintf(values[24], 256, "%lld", (long long)opt->step);
+    keys[n] = "train.optim_step"; vals[n++] = values[24];
+    mt = ocr_tensor_f32("optim.m", ocr_shape1((int64_t)opt->numel), opt->m);
+    vt = ocr_tensor_f32("optim.v", ocr_shape1((int64_t)opt->numel), opt->v ? opt->v : opt->m);
+    tensors[0] = &mt;
+    tensors[1] = &vt;
+    snprintf(path, sizeof path, "%s/%s.optim.safetensors", run_dir, name);
+    if (opt->m && ocr_safetensors_save(ctx, path, tensors, opt->v ? 2 : 1, keys + 20, vals + 20, 1)) die(ctx, "saving the optimizer state");
+    snprintf(path, sizeof path, "%s/%s.safetensors", run_dir, name);
+    if (ocr_dbnet_save(ctx, m, path, keys, vals, n)) die(ctx, "saving a checkpoint");
+}
+
+static void load_optimizer(ocr_ctx *ctx, const char *run_dir, ocr_optimizer *opt, int64_t step, int64_t optim_step) {
+    char path[4096];
+    ocr_safetensors st;
+    ocr_tensor mt, vt;
+    const char *s;
+    snprintf(path, sizeof path, "%s/last.optim.safetensors", run_dir);
+    if (ocr_safetensors_open(ctx, &st, path)) die(ctx, "reading the optimizer state");
+    s = ocr_safetensors_meta(&st, "train.step");
+    if (!s || atoll(s) != step) {
+        fprintf(stderr, "train_dbnet: %s is from step %s but last.safetensors from step %lld\n", path, s ? s : "?", (long long)step);
+        exit(1);
+    }
+    mt = ocr_tensor_f32("optim.m", ocr_shape1((int64_t)opt->numel), opt->m);
+    if (ocr_safetensors_read_into(ctx, &st, "optim.m", &mt)) die(ctx, "reading optim.m");
+    if (opt->v) {
+        vt = ocr_tensor_f32("optim.v", ocr_shape1((int64_t)opt->numel), opt->v);
+        if (ocr_safetensors_read_into(ctx, &st, "optim.v", &vt)) die(ctx, "reading optim.v");
+    }
+    opt->step = optim_step;
+    ocr_safetensors_close(&st);
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv) {
+    train_args a;
+    ocr_ex_flag flags[40];
+    int nf = 0, is_synth, i;
+    ocr_ctx ctx;
+    ocr_synth synth;
+    ocr_dataset train_ds;
+    ocr_loader *loader = NULL;
+    ocr_loader_config lcfg;
+    transform_cfg tcfg;
+    ocr_dbnet model;
+    ocr_dbnet_config mcfg;
+    ocr_optimizer opt;
+    ocr_db_loss_config loss_cfg;
+    ocr_metrics metrics;
+    val_set val;
+    train_state st;
+    ocr_safetensors resume_st;
+    ocr_tensor d_logits, d_thresh;
+    ocr_eval_result last_eval;
+    char run_dir[2048], path[4096];
+    int64_t batches_per_epoch, total_steps;
+    double t_start, t_images = 0, seconds_before = 0;
+    int tty = isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
+    int log_level = OCR_LOG_WARN;
+    int eval_done_at_end = 0;
+
+    memset(&a, 0, sizeof a);
+    a.data = "synth"; a.val = "synth"; a.out = NULL; a.device = "cpu"; a.optimizer = "adamw"; a.backbone = "resnet18";
+    a.steps = 600; a.batch = 16; a.size = 320; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 200;
+    a.log_every = 10; a.val_count = 200; a.val_size = 320; a.lr = 2e-3f; a.width = 0.25f; a.weight_decay = 1e-4f;
+    a.balanced_fraction = 0.2f; a.pos_weight = 3.0f; a.prior = 0.03f; a.clip = 5.0f; a.save_every = 100;
+
+#define FLAG(n, t, v, h) (flags[nf].name = n, flags[nf].type = t, flags[nf].value = v, flags[nf].help = h, nf++)
+    FLAG("--data", OCR_EX_STRING, &a.data, "training data: synth, icdar:DIR (images/ and gts/, or IMAGES,GTS) or lmdb:PATH");
+    FLAG("--val", OCR_EX_STRING, &a.val, "validation data, same forms; synth is a fixed held-out set (other seed)");
+    FLAG("--steps", OCR_EX_INT, &a.steps, "optimizer steps");
+    FLAG("--epochs", OCR_EX_INT, &a.epochs, "for icdar/lmdb data: train this many epochs instead of --steps");
+    FLAG("--batch", OCR_EX_INT, &a.batch, "images per step");
+    FLAG("--size", OCR_EX_INT, &a.size, "training crop size in pixels (multiple of 32)");
+    FLAG("--lr", OCR_EX_FLOAT, &a.lr, "peak learning rate (poly decay, power 0.9)");
+    FLAG("--optimizer", OCR_EX_STRING, &a.optimizer, "sgd (momentum 0.9) or adamw");
+    FLAG("--weight-decay", OCR_EX_FLOAT, &a.weight_decay, "weight decay");
+    FLAG("--backbone", OCR_EX_STRING, &a.backbone, "resnet18 or resnet34");
+    FLAG("--width", OCR_EX_FLOAT, &a.width, "channel width multiplier (1 = the official model)");
+    FLAG("--prior", OCR_EX_FLOAT, &a.prior, "initial text probability of the probability head's bias (0: official init)");
+    FLAG("--balanced-fraction", OCR_EX_FLOAT, &a.balanced_fraction, "fraction of steps with class-balanced BCE before positive-weighted BCE (1: official OHEM never)");
+    FLAG("--pos-weight", OCR_EX_FLOAT, &a.pos_weight, "positive-class weight of the BCE after the balanced phase (0: official OHEM)");
+    FLAG("--clip", OCR_EX_FLOAT, &a.clip, "global gradient-norm clip (0: none)");
+    FLAG("--threads", OCR_EX_INT, &a.threads, "compute threads (0: all cores)");
+    FLAG("--workers", OCR_EX_INT, &a.workers, "data loader threads");
+    FLAG("--seed", OCR_EX_INT, &a.seed, "seed of initialisation, data order and augmentation");
+    FLAG("--init", OCR_EX_STRING, &a.init, "backbone weights: a torchvision ResNet state_dict as safetensors");
+    FLAG("--resume", OCR_EX_STRING, &a.resume, "continue the run in DIR from its last checkpoint");
+    FLAG("--out", OCR_EX_STRING, &a.out, "run directory (default runs/dbnet-<time>)");
+    FLAG("--eval-every", OCR_EX_INT, &a.eval_every, "validate every N steps (and at the end)");
+    FLAG("--log-every", OCR_EX_INT, &a.log_every, "log every N steps");
+    FLAG("--save-every", OCR_EX_INT, &a.save_every, "write the last checkpoint every N steps");
+    FLAG("--val-count", OCR_EX_INT, &a.val_count, "validation images");
+    FLAG("--val-size", OCR_EX_INT, &a.val_size, "validation image size (multiple of 32)");
+    FLAG("--device", OCR_EX_STRING, &a.device, "cpu or cuda");
+    FLAG("--check-numerics", OCR_EX_BOOL, &a.check_numerics, "check every layer's outputs and gradients for NaN/Inf");
+    FLAG("--stop-at", OCR_EX_INT, &a.stop_at, "stop after this step as if interrupted (saves last; for tests)");
+#undef FLAG
+    if (ocr_ex_parse(argc, argv, "[options]", flags, nf) != 0) {
+        fprintf(stderr, "train_dbnet: unexpected argument '%s' (see --help)\n", argv[1]);
+        return 2;
+    }
+    if (strcmp(a.device, "cuda") == 0) {
+        fprintf(stderr, "train_dbnet: --device cuda: this build has no CUDA backend (ocr_cuda.cu is not written yet); use --device cpu\n");
+        return 1;
+    }
+    if (strcmp(a.device, "cpu") != 0) { fprintf(stderr, "train_dbnet: --device must be cpu or cuda\n"); return 2; }
+
+    if (ocr_ctx_init(&ctx, a.threads, (uint64_t)a.seed) != OCR_OK) die(&ctx, "starting");
+    ctx.log_fn = ocr_log_stderr;
+    ctx.log_user = &log_level;
+    if (a.check_numerics) ctx.debug_flags |= OCR_DEBUG_CHECK_NUMERICS;
+    memset(&st, 0, sizeof st);
+
+    /* A resumed run takes its settings from its checkpoint; only threads, workers and logging may change. */
+    if (a.resume) {
+        snprintf(run_dir, sizeof run_dir, "%s", a.resume);
+        snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
+        if (ocr_safetensors_open(&ctx, &resume_st, path)) die(&ctx, "--resume");
+        args_from_meta(&resume_st, &a);
+        st.step = atoll(ocr_safetensors_meta(&resume_st, "train.step"));
+        st.best_hmean = atof(ocr_safetensors_meta(&resume_st, "train.best_hmean"));
+        st.best_step = atoll(ocr_safetensors_meta(&resume_st, "train.best_step"));
+        seconds_before = atof(ocr_safetensors_meta(&resume_st, "train.seconds"));
+    } else if (a.out) {
+        snprintf(run_dir, sizeof run_dir, "%s", a.out);
+    } else {
+        char stamp[64];
+        time_t t = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&t));
+        mkdir("runs", 0755);
+        snprintf(run_dir, sizeof run_dir, "runs/dbnet-%s", stamp);
+    }
+    if (a.steps < 1 || a.batch < 1 || a.size < 32 || a.size % 32 || a.val_size < 32 || a.val_size % 32 || a.val_count < 0 ||
+        a.workers < 1 || a.log_every < 1 || a.eval_every < 0 || !(a.lr > 0) || !(a.width > 0) || a.save_every < 1) {
+        fprintf(stderr, "train_dbnet: --steps, --batch, --workers, --log-every and --save-every must be >= 1, --lr and --width > 0, "
+                        "--size and --val-size positive multiples of 32\n");
+        return 2;
+    }
+    if (strcmp(a.optimizer, "sgd") != 0 && strcmp(a.optimizer, "adamw") != 0) { fprintf(stderr, "train_dbnet: --optimizer must be sgd or adamw\n"); return 2; }
+    if (strcmp(a.backbone, "resnet18") != 0 && strcmp(a.backbone, "resnet34") != 0) { fprintf(stderr, "train_dbnet: --backbone must be resnet18 or resnet34\n"); return 2; }
+    if (mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_dbnet: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
+    snprintf(path, sizeof path, "%s/overlays", run_dir);
+    mkdir(path, 0755);
+
+    /* model and optimizer */
+    mcfg = ocr_dbnet_config_default();
+    mcfg.depth = strcmp(a.backbone, "resnet34") == 0 ? 34 : 18;
+    mcfg.width = a.width;
+    mcfg.prior_prob = a.prior;
+    if (ocr_dbnet_init(&ctx, &model, &mcfg)) die(&ctx, "building the model");
+    if (a.init && !a.resume && ocr_dbnet_load_backbone(&ctx, &model, a.init)) die(&ctx, "--init");
+    if (ocr_optim_init(&ctx, &opt, &model.params, strcmp(a.optimizer, "sgd") == 0 ? ocr_optim_sgd(0.9f, a.weight_decay, 0)
+                                                                               : ocr_optim_adamw(0.9f, 0.999f, 1e-8f, a.weight_decay)))
+        die(&ctx, "optimizer");
+    if (a.resume) {
+        snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
+        if (ocr_dbnet_load(&ctx, &model, path)) die(&ctx, "--resume");
+        load_optimizer(&ctx, run_dir, &opt, st.step, atoll(ocr_safetensors_meta(&resume_st, "train.optim_step")));
+    }
+
+    /* data */
+    if (ocr_synth_init(&ctx, &synth, NULL)) die(&ctx, "loading fonts for synthetic scenes");
+    if (open_dataset(&ctx, a.data, &synth, (uint64_t)a.seed * 7919u + 1, (int64_t)a.steps * a.batch, a.size, &train_ds, &is_synth))
+        die(&ctx, "--data");
+    memset(&tcfg, 0, sizeof tcfg);
+    tcfg.augment = !is_synth;
+    tcfg.aug = ocr_augment_defaults();
+    tcfg.aug.crop_width = tcfg.aug.crop_height = a.size;
+    lcfg = ocr_loader_config_default();
+    lcfg.batch_size = a.batch;
+    lcfg.n_workers = a.workers;
+    lcfg.shuffle = !is_synth;  /* synthetic scenes are already independent draws */
+    lcfg.drop_last = 1;
+    lcfg.seed = (uint64_t)a.seed;
+    lcfg.n_fields = F_COUNT;
+    lcfg.field_names[F_IMAGE] = "image"; lcfg.field_shapes[F_IMAGE] = ocr_shape3(3, a.size, a.size);
+    lcfg.field_names[F_GT_SHRINK] = "gt_shrink"; lcfg.field_names[F_MASK_SHRINK] = "mask_shrink";
+    lcfg.field_names[F_GT_THRESH] = "gt_thresh"; lcfg.field_names[F_MASK_THRESH] = "mask_thresh";
+    for (i = F_GT_SHRINK; i < F_COUNT; i++) lcfg.field_shapes[i] = ocr_shape3(1, a.size, a.size);
+    lcfg.transform = train_transform;
+    lcfg.transform_user = &tcfg;
+    if (ocr_loader_create(&ctx, &loader, &train_ds, &lcfg)) die(&ctx, "data loader");
+    batches_per_epoch = train_ds.count / a.batch;
+    if (batches_per_epoch < 1) { fprintf(stderr, "train_dbnet: the training set has fewer than --batch samples\n"); return 1; }
+    total_steps = (!is_synth && a.epochs > 0) ? (int64_t)a.epochs * batches_per_epoch : a.steps;
+    val_open(&ctx, &val, a.val, &synth, (uint64_t)a.seed * 7919u + 1000003u, a.val_count, a.val_size);
+
+    if (ocr_tensor_alloc(&ctx, &d_logits, "d_prob_logits", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(a.batch, 1, a.size, a.size)) ||
+        ocr_tensor_alloc(&ctx, &d_thresh, "d_thresh", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(a.batch, 1, a.size, a.size)))
+        die(&ctx, "allocating gradients");
+    if (ocr_metrics_open(&ctx, &metrics, run_dir)) die(&ctx, "metrics");
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+
+    fprintf(stderr, "train_dbnet: %s DB-ResNet-%d width %g, %zu parameters, %lld steps of %d x %dx%d on %d threads (GEMM %s), run %s\n",
+            a.resume ? "resuming" : "training", mcfg.depth, a.width, ocr_params_trainable_count(&model.params),
+            (long long)total_steps, a.batch, a.size, a.size, ctx.n_threads, ocr_gemm_kernel_name(&ctx), run_dir);
+
+    loss_cfg = ocr_db_loss_defaults();
+    memset(&last_eval, 0, sizeof last_eval);
+    t_start = now_seconds();
+    {
+        int64_t epoch = -1;
+        while (st.step < total_steps && !g_stop) {
+            ocr_batch *batch = NULL;
+            ocr_tensor logits, thresh, dl, dt;
+            ocr_db_loss_terms terms;
+            float lr, norm = 0;
+            int64_t want_epoch = st.step / batches_per_epoch, want_number = st.step % batches_per_epoch;
+            double t0 = now_seconds();
+            if (want_epoch != epoch) {
+                if (ocr_loader_start_epoch(&ctx, loader, want_epoch)) die(&ctx, "data loader");
+                epoch = want_epoch;
+            }
+            /* After a resume the loader starts at the epoch's first batch: skip to ours. Batches depend only on
+               (seed, epoch, number), so the skipped ones are exactly those the interrupted run used. */
+            do {
+                if (batch) ocr_loader_release(loader, batch);
+                if (ocr_loader_next(&ctx, loader, &batch)) die(&ctx, "data loader");
+                if (!batch) { fprintf(stderr, "train_dbnet: the loader ended its epoch early\n"); exit(1); }
+            } while (batch->number < want_number);
+
+            /* from-scratch recipe: class-balanced BCE first, then positive-weighted BCE (OHEM when pos_weight is 0) */
+            if ((double)st.step < a.balanced_fraction * (double)total_steps) loss_cfg.bce.mode = OCR_LOSS_BCE_BALANCED;
+            else if (a.pos_weight > 0) { loss_cfg.bce.mode = OCR_LOSS_BCE_POS_WEIGHT; loss_cfg.bce.pos_weight = a.pos_weight; }
+            else loss_cfg.bce.mode = OCR_LOSS_BCE_OHEM;
+
+            if (ocr_dbnet_forward(&ctx, &model, &batch->fields[F_IMAGE], 1, &logits, &thresh)) die(&ctx, "forward");
+            if (ocr_tensor_slice(&ctx, &d_logits, 0, batch->size, &dl) || ocr_tensor_slice(&ctx, &d_thresh, 0, batch->size, &dt) ||
+                ocr_tensor_zero(&ctx, &dl) || ocr_tensor_zero(&ctx, &dt))
+                die(&ctx, "gradients");
+            if (ocr_loss_db(&ctx, &loss_cfg, &logits, &thresh, &batch->fields[F_GT_SHRINK], &batch->fields[F_MASK_SHRINK],
+                            &batch->fields[F_GT_THRESH], &batch->fields[F_MASK_THRESH], &terms, &dl, &dt))
+                die(&ctx, "loss");
+            ocr_params_zero_grad(&model.params);
+            if (ocr_dbnet_backward(&ctx, &model, &dl, &dt)) die(&ctx, "backward");
+            if (ocr_clip_grad_norm(&ctx, &model.params, a.clip, &norm)) die(&ctx, "gradient");
+            lr = ocr_lr_poly(a.lr, st.step, total_steps, 0.9f);
+            if (ocr_optim_step(&ctx, &opt, &model.params, lr)) die(&ctx, "optimizer");
+            t_images += batch->size;
+            ocr_loader_release(loader, batch);
+            st.step++;
+
+            if (st.step % a.log_every == 0 || st.step == total_steps) {
+                double el = now_seconds() - t_start, ips = t_images / (el > 0 ? el : 1);
+                char line[256];
+                if (ocr_metrics_scalar(&ctx, &metrics, st.step, "train/loss", terms.total) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/bce", terms.bce) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/dice", terms.dice) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/l1", terms.l1) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/lr", lr) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/grad_norm", norm) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/images_per_second", ips))
+                    die(&ctx, "metrics");
+                snprintf(line, sizeof line, "loss %.4f (bce %.4f dice %.4f l1 %.4f) lr %.2e %.1f img/s", terms.total, terms.bce,
+                         terms.dice, terms.l1, lr, ips);
+                if (tty) ocr_ex_progress(stderr, (long)st.step, (long)total_steps, el, line);
+                else { printf("step %lld/%lld %s\n", (long long)st.step, (long long)total_steps, line); fflush(stdout); }
+            }
+            (void)t0;
+            if (a.eval_every > 0 && st.step % a.eval_every == 0 && st.step < total_steps) {
+                last_eval = validate(&ctx, &model, &val, &metrics, run_dir, st.step, 4);
+                if (tty) fputc('\n', stderr);
+                printf("step %lld validation: precision %.4f recall %.4f hmean %.4f\n", (long long)st.step, last_eval.precision,
+                       last_eval.recall, last_eval.hmean);
+                fflush(stdout);
+                if (ocr_metrics_scalar(&ctx, &metrics, st.step, "val/precision", last_eval.precision) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "val/recall", last_eval.recall) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "val/hmean", last_eval.hmean))
+                    die(&ctx, "metrics");
+                if (last_eval.hmean > st.best_hmean) {
+                    st.best_hmean = last_eval.hmean;
+                    st.best_step = st.step;
+                    st.seconds = seconds_before + now_seconds() - t_start;
+                    save_checkpoint(&ctx, run_dir, "best", &model, &opt, &a, &st);
+                }
+            }
+            if (st.step % a.save_every == 0 || st.step == a.stop_at) {
+                st.seconds = seconds_before + now_seconds() - t_start;
+                save_checkpoint(&ctx, run_dir, "last", &model, &opt, &a, &st);
+                if (ocr_metrics_flush(&ctx, &metrics)) die(&ctx, "metrics");
+            }
+            if (st.step == a.stop_at) g_stop = 1;
+        }
+    }
+    if (tty) fputc('\n', stderr);
+    st.seconds = seconds_before + now_seconds() - t_start;
+    save_checkpoint(&ctx, run_dir, "last", &model, &opt, &a, &st);
+    if (g_stop && st.step < total_steps) {
+        fprintf(stderr, "train_dbnet: interrupted at step %lld; saved %s/last.safetensors; continue with --resume %s\n",
+                (long long)st.step, run_dir, run_dir);
+    } else {
+        last_eval = validate(&ctx, &model, &val, &metrics, run_dir, st.step, 4);
+        eval_done_at_end = 1;
+        if (ocr_metrics_scalar(&ctx, &metrics, st.step, "val/precision", last_eval.precision) ||
+            ocr_metrics_scalar(&ctx, &metrics, st.step, "val/recall", last_eval.recall) ||
+            ocr_metrics_scalar(&ctx, &metrics, st.step, "val/hmean", last_eval.hmean))
+            die(&ctx, "metrics");
+        if (last_eval.hmean >= st.best_hmean) {
+            st.best_hmean = last_eval.hmean;
+            st.best_step = st.step;
+            save_checkpoint(&ctx, run_dir, "best", &model, &opt, &a, &st);
+        }
+    }
+    if (ocr_metrics_close(&ctx, &metrics)) die(&ctx, "metrics");
+    {
+        double el = now_seconds() - t_start;
+        printf("{\"hmean\":%.4f,\"precision\":%.4f,\"recall\":%.4f,\"steps\":%lld,\"seconds\":%.1f,\"images_per_second\":%.2f,"
+               "\"validated\":%s,\"run\":\"%s\"}\n",
+               last_eval.hmean, last_eval.precision, last_eval.recall, (long long)st.step, st.seconds,
+               t_images / (el > 0 ? el : 1), eval_done_at_end ? "true" : "false", run_dir);
+    }
+    ocr_loader_free(loader);
+    ocr_dataset_close(&train_ds);
+    val_free(&val);
+    ocr_synth_free(&synth);
+    ocr_tensor_free(&d_logits);
+    ocr_tensor_free(&d_thresh);
+    ocr_optim_free(&opt);
+    ocr_dbnet_free(&model);
+    if (a.resume) ocr_safetensors_close(&resume_st);
+    ocr_ctx_free(&ctx);
+    return g_stop && st.step < total_steps ? 130 : 0;
+}

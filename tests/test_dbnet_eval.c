@@ -1,0 +1,298 @@
+/* ICDAR 2015 evaluation against tools/dbnet_eval_ref.py (the official DetectionIoUEvaluator rules on shapely),
+   run live on 600 seeded random images with don't-care, invalid (bowtie, repeated, collinear, too short),
+   overlapping, non-convex and duplicated (greedy-order) polygons: identical validity, intersection areas to
+   1e-7, identical per-image counts and global P, R, H. Plus hand-computed cases and bad inputs. */
+#define _POSIX_C_SOURCE 200809L
+#define OCR_IMPLEMENTATION
+#include "ocr_tensor.h"
+#include "ocr_nn.h"
+#include "ocr_loss.h"
+#include "ocr_dbnet.h"
+#include "ocr_test.h"
+#include <stdlib.h>
+#include <unistd.h>
+
+#define N_IMAGES 600
+#define MAX_POLYS 8
+#define MAX_PTS 16
+
+typedef struct { int n_gt, n_det; ocr_polygon gt[MAX_POLYS], det[MAX_POLYS]; ocr_point pts[2 * MAX_POLYS][MAX_PTS]; } timage;
+
+static timage images[N_IMAGES];
+
+static float uni(ocr_rng *r, float lo, float hi) { return lo + (hi - lo) * ocr_rng_uniform(r); }
+
+/* One polygon into pts: a rotated rectangle, an integer box, a non-convex star, or an invalid shape. */
+static int make_shape(ocr_rng *r, ocr_point *pts) {
+    int kind = (int)ocr_rng_below(r, 10), n = 4, k;
+    float cx = uni(r, 20, 180), cy = uni(r, 20, 180), w = uni(r, 4, 60), h = uni(r, 3, 25), a = uni(r, 0, 3.14159f);
+    float ca = cosf(a), sa = sinf(a);
+    if (kind <= 3) { /* rotated rectangle */
+        static const float sx[4] = {-1, 1, 1, -1}, sy[4] = {-1, -1, 1, 1};
+        for (k = 0; k < 4; k++) {
+            pts[k].x = cx + sx[k] * w / 2 * ca - sy[k] * h / 2 * sa;
+            pts[k].y = cy + sx[k] * w / 2 * sa + sy[k] * h / 2 * ca;
+        }
+    } else if (kind <= 5) { /* ICDAR-style integer box */
+        float x0 = floorf(cx), y0 = floorf(cy), x1 = x0 + floorf(w), y1 = y0 + floorf(h);
+        pts[0].x = x0; pts[0].y = y0; pts[1].x = x1; pts[1].y = y0; pts[2].x = x1; pts[2].y = y1; pts[3].x = x0; pts[3].y = y1;
+    } else if (kind <= 7) { /* star-shaped, non-convex, 5..12 vertices */
+        n = 5 + (int)ocr_rng_below(r, 8);
+        for (k = 0; k < n; k++) {
+            float t = 6.2831853f * ((float)k + uni(r, 0, 0.8f)) / (float)n, rad = uni(r, 0.3f, 1.0f) * w / 2 + 2;
+            pts[k].x = cx + rad * cosf(t);
+            pts[k].y = cy + rad * sinf(t) * h / w * 2;
+        }
+    } else { /* invalid or degenerate */
+        int bad = (int)ocr_rng_below(r, 5);
+        pts[0].x = cx; pts[0].y = cy; pts[1].x = cx + w; pts[1].y = cy; pts[2].x = cx + w; pts[2].y = cy + h; pts[3].x = cx; pts[3].y = cy + h;
+        if (bad == 0) { ocr_point t = pts[1]; pts[1] = pts[2]; pts[2] = t; }       /* bowtie */
+        else if (bad == 1) { pts[2] = pts[1]; n = 4; }                               /* a repeated point: a valid triangle */
+        else if (bad == 2) { pts[1].x = cx + w / 2; pts[1].y = cy + h / 2; pts[2].x = cx + w; pts[2].y = cy + h; n = 3; } /* collinear */
+        else if (bad == 3) n = 2;                                                    /* too few points */
+        else { pts[4] = pts[1]; pts[4].y += h / 2; pts[1].x = cx + w / 2; pts[1].y = cy + h; n = 5; } /* a vertex on an edge */
+    }
+    return n;
+}
+
+static void make_images(ocr_rng *r) {
+    int i, k, j;
+    for (i = 0; i < N_IMAGES; i++) {
+        timage *im = &images[i];
+        im->n_gt = (int)ocr_rng_below(r, 7);
+        im->n_det = (int)ocr_rng_below(r, MAX_POLYS);
+        for (k = 0; k < im->n_gt; k++) {
+            im->gt[k].points = im->pts[k];
+            im->gt[k].n_points = make_shape(r, im->pts[k]);
+            im->gt[k].ignore = ocr_rng_below(r, 4) == 0;
+        }
+        for (k = 0; k < im->n_det; k++) {
+            ocr_point *p = im->pts[MAX_POLYS + k];
+            int how = (int)ocr_rng_below(r, 6);
+            im->det[k].points = p;
+            if (how <= 2 && im->n_gt) { /* a jittered copy of a GT: IoU anywhere around the 0.5 threshold */
+                const ocr_polygon *g = &im->gt[ocr_rng_below(r, (uint32_t)im->n_gt)];
+                float dx = uni(r, -8, 8), dy = uni(r, -4, 4), s = uni(r, 0.6f, 1.5f), gx = 0, gy = 0;
+                for (j = 0; j < g->n_points; j++) { gx += g->points[j].x / (float)g->n_points; gy += g->points[j].y / (float)g->n_points; }
+                for (j = 0; j < g->n_points; j++) {
+                    p[j].x = gx + (g->points[j].x - gx) * s + dx + uni(r, -1, 1);
+                    p[j].y = gy + (g->points[j].y - gy) * s + dy + uni(r, -1, 1);
+                }
+                im->det[k].n_points = g->n_points;
+            } else if (how == 3 && k > 0) { /* a duplicate of an earlier detection: only the first may match */
+                memcpy(p, im->det[k - 1].points, sizeof(ocr_point) * (size_t)im->det[k - 1].n_points);
+                im->det[k].n_points = im->det[k - 1].n_points;
+            } else {
+                im->det[k].n_points = make_shape(r, p);
+            }
+        }
+    }
+}
+
+static void write_points(FILE *f, const ocr_polygon *p) {
+    int k;
+    fprintf(f, " %d", p->n_points);
+    for (k = 0; k < p->n_points; k++) fprintf(f, " %.17g %.17g", (double)p->points[k].x, (double)p->points[k].y); /* exact */
+    fputc('\n', f);
+}
+
+static char *ref_text;
+
+static int run_reference(void) {
+    static int state;
+    ocr_ctx ctx;
+    char dir[] = "/tmp/ocr_eval_XXXXXX", in[600], out[600], cmd[2048];
+    unsigned char *text = NULL;
+    size_t size = 0;
+    FILE *f;
+    int i, k, status;
+    if (state) return state > 0;
+    state = -1;
+    if (ocr_ctx_init(&ctx, 1, 77) != OCR_OK) return 0;
+    make_images(&ctx.rng);
+    if (!mkdtemp(dir)) { ocr_ctx_free(&ctx); return 0; }
+    snprintf(in, sizeof in, "%s/cases.txt", dir);
+    snprintf(out, sizeof out, "%s/ref.txt", dir);
+    if (!(f = fopen(in, "w"))) { ocr_ctx_free(&ctx); return 0; }
+    for (i = 0; i < N_IMAGES; i++) {
+        fprintf(f, "image %d %d\n", images[i].n_gt, images[i].n_det);
+        for (k = 0; k < images[i].n_gt; k++) { fprintf(f, "g %d", images[i].gt[k].ignore); write_points(f, &images[i].gt[k]); }
+        for (k = 0; k < images[i].n_det; k++) { fprintf(f, "d"); write_points(f, &images[i].det[k]); }
+    }
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/dbnet_eval_ref.py %s %s > %s/log.txt 2>&1", in, out, dir);
+    status = system(cmd);
+    if (status != 0 || ocr_read_file(&ctx, out, (size_t)1 << 28, &text, &size) != OCR_OK) {
+        char log[700];
+        unsigned char *msg = NULL;
+        size_t msg_size = 0;
+        snprintf(log, sizeof log, "%s/log.txt", dir);
+        if (ocr_read_file(&ctx, log, 1 << 20, &msg, &msg_size) == OCR_OK)
+            fprintf(stderr, "  reference tools/dbnet_eval_ref.py failed (status %d):\n%.*s\n", status, (int)msg_size, (char *)msg);
+        free(msg);
+    } else {
+        ref_text = (char *)realloc(text, size + 1);
+        ref_text[size] = 0;
+        state = 1;
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
+    ocr_ctx_free(&ctx);
+    return state > 0;
+}
+
+static void test_eval_matches_shapely(void) {
+    ocr_ctx ctx;
+    ocr_evaluator ev;
+    ocr_eval_result res;
+    char *line, *save = NULL;
+    int i, k, n_valid_checked = 0, n_inter = 0, invalid = 0, dontcare_det = 0, matched = 0;
+    double worst_inter = 0, p = -1, r = -1, h = -1;
+    if (!run_reference()) { OCR_CHECK_MSG(0, "no reference"); return; }
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    ocr_eval_init(&ev);
+    line = strtok_r(ref_text, "\n", &save);
+    for (i = 0; i < N_IMAGES && line; i++) {
+        timage *im = &images[i];
+        ocr_eval_counts c;
+        int rg, rd, rm, vg[MAX_POLYS], vd[MAX_POLYS], ng = 0, nd = 0;
+        memset(&c, 0, sizeof c);
+        OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, im->gt, im->n_gt, im->det, im->n_det, &c));
+        if (sscanf(line, "image %d %d %d", &rg, &rd, &rm) != 3) { OCR_CHECK_MSG(0, "bad reference line '%s'", line); break; }
+        OCR_CHECK_MSG(c.gt_care == rg && c.det_care == rd && c.matched == rm,
+                      "image %d: gt_care %lld det_care %lld matched %lld, reference %d %d %d", i, (long long)c.gt_care,
+                      (long long)c.det_care, (long long)c.matched, rg, rd, rm);
+        invalid += (int)(c.gt_invalid + c.det_invalid);
+        dontcare_det += (int)c.det_dontcare;
+        matched += (int)c.matched;
+        for (k = 0; k < im->n_gt + im->n_det; k++) {
+            const ocr_polygon *pg = k < im->n_gt ? &im->gt[k] : &im->det[k - im->n_gt];
+            int v = -1, ours = ocr_poly_is_simple(pg->points, pg->n_points);
+            line = strtok_r(NULL, "\n", &save);
+            if (!line || sscanf(line, "valid %d", &v) != 1) { OCR_CHECK_MSG(0, "image %d: missing validity", i); break; }
+            OCR_CHECK_MSG(ours == v, "image %d polygon %d (%d points): valid %d, shapely %d", i, k, pg->n_points, ours, v);
+            if (v && k < im->n_gt) vg[ng++] = k;
+            if (v && k >= im->n_gt) vd[nd++] = k - im->n_gt;
+            n_valid_checked++;
+        }
+        for (k = 0; k < ng * nd; k++) {
+            int gi, dj;
+            double ref_area, area = -1;
+            line = strtok_r(NULL, "\n", &save);
+            if (!line || sscanf(line, "inter %d %d %lf", &gi, &dj, &ref_area) != 3) { OCR_CHECK_MSG(0, "image %d: missing intersection", i); break; }
+            OCR_CHECK_OK(&ctx, ocr_poly_intersection_area(&ctx, im->det[vd[dj]].points, im->det[vd[dj]].n_points, im->gt[vg[gi]].points,
+                                                          im->gt[vg[gi]].n_points, &area));
+            OCR_CHECK_MSG(fabs(area - ref_area) <= 1e-7 * (1 + ref_area), "image %d gt %d det %d: intersection %.12g, shapely %.12g", i, vg[gi],
+                          vd[dj], area, ref_area);
+            if (fabs(area - ref_area) > worst_inter) worst_inter = fabs(area - ref_area);
+            n_inter += ref_area > 0;
+        }
+        line = strtok_r(NULL, "\n", &save);
+    }
+    OCR_CHECK_MSG(line && sscanf(line, "total %lf %lf %lf", &p, &r, &h) == 3, "missing totals");
+    res = ocr_eval_finish(&ev);
+    OCR_CHECK_MSG(res.precision == p && res.recall == r && res.hmean == h, "P %.17g R %.17g H %.17g, reference %.17g %.17g %.17g", res.precision,
+                  res.recall, res.hmean, p, r, h);
+    printf("     %d images, %d polygons (%d invalid), %d overlapping pairs (worst area difference %.2g), %d don't-care detections, "
+           "%d matches; P %.4f R %.4f H %.4f\n",
+           N_IMAGES, n_valid_checked, invalid, n_inter, worst_inter, dontcare_det, matched, res.precision, res.recall, res.hmean);
+    OCR_CHECK(invalid > 50 && dontcare_det > 20 && matched > 100 && n_inter > 500); /* the cases exercise every rule */
+    ocr_ctx_free(&ctx);
+}
+
+static ocr_polygon box(ocr_point *pts, float x0, float y0, float x1, float y1, int ignore) {
+    ocr_polygon p;
+    pts[0].x = x0; pts[0].y = y0; pts[1].x = x1; pts[1].y = y0; pts[2].x = x1; pts[2].y = y1; pts[3].x = x0; pts[3].y = y1;
+    memset(&p, 0, sizeof p);
+    p.points = pts;
+    p.n_points = 4;
+    p.ignore = ignore;
+    return p;
+}
+
+static void test_hand_cases(void) {
+    ocr_ctx ctx;
+    ocr_evaluator ev;
+    ocr_eval_counts c;
+    ocr_eval_result res;
+    ocr_point pg[4], pd[3][4], pl[6] = {{0, 0}, {10, 0}, {10, 4}, {4, 4}, {4, 10}, {0, 10}}, bow[4] = {{0, 0}, {10, 10}, {10, 0}, {0, 10}};
+    ocr_polygon gt, det[3];
+    double area = 0;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    /* greedy order: IoU 0.6 (first) is matched, the later IoU 0.8 is not */
+    ocr_eval_init(&ev);
+    gt = box(pg, 0, 0, 10, 10, 0);
+    det[0] = box(pd[0], 0, 0, 10, 6, 0);
+    det[1] = box(pd[1], 0, 0, 10, 8, 0);
+    OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, &gt, 1, det, 2, &c));
+    OCR_CHECK(c.matched == 1 && c.gt_care == 1 && c.det_care == 2);
+    res = ocr_eval_finish(&ev);
+    OCR_CHECK(res.precision == 0.5 && res.recall == 1.0 && fabs(res.hmean - 2.0 / 3.0) < 1e-15);
+    /* IoU exactly 0.5 is not a match (strict) */
+    det[0] = box(pd[0], 0, 0, 10, 5, 0);
+    OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, &gt, 1, det, 1, &c));
+    OCR_CHECK(c.matched == 0);
+    /* don't care: a detection inside a ### region by 64/100 is ignored, one covering it by 36/100 is not */
+    gt = box(pg, 0, 0, 10, 10, 1);
+    det[0] = box(pd[0], 2, 2, 12, 12, 0);
+    det[1] = box(pd[1], 4, 4, 14, 14, 0);
+    OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, &gt, 1, det, 2, &c));
+    OCR_CHECK(c.gt_care == 0 && c.gt_dontcare == 1 && c.det_dontcare == 1 && c.det_care == 1 && c.matched == 0);
+    /* a bowtie detection and a 2-point GT are dropped */
+    det[0].points = bow;
+    det[0].n_points = 4;
+    gt = box(pg, 0, 0, 10, 10, 0);
+    gt.n_points = 2;
+    OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, &gt, 1, det, 1, &c));
+    OCR_CHECK(c.det_invalid == 1 && c.gt_invalid == 1 && c.det_care == 0 && c.gt_care == 0);
+    /* totals: matched 1, care GT 2, care detections 2 + 1 + 1 */
+    res = ocr_eval_finish(&ev);
+    OCR_CHECK(ev.n_images == 4 && ev.total.matched == 1 && ev.total.gt_care == 2 && ev.total.det_care == 4);
+    OCR_CHECK(res.precision == 0.25 && res.recall == 0.5);
+    /* non-convex: the L (area 64) and the square [2,8]^2 share [2,8]x[2,4] and [2,4]x[4,8]: 12 + 8 */
+    box(pd[2], 2, 2, 8, 8, 0);
+    OCR_CHECK_OK(&ctx, ocr_poly_intersection_area(&ctx, pl, 6, pd[2], 4, &area));
+    OCR_CHECK_MSG(area == 20.0, "L x square: %.17g", area);
+    /* shared edges: two unit squares side by side touch (0), a square with itself (1), either orientation */
+    box(pd[0], 0, 0, 1, 1, 0);
+    box(pd[1], 1, 0, 2, 1, 0);
+    OCR_CHECK_OK(&ctx, ocr_poly_intersection_area(&ctx, pd[0], 4, pd[1], 4, &area));
+    OCR_CHECK(area == 0.0);
+    OCR_CHECK_OK(&ctx, ocr_poly_intersection_area(&ctx, pd[0], 4, pd[0], 4, &area));
+    OCR_CHECK(area == 1.0);
+    { ocr_point rev[4] = {{0, 0}, {0, 1}, {1, 1}, {1, 0}}; OCR_CHECK_OK(&ctx, ocr_poly_intersection_area(&ctx, pd[0], 4, rev, 4, &area)); }
+    OCR_CHECK(area == 1.0);
+    OCR_CHECK(ocr_poly_is_simple(pl, 6) && !ocr_poly_is_simple(bow, 4) && !ocr_poly_is_simple(pl, 2));
+    /* empty evaluation: all zero, no division by zero */
+    ocr_eval_init(&ev);
+    res = ocr_eval_finish(&ev);
+    OCR_CHECK(res.precision == 0 && res.recall == 0 && res.hmean == 0);
+    ocr_ctx_free(&ctx);
+}
+
+static void test_bad_inputs(void) {
+    ocr_ctx ctx;
+    ocr_evaluator ev;
+    ocr_point pg[4], pd[4];
+    ocr_polygon gt = box(pg, 0, 0, 10, 10, 0), det = box(pd, 0, 0, 10, 6, 0);
+    double area;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    ocr_eval_init(&ev);
+    pd[2].x = NAN;
+    OCR_CHECK_ERR(&ctx, ocr_eval_add_image(&ctx, &ev, &gt, 1, &det, 1, NULL), OCR_ENONFINITE, "detection 0");
+    OCR_CHECK(ev.n_images == 0);
+    OCR_CHECK_ERR(&ctx, ocr_eval_add_image(&ctx, &ev, NULL, 1, &det, 0, NULL), OCR_EINVAL, "ocr_eval_add_image");
+    OCR_CHECK_ERR(&ctx, ocr_poly_intersection_area(&ctx, pg, 4, pd, 4, &area), OCR_ENONFINITE, "ocr_poly_intersection_area");
+    OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, NULL, 0, NULL, 0, NULL));
+    OCR_CHECK(ev.n_images == 1);
+    ocr_ctx_free(&ctx);
+}
+
+int main(int argc, char **argv) {
+    ocr_test_init(argc, argv);
+    OCR_TEST_RUN(test_eval_matches_shapely);
+    OCR_TEST_RUN(test_hand_cases);
+    OCR_TEST_RUN(test_bad_inputs);
+    free(ref_text);
+    return ocr_test_finish();
+}
