@@ -17,6 +17,104 @@ extern "C" {
 
 /* ================================================================ [model] declarations */
 
+/* DB-ResNet as in the official DBNet code (MhLiao/DB): a torchvision-layout ResNet-18/34 backbone (BasicBlock),
+   the SegDetector FPN neck (1x1 laterals to `inner` channels, nearest 2x upsampling and sums, four 3x3 branches of
+   inner/4 channels upsampled to 1/4 scale and concatenated as p5,p4,p3,p2) and the binarize and thresh heads
+   (conv3x3, BN, ReLU, two 2x2 stride-2 transposed convs). Parameters carry PyTorch's state_dict names
+   (backbone.layer1.0.conv1.weight, decoder.in5.weight, decoder.binarize.3.bias, ...), so torchvision ResNet
+   weights load into the backbone and checkpoints load in PyTorch with strict=True.
+   Not implemented: the deformable convolutions (DCNv2) of the official "deformable_resnet18"; every conv is plain.
+
+       ocr_dbnet m; ocr_tensor prob_logits, thresh;
+       ocr_dbnet_config cfg = ocr_dbnet_config_default();
+       cfg.width = 0.25f; cfg.prior_prob = 0.03f;                    // small CPU model, trained from scratch
+       ocr_dbnet_init(&ctx, &m, &cfg);
+       ocr_dbnet_forward(&ctx, &m, &images, 1, &prob_logits, &thresh); // views into the model, valid until the next call
+       ... loss on prob_logits and thresh, giving d_prob_logits and d_thresh ...
+       ocr_params_zero_grad(&m.params);
+       ocr_dbnet_backward(&ctx, &m, &d_prob_logits, &d_thresh);      // accumulates into m.params.grad
+       ocr_optim_step(&ctx, &opt, &m.params, lr);
+       ocr_dbnet_save(&ctx, &m, "model.safetensors", NULL, NULL, 0);
+       ocr_dbnet_free(&m); */
+
+typedef struct {
+    int depth;          /* ResNet depth: 18 or 34 */
+    float width;        /* channel multiplier in (0, 4]: c channels become max(8, 8 * round(c * width / 8)) */
+    float k;            /* steepness of the approximate binary map sigmoid(k (P - T)) the loss builds; official 50 */
+    float prior_prob;   /* in (0, 1): the probability head's last bias starts at logit(prior_prob) (0.03 lets a
+                           from-scratch model start learning within minutes); 0: PyTorch's default init (official) */
+    float bn_momentum;  /* BatchNorm running-statistics momentum, 0.1 */
+    float bn_eps;       /* BatchNorm epsilon, 1e-5 */
+} ocr_dbnet_config;
+
+/* Internal plan of the network, built by ocr_dbnet_init: activations and the ops between them. */
+typedef struct {
+    char name[OCR_NAME_MAX];
+    int channels, div;  /* shape [N, channels, H/div, W/div] for an input [N, 3, H, W] */
+    int alias;          /* index of an earlier activation whose storage this one reuses in place, or -1 */
+    int flags;          /* OCR__DB_ACT_* */
+    int mode;           /* OCR__DB_BOTH, _TRAIN (threshold head) or _EVAL (the final sigmoid) */
+    size_t off, goff;   /* value and gradient offsets in floats for the current input size */
+} ocr__dbnet_act;
+
+typedef struct {
+    int kind;           /* OCR__DB_CONV, ... */
+    int in[4], n_in, out, aux;  /* activations; aux: the argmax of a max pool */
+    int w, b, mean, var;        /* parameter indices, -1 when absent (BN: w = gamma, b = beta) */
+    size_t stats;               /* BN: offset of save_mean, then save_invstd, in bn_stats */
+    int kernel, stride, pad, factor;
+    int mode, decoder;          /* when it runs; decoder ops use the SegDetector initialisation */
+} ocr__dbnet_op;
+
+typedef struct ocr_dbnet {
+    ocr_dbnet_config cfg;
+    ocr_params params;            /* every weight, bias and BN running statistic, with PyTorch names */
+    int64_t num_batches_tracked;  /* training forwards done; written as each BN's num_batches_tracked */
+    /* internals */
+    ocr__dbnet_act *acts;
+    ocr__dbnet_op *ops;
+    int n_acts, n_ops, cap_acts, cap_ops;
+    float *bn_stats;              /* save_mean and save_invstd of every BN for the backward */
+    float *values, *grads;        /* activation values and gradients; grow to the largest input seen */
+    size_t values_cap, grads_cap; /* in floats */
+    int64_t N, H, W;              /* input of the last forward */
+    int state;                    /* 0: no forward yet, 1: after a training forward, 2: after an eval forward */
+    int act_input, act_prob_logits, act_thresh, act_prob;
+} ocr_dbnet;
+
+/* resnet18, width 1, k 50, no prior, BN momentum 0.1 and eps 1e-5: the official configuration without DCN. */
+OCRDEF ocr_dbnet_config ocr_dbnet_config_default(void);
+/* Builds the model for cfg and initialises it as the official code does, drawing from ctx->rng: backbone convs
+   kaiming normal (fan_out, as torchvision), decoder convs and transposed convs kaiming normal (fan_in, as PyTorch
+   computes it), transposed-conv biases PyTorch's default uniform, BN weight 1 and bias 0 (backbone) or 1e-4
+   (decoder), running mean 0 and variance 1. */
+OCRDEF int ocr_dbnet_init(ocr_ctx *ctx, ocr_dbnet *m, const ocr_dbnet_config *cfg);
+OCRDEF void ocr_dbnet_free(ocr_dbnet *m);
+/* x: F32 [N, 3, H, W] with N >= 1 and H, W positive multiples of 32 (not kept: it is copied).
+   training != 0: BN uses batch statistics and updates its running statistics; *prob gets the probability LOGITS
+   [N,1,H,W] (before the sigmoid) and *thresh the threshold map [N,1,H,W] (sigmoid applied, as official).
+   training == 0: BN uses its running statistics, the threshold head is skipped, *prob gets the probability map
+   (sigmoid applied) and *thresh (may be NULL) an empty tensor. Outputs are views into the model, valid until its
+   next forward. Buffers grow when a larger input arrives; a repeated or smaller size allocates nothing. */
+OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, int training, ocr_tensor *prob, ocr_tensor *thresh);
+/* After a training forward: ACCUMULATES into m->params.grad the gradients of the parameters given the gradients of
+   the loss with respect to the probability logits and the threshold map ([N,1,H,W]; NULL counts as zero). */
+OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_prob_logits, const ocr_tensor *d_thresh);
+/* Checkpoint: every parameter, each BN's num_batches_tracked (I64 scalar) and the config in __metadata__ (keys
+   ocr_dbnet.backbone, .width, .k, .prior_prob, .bn_momentum, .bn_eps, plus format=pt and the caller's pairs).
+   PyTorch's load_state_dict(strict=True) accepts it for the same architecture (tools/dbnet_ref.py). */
+OCRDEF int ocr_dbnet_save(ocr_ctx *ctx, const ocr_dbnet *m, const char *path, const char *const *meta_keys,
+                          const char *const *meta_values, int n_meta);
+/* The config a checkpoint was saved with, to ocr_dbnet_init a model that can load it. */
+OCRDEF int ocr_dbnet_read_config(ocr_ctx *ctx, const char *path, ocr_dbnet_config *cfg);
+/* Loads a checkpoint into an initialised model. Refuses a file whose config (depth, width, k, BN momentum and eps)
+   differs from the model's, a missing tensor, a shape mismatch or an unknown tensor; on failure the model is
+   unchanged. */
+OCRDEF int ocr_dbnet_load(ocr_ctx *ctx, ocr_dbnet *m, const char *path);
+/* Loads a torchvision ResNet state_dict saved as safetensors (conv1.weight, layer1.0.bn1.running_mean, ...) into
+   the backbone; fc.* and num_batches_tracked entries are ignored. Needs the matching depth and width 1 (ImageNet). */
+OCRDEF int ocr_dbnet_load_backbone(ocr_ctx *ctx, ocr_dbnet *m, const char *path);
+
 /* ================================================================ [geometry] declarations */
 
 /* A list of polygons in one buffer: polygon i has counts[i] points starting at pts + sum(counts[0..i)).
@@ -199,6 +297,736 @@ extern "C" {
 #endif
 
 /* ================================================================ [model] implementation */
+
+enum { OCR__DB_CONV, OCR__DB_CONVT, OCR__DB_BN, OCR__DB_RELU, OCR__DB_MAXPOOL, OCR__DB_UPSAMPLE, OCR__DB_ADD,
+       OCR__DB_CONCAT, OCR__DB_SIGMOID };
+enum { OCR__DB_BOTH = 0, OCR__DB_TRAIN = 1, OCR__DB_EVAL = 2 };
+enum { OCR__DB_ACT_I32 = 1, OCR__DB_ACT_NOGRAD = 2 };
+enum { OCR__DB_IDLE = 0, OCR__DB_AFTER_TRAIN = 1, OCR__DB_AFTER_EVAL = 2 };
+
+static const char *const ocr__db_meta_keys[6] = {"ocr_dbnet.backbone", "ocr_dbnet.width", "ocr_dbnet.k",
+                                                 "ocr_dbnet.prior_prob", "ocr_dbnet.bn_momentum", "ocr_dbnet.bn_eps"};
+
+OCRDEF ocr_dbnet_config ocr_dbnet_config_default(void) {
+    ocr_dbnet_config c;
+    c.depth = 18;
+    c.width = 1.0f;
+    c.k = 50.0f;
+    c.prior_prob = 0.0f;
+    c.bn_momentum = 0.1f;
+    c.bn_eps = 1e-5f;
+    return c;
+}
+
+static int ocr__db_scaled(int c, float width) {
+    int s = 8 * (int)floor((double)c * width / 8.0 + 0.5);
+    return s < 8 ? 8 : s;
+}
+
+static int ocr__db_runs(int mode, int training) {
+    return mode == OCR__DB_BOTH || (mode == OCR__DB_TRAIN) == (training != 0);
+}
+
+/* ---- building the plan: every helper is a no-op once b->rc is set, so the builder reads straight through ---- */
+
+typedef struct {
+    ocr_ctx *ctx;
+    ocr_dbnet *m;
+    int rc;
+    int mode, decoder;   /* given to the acts and ops added now */
+} ocr__db_build;
+
+/* Room for one more element in a growing array: the (possibly moved) array, or NULL with b->rc set. */
+static void *ocr__db_grow(ocr__db_build *b, void *arr, int *cap, int count, size_t elem) {
+    void *p;
+    int ncap;
+    if (count < *cap) return arr;
+    ncap = *cap ? *cap * 2 : 64;
+    p = OCR_REALLOC(arr, (size_t)ncap * elem);
+    if (!p) { b->rc = ocr_error(b->ctx, OCR_ENOMEM, "ocr_dbnet_init: out of memory"); return NULL; }
+    *cap = ncap;
+    return p;
+}
+
+static int ocr__db_act(ocr__db_build *b, const char *name, int channels, int div, int alias, int flags) {
+    ocr_dbnet *m = b->m;
+    ocr__dbnet_act *a;
+    void *arr;
+    if (b->rc || !(arr = ocr__db_grow(b, m->acts, &m->cap_acts, m->n_acts, sizeof *a))) return 0;
+    m->acts = (ocr__dbnet_act *)arr;
+    a = &m->acts[m->n_acts];
+    memset(a, 0, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", name);
+    a->channels = channels;
+    a->div = div;
+    a->alias = alias;
+    a->flags = flags;
+    a->mode = b->mode;
+    return m->n_acts++;
+}
+
+static ocr__dbnet_op *ocr__db_op(ocr__db_build *b, int kind, int out) {
+    ocr_dbnet *m = b->m;
+    ocr__dbnet_op *op;
+    void *arr;
+    if (b->rc || !(arr = ocr__db_grow(b, m->ops, &m->cap_ops, m->n_ops, sizeof *op))) return NULL;
+    m->ops = (ocr__dbnet_op *)arr;
+    op = &m->ops[m->n_ops++];
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    op->out = out;
+    op->aux = op->w = op->b = op->mean = op->var = -1;
+    op->mode = b->mode;
+    op->decoder = b->decoder;
+    return op;
+}
+
+static int ocr__db_param(ocr__db_build *b, const char *prefix, const char *suffix, ocr_shape s, int trainable) {
+    char name[OCR_NAME_MAX];
+    int idx = -1;
+    if (b->rc) return -1;
+    snprintf(name, sizeof name, "%.60s.%.30s", prefix, suffix);
+    b->rc = ocr_params_add(b->ctx, &b->m->params, name, s, trainable, &idx);
+    return idx;
+}
+
+/* conv (k x k, stride, pad) or transposed conv (k = stride, no padding) named as its PyTorch module */
+static int ocr__db_conv(ocr__db_build *b, const char *name, int x, int cout, int k, int stride, int pad, int transposed, int bias) {
+    int cin, div, y, w, bi;
+    ocr__dbnet_op *op;
+    if (b->rc) return 0;
+    cin = b->m->acts[x].channels;
+    div = transposed ? b->m->acts[x].div / stride : b->m->acts[x].div * stride;
+    w = ocr__db_param(b, name, "weight", transposed ? ocr_shape4(cin, cout, k, k) : ocr_shape4(cout, cin, k, k), 1);
+    bi = bias ? ocr__db_param(b, name, "bias", ocr_shape1(cout), 1) : -1;
+    y = ocr__db_act(b, name, cout, div, -1, 0);
+    if (!(op = ocr__db_op(b, transposed ? OCR__DB_CONVT : OCR__DB_CONV, y))) return 0;
+    op->in[0] = x; op->n_in = 1;
+    op->w = w; op->b = bi;
+    op->kernel = k; op->stride = stride; op->pad = pad;
+    return y;
+}
+
+/* BatchNorm2d named prefix, optionally followed by an in-place ReLU. BN's backward reads its input, not its
+   output, so the ReLU may overwrite the BN output. */
+static int ocr__db_bn(ocr__db_build *b, const char *name, int x, int relu) {
+    int c, y;
+    char rname[OCR_NAME_MAX];
+    ocr__dbnet_op *op;
+    if (b->rc) return 0;
+    c = b->m->acts[x].channels;
+    y = ocr__db_act(b, name, c, b->m->acts[x].div, -1, 0);
+    if (!(op = ocr__db_op(b, OCR__DB_BN, y))) return 0;
+    op->in[0] = x; op->n_in = 1;
+    op->w = ocr__db_param(b, name, "weight", ocr_shape1(c), 1);
+    op->b = ocr__db_param(b, name, "bias", ocr_shape1(c), 1);
+    op->mean = ocr__db_param(b, name, "running_mean", ocr_shape1(c), 0);
+    op->var = ocr__db_param(b, name, "running_var", ocr_shape1(c), 0);
+    if (!relu) return y;
+    snprintf(rname, sizeof rname, "%.80s+relu", name);
+    x = y;
+    y = ocr__db_act(b, rname, c, b->m->acts[x].div, x, 0);
+    if (!(op = ocr__db_op(b, OCR__DB_RELU, y))) return 0;
+    op->in[0] = x; op->n_in = 1;
+    return y;
+}
+
+static int ocr__db_pointwise(ocr__db_build *b, int kind, const char *name, int x, int x2, int alias, int flags) {
+    int y;
+    ocr__dbnet_op *op;
+    if (b->rc) return 0;
+    y = ocr__db_act(b, name, b->m->acts[x].channels, b->m->acts[x].div, alias, flags);
+    if (!(op = ocr__db_op(b, kind, y))) return 0;
+    op->in[0] = x; op->in[1] = x2; op->n_in = kind == OCR__DB_ADD ? 2 : 1;
+    return y;
+}
+
+static int ocr__db_upsample(ocr__db_build *b, const char *name, int x, int factor) {
+    int y;
+    ocr__dbnet_op *op;
+    if (b->rc) return 0;
+    y = ocr__db_act(b, name, b->m->acts[x].channels, b->m->acts[x].div / factor, -1, 0);
+    if (!(op = ocr__db_op(b, OCR__DB_UPSAMPLE, y))) return 0;
+    op->in[0] = x; op->n_in = 1; op->factor = factor;
+    return y;
+}
+
+/* torchvision BasicBlock: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)); the sum and its ReLU reuse bn2's
+   output in place (nothing reads it in the backward). */
+static int ocr__db_block(ocr__db_build *b, const char *prefix, int x, int cout, int stride) {
+    char n[OCR_NAME_MAX], n2[OCR_NAME_MAX];
+    int y, id = x, sum;
+    snprintf(n, sizeof n, "%.60s.conv1", prefix);
+    y = ocr__db_conv(b, n, x, cout, 3, stride, 1, 0, 0);
+    snprintf(n, sizeof n, "%.60s.bn1", prefix);
+    y = ocr__db_bn(b, n, y, 1);
+    snprintf(n, sizeof n, "%.60s.conv2", prefix);
+    y = ocr__db_conv(b, n, y, cout, 3, 1, 1, 0, 0);
+    snprintf(n, sizeof n, "%.60s.bn2", prefix);
+    y = ocr__db_bn(b, n, y, 0);
+    if (!b->rc && (stride != 1 || b->m->acts[x].channels != cout)) {
+        snprintf(n, sizeof n, "%.60s.downsample.0", prefix);
+        id = ocr__db_conv(b, n, x, cout, 1, stride, 0, 0, 0);
+        snprintf(n, sizeof n, "%.60s.downsample.1", prefix);
+        id = ocr__db_bn(b, n, id, 0);
+    }
+    snprintf(n, sizeof n, "%.60s.sum", prefix);
+    sum = ocr__db_pointwise(b, OCR__DB_ADD, n, y, id, y, 0);
+    snprintf(n2, sizeof n2, "%.60s.out", prefix);
+    return ocr__db_pointwise(b, OCR__DB_RELU, n2, sum, -1, sum, 0);
+}
+
+/* binarize / thresh head: conv3x3, BN, ReLU, 2x2/2 transposed conv, BN, ReLU, 2x2/2 transposed conv to 1 channel */
+static int ocr__db_head(ocr__db_build *b, const char *prefix, int x, int mid) {
+    char n[OCR_NAME_MAX];
+    int y;
+    snprintf(n, sizeof n, "%.60s.0", prefix);
+    y = ocr__db_conv(b, n, x, mid, 3, 1, 1, 0, 0);
+    snprintf(n, sizeof n, "%.60s.1", prefix);
+    y = ocr__db_bn(b, n, y, 1);
+    snprintf(n, sizeof n, "%.60s.3", prefix);
+    y = ocr__db_conv(b, n, y, mid, 2, 2, 0, 1, 1);
+    snprintf(n, sizeof n, "%.60s.4", prefix);
+    y = ocr__db_bn(b, n, y, 1);
+    snprintf(n, sizeof n, "%.60s.6", prefix);
+    return ocr__db_conv(b, n, y, 1, 2, 2, 0, 1, 1);
+}
+
+static void ocr__db_build_plan(ocr__db_build *b) {
+    static const int blocks18[4] = {2, 2, 2, 2}, blocks34[4] = {3, 4, 6, 3}, base[4] = {64, 128, 256, 512};
+    const ocr_dbnet_config *cfg = &b->m->cfg;
+    const int *blocks = cfg->depth == 34 ? blocks34 : blocks18;
+    char n[OCR_NAME_MAX];
+    int x, argmax, c[4], in[4], l, i, inner = ocr__db_scaled(256, cfg->width), q = inner / 4;
+    int out4, out3, out2, p5, p4, p3, p2, fuse, thresh_logits;
+    ocr__dbnet_op *op;
+    b->mode = OCR__DB_BOTH;
+    b->decoder = 0;
+    b->m->act_input = x = ocr__db_act(b, "input", 3, 1, -1, OCR__DB_ACT_NOGRAD);
+    x = ocr__db_conv(b, "backbone.conv1", x, ocr__db_scaled(64, cfg->width), 7, 2, 3, 0, 0);
+    x = ocr__db_bn(b, "backbone.bn1", x, 1);
+    argmax = ocr__db_act(b, "backbone.maxpool.argmax", b->rc ? 0 : b->m->acts[x].channels, 4, -1, OCR__DB_ACT_I32 | OCR__DB_ACT_NOGRAD);
+    if (!b->rc) {
+        int y = ocr__db_act(b, "backbone.maxpool", b->m->acts[x].channels, 4, -1, 0);
+        if ((op = ocr__db_op(b, OCR__DB_MAXPOOL, y))) {
+            op->in[0] = x; op->n_in = 1; op->aux = argmax;
+            op->kernel = 3; op->stride = 2; op->pad = 1;
+        }
+        x = y;
+    }
+    for (l = 0; l < 4; l++) {
+        for (i = 0; i < blocks[l]; i++) {
+            snprintf(n, sizeof n, "backbone.layer%d.%d", l + 1, i);
+            x = ocr__db_block(b, n, x, ocr__db_scaled(base[l], cfg->width), i == 0 && l > 0 ? 2 : 1);
+        }
+        c[l] = x;
+    }
+    b->decoder = 1;
+    for (l = 3; l >= 0; l--) {
+        snprintf(n, sizeof n, "decoder.in%d", l + 2);
+        in[l] = ocr__db_conv(b, n, c[l], inner, 1, 1, 0, 0, 0);
+    }
+    /* top-down sums reuse the lateral's storage: a conv's backward reads its input, never its output */
+    out4 = ocr__db_pointwise(b, OCR__DB_ADD, "decoder.out4_sum", in[2], ocr__db_upsample(b, "decoder.in5_up", in[3], 2), in[2], 0);
+    out3 = ocr__db_pointwise(b, OCR__DB_ADD, "decoder.out3_sum", in[1], ocr__db_upsample(b, "decoder.out4_up", out4, 2), in[1], 0);
+    out2 = ocr__db_pointwise(b, OCR__DB_ADD, "decoder.out2_sum", in[0], ocr__db_upsample(b, "decoder.out3_up", out3, 2), in[0], 0);
+    p5 = ocr__db_upsample(b, "decoder.out5.1", ocr__db_conv(b, "decoder.out5.0", in[3], q, 3, 1, 1, 0, 0), 8);
+    p4 = ocr__db_upsample(b, "decoder.out4.1", ocr__db_conv(b, "decoder.out4.0", out4, q, 3, 1, 1, 0, 0), 4);
+    p3 = ocr__db_upsample(b, "decoder.out3.1", ocr__db_conv(b, "decoder.out3.0", out3, q, 3, 1, 1, 0, 0), 2);
+    p2 = ocr__db_conv(b, "decoder.out2", out2, q, 3, 1, 1, 0, 0);
+    fuse = ocr__db_act(b, "decoder.fuse", 4 * q, 4, -1, 0);
+    if ((op = ocr__db_op(b, OCR__DB_CONCAT, fuse))) {
+        op->in[0] = p5; op->in[1] = p4; op->in[2] = p3; op->in[3] = p2; op->n_in = 4;
+    }
+    b->m->act_prob_logits = ocr__db_head(b, "decoder.binarize", fuse, q);
+    b->mode = OCR__DB_TRAIN;
+    thresh_logits = ocr__db_head(b, "decoder.thresh", fuse, q);
+    b->m->act_thresh = ocr__db_pointwise(b, OCR__DB_SIGMOID, "thresh", thresh_logits, -1, thresh_logits, 0);
+    b->mode = OCR__DB_EVAL;
+    b->m->act_prob = ocr__db_pointwise(b, OCR__DB_SIGMOID, "prob", b->m->act_prob_logits, -1, b->m->act_prob_logits, OCR__DB_ACT_NOGRAD);
+    if (!b->rc) snprintf(b->m->acts[b->m->act_prob_logits].name, OCR_NAME_MAX, "prob_logits");
+}
+
+/* Official initialisation (DBNET_REFERENCE section 1.5). PyTorch's kaiming fans: a conv weight [Cout,Cin,k,k] has
+   fan_in Cin*k*k and fan_out Cout*k*k; a transposed conv weight [Cin,Cout,k,k] has "fan_in" Cout*k*k. */
+static int ocr__db_init_weights(ocr_ctx *ctx, ocr_dbnet *m) {
+    int i, rc;
+    for (i = 0; i < m->n_ops; i++) {
+        const ocr__dbnet_op *op = &m->ops[i];
+        ocr_tensor w;
+        if (op->kind == OCR__DB_CONV || op->kind == OCR__DB_CONVT) {
+            double fan;
+            w = ocr_params_value(&m->params, op->w);
+            fan = (double)(op->decoder ? w.shape.dim[1] : w.shape.dim[0]) * (double)(op->kernel * op->kernel);
+            if ((rc = ocr_tensor_fill_normal(ctx, &w, 0.0f, (float)sqrt(2.0 / fan)))) return rc;
+            if (op->b >= 0) {
+                ocr_tensor bias = ocr_params_value(&m->params, op->b);
+                float bound = (float)(1.0 / sqrt((double)w.shape.dim[1] * (double)(op->kernel * op->kernel)));
+                if ((rc = ocr_tensor_fill_uniform(ctx, &bias, -bound, bound))) return rc;
+            }
+        } else if (op->kind == OCR__DB_BN) {
+            ocr_tensor g = ocr_params_value(&m->params, op->w), be = ocr_params_value(&m->params, op->b);
+            ocr_tensor rm = ocr_params_value(&m->params, op->mean), rv = ocr_params_value(&m->params, op->var);
+            if ((rc = ocr_tensor_fill(ctx, &g, 1.0)) || (rc = ocr_tensor_fill(ctx, &be, op->decoder ? 1e-4 : 0.0)) ||
+                (rc = ocr_tensor_fill(ctx, &rm, 0.0)) || (rc = ocr_tensor_fill(ctx, &rv, 1.0)))
+                return rc;
+        }
+    }
+    if (m->cfg.prior_prob > 0.0f) {
+        ocr_tensor bias = ocr_params_value(&m->params, ocr_params_find(&m->params, "decoder.binarize.6.bias"));
+        double p = m->cfg.prior_prob;
+        if ((rc = ocr_tensor_fill(ctx, &bias, log(p / (1.0 - p))))) return rc;
+    }
+    return OCR_OK;
+}
+
+static int ocr__db_check_config(ocr_ctx *ctx, const char *fn, const ocr_dbnet_config *c) {
+    if (c->depth != 18 && c->depth != 34) return ocr_error(ctx, OCR_EINVAL, "%s: depth %d: only ResNet-18 and ResNet-34 are built", fn, c->depth);
+    if (!(c->width > 0.0f && c->width <= 4.0f)) return ocr_error(ctx, OCR_EINVAL, "%s: width %g must be in (0, 4]", fn, c->width);
+    if (!(c->k > 0.0f && c->k < 1e4f)) return ocr_error(ctx, OCR_EINVAL, "%s: k %g must be in (0, 1e4)", fn, c->k);
+    if (!(c->prior_prob >= 0.0f && c->prior_prob < 1.0f))
+        return ocr_error(ctx, OCR_EINVAL, "%s: prior_prob %g must be in (0, 1), or 0 for PyTorch's default bias", fn, c->prior_prob);
+    if (!(c->bn_momentum >= 0.0f && c->bn_momentum <= 1.0f) || !(c->bn_eps > 0.0f && c->bn_eps < 1.0f))
+        return ocr_error(ctx, OCR_EINVAL, "%s: bn_momentum %g must be in [0, 1] and bn_eps %g in (0, 1)", fn, c->bn_momentum, c->bn_eps);
+    return OCR_OK;
+}
+
+OCRDEF void ocr_dbnet_free(ocr_dbnet *m) {
+    if (!m) return;
+    ocr_params_free(&m->params);
+    OCR_FREE(m->acts);
+    OCR_FREE(m->ops);
+    ocr_aligned_free(m->bn_stats);
+    ocr_aligned_free(m->values);
+    ocr_aligned_free(m->grads);
+    memset(m, 0, sizeof *m);
+}
+
+OCRDEF int ocr_dbnet_init(ocr_ctx *ctx, ocr_dbnet *m, const ocr_dbnet_config *cfg) {
+    ocr__db_build b;
+    size_t n_stats = 0;
+    int i, rc;
+    memset(m, 0, sizeof *m);
+    if (!cfg) return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_init: cfg is NULL (start from ocr_dbnet_config_default())");
+    if ((rc = ocr__db_check_config(ctx, "ocr_dbnet_init", cfg))) return rc;
+    m->cfg = *cfg;
+    ocr_params_init(&m->params);
+    memset(&b, 0, sizeof b);
+    b.ctx = ctx;
+    b.m = m;
+    ocr__db_build_plan(&b);
+    if ((rc = b.rc) || (rc = ocr_params_alloc(ctx, &m->params))) { ocr_dbnet_free(m); return rc; }
+    for (i = 0; i < m->n_ops; i++)
+        if (m->ops[i].kind == OCR__DB_BN) { m->ops[i].stats = n_stats; n_stats += 2 * (size_t)m->acts[m->ops[i].out].channels; }
+    m->bn_stats = (float *)ocr_aligned_alloc(n_stats * sizeof(float));
+    if (!m->bn_stats) { ocr_dbnet_free(m); return ocr_error(ctx, OCR_ENOMEM, "ocr_dbnet_init: out of memory"); }
+    if ((rc = ocr__db_init_weights(ctx, m))) { ocr_dbnet_free(m); return rc; }
+    return OCR_OK;
+}
+
+/* ---- running the plan ---- */
+
+/* Offsets of every activation present in this mode, for input [N,3,H,W]; sizes checked against overflow. */
+static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N, int64_t H, int64_t W, int training,
+                          size_t *values_need, size_t *grads_need) {
+    size_t vals = 0, grads = 0, numel;
+    int i;
+    for (i = 0; i < m->n_acts; i++) {
+        ocr__dbnet_act *a = &m->acts[i];
+        size_t padded;
+        if (!ocr__db_runs(a->mode, training)) continue;
+        if (!ocr_size_mul((size_t)N, (size_t)a->channels, &numel) || !ocr_size_mul(numel, (size_t)(H / a->div), &numel) ||
+            !ocr_size_mul(numel, (size_t)(W / a->div), &numel) || !ocr_size_add(numel, 15, &padded))
+            return ocr_error(ctx, OCR_EOVERFLOW, "%s: activation '%s' for input [%lld,3,%lld,%lld] is too large", fn, a->name,
+                             (long long)N, (long long)H, (long long)W);
+        padded &= ~(size_t)15; /* 64-byte aligned views */
+        if (a->alias >= 0) {
+            a->off = m->acts[a->alias].off;
+        } else {
+            a->off = vals;
+            if (!ocr_size_add(vals, padded, &vals)) return ocr_error(ctx, OCR_EOVERFLOW, "%s: activations too large", fn);
+        }
+        if (training && !(a->flags & OCR__DB_ACT_NOGRAD)) {
+            a->goff = grads;
+            if (!ocr_size_add(grads, padded, &grads)) return ocr_error(ctx, OCR_EOVERFLOW, "%s: gradients too large", fn);
+        }
+    }
+    m->N = N; m->H = H; m->W = W;
+    *values_need = vals;
+    *grads_need = grads;
+    return OCR_OK;
+}
+
+static int ocr__db_reserve(ocr_ctx *ctx, const char *fn, float **buf, size_t *cap, size_t need) {
+    size_t bytes;
+    if (need <= *cap && *buf) return OCR_OK;
+    if (!ocr_size_mul(need ? need : 1, sizeof(float), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "%s: buffer too large", fn);
+    ocr_aligned_free(*buf);
+    *cap = 0;
+    if (!(*buf = (float *)ocr_aligned_alloc(bytes))) return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate %zu bytes of activations", fn, bytes);
+    *cap = need;
+    return OCR_OK;
+}
+
+static ocr_shape ocr__db_shape(const ocr_dbnet *m, int a) {
+    const ocr__dbnet_act *t = &m->acts[a];
+    return ocr_shape4(m->N, t->channels, m->H / t->div, m->W / t->div);
+}
+
+static ocr_tensor ocr__db_val(const ocr_dbnet *m, int a) {
+    const ocr__dbnet_act *t = &m->acts[a];
+    return ocr_tensor_view(t->name, (t->flags & OCR__DB_ACT_I32) ? OCR_I32 : OCR_F32, OCR_DEVICE_CPU, ocr__db_shape(m, a), m->values + t->off);
+}
+
+static ocr_tensor ocr__db_grad(const ocr_dbnet *m, int a) {
+    char name[OCR_NAME_MAX];
+    snprintf(name, sizeof name, "%.88s.grad", m->acts[a].name);
+    return ocr_tensor_f32(name, ocr__db_shape(m, a), m->grads + m->acts[a].goff);
+}
+
+static int ocr__db_op_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *op, int training) {
+    ocr_tensor x = ocr__db_val(m, op->in[0]), y = ocr__db_val(m, op->out);
+    ocr_conv_params cp = ocr_conv_params_make(op->stride, op->pad, 1, 1);
+    switch (op->kind) {
+    case OCR__DB_CONV:
+    case OCR__DB_CONVT: {
+        ocr_tensor w = ocr_params_value(&m->params, op->w), b = op->b >= 0 ? ocr_params_value(&m->params, op->b) : w;
+        return op->kind == OCR__DB_CONV ? ocr_nn_conv2d_forward(ctx, &x, &w, op->b >= 0 ? &b : NULL, cp, &y)
+                                        : ocr_nn_conv_transpose2d_forward(ctx, &x, &w, op->b >= 0 ? &b : NULL, cp, &y);
+    }
+    case OCR__DB_BN: {
+        ocr_tensor g = ocr_params_value(&m->params, op->w), be = ocr_params_value(&m->params, op->b);
+        ocr_tensor rm = ocr_params_value(&m->params, op->mean), rv = ocr_params_value(&m->params, op->var);
+        ocr_tensor sm = ocr_tensor_f32("save_mean", g.shape, m->bn_stats + op->stats);
+        ocr_tensor si = ocr_tensor_f32("save_invstd", g.shape, m->bn_stats + op->stats + g.shape.dim[0]);
+        return ocr_nn_batchnorm2d_forward(ctx, &x, &g, &be, &rm, &rv, training, m->cfg.bn_momentum, m->cfg.bn_eps, &sm, &si, &y);
+    }
+    case OCR__DB_RELU: return ocr_nn_relu_forward(ctx, &x, &y);
+    case OCR__DB_SIGMOID: return ocr_nn_sigmoid_forward(ctx, &x, &y);
+    case OCR__DB_MAXPOOL: {
+        ocr_tensor idx = ocr__db_val(m, op->aux);
+        return ocr_nn_maxpool2d_forward(ctx, &x, op->kernel, op->stride, op->pad, &y, &idx);
+    }
+    case OCR__DB_UPSAMPLE: return ocr_nn_upsample_nearest_forward(ctx, &x, op->factor, &y);
+    case OCR__DB_ADD: {
+        ocr_tensor x2 = ocr__db_val(m, op->in[1]);
+        return ocr_nn_add_forward(ctx, &x, &x2, &y);
+    }
+    default: { /* OCR__DB_CONCAT */
+        ocr_tensor parts[4];
+        const ocr_tensor *ptrs[4];
+        int i;
+        for (i = 0; i < op->n_in; i++) { parts[i] = ocr__db_val(m, op->in[i]); ptrs[i] = &parts[i]; }
+        return ocr_nn_concat_forward(ctx, ptrs, op->n_in, &y);
+    }
+    }
+}
+
+static int ocr__db_op_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *op) {
+    ocr_tensor x = ocr__db_val(m, op->in[0]), dy = ocr__db_grad(m, op->out);
+    ocr_tensor dx = ocr__db_grad(m, op->in[0]);
+    ocr_tensor *dxp = (m->acts[op->in[0]].flags & OCR__DB_ACT_NOGRAD) ? NULL : &dx;
+    ocr_conv_params cp = ocr_conv_params_make(op->stride, op->pad, 1, 1);
+    switch (op->kind) {
+    case OCR__DB_CONV:
+    case OCR__DB_CONVT: {
+        ocr_tensor w = ocr_params_value(&m->params, op->w), dw = ocr_params_grad(&m->params, op->w);
+        ocr_tensor db = op->b >= 0 ? ocr_params_grad(&m->params, op->b) : dw;
+        return op->kind == OCR__DB_CONV ? ocr_nn_conv2d_backward(ctx, &x, &w, &dy, cp, dxp, &dw, op->b >= 0 ? &db : NULL)
+                                        : ocr_nn_conv_transpose2d_backward(ctx, &x, &w, &dy, cp, dxp, &dw, op->b >= 0 ? &db : NULL);
+    }
+    case OCR__DB_BN: {
+        ocr_tensor g = ocr_params_value(&m->params, op->w);
+        ocr_tensor dg = ocr_params_grad(&m->params, op->w), dbe = ocr_params_grad(&m->params, op->b);
+        ocr_tensor sm = ocr_tensor_f32("save_mean", g.shape, m->bn_stats + op->stats);
+        ocr_tensor si = ocr_tensor_f32("save_invstd", g.shape, m->bn_stats + op->stats + g.shape.dim[0]);
+        return ocr_nn_batchnorm2d_backward(ctx, &x, &g, &sm, &si, &dy, 1, dxp, &dg, &dbe);
+    }
+    case OCR__DB_RELU: {
+        ocr_tensor y = ocr__db_val(m, op->out);
+        return ocr_nn_relu_backward(ctx, &y, &dy, &dx);
+    }
+    case OCR__DB_SIGMOID: {
+        ocr_tensor y = ocr__db_val(m, op->out);
+        return ocr_nn_sigmoid_backward(ctx, &y, &dy, &dx);
+    }
+    case OCR__DB_MAXPOOL: {
+        ocr_tensor idx = ocr__db_val(m, op->aux);
+        return ocr_nn_maxpool2d_backward(ctx, &dy, &idx, &dx);
+    }
+    case OCR__DB_UPSAMPLE: return ocr_nn_upsample_nearest_backward(ctx, &dy, op->factor, &dx);
+    case OCR__DB_ADD: {
+        ocr_tensor dx2 = ocr__db_grad(m, op->in[1]);
+        return ocr_nn_add_backward(ctx, &dy, &dx, &dx2);
+    }
+    default: { /* OCR__DB_CONCAT */
+        ocr_tensor parts[4];
+        ocr_tensor *ptrs[4];
+        int i;
+        for (i = 0; i < op->n_in; i++) { parts[i] = ocr__db_grad(m, op->in[i]); ptrs[i] = &parts[i]; }
+        return ocr_nn_concat_backward(ctx, &dy, ptrs, op->n_in);
+    }
+    }
+}
+
+/* Puts "fn: layer 'name': " in front of the message an ocr_nn op left. */
+static int ocr__db_layer_error(ocr_ctx *ctx, const char *fn, const ocr_dbnet *m, const ocr__dbnet_op *op, int rc) {
+    char msg[OCR_ERROR_MAX];
+    snprintf(msg, sizeof msg, "%s", ctx->last_error);
+    return ocr_error(ctx, rc, "%s: layer '%s': %s", fn, m->acts[op->out].name, msg);
+}
+
+OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, int training, ocr_tensor *prob, ocr_tensor *thresh) {
+    const char *fn = "ocr_dbnet_forward";
+    char d[200];
+    size_t vneed, gneed;
+    int64_t N, H, W;
+    int i, rc;
+    ocr_tensor in;
+    if (!m || !m->params.allocated || !prob) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_dbnet_init and a prob output", fn);
+    if (ctx->device != OCR_DEVICE_CPU) return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: the model runs on the CPU backend only", fn);
+    if ((rc = ocr_check_f32(ctx, fn, x))) return rc;
+    if (x->shape.ndim != 4 || x->shape.dim[1] != 3)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: input %s must be [N, 3, H, W]", fn, ocr_tensor_describe(x, d, sizeof d));
+    N = x->shape.dim[0]; H = x->shape.dim[2]; W = x->shape.dim[3];
+    if (N < 1) return ocr_error(ctx, OCR_ESHAPE, "%s: input %s has an empty batch", fn, ocr_tensor_describe(x, d, sizeof d));
+    if (H < 32 || W < 32 || H % 32 || W % 32)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: input %s needs H and W that are positive multiples of 32 (got H=%lld, W=%lld)", fn,
+                         ocr_tensor_describe(x, d, sizeof d), (long long)H, (long long)W);
+    if ((rc = ocr_check_finite(ctx, fn, x))) return rc;
+    m->state = OCR__DB_IDLE; /* until this forward completes, backward must refuse */
+    if ((rc = ocr__db_layout(ctx, fn, m, N, H, W, training, &vneed, &gneed)) ||
+        (rc = ocr__db_reserve(ctx, fn, &m->values, &m->values_cap, vneed)))
+        return rc;
+    in = ocr__db_val(m, m->act_input);
+    memcpy(in.data, x->data, ocr_tensor_bytes(x));
+    for (i = 0; i < m->n_ops; i++) {
+        const ocr__dbnet_op *op = &m->ops[i];
+        if (ocr__db_runs(op->mode, training) && (rc = ocr__db_op_forward(ctx, m, op, training))) return ocr__db_layer_error(ctx, fn, m, op, rc);
+    }
+    if (training) m->num_batches_tracked++;
+    m->state = training ? OCR__DB_AFTER_TRAIN : OCR__DB_AFTER_EVAL;
+    *prob = ocr__db_val(m, training ? m->act_prob_logits : m->act_prob);
+    if (thresh) {
+        if (training) *thresh = ocr__db_val(m, m->act_thresh);
+        else memset(thresh, 0, sizeof *thresh);
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_prob_logits, const ocr_tensor *d_thresh) {
+    const char *fn = "ocr_dbnet_backward";
+    const ocr_tensor *ds[2];
+    int outs[2], i, rc;
+    size_t vneed, gneed;
+    if (!m || !m->params.allocated) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_dbnet_init", fn);
+    if (m->state != OCR__DB_AFTER_TRAIN)
+        return ocr_error(ctx, OCR_ESTATE, "%s: needs a successful training-mode ocr_dbnet_forward first (%s)", fn,
+                         m->state == OCR__DB_AFTER_EVAL ? "the last forward was in eval mode" : "no forward since init or a failed one");
+    ds[0] = d_prob_logits; ds[1] = d_thresh;
+    outs[0] = m->act_prob_logits; outs[1] = m->act_thresh;
+    for (i = 0; i < 2; i++) {
+        if (!ds[i]) continue;
+        if ((rc = ocr_check_f32(ctx, fn, ds[i])) || (rc = ocr_check_shape(ctx, fn, ds[i], ocr__db_shape(m, outs[i]))) ||
+            (rc = ocr_check_finite(ctx, fn, ds[i])))
+            return rc;
+    }
+    if ((rc = ocr__db_layout(ctx, fn, m, m->N, m->H, m->W, 1, &vneed, &gneed)) ||
+        (rc = ocr__db_reserve(ctx, fn, &m->grads, &m->grads_cap, gneed)))
+        return rc;
+    memset(m->grads, 0, gneed * sizeof(float));
+    for (i = 0; i < 2; i++)
+        if (ds[i]) memcpy(m->grads + m->acts[outs[i]].goff, ds[i]->data, ocr_tensor_bytes(ds[i]));
+    for (i = m->n_ops - 1; i >= 0; i--) {
+        const ocr__dbnet_op *op = &m->ops[i];
+        if (ocr__db_runs(op->mode, 1) && (rc = ocr__db_op_backward(ctx, m, op))) return ocr__db_layer_error(ctx, fn, m, op, rc);
+    }
+    return OCR_OK;
+}
+
+/* ---- checkpoints ---- */
+
+static void ocr__db_config_strings(const ocr_dbnet_config *c, char v[6][32]) {
+    snprintf(v[0], 32, "resnet%d", c->depth);
+    snprintf(v[1], 32, "%.9g", c->width);
+    snprintf(v[2], 32, "%.9g", c->k);
+    snprintf(v[3], 32, "%.9g", c->prior_prob);
+    snprintf(v[4], 32, "%.9g", c->bn_momentum);
+    snprintf(v[5], 32, "%.9g", c->bn_eps);
+}
+
+static int ocr__db_config_from_meta(ocr_ctx *ctx, const char *fn, const ocr_safetensors *st, const char *path, ocr_dbnet_config *c) {
+    float *fields[5];
+    int i;
+    const char *v = ocr_safetensors_meta(st, ocr__db_meta_keys[0]);
+    *c = ocr_dbnet_config_default();
+    if (!v)
+        return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' has no %s in __metadata__: not an ocr_dbnet_save checkpoint (a bare "
+                         "state_dict loads with ocr_params_load)", fn, path, ocr__db_meta_keys[0]);
+    if (strcmp(v, "resnet18") != 0 && strcmp(v, "resnet34") != 0)
+        return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' has %s '%.40s'; ocr_dbnet builds resnet18 and resnet34", fn, path,
+                         ocr__db_meta_keys[0], v);
+    c->depth = atoi(v + 6);
+    fields[0] = &c->width; fields[1] = &c->k; fields[2] = &c->prior_prob; fields[3] = &c->bn_momentum; fields[4] = &c->bn_eps;
+    for (i = 0; i < 5; i++) {
+        char *end = NULL;
+        double d;
+        v = ocr_safetensors_meta(st, ocr__db_meta_keys[i + 1]);
+        d = v ? strtod(v, &end) : 0.0;
+        if (!v || end == v || *end)
+            return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' needs a number for %s in __metadata__", fn, path, ocr__db_meta_keys[i + 1]);
+        *fields[i] = (float)d;
+    }
+    return ocr__db_check_config(ctx, fn, c);
+}
+
+/* The BN whose running statistics live at param index mean has its num_batches_tracked named "<bn>.num_batches_tracked". */
+static void ocr__db_nbt_name(const ocr_dbnet *m, const ocr__dbnet_op *op, char *out, size_t cap) {
+    const char *wname = m->params.info[op->w].name;
+    snprintf(out, cap, "%.*s.num_batches_tracked", (int)(strlen(wname) - strlen(".weight")), wname);
+}
+
+OCRDEF int ocr_dbnet_save(ocr_ctx *ctx, const ocr_dbnet *m, const char *path, const char *const *meta_keys,
+                          const char *const *meta_values, int n_meta) {
+    const char *fn = "ocr_dbnet_save";
+    char cfgv[6][32];
+    const char *keys[64], *vals[64];
+    ocr_tensor *views = NULL;
+    const ocr_tensor **ptrs = NULL;
+    int64_t *nbt = NULL;
+    int n = 0, i, j, rc;
+    if (!m || !m->params.allocated) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_dbnet_init", fn);
+    if (n_meta < 0 || n_meta > 64 - 7 || (n_meta && (!meta_keys || !meta_values)))
+        return ocr_error(ctx, OCR_EINVAL, "%s: %d metadata pairs (at most %d, keys and values non-NULL)", fn, n_meta, 64 - 7);
+    ocr__db_config_strings(&m->cfg, cfgv);
+    keys[0] = "format"; vals[0] = "pt";
+    for (i = 0; i < 6; i++) { keys[i + 1] = ocr__db_meta_keys[i]; vals[i + 1] = cfgv[i]; }
+    for (i = 0; i < n_meta; i++) {
+        for (j = 0; j < 7; j++)
+            if (!meta_keys[i] || !meta_values[i] || strcmp(meta_keys[i], keys[j]) == 0)
+                return ocr_error(ctx, OCR_EINVAL, "%s: metadata key %d ('%s') is NULL, has a NULL value or is reserved", fn, i,
+                                 meta_keys[i] ? meta_keys[i] : "(null)");
+        keys[7 + i] = meta_keys[i];
+        vals[7 + i] = meta_values[i];
+    }
+    views = (ocr_tensor *)OCR_MALLOC((size_t)(m->params.count + m->n_ops) * sizeof *views);
+    ptrs = (const ocr_tensor **)OCR_MALLOC((size_t)(m->params.count + m->n_ops) * sizeof *ptrs);
+    nbt = (int64_t *)OCR_MALLOC((size_t)m->n_ops * sizeof *nbt);
+    if (!views || !ptrs || !nbt) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
+    for (i = 0; i < m->params.count; i++) { views[n] = ocr_params_value(&m->params, i); ptrs[n] = &views[n]; n++; }
+    for (i = 0; i < m->n_ops; i++) {
+        char name[OCR_NAME_MAX];
+        ocr_shape scalar;
+        if (m->ops[i].kind != OCR__DB_BN) continue;
+        memset(&scalar, 0, sizeof scalar);
+        nbt[i] = m->num_batches_tracked;
+        ocr__db_nbt_name(m, &m->ops[i], name, sizeof name);
+        views[n] = ocr_tensor_view(name, OCR_I64, OCR_DEVICE_CPU, scalar, &nbt[i]);
+        ptrs[n] = &views[n];
+        n++;
+    }
+    rc = ocr_safetensors_save(ctx, path, ptrs, n, keys, vals, 7 + n_meta);
+done:
+    OCR_FREE(views);
+    OCR_FREE((void *)ptrs);
+    OCR_FREE(nbt);
+    return rc;
+}
+
+OCRDEF int ocr_dbnet_read_config(ocr_ctx *ctx, const char *path, ocr_dbnet_config *cfg) {
+    ocr_safetensors st;
+    int rc;
+    if (!cfg) return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_read_config: cfg is NULL");
+    if ((rc = ocr_safetensors_open(ctx, &st, path))) return rc;
+    rc = ocr__db_config_from_meta(ctx, "ocr_dbnet_read_config", &st, path, cfg);
+    ocr_safetensors_close(&st);
+    return rc;
+}
+
+/* Every file entry is a parameter or a BN's num_batches_tracked (an I64 scalar); the count comes from the first. */
+static int ocr__db_load_nbt(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, const ocr_safetensors *st, const char *path) {
+    int i, j, found = 0;
+    for (i = 0; i < st->n_entries; i++) {
+        const ocr_safetensors_entry *e = &st->entries[i];
+        int known = ocr_params_find(&m->params, e->name) >= 0;
+        for (j = 0; j < m->n_ops && !known; j++) {
+            char name[OCR_NAME_MAX];
+            if (m->ops[j].kind != OCR__DB_BN) continue;
+            ocr__db_nbt_name(m, &m->ops[j], name, sizeof name);
+            if (strcmp(name, e->name) != 0) continue;
+            if (e->dtype != OCR_I64 || ocr_shape_numel(e->shape) != 1)
+                return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' in '%s' must be an I64 scalar, found %s", fn, e->name, path, ocr_dtype_name(e->dtype));
+            if (!found) {
+                int64_t v;
+                memcpy(&v, st->bytes + st->data_start + e->begin, sizeof v);
+                if (v < 0) return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' in '%s' is negative (%lld)", fn, e->name, path, (long long)v);
+                m->num_batches_tracked = v;
+                found = 1;
+            }
+            known = 1;
+        }
+        if (!known) return ocr_error(ctx, OCR_ENOTFOUND, "%s: '%s' holds tensor '%s', which is no parameter of this model", fn, path, e->name);
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_dbnet_load(ocr_ctx *ctx, ocr_dbnet *m, const char *path) {
+    const char *fn = "ocr_dbnet_load";
+    ocr_safetensors st;
+    ocr_dbnet_config fc;
+    float *backup = NULL;
+    int64_t nbt_before;
+    int rc;
+    if (!m || !m->params.allocated) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_dbnet_init", fn);
+    if ((rc = ocr_safetensors_open(ctx, &st, path))) return rc;
+    if ((rc = ocr__db_config_from_meta(ctx, fn, &st, path, &fc))) goto done;
+    if (fc.depth != m->cfg.depth || fc.width != m->cfg.width || fc.k != m->cfg.k || fc.bn_momentum != m->cfg.bn_momentum ||
+        fc.bn_eps != m->cfg.bn_eps) {
+        char fv[6][32], mv[6][32];
+        int i;
+        ocr__db_config_strings(&fc, fv);
+        ocr__db_config_strings(&m->cfg, mv);
+        /* name the first differing key; prior_prob only sets the initial bias, so it may differ */
+        for (i = 0; i < 5 && (i == 3 || strcmp(fv[i], mv[i]) == 0); i++) {}
+        rc = ocr_error(ctx, OCR_EINVAL, "%s: '%s' was saved with %s=%s but this model has %s; ocr_dbnet_init a model with "
+                       "ocr_dbnet_read_config's config to load it", fn, path, ocr__db_meta_keys[i], fv[i], mv[i]);
+        goto done;
+    }
+    /* load into the live buffer, restoring it if anything fails, so a failed load never leaves a mix */
+    if (!(backup = (float *)OCR_MALLOC(m->params.numel * sizeof(float) + 1))) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
+    memcpy(backup, m->params.data, m->params.numel * sizeof(float));
+    nbt_before = m->num_batches_tracked;
+    if ((rc = ocr_params_load(ctx, &m->params, &st, NULL, OCR_LOAD_ALLOW_UNEXPECTED)) || (rc = ocr__db_load_nbt(ctx, fn, m, &st, path))) {
+        char msg[OCR_ERROR_MAX];
+        memcpy(m->params.data, backup, m->params.numel * sizeof(float));
+        m->num_batches_tracked = nbt_before;
+        snprintf(msg, sizeof msg, "%s", ctx->last_error);
+        ocr_error(ctx, rc, "%s: '%s': %s", fn, path, msg);
+        goto done;
+    }
+    m->state = OCR__DB_IDLE; /* saved activations belong to the old weights */
+done:
+    OCR_FREE(backup);
+    ocr_safetensors_close(&st);
+    return rc;
+}
+
+OCRDEF int ocr_dbnet_load_backbone(ocr_ctx *ctx, ocr_dbnet *m, const char *path) {
+    ocr_safetensors st;
+    int rc;
+    if (!m || !m->params.allocated) return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_load_backbone: needs a model from ocr_dbnet_init");
+    if ((rc = ocr_safetensors_open(ctx, &st, path))) return rc;
+    rc = ocr_params_load(ctx, &m->params, &st, "backbone.", OCR_LOAD_ALLOW_UNEXPECTED);
+    if (rc) {
+        char msg[OCR_ERROR_MAX];
+        snprintf(msg, sizeof msg, "%s", ctx->last_error);
+        ocr_error(ctx, rc, "ocr_dbnet_load_backbone: '%s': %s", path, msg);
+    } else {
+        m->state = OCR__DB_IDLE;
+    }
+    ocr_safetensors_close(&st);
+    return rc;
+}
 
 /* ================================================================ [geometry] implementation */
 

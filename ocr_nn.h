@@ -406,6 +406,44 @@ OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N
     return OCR_OK;
 }
 
+/* Floats of the packing buffers a serial GEMM of this shape needs (each rounded to 64 bytes). */
+static void ocr__gemm_buffer_floats(const ocr__ukernel *uk, int64_t M, int64_t N, int64_t K, size_t *pa, size_t *pb) {
+    int64_t kc = K < OCR__KC ? K : OCR__KC, nc = N < OCR__NC ? N : OCR__NC;
+    *pa = (size_t)(((M + uk->mr - 1) / uk->mr * uk->mr * kc + 15) & ~(int64_t)15);
+    *pb = (size_t)(((nc + uk->nr) * kc + 15) & ~(int64_t)15);
+}
+
+/* A whole GEMM on the calling thread with caller-provided packing buffers: for callers that already run one
+   independent problem per thread (convolutions over images), where per-GEMM dispatches would only cost. */
+static void ocr__gemm_serial(const ocr__ukernel *uk, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                             const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                             float *pa, float *pb) {
+    ocr__gemm_job g;
+    int64_t jc, pc;
+    if (M == 0 || N == 0) return;
+    memset(&g, 0, sizeof g);
+    g.uk = *uk; g.trans_a = trans_a; g.trans_b = trans_b;
+    g.M = M; g.N = N; g.K = K; g.lda = lda; g.ldb = ldb; g.ldc = ldc; g.alpha = alpha; g.beta = beta;
+    g.A = A; g.B = B; g.C = C; g.pa = pa; g.pb = pb;
+    g.mc = uk->mr * OCR__MC_PANELS;
+    g.nchunk = uk->nr * OCR__NCHUNK_PANELS;
+    if (beta != 1.0f) ocr__gemm_scale_part(&g, 0, M, 0);
+    if (K == 0 || alpha == 0.0f) return;
+    g.m_blocks = (M + g.mc - 1) / g.mc;
+    for (jc = 0; jc < N; jc += OCR__NC) {
+        g.jc = jc;
+        g.nc = N - jc < OCR__NC ? N - jc : OCR__NC;
+        g.n_chunks = (g.nc + g.nchunk - 1) / g.nchunk;
+        for (pc = 0; pc < K; pc += OCR__KC) {
+            g.pc = pc;
+            g.kc = K - pc < OCR__KC ? K - pc : OCR__KC;
+            ocr__gemm_pack_a_part(&g, 0, (M + uk->mr - 1) / uk->mr, 0);
+            ocr__gemm_pack_b_part(&g, 0, (g.nc + uk->nr - 1) / uk->nr, 0);
+            ocr__gemm_compute_part(&g, 0, g.m_blocks * g.n_chunks, 0);
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- numerics watch */
 
 static int ocr__watch(ocr_ctx *ctx, const char *fn, const char *phase, const ocr_tensor *t) {
@@ -434,21 +472,49 @@ typedef struct {
     int64_t p0, cols;
 } ocr__im2col_job;
 
+/* Output columns [lo, hi) of a row whose input column ow*sw + base lies inside [0, W): only those read or
+   write the image, the rest is zero padding. */
+static void ocr__valid_cols(int64_t base, int64_t sw, int64_t W, int64_t ow0, int64_t len, int64_t *lo, int64_t *hi) {
+    int64_t first = base >= 0 ? 0 : (-base + sw - 1) / sw, last = W - 1 - base < 0 ? -1 : (W - 1 - base) / sw;
+    *lo = first > ow0 ? first : ow0;
+    *hi = last + 1 < ow0 + len ? last + 1 : ow0 + len;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* Runs the statements given for each output-row segment of the chunk [p0, p0+cols), with oh, ow0, len and q (the segment's first column in the chunk) defined. */
+#define OCR__FOR_SEGMENTS(g, p0, cols, ...)                                                                    \
+    do {                                                                                                      \
+        int64_t q_ = 0;                                                                                       \
+        while (q_ < (cols)) {                                                                                 \
+            int64_t p_ = (p0) + q_, oh = p_ / (g)->OW, ow0 = p_ % (g)->OW;                                    \
+            int64_t len = (g)->OW - ow0 < (cols) - q_ ? (g)->OW - ow0 : (cols) - q_, q = q_;                  \
+            __VA_ARGS__                                                                                              \
+            q_ += len;                                                                                        \
+        }                                                                                                     \
+    } while (0)
+
 static void ocr__im2col_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__im2col_job *j = (const ocr__im2col_job *)arg;
     const ocr__conv_geom *g = j->g;
     int64_t r;
     (void)tid;
     for (r = begin; r < end; r++) {
-        int64_t c = r / (g->kh * g->kw), ki = (r / g->kw) % g->kh, kj = r % g->kw, q;
+        int64_t c = r / (g->kh * g->kw), ki = (r / g->kw) % g->kh, kj = r % g->kw, base = kj * g->dw - g->pw;
         const float *xc = j->x + c * g->H * g->W;
         float *dst = j->col + r * j->cols;
-        int64_t oh = j->p0 / g->OW, ow = j->p0 % g->OW;
-        for (q = 0; q < j->cols; q++) {
-            int64_t ih = oh * g->sh - g->ph + ki * g->dh, iw = ow * g->sw - g->pw + kj * g->dw;
-            dst[q] = (ih >= 0 && ih < g->H && iw >= 0 && iw < g->W) ? xc[ih * g->W + iw] : 0.0f;
-            if (++ow == g->OW) { ow = 0; oh++; }
-        }
+        OCR__FOR_SEGMENTS(g, j->p0, j->cols, {
+            int64_t ih = oh * g->sh - g->ph + ki * g->dh, lo, hi, ow;
+            float *d = dst + q - ow0;   /* d[ow] is the column of output pixel (oh, ow) */
+            if (ih < 0 || ih >= g->H) { memset(dst + q, 0, (size_t)len * sizeof(float)); }
+            else {
+                const float *srow = xc + ih * g->W + base;
+                ocr__valid_cols(base, g->sw, g->W, ow0, len, &lo, &hi);
+                for (ow = ow0; ow < lo; ow++) d[ow] = 0.0f;
+                if (g->sw == 1) { if (hi > lo) memcpy(d + lo, srow + lo, (size_t)(hi - lo) * sizeof(float)); }
+                else for (ow = lo; ow < hi; ow++) d[ow] = srow[ow * g->sw];
+                for (ow = hi; ow < ow0 + len; ow++) d[ow] = 0.0f;
+            }
+        });
     }
 }
 
@@ -463,19 +529,24 @@ typedef struct {
 static void ocr__col2im_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__col2im_job *j = (const ocr__col2im_job *)arg;
     const ocr__conv_geom *g = j->g;
-    int64_t c, ki, kj, q;
+    int64_t c, ki, kj;
     (void)tid;
     for (c = begin; c < end; c++) {
         float *dxc = j->dx + c * g->H * g->W;
         for (ki = 0; ki < g->kh; ki++)
             for (kj = 0; kj < g->kw; kj++) {
                 const float *src = j->col + ((c * g->kh + ki) * g->kw + kj) * j->cols;
-                int64_t oh = j->p0 / g->OW, ow = j->p0 % g->OW;
-                for (q = 0; q < j->cols; q++) {
-                    int64_t ih = oh * g->sh - g->ph + ki * g->dh, iw = ow * g->sw - g->pw + kj * g->dw;
-                    if (ih >= 0 && ih < g->H && iw >= 0 && iw < g->W) dxc[ih * g->W + iw] += src[q];
-                    if (++ow == g->OW) { ow = 0; oh++; }
-                }
+                int64_t base = kj * g->dw - g->pw;
+                OCR__FOR_SEGMENTS(g, j->p0, j->cols, {
+                    int64_t ih = oh * g->sh - g->ph + ki * g->dh, lo, hi, ow;
+                    if (ih >= 0 && ih < g->H) {
+                        float *drow = dxc + ih * g->W + base;
+                        const float *s_ = src + q - ow0;
+                        ocr__valid_cols(base, g->sw, g->W, ow0, len, &lo, &hi);
+                        if (g->sw == 1) for (ow = lo; ow < hi; ow++) drow[ow] += s_[ow];
+                        else for (ow = lo; ow < hi; ow++) drow[ow * g->sw] += s_[ow];
+                    }
+                });
             }
     }
 }
@@ -484,10 +555,10 @@ static int ocr__conv_is_pointwise(const ocr__conv_geom *g) {
     return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
 }
 
-/* Output columns per chunk: keeps the im2col block near 4 MB instead of a whole image. */
+/* Output columns per chunk: keeps the im2col block near 1 MB (L2-sized) instead of a whole image. */
 static int64_t ocr__conv_chunk(const ocr__conv_geom *g) {
     int64_t kdim = (g->C / g->groups) * g->kh * g->kw, P = g->OH * g->OW;
-    int64_t cols = ((int64_t)1 << 20) / (kdim ? kdim : 1);
+    int64_t cols = ((int64_t)1 << 18) / (kdim ? kdim : 1);
     cols = cols < 256 ? 256 : cols;
     cols -= cols % 32;
     return cols > P ? P : cols;
@@ -495,58 +566,124 @@ static int64_t ocr__conv_chunk(const ocr__conv_geom *g) {
 
 enum { OCR__CONV_FWD, OCR__CONV_BWD_DATA, OCR__CONV_BWD_WEIGHT };
 
-/* mode FWD: y (= or +=, per accumulate) conv(x, w); BWD_DATA: dx += conv^T(dy, w); BWD_WEIGHT: dw += dy (x) x.
-   Buffers: x [N,C,H,W], w [K,C/g,kh,kw], y [N,K,OH,OW] (dx, dy, dw with the same shapes). */
-static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float *x, float *w, float *y, int accumulate) {
+typedef struct {
+    const ocr__conv_geom *g;
+    int mode, accumulate, pointwise;
+    float *x, *w, *y;
+    int64_t chunk, n_chunks;
+    ocr__ukernel uk;
+    size_t pa_floats, pb_floats, col_floats, dw_floats;
+    float *block[OCR_MAX_THREADS];   /* per thread: packed A | packed B | im2col | weight-gradient partial */
+} ocr__conv_job;
+
+/* One (image, group, chunk of output pixels) piece of a convolution on the calling thread. parallel_gemm: the
+   GEMM may use the pool (the caller loops over pieces serially). dw: where BWD_WEIGHT accumulates. */
+static int ocr__conv_piece(ocr_ctx *ctx, const ocr__conv_job *j, int64_t n, int64_t gr, int64_t p0, float *pa, float *pb,
+                           float *col, float *dw, int parallel_gemm) {
+    const ocr__conv_geom *g = j->g;
     int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, kdim = Cg * g->kh * g->kw, P = g->OH * g->OW, HW = g->H * g->W;
-    int64_t chunk = ocr__conv_chunk(g), n, gr, p0;
-    int pointwise = ocr__conv_is_pointwise(g), rc;
-    float *col = NULL;
-    if (!pointwise) {
-        size_t bytes;
-        if (!ocr_size_mul((size_t)kdim * (size_t)chunk, sizeof(float), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "conv: im2col block too large");
-        col = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, bytes);
-        if (!col) return ctx->last_status;
+    int64_t cols = P - p0 < j->chunk ? P - p0 : j->chunk;
+    float *xg = j->x + (n * g->C + gr * Cg) * HW, *yg = j->y + (n * g->K + gr * Kg) * P, *wg = j->w + gr * Kg * kdim;
+    const float *B = xg + p0;
+    int64_t ldb = HW;
+    if (j->mode != OCR__CONV_BWD_DATA && !j->pointwise) {
+        ocr__im2col_job ij;
+        ij.g = g; ij.x = xg; ij.col = col; ij.p0 = p0; ij.cols = cols;
+        if (parallel_gemm) ocr_parallel_for(ctx, kdim, 1, ocr__im2col_part, &ij);
+        else ocr__im2col_part(&ij, 0, kdim, 0);
+        B = col;
+        ldb = cols;
     }
-    for (n = 0; n < g->N; n++)
-        for (gr = 0; gr < g->groups; gr++) {
-            float *xg = x + (n * g->C + gr * Cg) * HW;
-            float *yg = y + (n * g->K + gr * Kg) * P;
-            float *wg = w + gr * Kg * kdim;
-            for (p0 = 0; p0 < P; p0 += chunk) {
-                int64_t cols = P - p0 < chunk ? P - p0 : chunk;
-                if (mode == OCR__CONV_FWD) {
-                    const float *B = xg + p0;
-                    int64_t ldb = HW;
-                    if (!pointwise) {
-                        ocr__im2col_job j;
-                        j.g = g; j.x = xg; j.col = col; j.p0 = p0; j.cols = cols;
-                        ocr_parallel_for(ctx, kdim, 1, ocr__im2col_part, &j);
-                        B = col; ldb = cols;
-                    }
-                    if ((rc = ocr_gemm(ctx, 0, 0, Kg, cols, kdim, 1.0f, wg, kdim, B, ldb, accumulate ? 1.0f : 0.0f, yg + p0, P))) return rc;
-                } else if (mode == OCR__CONV_BWD_DATA) {
-                    if (pointwise) {
-                        if ((rc = ocr_gemm(ctx, 1, 0, kdim, cols, Kg, 1.0f, wg, kdim, yg + p0, P, 1.0f, xg + p0, HW))) return rc;
-                    } else {
-                        ocr__col2im_job j;
-                        if ((rc = ocr_gemm(ctx, 1, 0, kdim, cols, Kg, 1.0f, wg, kdim, yg + p0, P, 0.0f, col, cols))) return rc;
-                        j.g = g; j.col = col; j.dx = xg; j.p0 = p0; j.cols = cols;
-                        ocr_parallel_for(ctx, Cg, 1, ocr__col2im_part, &j);
-                    }
-                } else {
-                    const float *B = xg + p0;
-                    int64_t ldb = HW;
-                    if (!pointwise) {
-                        ocr__im2col_job j;
-                        j.g = g; j.x = xg; j.col = col; j.p0 = p0; j.cols = cols;
-                        ocr_parallel_for(ctx, kdim, 1, ocr__im2col_part, &j);
-                        B = col; ldb = cols;
-                    }
-                    if ((rc = ocr_gemm(ctx, 0, 1, Kg, kdim, cols, 1.0f, yg + p0, P, B, ldb, 1.0f, wg, kdim))) return rc;
-                }
-            }
+#define OCR__GEMM(ta, tb, M, N, K, A, lda, B_, ldb_, beta, C, ldc)                                                  \
+    do {                                                                                                           \
+        if (parallel_gemm) { int rc_ = ocr_gemm(ctx, ta, tb, M, N, K, 1.0f, A, lda, B_, ldb_, beta, C, ldc); if (rc_) return rc_; } \
+        else ocr__gemm_serial(&j->uk, ta, tb, M, N, K, 1.0f, A, lda, B_, ldb_, beta, C, ldc, pa, pb);            \
+    } while (0)
+    if (j->mode == OCR__CONV_FWD) {
+        OCR__GEMM(0, 0, Kg, cols, kdim, wg, kdim, B, ldb, j->accumulate ? 1.0f : 0.0f, yg + p0, P);
+    } else if (j->mode == OCR__CONV_BWD_DATA) {
+        if (j->pointwise) {
+            OCR__GEMM(1, 0, kdim, cols, Kg, wg, kdim, yg + p0, P, 1.0f, xg + p0, HW);
+        } else {
+            ocr__col2im_job cj;
+            OCR__GEMM(1, 0, kdim, cols, Kg, wg, kdim, yg + p0, P, 0.0f, col, cols);
+            cj.g = g; cj.col = col; cj.dx = xg; cj.p0 = p0; cj.cols = cols;
+            if (parallel_gemm) ocr_parallel_for(ctx, Cg, 1, ocr__col2im_part, &cj);
+            else ocr__col2im_part(&cj, 0, Cg, 0);
         }
+    } else {
+        OCR__GEMM(0, 1, Kg, kdim, cols, yg + p0, P, B, ldb, 1.0f, dw + gr * Kg * kdim, kdim);
+    }
+#undef OCR__GEMM
+    return OCR_OK;
+}
+
+/* Work items: (image, group, chunk) pieces, or whole (image, group) pairs for BWD_DATA, whose chunks scatter into
+   overlapping parts of the same dx. Each thread uses only its own buffers, and BWD_WEIGHT sums into a per-thread
+   partial, so no two threads ever write the same memory. */
+static void ocr__conv_items(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__conv_job *j = (const ocr__conv_job *)arg;
+    float *pa = j->block[tid], *pb = pa + j->pa_floats, *col = pb + j->pb_floats, *dw = col + j->col_floats;
+    int64_t item, c;
+    for (item = begin; item < end; item++) {
+        if (j->mode == OCR__CONV_BWD_DATA) {
+            for (c = 0; c < j->n_chunks; c++)
+                (void)ocr__conv_piece(NULL, j, item / j->g->groups, item % j->g->groups, c * j->chunk, pa, pb, col, dw, 0);
+        } else {
+            int64_t pair = item / j->n_chunks;
+            (void)ocr__conv_piece(NULL, j, pair / j->g->groups, pair % j->g->groups, (item % j->n_chunks) * j->chunk, pa, pb,
+                                  col, dw, 0);
+        }
+    }
+}
+
+/* mode FWD: y (= or +=, per accumulate) conv(x, w); BWD_DATA: dx += conv^T(dy, w); BWD_WEIGHT: dw += dy (x) x.
+   Buffers: x [N,C,H,W], w [K,C/g,kh,kw], y [N,K,OH,OW] (dx, dy, dw with the same shapes).
+   With enough independent pieces every thread takes whole pieces (one dispatch per call); otherwise the pieces run
+   one after another, each GEMM spread over the threads. */
+static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float *x, float *w, float *y, int accumulate) {
+    int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, kdim = Cg * g->kh * g->kw, P = g->OH * g->OW;
+    int64_t n_items, n, gr, c, t, M, N, K;
+    ocr__conv_job j;
+    size_t block_floats, bytes;
+    int rc;
+    memset(&j, 0, sizeof j);
+    j.g = g; j.mode = mode; j.accumulate = accumulate; j.x = x; j.w = w; j.y = y;
+    j.pointwise = ocr__conv_is_pointwise(g);
+    j.chunk = ocr__conv_chunk(g);
+    j.n_chunks = (P + j.chunk - 1) / j.chunk;
+    j.uk = ocr__pick_ukernel(ctx);
+    n_items = g->N * g->groups * (mode == OCR__CONV_BWD_DATA ? 1 : j.n_chunks);
+    M = mode == OCR__CONV_BWD_DATA ? kdim : Kg;
+    N = mode == OCR__CONV_BWD_WEIGHT ? kdim : j.chunk;
+    K = mode == OCR__CONV_FWD ? kdim : mode == OCR__CONV_BWD_DATA ? Kg : j.chunk;
+    ocr__gemm_buffer_floats(&j.uk, M, N, K, &j.pa_floats, &j.pb_floats);
+    j.col_floats = j.pointwise ? 0 : (size_t)((kdim * j.chunk + 15) & ~(int64_t)15);
+    j.dw_floats = mode == OCR__CONV_BWD_WEIGHT ? (size_t)((g->K * kdim + 15) & ~(int64_t)15) : 0;
+    if (ctx->n_threads > 1 && n_items >= ctx->n_threads) {
+        block_floats = j.pa_floats + j.pb_floats + j.col_floats + j.dw_floats;
+        if (!ocr_size_mul(block_floats, sizeof(float), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "conv: work buffers too large");
+        for (t = 0; t < ctx->n_threads; t++) {
+            if (!(j.block[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
+            if (j.dw_floats) memset(j.block[t] + j.pa_floats + j.pb_floats + j.col_floats, 0, j.dw_floats * sizeof(float));
+        }
+        ocr_parallel_for(ctx, n_items, 1, ocr__conv_items, &j);
+        if (mode == OCR__CONV_BWD_WEIGHT) /* partials summed in thread order: deterministic for a thread count */
+            for (t = 0; t < ctx->n_threads; t++) {
+                const float *part = j.block[t] + j.pa_floats + j.pb_floats + j.col_floats;
+                int64_t i;
+                for (i = 0; i < g->K * kdim; i++) w[i] += part[i];
+            }
+        return OCR_OK;
+    }
+    {
+        float *col = NULL;
+        if (j.col_floats && !(col = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, j.col_floats * sizeof(float)))) return ctx->last_status;
+        for (n = 0; n < g->N; n++)
+            for (gr = 0; gr < g->groups; gr++)
+                for (c = 0; c < j.n_chunks; c++)
+                    if ((rc = ocr__conv_piece(ctx, &j, n, gr, c * j.chunk, NULL, NULL, col, w, 1))) return rc;
+    }
     return OCR_OK;
 }
 
@@ -1237,7 +1374,7 @@ OCRDEF int ocr_params_load(ocr_ctx *ctx, ocr_params *P, const ocr_safetensors *s
     size_t plen = prefix ? strlen(prefix) : 0;
     int i, rc, used = 0;
     if (!P->allocated) return ocr_error(ctx, OCR_ESTATE, "%s: parameters not allocated", fn);
-    /* names and shapes are all checked before the first value is copied: a refused load changes nothing */
+    /* names, shapes and dtypes are all checked before the first value is copied: a refused load changes nothing */
     for (i = 0; i < P->count; i++) {
         const char *key = P->info[i].name;
         int e;

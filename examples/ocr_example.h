@@ -220,7 +220,7 @@ OCR_EX_UNUSED static int ocr_ex_dataset_spec_ok(const char *spec) {
 /* Opens a dataset named on the command line:
      lmdb:PATH              an LMDB in the standard layout (ocr_dataset_open_lmdb)
      icdar:IMAGES,GTS       images in IMAGES, ground truth in GTS (gt_<stem>.txt, <name>.txt or <stem>.txt)
-     icdar:DIR              DIR/images and DIR/gts when both exist, else images and ground truth side by side in DIR */
+     icdar:DIR              images in DIR/images (else DIR), ground truth in DIR/gts, else DIR/gt, else beside them */
 OCR_EX_UNUSED static int ocr_ex_open_dataset(ocr_ctx *ctx, const char *spec, int gt_format, ocr_dataset *ds) {
     char images[4096], gts[4096];
     const char *rest, *comma;
@@ -234,11 +234,10 @@ OCR_EX_UNUSED static int ocr_ex_open_dataset(ocr_ctx *ctx, const char *spec, int
         snprintf(gts, sizeof gts, "%s", comma + 1);
     } else {
         snprintf(images, sizeof images, "%s/images", rest);
+        if (!ocr_ex_is_dir(images)) snprintf(images, sizeof images, "%s", rest);
         snprintf(gts, sizeof gts, "%s/gts", rest);
-        if (!ocr_ex_is_dir(images) || !ocr_ex_is_dir(gts)) {
-            snprintf(images, sizeof images, "%s", rest);
-            snprintf(gts, sizeof gts, "%s", rest);
-        }
+        if (!ocr_ex_is_dir(gts)) snprintf(gts, sizeof gts, "%s/gt", rest);
+        if (!ocr_ex_is_dir(gts)) snprintf(gts, sizeof gts, "%s", images);
     }
     return ocr_dataset_open_icdar(ctx, ds, images, gts, gt_format);
 }

@@ -676,6 +676,27 @@ static void test_random_crop_rect(void) {
         OCR_CHECK_MSG(kept > 0, "trial %d: the crop keeps no care polygon", trial);
     }
     OCR_CHECK(cropped > 150);
+    /* an ignore polygon over the whole image leaves every gap open: crops still happen */
+    {
+        ocr_point big[4] = {{0, 0}, {100, 0}, {100, 80}, {0, 80}}, small[4] = {{40, 30}, {50, 30}, {50, 40}, {40, 40}};
+        ocr_polygon two[2];
+        int rect[4];
+        ocr_rng rng;
+        cropped = 0;
+        memset(two, 0, sizeof two);
+        two[0].points = big; two[0].n_points = 4; two[0].ignore = 1;
+        two[1].points = small; two[1].n_points = 4;
+        ocr_rng_seed(&rng, 5);
+        for (trial = 0; trial < 50; trial++) {
+            OCR_CHECK_OK(&ctx, ocr_random_crop_rect(&ctx, &rng, two, 2, 100, 80, 10, 0.1f, rect));
+            cropped += rect[2] < 100 || rect[3] < 80;
+        }
+        OCR_CHECK(cropped > 25);
+        /* no care polygon: the whole image */
+        two[1].ignore = 1;
+        OCR_CHECK_OK(&ctx, ocr_random_crop_rect(&ctx, &rng, two, 2, 100, 80, 10, 0.1f, rect));
+        OCR_CHECK(rect[0] == 0 && rect[1] == 0 && rect[2] == 100 && rect[3] == 80);
+    }
     ocr_ctx_free(&ctx);
 }
 

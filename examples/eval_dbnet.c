@@ -1,0 +1,367 @@
+/* eval_dbnet - precision, recall and H-mean with the ICDAR 2015 IoU protocol of the official DBNet code
+   (ocr_evaluator: IoU > 0.5 one-to-one in order, don't-care regions, invalid polygons dropped), either
+     for a model on a dataset:   eval_dbnet --model FILE --data icdar:DIR|icdar:IMAGES,GTS|lmdb:PATH
+     or for result files:        eval_dbnet --gt DIR --pred DIR
+   In the second form every ground-truth file DIR/gt_<name>.txt (or <name>.txt) is compared with
+   PRED/res_<name>.txt (or PRED/<name>.txt): one polygon per line, comma-separated coordinates, an optional
+   trailing score (an odd count of numbers) ignored. A missing result file counts as no detections, with a
+   warning. The last line on stdout is one JSON object:
+     {"precision":...,"recall":...,"hmean":...,"images":...,"gt_care":...,"det_care":...,"matched":...}
+   Exit status: 0, 1 on a runtime error (unreadable file or directory, bad data), 2 on a usage error. */
+#define OCR_IMPLEMENTATION
+#include "ocr_tensor.h"
+#include "ocr_nn.h"
+#include "ocr_loss.h"
+#include "ocr_dbnet.h"
+#include "ocr_data.h"
+#include "ocr_example.h"
+
+#include <dirent.h>
+#include <time.h>
+
+static const char *const SYNOPSIS = "--model FILE --data icdar:DIR|lmdb:PATH [options]\n       eval_dbnet --gt DIR --pred DIR [options]";
+
+static const char *prog = "eval_dbnet";
+
+/* ---------------------------------------------------------------- result files */
+
+/* Parses a result file: each non-blank line x1,y1,...,xn,yn[,score] with n >= 3. */
+static int parse_results(ocr_ctx *ctx, const char *path, const char *text, size_t size, ocr_polygon **polys, int *n_polys) {
+    size_t pos = 0;
+    int line_no = 0, cap = 0;
+    *polys = NULL;
+    *n_polys = 0;
+    while (pos < size) {
+        size_t end = pos, n_num = 0, k;
+        double *xy;
+        const char *s;
+        char *next;
+        ocr_polygon *p;
+        while (end < size && text[end] != '\n') end++;
+        line_no++;
+        for (k = pos; k < end; k++) if (text[k] == ',') n_num++;
+        n_num++;
+        for (k = pos; k < end && (text[k] == ' ' || text[k] == '\t' || text[k] == '\r'); k++) {}
+        if (k == end) { pos = end + 1; continue; }
+        xy = (double *)OCR_MALLOC(n_num * sizeof(double));
+        if (!xy) return ocr_error(ctx, OCR_ENOMEM, "'%s': out of memory", path);
+        for (s = text + pos, k = 0; k < n_num; k++) {
+            /* strtod stops at the comma; the field must hold one number and blanks only */
+            xy[k] = strtod(s, &next);
+            while (next < text + end && (*next == ' ' || *next == '\t' || *next == '\r')) next++;
+            if (next == s || !isfinite(xy[k]) || fabs(xy[k]) > OCR_COORD_MAX || (next < text + end && *next != ',')) {
+                OCR_FREE(xy);
+                return ocr_error(ctx, OCR_EFORMAT, "'%s' line %d: field %d is not a coordinate; expected x1,y1,...,xn,yn[,score]", path,
+                                 line_no, (int)k + 1);
+            }
+            s = next + 1;
+        }
+        n_num &= ~(size_t)1; /* an odd count ends with the score */
+        if (n_num < 6) {
+            OCR_FREE(xy);
+            return ocr_error(ctx, OCR_EFORMAT, "'%s' line %d: %d coordinates; a polygon needs at least 3 points", path, line_no, (int)n_num);
+        }
+        if (*n_polys == cap) {
+            ocr_polygon *grown = (ocr_polygon *)OCR_REALLOC(*polys, (size_t)(cap = cap ? 2 * cap : 16) * sizeof **polys);
+            if (!grown) { OCR_FREE(xy); return ocr_error(ctx, OCR_ENOMEM, "'%s': out of memory", path); }
+            *polys = grown;
+        }
+        p = &(*polys)[*n_polys];
+        memset(p, 0, sizeof *p);
+        p->points = (ocr_point *)OCR_MALLOC(n_num / 2 * sizeof(ocr_point));
+        if (!p->points) { OCR_FREE(xy); return ocr_error(ctx, OCR_ENOMEM, "'%s': out of memory", path); }
+        for (k = 0; k < n_num / 2; k++) {
+            p->points[k].x = (float)xy[2 * k];
+            p->points[k].y = (float)xy[2 * k + 1];
+        }
+        p->n_points = (int)(n_num / 2);
+        (*n_polys)++;
+        OCR_FREE(xy);
+        pos = end + 1;
+    }
+    return OCR_OK;
+}
+
+/* Orders file names as people do: img_2 before img_10. */
+static int natural_cmp(const void *pa, const void *pb) {
+    const char *a = *(const char *const *)pa, *b = *(const char *const *)pb;
+    while (*a && *b) {
+        if (*a >= '0' && *a <= '9' && *b >= '0' && *b <= '9') {
+            const char *ea = a, *eb = b;
+            while (*a == '0') a++;
+            while (*b == '0') b++;
+            for (ea = a; *ea >= '0' && *ea <= '9'; ea++) {}
+            for (eb = b; *eb >= '0' && *eb <= '9'; eb++) {}
+            if (ea - a != eb - b) return ea - a < eb - b ? -1 : 1;
+            for (; a < ea; a++, b++)
+                if (*a != *b) return *a < *b ? -1 : 1;
+            continue;
+        }
+        if (*a != *b) return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+        a++;
+        b++;
+    }
+    return *a ? 1 : *b ? -1 : 0;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The .txt files of dir, sorted naturally; NULL (with a message) when dir cannot be read. */
+static char **list_txt(const char *dir, int *count) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char **names = NULL;
+    int n = 0, cap = 0;
+    *count = 0;
+    if (!d) {
+        fprintf(stderr, "%s: cannot open directory '%s': %s\n", prog, dir, strerror(errno));
+        return NULL;
+    }
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || !ends_with(e->d_name, ".txt")) continue;
+        if (n + 1 >= cap) {
+            char **grown = (char **)realloc(names, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *names);
+            if (!grown) break;
+            names = grown;
+        }
+        if (!(names[n] = strdup(e->d_name))) break;
+        n++;
+    }
+    closedir(d);
+    if (e) {
+        fprintf(stderr, "%s: out of memory listing '%s'\n", prog, dir);
+        while (n) free(names[--n]);
+        free(names);
+        return NULL;
+    }
+    if (!names && !(names = (char **)malloc(sizeof *names))) return NULL;
+    qsort(names, (size_t)n, sizeof *names, natural_cmp);
+    *count = n;
+    return names;
+}
+
+static void free_names(char **names, int n) {
+    while (n > 0) free(names[--n]);
+    free(names);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* ---------------------------------------------------------------- reporting */
+
+static void print_image(const char *name, const ocr_eval_counts *c) {
+    /* per image as the official evaluator: no care GT gives recall 1 and precision 1 only without detections */
+    double r = c->gt_care ? (double)c->matched / (double)c->gt_care : 1.0;
+    double p = c->gt_care ? (c->det_care ? (double)c->matched / (double)c->det_care : 0.0) : (c->det_care ? 0.0 : 1.0);
+    double h = p + r > 0 ? 2 * p * r / (p + r) : 0.0;
+    printf("%-28s gt %4lld (+%lld don't care)  det %4lld (+%lld)  matched %4lld  P %.4f  R %.4f  H %.4f\n", name,
+           (long long)c->gt_care, (long long)c->gt_dontcare, (long long)c->det_care, (long long)c->det_dontcare,
+           (long long)c->matched, p, r, h);
+}
+
+static void print_summary(const ocr_evaluator *ev) {
+    ocr_eval_result r = ocr_eval_finish(ev);
+    const ocr_eval_counts *t = &ev->total;
+    if (t->gt_invalid || t->det_invalid)
+        fprintf(stderr, "%s: warning: dropped as not valid simple polygons (as the official evaluator): %lld GT, %lld detections\n", prog,
+                (long long)t->gt_invalid, (long long)t->det_invalid);
+    printf("images %lld  gt_care %lld (+%lld don't care)  det_care %lld (+%lld)  matched %lld  precision %.4f  recall %.4f  hmean %.4f\n",
+           (long long)ev->n_images, (long long)t->gt_care, (long long)t->gt_dontcare, (long long)t->det_care, (long long)t->det_dontcare,
+           (long long)t->matched, r.precision, r.recall, r.hmean);
+    printf("{\"precision\":%.10g,\"recall\":%.10g,\"hmean\":%.10g,\"images\":%lld,\"gt_care\":%lld,\"det_care\":%lld,\"matched\":%lld}\n",
+           r.precision, r.recall, r.hmean, (long long)ev->n_images, (long long)t->gt_care, (long long)t->det_care, (long long)t->matched);
+}
+
+/* ---------------------------------------------------------------- the two modes */
+
+static int eval_files(ocr_ctx *ctx, const char *gt_dir, const char *pred_dir, int gt_format, int per_image) {
+    ocr_evaluator ev;
+    char **gts, **preds, *used;
+    int n_gt, n_pred, i, k, rc = 0, missing = 0, unused = 0;
+    if (!(gts = list_txt(gt_dir, &n_gt))) return 1;
+    if (!(preds = list_txt(pred_dir, &n_pred))) { free_names(gts, n_gt); return 1; }
+    if (n_gt == 0) {
+        fprintf(stderr, "%s: no ground-truth files (.txt) in '%s'\n", prog, gt_dir);
+        free_names(gts, n_gt);
+        free_names(preds, n_pred);
+        return 1;
+    }
+    used = (char *)calloc((size_t)n_pred + 1, 1);
+    ocr_eval_init(&ev);
+    for (i = 0; i < n_gt && used && !rc; i++) {
+        char gt_path[4200], cand[2][4200], key[1024];
+        unsigned char *gt_text = NULL, *pred_text = NULL;
+        size_t gt_size, pred_size = 0;
+        ocr_polygon *gt = NULL, *det = NULL;
+        int n_g = 0, n_d = 0, c;
+        ocr_eval_counts counts;
+        int skip = strncmp(gts[i], "gt_", 3) == 0 ? 3 : 0;
+        /* gt_img_1.txt -> img_1 */
+        snprintf(key, sizeof key, "%.*s", (int)strlen(gts[i]) - 4 - skip, gts[i] + skip);
+        snprintf(gt_path, sizeof gt_path, "%s/%s", gt_dir, gts[i]);
+        snprintf(cand[0], sizeof cand[0], "%s/res_%s.txt", pred_dir, key);
+        snprintf(cand[1], sizeof cand[1], "%s/%s.txt", pred_dir, key);
+        for (c = 0; c < 2 && !file_exists(cand[c]); c++) {}
+        if (ocr_read_file(ctx, gt_path, OCR_LABEL_MAX_BYTES, &gt_text, &gt_size) ||
+            ocr_gt_parse(ctx, gt_path, (const char *)gt_text, gt_size, gt_format, &gt, &n_g) ||
+            (c < 2 && (ocr_read_file(ctx, cand[c], OCR_LABEL_MAX_BYTES, &pred_text, &pred_size) ||
+                       parse_results(ctx, cand[c], (const char *)pred_text, pred_size, &det, &n_d))) ||
+            ocr_eval_add_image(ctx, &ev, gt, n_g, det, n_d, &counts)) {
+            fprintf(stderr, "%s: %s\n", prog, ocr_ctx_last_error(ctx));
+            rc = 1;
+        } else {
+            if (c == 2) {
+                fprintf(stderr, "%s: warning: no result file for '%s' (neither '%s' nor '%s'): counted as no detections\n", prog, gt_path,
+                        cand[0], cand[1]);
+                missing++;
+            } else {
+                const char *name = strrchr(cand[c], '/') + 1;
+                for (k = 0; k < n_pred; k++)
+                    if (strcmp(preds[k], name) == 0) used[k] = 1;
+            }
+            if (per_image) print_image(key, &counts);
+        }
+        OCR_FREE(gt_text);
+        OCR_FREE(pred_text);
+        ocr_polygons_free(gt, n_g);
+        ocr_polygons_free(det, n_d);
+    }
+    if (!used) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        rc = 1;
+    }
+    if (!rc) {
+        for (k = 0; k < n_pred; k++) unused += !used[k];
+        if (unused)
+            fprintf(stderr, "%s: warning: %d result files in '%s' match no ground truth and were not evaluated\n", prog, unused, pred_dir);
+        if (missing) fprintf(stderr, "%s: warning: %d of %d images had no result file\n", prog, missing, n_gt);
+        print_summary(&ev);
+    }
+    free(used);
+    free_names(gts, n_gt);
+    free_names(preds, n_pred);
+    return rc;
+}
+
+static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, int gt_format, const ocr_post_config *post,
+                      int short_side, int long_side, int per_image) {
+    ocr_dbnet model;
+    ocr_dataset ds;
+    ocr_evaluator ev;
+    ocr_detections dets;
+    ocr_tensor x;
+    int64_t i;
+    int rc = 0, progress = isatty(fileno(stderr)) && !per_image;
+    double start = now_seconds();
+    if (ocr_ex_load_model(ctx, model_path, &model)) {
+        fprintf(stderr, "%s: cannot load the model '%s': %s\n", prog, model_path, ocr_ctx_last_error(ctx));
+        return 1;
+    }
+    if (ocr_ex_open_dataset(ctx, data, gt_format, &ds)) {
+        fprintf(stderr, "%s: cannot open the dataset '%s': %s\n", prog, data, ocr_ctx_last_error(ctx));
+        ocr_dbnet_free(&model);
+        return 1;
+    }
+    memset(&dets, 0, sizeof dets);
+    memset(&x, 0, sizeof x);
+    ocr_eval_init(&ev);
+    for (i = 0; i < ds.count && !rc; i++) {
+        ocr_sample s;
+        ocr_tensor prob;
+        ocr_eval_counts counts;
+        int in_w = 0, in_h = 0;
+        if (ocr_dataset_get(ctx, &ds, i, 0, &s) ||
+            ocr_ex_input_size(ctx, s.image.width, s.image.height, short_side, long_side, &in_w, &in_h) ||
+            ocr_ex_infer(ctx, &model, &s.image, s.id, in_w, in_h, &x, &prob) ||
+            ocr_postprocess(ctx, post, &prob, s.image.width, s.image.height, &dets) ||
+            ocr_eval_add_image(ctx, &ev, s.polys, s.n_polys, dets.polys, dets.n, &counts)) {
+            fprintf(stderr, "%s: sample %lld ('%s') of '%s': %s\n", prog, (long long)i, s.id, data, ocr_ctx_last_error(ctx));
+            rc = 1;
+        } else if (per_image) {
+            print_image(s.id, &counts);
+        } else if (progress) {
+            char fields[64];
+            snprintf(fields, sizeof fields, "images");
+            ocr_ex_progress(stderr, (long)i + 1, (long)ds.count, now_seconds() - start, fields);
+        }
+        ocr_sample_free(&s);
+    }
+    if (progress) fprintf(stderr, "\r\033[K");
+    if (!rc) print_summary(&ev);
+    ocr_tensor_free(&x);
+    ocr_detections_free(&dets);
+    ocr_dataset_close(&ds);
+    ocr_dbnet_free(&model);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    const char *model_path = NULL, *data = NULL, *gt_dir = NULL, *pred_dir = NULL, *gt_format_name = "icdar2015";
+    int per_image = 0, poly = 0, short_side = 736, long_side = 0, threads = 0, gt_format, npos, rc;
+    float thresh = 0.3f, box_thresh = 0.6f, unclip = 0.0f;
+    ocr_ex_flag flags[] = {
+        {"--model", OCR_EX_STRING, &model_path, "checkpoint to evaluate on --data"},
+        {"--data", OCR_EX_STRING, &data, "icdar:DIR (DIR/images + DIR/gts, or side by side), icdar:IMAGES,GTS or lmdb:PATH"},
+        {"--gt", OCR_EX_STRING, &gt_dir, "directory of ground-truth files gt_<name>.txt (with --pred)"},
+        {"--pred", OCR_EX_STRING, &pred_dir, "directory of result files res_<name>.txt: x1,y1,...,xn,yn[,score] per line"},
+        {"--gt-format", OCR_EX_STRING, &gt_format_name, "ground truth lines: icdar2015 (4 points, text) or polygon (n points, text)"},
+        {"--per-image", OCR_EX_BOOL, &per_image, "print the figures of every image"},
+        {"--poly", OCR_EX_BOOL, &poly, "model: detect polygons instead of 4-point boxes"},
+        {"--thresh", OCR_EX_FLOAT, &thresh, "model: a pixel is text when its probability exceeds this"},
+        {"--box-thresh", OCR_EX_FLOAT, &box_thresh, "model: detections whose mean probability is lower are dropped"},
+        {"--unclip", OCR_EX_FLOAT, &unclip, "model: unclip ratio; 0: the official 1.5 for boxes, 2.0 for polygons"},
+        {"--short-side", OCR_EX_INT, &short_side, "model: resize so the short side is this (rounded up to a multiple of 32)"},
+        {"--long-side", OCR_EX_INT, &long_side, "model: resize so the long side is this instead (0: use --short-side)"},
+        {"--threads", OCR_EX_INT, &threads, "CPU threads; 0: all cores"},
+    };
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
+    const char *usage_error = NULL;
+    ocr_ctx ctx;
+    ocr_post_config post;
+
+    prog = argv[0];
+    npos = ocr_ex_parse(argc, argv, SYNOPSIS, flags, n_flags);
+    gt_format = strcmp(gt_format_name, "icdar2015") == 0 ? OCR_GT_ICDAR2015 : strcmp(gt_format_name, "polygon") == 0 ? OCR_GT_POLYGON : -1;
+    if (npos) usage_error = "unexpected argument";
+    else if (gt_format < 0) usage_error = "--gt-format must be icdar2015 or polygon";
+    else if (!((model_path && data && !gt_dir && !pred_dir) || (gt_dir && pred_dir && !model_path && !data)))
+        usage_error = "give either --model and --data, or --gt and --pred";
+    else if (data && !ocr_ex_dataset_spec_ok(data))
+        usage_error = "--data must be icdar:DIR, icdar:IMAGES,GTS or lmdb:PATH";
+    else if (!(thresh >= 0 && thresh <= 1) || !(box_thresh >= 0 && box_thresh <= 1) || unclip < 0 || short_side < 1 ||
+             short_side > OCR_IMAGE_MAX_SIDE || long_side < 0 || long_side > OCR_IMAGE_MAX_SIDE || threads < 0)
+        usage_error = "out of range: --thresh and --box-thresh must be in [0, 1], --unclip >= 0, --short-side in [1, 16384], "
+                      "--long-side in [0, 16384], --threads >= 0";
+    if (usage_error) {
+        fprintf(stderr, "%s: %s%s%s\n", prog, usage_error, npos ? ": " : "", npos ? argv[1] : "");
+        ocr_ex_usage(stderr, prog, SYNOPSIS, flags, n_flags);
+        return 2;
+    }
+    if (ocr_ctx_init(&ctx, threads, 0) != OCR_OK) {
+        fprintf(stderr, "%s: %s\n", prog, ocr_ctx_last_error(&ctx));
+        return 1;
+    }
+    if (gt_dir) {
+        rc = eval_files(&ctx, gt_dir, pred_dir, gt_format, per_image);
+    } else {
+        post = ocr_post_config_default(poly ? OCR_POST_POLYGON : OCR_POST_BOX);
+        post.thresh = thresh;
+        post.box_thresh = box_thresh;
+        if (unclip > 0) post.unclip_ratio = unclip;
+        rc = eval_model(&ctx, model_path, data, gt_format, &post, short_side, long_side, per_image);
+    }
+    ocr_ctx_free(&ctx);
+    return rc;
+}
