@@ -79,9 +79,19 @@ check_headers() {
     done
 }
 
+# The library is compiled once per flavour (build/ocr_impl.o, build/san/ocr_impl.o) and every program is compiled
+# with OCR_NO_IMPLEMENTATION and linked to it: the headers' implementations are most of the compile time.
+build_impl() {
+    local flags=$1 dir=$2
+    mkdir -p "$dir"
+    printf '#define OCR_IMPLEMENTATION\n#include "ocr_tensor.h"\n#include "ocr_nn.h"\n#include "ocr_loss.h"\n#include "ocr_dbnet.h"\n#include "ocr_data.h"\n' >"$dir/ocr_impl.c"
+    $CC $WARN $INC $flags -c "$dir/ocr_impl.c" -o "$dir/ocr_impl.o" || { say "build.sh: FAILED to compile the library ($dir)"; return 1; }
+}
+
 build_all() {
     local flags=$1 dir=$2 list=()
     local f
+    build_impl "$flags" "$dir"
     for f in tests/test_*.c; do [ -e "$f" ] && list+=("$f $dir/$(basename "${f%.c}")"); done
     if [ "$dir" = build ]; then
         for f in examples/*.c; do [ -e "$f" ] && list+=("$f ${f%.c}"); done
@@ -89,7 +99,7 @@ build_all() {
         for f in tests/long_*.c; do [ -e "$f" ] && list+=("$f build/$(basename "${f%.c}")"); done
     fi
     [ ${#list[@]} -eq 0 ] && return 0
-    printf '%s\n' "${list[@]}" | xargs -P "$JOBS" -L 1 bash -c 'compile_one "$0" "$1" '"$flags"
+    printf '%s\n' "${list[@]}" | xargs -P "$JOBS" -L 1 bash -c 'compile_one "$0" "$1" '"$flags -DOCR_NO_IMPLEMENTATION $dir/ocr_impl.o"
 }
 
 # Clang catches a different set of warnings: a syntax-only pass over every program when it is installed.

@@ -283,6 +283,9 @@ OCRDEF ocr_loader_config ocr_loader_config_default(void);
 OCRDEF int ocr_loader_create(ocr_ctx *ctx, ocr_loader **out, ocr_dataset *ds, const ocr_loader_config *cfg);
 /* Starts (or restarts, dropping what is in flight) an epoch. */
 OCRDEF int ocr_loader_start_epoch(ocr_ctx *ctx, ocr_loader *L, int64_t epoch);
+/* Same, starting at batch first_batch of the epoch: batches depend only on (seed, epoch, number), so a resumed run
+   continues with exactly the batches the interrupted one would have used. */
+OCRDEF int ocr_loader_start_epoch_at(ocr_ctx *ctx, ocr_loader *L, int64_t epoch, int64_t first_batch);
 /* The next batch of the epoch, waiting for it if needed; *batch is NULL at the end of the epoch. */
 OCRDEF int ocr_loader_next(ocr_ctx *ctx, ocr_loader *L, ocr_batch **batch);
 OCRDEF void ocr_loader_release(ocr_loader *L, ocr_batch *batch);
@@ -295,7 +298,7 @@ OCRDEF void ocr_loader_free(ocr_loader *L);
 #endif
 #endif /* OCR_DATA_H */
 
-#if defined(OCR_IMPLEMENTATION) && !defined(OCR_DATA_IMPLEMENTATION)
+#if defined(OCR_IMPLEMENTATION) && !defined(OCR_NO_IMPLEMENTATION) && !defined(OCR_DATA_IMPLEMENTATION)
 #define OCR_DATA_IMPLEMENTATION
 #endif
 #if defined(OCR_DATA_IMPLEMENTATION) && !defined(OCR__DATA_IMPLEMENTED)
@@ -2772,8 +2775,8 @@ static void ocr__aug_warp_rows(void *arg, int64_t y_begin, int64_t y_end, int th
             float tx, ty;
             const uint8_t *p00, *p01, *p10, *p11;
             if (!(u >= 0 && v >= 0 && u < W && v < H)) continue; /* outside the source: zero */
-            x0 = (int)floor(fx);
-            y0 = (int)floor(fy);
+            x0 = (int)(fx + 1.0) - 1; /* fx >= -0.5 here, so truncation of fx + 1 is floor without the libm call */
+            y0 = (int)(fy + 1.0) - 1;
             tx = (float)(fx - x0);
             ty = (float)(fy - y0);
             x1 = x0 + 1 < W ? x0 + 1 : W - 1;
@@ -2947,7 +2950,8 @@ OCRDEF int ocr_random_crop_rect(ocr_ctx *ctx, ocr_rng *rng, const ocr_polygon *p
     int *ints, *xg, *xr, *yg, *yr, nxg, nxr, nyg, nyr, i, k, t, n_care = 0, rc;
     size_t n_ints;
     if (!rng || !rect) return ocr_error(ctx, OCR_EINVAL, "%s: rng or rect is NULL", fn);
-    if (width < 1 || height < 1 || width > OCR_IMAGE_MAX_SIDE * 100 || height > OCR_IMAGE_MAX_SIDE * 100 /* virtual: scaled before cropping */)
+    /* the size may be virtual (the image as it would be after a resize) and so above the image cap */
+    if (width < 1 || height < 1 || width > OCR_IMAGE_MAX_SIDE * 100 || height > OCR_IMAGE_MAX_SIDE * 100)
         return ocr_error(ctx, OCR_ERANGE, "%s: image size %dx%d", fn, width, height);
     if (max_tries < 0 || !(min_side_ratio >= 0 && min_side_ratio <= 1))
         return ocr_error(ctx, OCR_EINVAL, "%s: max_tries = %d, min_side_ratio = %g (need >= 0 and [0, 1])", fn, max_tries, min_side_ratio);
@@ -3668,17 +3672,25 @@ fail:
 }
 
 OCRDEF int ocr_loader_start_epoch(ocr_ctx *ctx, ocr_loader *L, int64_t epoch) {
-    int64_t n, i;
+    return ocr_loader_start_epoch_at(ctx, L, epoch, 0);
+}
+
+OCRDEF int ocr_loader_start_epoch_at(ocr_ctx *ctx, ocr_loader *L, int64_t epoch, int64_t first_batch) {
+    int64_t n, i, n_batches;
     int s;
     ocr_rng rng;
     if (!L) return ocr_error(ctx, OCR_EINVAL, "ocr_loader_start_epoch: loader is NULL");
     if (epoch < 0) return ocr_error(ctx, OCR_ERANGE, "ocr_loader_start_epoch: epoch %lld is negative", (long long)epoch);
-    pthread_mutex_lock(&L->mu);
     n = L->ds->count;
+    n_batches = L->cfg.drop_last ? n / L->cfg.batch_size : (n + L->cfg.batch_size - 1) / L->cfg.batch_size;
+    if (first_batch < 0 || first_batch > n_batches)
+        return ocr_error(ctx, OCR_ERANGE, "ocr_loader_start_epoch_at: batch %lld is outside the epoch's %lld batches",
+                         (long long)first_batch, (long long)n_batches);
+    pthread_mutex_lock(&L->mu);
     L->generation++;
     L->epoch = epoch;
-    L->n_batches = L->cfg.drop_last ? n / L->cfg.batch_size : (n + L->cfg.batch_size - 1) / L->cfg.batch_size;
-    L->next_claim = L->next_deliver = 0;
+    L->n_batches = n_batches;
+    L->next_claim = L->next_deliver = first_batch;
     for (i = 0; i < n; i++) L->order[i] = i;
     if (L->cfg.shuffle) {
         /* Fisher-Yates from an RNG that depends on (seed, epoch) only; index -1 keeps it apart from the samples'. */
@@ -3694,7 +3706,7 @@ OCRDEF int ocr_loader_start_epoch(ocr_ctx *ctx, ocr_loader *L, int64_t epoch) {
     L->epoch_started = 1;
     L->prog.epoch = epoch;
     L->prog.batches_total = L->n_batches;
-    L->prog.batches_done = 0;
+    L->prog.batches_done = first_batch;
     pthread_cond_broadcast(&L->work_cv);
     pthread_mutex_unlock(&L->mu);
     return OCR_OK;

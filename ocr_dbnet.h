@@ -80,6 +80,10 @@ typedef struct ocr_dbnet {
     int64_t N, H, W;              /* input of the last forward */
     int state;                    /* 0: no forward yet, 1: after a training forward, 2: after an eval forward */
     int act_input, act_prob_logits, act_thresh, act_prob;
+    /* optional profiling: with a clock (seconds) and 2 * n_ops doubles, forward adds each op's time to
+       op_seconds[op] and backward to op_seconds[n_ops + op] */
+    double (*op_clock)(void);
+    double *op_seconds;
 } ocr_dbnet;
 
 /* resnet18, width 1, k 50, no prior, BN momentum 0.1 and eps 1e-5: the official configuration without DCN. */
@@ -284,7 +288,7 @@ OCRDEF int ocr_poly_intersection_area(ocr_ctx *ctx, const ocr_point *a, int na, 
 #endif
 #endif /* OCR_DBNET_H */
 
-#if defined(OCR_IMPLEMENTATION) && !defined(OCR_DBNET_IMPLEMENTATION)
+#if defined(OCR_IMPLEMENTATION) && !defined(OCR_NO_IMPLEMENTATION) && !defined(OCR_DBNET_IMPLEMENTATION)
 #define OCR_DBNET_IMPLEMENTATION
 #endif
 #if defined(OCR_DBNET_IMPLEMENTATION) && !defined(OCR__DBNET_IMPLEMENTED)
@@ -802,7 +806,9 @@ OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, in
     memcpy(in.data, x->data, ocr_tensor_bytes(x));
     for (i = 0; i < m->n_ops; i++) {
         const ocr__dbnet_op *op = &m->ops[i];
+        double t0 = m->op_seconds && m->op_clock ? m->op_clock() : 0.0;
         if (ocr__db_runs(op->mode, training) && (rc = ocr__db_op_forward(ctx, m, op, training))) return ocr__db_layer_error(ctx, fn, m, op, rc);
+        if (m->op_seconds && m->op_clock) m->op_seconds[i] += m->op_clock() - t0;
     }
     if (training) m->num_batches_tracked++;
     m->state = training ? OCR__DB_AFTER_TRAIN : OCR__DB_AFTER_EVAL;
@@ -839,7 +845,9 @@ OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_pr
         if (ds[i]) memcpy(m->grads + m->acts[outs[i]].goff, ds[i]->data, ocr_tensor_bytes(ds[i]));
     for (i = m->n_ops - 1; i >= 0; i--) {
         const ocr__dbnet_op *op = &m->ops[i];
+        double t0 = m->op_seconds && m->op_clock ? m->op_clock() : 0.0;
         if (ocr__db_runs(op->mode, 1) && (rc = ocr__db_op_backward(ctx, m, op))) return ocr__db_layer_error(ctx, fn, m, op, rc);
+        if (m->op_seconds && m->op_clock) m->op_seconds[m->n_ops + i] += m->op_clock() - t0;
     }
     return OCR_OK;
 }

@@ -117,13 +117,31 @@ OCRDEF int ocr_loss_db_step_forward(ocr_ctx *ctx, float k, const ocr_tensor *pro
 OCRDEF int ocr_loss_db_step_backward(ocr_ctx *ctx, float k, const ocr_tensor *prob_logits, const ocr_tensor *thresh,
                                      const ocr_tensor *d_binary, ocr_tensor *d_prob_logits, ocr_tensor *d_thresh);
 
+#ifdef OCR_CUDA
+/* CUDA entry points (ocr_cuda.cu): the functions above validate everything, then call these when ctx->device is
+   OCR_DEVICE_CUDA. Same arguments and semantics; OHEM's selection runs on the device too. */
+OCRDEF int ocr_cuda_loss_db(ocr_ctx *ctx, const ocr_db_loss_config *cfg, const ocr_tensor *prob_logits, const ocr_tensor *thresh,
+                            const ocr_tensor *gt_shrink, const ocr_tensor *mask_shrink, const ocr_tensor *gt_thresh,
+                            const ocr_tensor *mask_thresh, ocr_db_loss_terms *out, ocr_tensor *d_prob_logits, ocr_tensor *d_thresh);
+OCRDEF int ocr_cuda_loss_bce(ocr_ctx *ctx, const ocr_loss_bce_config *cfg, const ocr_tensor *logits, const ocr_tensor *gt,
+                             const ocr_tensor *mask, float grad_scale, double *loss, ocr_tensor *d_logits);
+OCRDEF int ocr_cuda_loss_dice(ocr_ctx *ctx, float eps, const ocr_tensor *pred, const ocr_tensor *gt, const ocr_tensor *mask,
+                              const ocr_tensor *weights, float grad_scale, double *loss, ocr_tensor *d_pred);
+OCRDEF int ocr_cuda_loss_masked_l1(ocr_ctx *ctx, const ocr_tensor *pred, const ocr_tensor *target, const ocr_tensor *mask,
+                                   float grad_scale, double *loss, ocr_tensor *d_pred);
+OCRDEF int ocr_cuda_loss_db_step_forward(ocr_ctx *ctx, float k, const ocr_tensor *prob_logits, const ocr_tensor *thresh,
+                                         ocr_tensor *binary);
+OCRDEF int ocr_cuda_loss_db_step_backward(ocr_ctx *ctx, float k, const ocr_tensor *prob_logits, const ocr_tensor *thresh,
+                                          const ocr_tensor *d_binary, ocr_tensor *d_prob_logits, ocr_tensor *d_thresh);
+#endif
+
 #ifdef __cplusplus
 }
 #endif
 #endif /* OCR_LOSS_H */
 
 /* ================================================================================================== */
-#if defined(OCR_IMPLEMENTATION) && !defined(OCR_LOSS_IMPLEMENTATION)
+#if defined(OCR_IMPLEMENTATION) && !defined(OCR_NO_IMPLEMENTATION) && !defined(OCR_LOSS_IMPLEMENTATION)
 #define OCR_LOSS_IMPLEMENTATION
 #endif
 #if defined(OCR_LOSS_IMPLEMENTATION) && !defined(OCR__LOSS_IMPLEMENTED)
@@ -276,6 +294,9 @@ static int ocr__loss_check_values(ocr_ctx *ctx, const char *fn, const char *arg,
 }
 
 static int ocr__loss_cpu_only(ocr_ctx *ctx, const char *fn) {
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return OCR_OK; /* dispatched to ocr_cuda.cu after validation */
+#endif
     if (ctx->device != OCR_DEVICE_CPU)
         return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: context device is %s; this build computes losses on the CPU only", fn,
                          ocr_device_name(ctx->device));
@@ -704,6 +725,9 @@ OCRDEF int ocr_loss_db(ocr_ctx *ctx, const ocr_db_loss_config *cfg, const ocr_te
         (rc = ocr__loss_check_values(ctx, fn, "gt_thresh", gt_thresh, 1)) ||
         (rc = ocr__loss_check_values(ctx, fn, "mask_thresh", mask_thresh, 1)))
         return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr_cuda_loss_db(ctx, cfg, prob_logits, thresh, gt_shrink, mask_shrink, gt_thresh, mask_thresh, out, d_prob_logits, d_thresh);
+#endif
     n = ocr_tensor_numel(prob_logits);
     need_z = cfg->dice_weight > 0.0f || cfg->binary_bce_weight > 0.0f;
     need_keys = cfg->bce.mode == OCR_LOSS_BCE_OHEM && (cfg->bce_weight > 0.0f || cfg->binary_bce_weight > 0.0f);
@@ -757,6 +781,9 @@ OCRDEF int ocr_loss_bce(ocr_ctx *ctx, const ocr_loss_bce_config *cfg, const ocr_
         (rc = ocr__loss_check_values(ctx, fn, "mask", mask, 1)) ||
         (rc = ocr__loss_reserve(ctx, fn, ocr_tensor_numel(logits), 0, cfg->mode == OCR_LOSS_BCE_OHEM, &s)))
         return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr_cuda_loss_bce(ctx, cfg, logits, gt, mask, grad_scale, loss, d_logits);
+#endif
     v = ocr__bce_run(ctx, cfg, (const float *)logits->data, (const float *)gt->data, (const float *)mask->data,
                      ocr_tensor_numel(logits), &s, grad_scale, d_logits ? (float *)d_logits->data : NULL);
     if (loss) *loss = v;
@@ -784,6 +811,9 @@ OCRDEF int ocr_loss_dice(ocr_ctx *ctx, float eps, const ocr_tensor *pred, const 
         (weights && (rc = ocr__loss_check_values(ctx, fn, "weights", weights, 1))) ||
         (rc = ocr__loss_reserve(ctx, fn, ocr_tensor_numel(pred), 0, 0, &s)))
         return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr_cuda_loss_dice(ctx, eps, pred, gt, mask, weights, grad_scale, loss, d_pred);
+#endif
     v = ocr__dice_run(ctx, eps, (const float *)pred->data, 0, (const float *)gt->data, (const float *)mask->data,
                       weights ? (const float *)weights->data : NULL, ocr_tensor_numel(pred), &s, grad_scale,
                       d_pred ? (float *)d_pred->data : NULL);
@@ -809,6 +839,9 @@ OCRDEF int ocr_loss_masked_l1(ocr_ctx *ctx, const ocr_tensor *pred, const ocr_te
         (rc = ocr__loss_check_values(ctx, fn, "mask", mask, 1)) ||
         (rc = ocr__loss_reserve(ctx, fn, ocr_tensor_numel(pred), 0, 0, &s)))
         return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr_cuda_loss_masked_l1(ctx, pred, target, mask, grad_scale, loss, d_pred);
+#endif
     v = ocr__l1_run(ctx, (const float *)pred->data, (const float *)target->data, (const float *)mask->data,
                     ocr_tensor_numel(pred), &s, grad_scale, d_pred ? (float *)d_pred->data : NULL);
     if (loss) *loss = v;
@@ -830,6 +863,9 @@ OCRDEF int ocr_loss_db_step_forward(ocr_ctx *ctx, float k, const ocr_tensor *pro
         (rc = ocr__loss_check_values(ctx, fn, "prob_logits", prob_logits, 0)) ||
         (rc = ocr__loss_check_values(ctx, fn, "thresh", thresh, 0)))
         return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr_cuda_loss_db_step_forward(ctx, k, prob_logits, thresh, binary);
+#endif
     memset(&j, 0, sizeof j);
     j.x = (const float *)prob_logits->data; j.t = (const float *)thresh->data; j.k = k; j.binary = (float *)binary->data;
     ocr__step_run(ctx, 0, &j, ocr_tensor_numel(prob_logits));
@@ -855,6 +891,9 @@ OCRDEF int ocr_loss_db_step_backward(ocr_ctx *ctx, float k, const ocr_tensor *pr
         (rc = ocr__loss_check_values(ctx, fn, "thresh", thresh, 0)) ||
         (rc = ocr__loss_check_values(ctx, fn, "d_binary", d_binary, 0)))
         return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr_cuda_loss_db_step_backward(ctx, k, prob_logits, thresh, d_binary, d_prob_logits, d_thresh);
+#endif
     memset(&j, 0, sizeof j);
     j.x = (const float *)prob_logits->data; j.t = (const float *)thresh->data; j.k = k; j.from_binary = 1;
     j.d_in = (const float *)d_binary->data;

@@ -142,13 +142,54 @@ OCRDEF float ocr_lr_poly(float base_lr, int64_t step, int64_t total, float power
    coefficient max_norm/(norm+1e-6)). *norm_out gets the norm before clipping; a non-finite norm is an error. */
 OCRDEF int ocr_clip_grad_norm(ocr_ctx *ctx, ocr_params *P, float max_norm, float *norm_out);
 
+#ifdef OCR_CUDA
+/* ---- CUDA entry points (ocr_cuda.cu). The ocr_nn_* ops above validate their arguments and then call these when
+   ctx->device is OCR_DEVICE_CUDA; same arguments and semantics, tensors in device memory. ---- */
+OCRDEF int ocr_cuda_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+OCRDEF int ocr_cuda_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                   ocr_conv_params p, ocr_tensor *y);
+OCRDEF int ocr_cuda_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
+                                    ocr_conv_params p, ocr_tensor *dx, ocr_tensor *dw, ocr_tensor *db);
+OCRDEF int ocr_cuda_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                             ocr_conv_params p, ocr_tensor *y);
+OCRDEF int ocr_cuda_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
+                                              ocr_conv_params p, ocr_tensor *dx, ocr_tensor *dw, ocr_tensor *db);
+OCRDEF int ocr_cuda_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *beta,
+                                        ocr_tensor *running_mean, ocr_tensor *running_var, int training, float momentum,
+                                        float eps, ocr_tensor *save_mean, ocr_tensor *save_invstd, ocr_tensor *y);
+OCRDEF int ocr_cuda_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *save_mean,
+                                         const ocr_tensor *save_invstd, const ocr_tensor *dy, int training,
+                                         ocr_tensor *dx, ocr_tensor *dgamma, ocr_tensor *dbeta);
+OCRDEF int ocr_cuda_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
+OCRDEF int ocr_cuda_relu_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx);
+OCRDEF int ocr_cuda_sigmoid_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
+OCRDEF int ocr_cuda_sigmoid_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx);
+OCRDEF int ocr_cuda_add_forward(ocr_ctx *ctx, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y);
+OCRDEF int ocr_cuda_add_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *da, ocr_tensor *db);
+OCRDEF int ocr_cuda_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kernel, int stride, int pad, ocr_tensor *y, ocr_tensor *argmax);
+OCRDEF int ocr_cuda_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const ocr_tensor *argmax, ocr_tensor *dx);
+OCRDEF int ocr_cuda_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, int factor, ocr_tensor *y);
+OCRDEF int ocr_cuda_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, int factor, ocr_tensor *dx);
+OCRDEF int ocr_cuda_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int n, ocr_tensor *y);
+OCRDEF int ocr_cuda_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *const *dxs, int n);
+/* Optimizer updates and reductions over raw device buffers of n floats, with ocr_optim_step's formulas.
+   first_step: the SGD momentum buffer starts as the gradient; steps_done: AdamW updates made before this one. */
+OCRDEF int ocr_cuda_sgd_update(ocr_ctx *ctx, float *param, const float *grad, float *momentum_buf, int64_t n, float lr,
+                               float momentum, float dampening, float weight_decay, int nesterov, int first_step);
+OCRDEF int ocr_cuda_adamw_update(ocr_ctx *ctx, float *param, const float *grad, float *m, float *v, int64_t n, float lr,
+                                 float beta1, float beta2, float eps, float weight_decay, int64_t steps_done);
+OCRDEF int ocr_cuda_sum_squares(ocr_ctx *ctx, const float *x, int64_t n, double *out);
+OCRDEF int ocr_cuda_scale(ocr_ctx *ctx, float *x, int64_t n, float s);
+#endif
+
 #ifdef __cplusplus
 }
 #endif
 #endif /* OCR_NN_H */
 
 /* ================================================================================================== */
-#if defined(OCR_IMPLEMENTATION) && !defined(OCR_NN_IMPLEMENTATION)
+#if defined(OCR_IMPLEMENTATION) && !defined(OCR_NO_IMPLEMENTATION) && !defined(OCR_NN_IMPLEMENTATION)
 #define OCR_NN_IMPLEMENTATION
 #endif
 
@@ -174,8 +215,8 @@ extern "C" {
 typedef void (*ocr__ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha);
 typedef struct { ocr__ukernel_fn fn; int mr, nr; const char *name; } ocr__ukernel;
 
-#define OCR__MR_MAX 16
-#define OCR__NR_MAX 32
+#define OCR__MR_MAX 8
+#define OCR__NR_MAX 48
 #define OCR__KC 256        /* a B micro-panel (KC x nr) stays in L1 */
 #define OCR__MC_PANELS 8   /* an A block (8 micro-panels x KC) stays in L2 */
 #define OCR__NC 4096       /* a packed B block (KC x NC) is shared by all threads */
@@ -215,23 +256,26 @@ static void ocr__ukernel_avx2(int64_t kc, const float *a, const float *b, float 
 #undef OCR__STORE
 }
 
-/* 14 x 32: 28 accumulators, two B registers and one broadcast fill the 32 zmm registers. */
+/* 8 x 48: 24 accumulators and three B registers; the A values are broadcast straight from memory. Eight rows
+   divide every channel count of the models (16..512) and the lowered weight-gradient and data-gradient heights,
+   so no A panel is padded, and each k step issues 11 loads for 24 FMAs. */
 __attribute__((target("avx512f")))
 static void ocr__ukernel_avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-#define OCR__ROWS14(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
-#define OCR__DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
+#define OCR__ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define OCR__DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps(), c##i##2 = _mm512_setzero_ps();
 #define OCR__FMA(i) { __m512 x = _mm512_set1_ps(a[i]); c##i##0 = _mm512_fmadd_ps(x, b0, c##i##0); \
-                      c##i##1 = _mm512_fmadd_ps(x, b1, c##i##1); }
+                      c##i##1 = _mm512_fmadd_ps(x, b1, c##i##1); c##i##2 = _mm512_fmadd_ps(x, b2, c##i##2); }
 #define OCR__STORE(i) _mm512_storeu_ps(c + i * ldc, _mm512_fmadd_ps(va, c##i##0, _mm512_loadu_ps(c + i * ldc))); \
-                      _mm512_storeu_ps(c + i * ldc + 16, _mm512_fmadd_ps(va, c##i##1, _mm512_loadu_ps(c + i * ldc + 16)));
+                      _mm512_storeu_ps(c + i * ldc + 16, _mm512_fmadd_ps(va, c##i##1, _mm512_loadu_ps(c + i * ldc + 16))); \
+                      _mm512_storeu_ps(c + i * ldc + 32, _mm512_fmadd_ps(va, c##i##2, _mm512_loadu_ps(c + i * ldc + 32)));
     __m512 va = _mm512_set1_ps(alpha);
     int64_t k;
-    OCR__ROWS14(OCR__DECL)
-    for (k = 0; k < kc; k++, a += 14, b += 32) {
-        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-        OCR__ROWS14(OCR__FMA)
+    OCR__ROWS8(OCR__DECL)
+    for (k = 0; k < kc; k++, a += 8, b += 48) {
+        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16), b2 = _mm512_load_ps(b + 32);
+        OCR__ROWS8(OCR__FMA)
     }
-    OCR__ROWS14(OCR__STORE)
+    OCR__ROWS8(OCR__STORE)
 #undef OCR__DECL
 #undef OCR__FMA
 #undef OCR__STORE
@@ -243,7 +287,7 @@ static ocr__ukernel ocr__pick_ukernel(ocr_ctx *ctx) {
     k.fn = ocr__ukernel_portable; k.mr = 6; k.nr = 16; k.name = "portable 6x16";
 #ifdef OCR__HAVE_AVX2
     if (ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE && ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 && __builtin_cpu_supports("avx512f")) {
-        k.fn = ocr__ukernel_avx512; k.mr = 14; k.nr = 32; k.name = "avx512 14x32";
+        k.fn = ocr__ukernel_avx512; k.mr = 8; k.nr = 48; k.name = "avx512 8x48";
     } else if (ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         k.fn = ocr__ukernel_avx2; k.mr = 6; k.nr = 16; k.name = "avx2-fma 6x16";
     }
@@ -444,18 +488,80 @@ static void ocr__gemm_serial(const ocr__ukernel *uk, int trans_a, int trans_b, i
     }
 }
 
+#ifdef OCR__HAVE_AVX2
+/* dw[m, r] += sum_p dy[m, p] * col[r, p] for m < M, r < R, p < P: the weight gradient as dot products along the
+   pixels, where both operands are contiguous, so nothing is transposed or packed. Blocks of 4 x 6 outputs keep 24
+   accumulators; the 16-lane partial sums are reduced once per block. */
+__attribute__((target("avx512f")))
+static void ocr__wgrad_avx512(int64_t M, int64_t R, int64_t P, const float *dy, int64_t ldy, const float *col, int64_t ldc,
+                              float *dw, int64_t ldw) {
+    int64_t m0, r0, p, i, j;
+    __mmask16 tail = (__mmask16)((1u << (P % 16)) - 1u);
+    int64_t pv = P - P % 16;
+    for (m0 = 0; m0 < M; m0 += 4) {
+        int64_t mb = M - m0 < 4 ? M - m0 : 4;
+        for (r0 = 0; r0 < R; r0 += 6) {
+            int64_t rb = R - r0 < 6 ? R - r0 : 6;
+            if (mb == 4 && rb == 6) {
+                __m512 acc[4][6];
+                for (i = 0; i < 4; i++) for (j = 0; j < 6; j++) acc[i][j] = _mm512_setzero_ps();
+#define OCR__WG_STEP(LOAD)                                                                                  \
+                {                                                                                          \
+                    __m512 y0 = LOAD(dy + (m0 + 0) * ldy + p), y1 = LOAD(dy + (m0 + 1) * ldy + p);         \
+                    __m512 y2 = LOAD(dy + (m0 + 2) * ldy + p), y3 = LOAD(dy + (m0 + 3) * ldy + p);         \
+                    for (j = 0; j < 6; j++) {                                                              \
+                        __m512 x = LOAD(col + (r0 + j) * ldc + p);                                         \
+                        acc[0][j] = _mm512_fmadd_ps(y0, x, acc[0][j]); acc[1][j] = _mm512_fmadd_ps(y1, x, acc[1][j]); \
+                        acc[2][j] = _mm512_fmadd_ps(y2, x, acc[2][j]); acc[3][j] = _mm512_fmadd_ps(y3, x, acc[3][j]); \
+                    }                                                                                      \
+                }
+#define OCR__WG_FULL(q) _mm512_loadu_ps(q)
+#define OCR__WG_TAIL(q) _mm512_maskz_loadu_ps(tail, q)
+                for (p = 0; p < pv; p += 16) OCR__WG_STEP(OCR__WG_FULL)
+                if (tail) OCR__WG_STEP(OCR__WG_TAIL)
+                for (i = 0; i < 4; i++) for (j = 0; j < 6; j++) dw[(m0 + i) * ldw + r0 + j] += _mm512_reduce_add_ps(acc[i][j]);
+            } else {
+                for (i = 0; i < mb; i++)
+                    for (j = 0; j < rb; j++) {
+                        const float *yr = dy + (m0 + i) * ldy, *xr = col + (r0 + j) * ldc;
+                        __m512 a = _mm512_setzero_ps();
+                        for (p = 0; p < pv; p += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(yr + p), _mm512_loadu_ps(xr + p), a);
+                        if (tail) a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, yr + p), _mm512_maskz_loadu_ps(tail, xr + p), a);
+                        dw[(m0 + i) * ldw + r0 + j] += _mm512_reduce_add_ps(a);
+                    }
+            }
+        }
+    }
+#undef OCR__WG_STEP
+#undef OCR__WG_FULL
+#undef OCR__WG_TAIL
+}
+#endif
+
 /* ---------------------------------------------------------------- numerics watch */
 
 static int ocr__watch(ocr_ctx *ctx, const char *fn, const char *phase, const ocr_tensor *t) {
     char d[200], msg[OCR_ERROR_MAX];
     int64_t i;
     if (!(ctx->debug_flags & OCR_DEBUG_CHECK_NUMERICS) || !t) return OCR_OK;
+#ifdef OCR_CUDA
+    if (t->device == OCR_DEVICE_CUDA) return ocr_check_finite(ctx, fn, t);
+#endif
     i = ocr_find_nonfinite(t);
     if (i < 0) return OCR_OK;
     snprintf(msg, sizeof msg, "%s (%s): first non-finite value %g in output %s at flat index %lld", fn, phase,
              ocr_tensor_get(t, i), ocr_tensor_describe(t, d, sizeof d), (long long)i);
     return ocr_error(ctx, OCR_ENONFINITE, "%s", msg);
 }
+
+#ifdef OCR_CUDA
+/* The status of a CUDA entry point, then the numerics watch the CPU path runs, on up to three outputs. */
+static int ocr__cuda_done(ocr_ctx *ctx, int rc, const char *fn, const char *phase, const ocr_tensor *a, const ocr_tensor *b,
+                          const ocr_tensor *c) {
+    if (rc || (rc = ocr__watch(ctx, fn, phase, a)) || (rc = ocr__watch(ctx, fn, phase, b))) return rc;
+    return ocr__watch(ctx, fn, phase, c);
+}
+#endif
 
 /* ---------------------------------------------------------------- convolution lowering */
 
@@ -560,7 +666,7 @@ static int64_t ocr__conv_chunk(const ocr__conv_geom *g) {
     int64_t kdim = (g->C / g->groups) * g->kh * g->kw, P = g->OH * g->OW;
     int64_t cols = ((int64_t)1 << 18) / (kdim ? kdim : 1);
     cols = cols < 256 ? 256 : cols;
-    cols -= cols % 32;
+    cols -= cols % 48;
     return cols > P ? P : cols;
 }
 
@@ -599,9 +705,7 @@ static int ocr__conv_piece(ocr_ctx *ctx, const ocr__conv_job *j, int64_t n, int6
         if (parallel_gemm) { int rc_ = ocr_gemm(ctx, ta, tb, M, N, K, 1.0f, A, lda, B_, ldb_, beta, C, ldc); if (rc_) return rc_; } \
         else ocr__gemm_serial(&j->uk, ta, tb, M, N, K, 1.0f, A, lda, B_, ldb_, beta, C, ldc, pa, pb);            \
     } while (0)
-    if (j->mode == OCR__CONV_FWD) {
-        OCR__GEMM(0, 0, Kg, cols, kdim, wg, kdim, B, ldb, j->accumulate ? 1.0f : 0.0f, yg + p0, P);
-    } else if (j->mode == OCR__CONV_BWD_DATA) {
+    if (j->mode == OCR__CONV_BWD_DATA) {
         if (j->pointwise) {
             OCR__GEMM(1, 0, kdim, cols, Kg, wg, kdim, yg + p0, P, 1.0f, xg + p0, HW);
         } else {
@@ -612,6 +716,12 @@ static int ocr__conv_piece(ocr_ctx *ctx, const ocr__conv_job *j, int64_t n, int6
             else ocr__col2im_part(&cj, 0, Cg, 0);
         }
     } else {
+#ifdef OCR__HAVE_AVX2
+        if (j->uk.fn == ocr__ukernel_avx512) {
+            ocr__wgrad_avx512(Kg, kdim, cols, yg + p0, P, B, ldb, dw + gr * Kg * kdim, kdim);
+            return OCR_OK;
+        }
+#endif
         OCR__GEMM(0, 1, Kg, kdim, cols, yg + p0, P, B, ldb, 1.0f, dw + gr * Kg * kdim, kdim);
     }
 #undef OCR__GEMM
@@ -637,6 +747,331 @@ static void ocr__conv_items(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
+/* One output-row segment of a B panel: panel columns [q, q+len) are output pixels (oh, ow0..ow0+len). */
+typedef struct { int64_t oh, ow0, len, q; } ocr__seg;
+
+/* Packs columns [q0, q0+qn) of im2col(x) (x: one image and group) straight into a GEMM B panel of kdim rows of nr
+   floats, zero past qn: the forward GEMM then needs neither a column buffer nor a separate B packing pass. */
+static void ocr__im2col_panel(const ocr__conv_geom *g, const float *x, int64_t q0, int64_t qn, int64_t nr, float *dst) {
+    ocr__seg seg[OCR__NR_MAX];
+    int64_t n_seg = 0, q = 0, kdim = (g->C / g->groups) * g->kh * g->kw, r, c = 0, ki = 0, kj = 0, s;
+    while (q < qn) {
+        int64_t p = q0 + q, ow0 = p % g->OW, len = g->OW - ow0 < qn - q ? g->OW - ow0 : qn - q;
+        seg[n_seg].oh = p / g->OW; seg[n_seg].ow0 = ow0; seg[n_seg].len = len; seg[n_seg].q = q;
+        n_seg++;
+        q += len;
+    }
+    for (r = 0; r < kdim; r++, dst += nr) {
+        int64_t base = kj * g->dw - g->pw, sw = g->sw;
+        /* output columns whose input column ow*sw + base lies inside the image */
+        int64_t first = base >= 0 ? 0 : (-base + sw - 1) / sw, last = g->W - 1 - base < 0 ? -1 : (g->W - 1 - base) / sw;
+        const float *xc = x + c * g->H * g->W;
+        for (s = 0; s < n_seg; s++) {
+            int64_t ih = seg[s].oh * g->sh - g->ph + ki * g->dh, ow0 = seg[s].ow0, end = ow0 + seg[s].len, lo, hi, ow;
+            float *d = dst + seg[s].q - ow0; /* d[ow] is the column of output pixel (oh, ow) */
+            lo = first > ow0 ? first : ow0;
+            hi = last + 1 < end ? last + 1 : end;
+            if (ih < 0 || ih >= g->H || hi < lo) lo = hi = end;
+            for (ow = ow0; ow < lo; ow++) d[ow] = 0.0f;
+            if (hi > lo) {
+                const float *srow = xc + ih * g->W + base;
+                if (sw == 1) memcpy(d + lo, srow + lo, (size_t)(hi - lo) * sizeof(float));
+                else for (ow = lo; ow < hi; ow++) d[ow] = srow[ow * sw];
+            }
+            for (ow = hi; ow < end; ow++) d[ow] = 0.0f;
+        }
+        for (q = qn; q < nr; q++) dst[q] = 0.0f;
+        if (++kj == g->kw) { kj = 0; if (++ki == g->kh) { ki = 0; c++; } }
+    }
+}
+
+typedef struct {
+    const ocr__conv_geom *g;
+    const float *x, *pa;   /* pa: the weights of every group packed once into mr-row panels over the whole kdim */
+    float *y;
+    int accumulate;
+    int64_t chunk, n_chunks, pb_floats;
+    ocr__ukernel uk;
+    float *pb[OCR_MAX_THREADS];  /* per thread: the B panels of one chunk */
+} ocr__conv_fwd_job;
+
+/* Work items: (image, group, chunk of output pixels). The chunk's B panels are packed from the image, then every
+   A panel runs against each B panel while it is hot in L1. */
+static void ocr__conv_fwd_items(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__conv_fwd_job *j = (const ocr__conv_fwd_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, kdim = Cg * g->kh * g->kw, P = g->OH * g->OW;
+    int64_t MR = j->uk.mr, NR = j->uk.nr, item;
+    float *pb = j->pb[tid], edge[OCR__MR_MAX * OCR__NR_MAX];
+    for (item = begin; item < end; item++) {
+        int64_t pair = item / j->n_chunks, n = pair / g->groups, gr = pair % g->groups, p0 = (item % j->n_chunks) * j->chunk;
+        int64_t cols = P - p0 < j->chunk ? P - p0 : j->chunk, n_panels = (cols + NR - 1) / NR, jp, ip, pc, i;
+        const float *xg = j->x + (n * g->C + gr * Cg) * g->H * g->W;
+        const float *pa = j->pa + gr * ((Kg + MR - 1) / MR * MR) * kdim;
+        float *yc = j->y + (n * g->K + gr * Kg) * P + p0;
+        for (jp = 0; jp < n_panels; jp++)
+            ocr__im2col_panel(g, xg, p0 + jp * NR, cols - jp * NR < NR ? cols - jp * NR : NR, NR, pb + jp * kdim * NR);
+        if (!j->accumulate)
+            for (i = 0; i < Kg; i++) memset(yc + i * P, 0, (size_t)cols * sizeof(float));
+        for (pc = 0; pc < kdim; pc += OCR__KC) {
+            int64_t kc = kdim - pc < OCR__KC ? kdim - pc : OCR__KC;
+            for (jp = 0; jp < n_panels; jp++) {
+                int64_t nr = cols - jp * NR < NR ? cols - jp * NR : NR;
+                const float *bp = pb + jp * kdim * NR + pc * NR;
+                for (ip = 0; ip < Kg; ip += MR) {
+                    int64_t mr = Kg - ip < MR ? Kg - ip : MR;
+                    float *c = yc + ip * P + jp * NR;
+                    if (mr == MR && nr == NR) {
+                        j->uk.fn(kc, pa + ip * kdim + pc * MR, bp, c, P, 1.0f);
+                    } else {
+                        int64_t a, b;
+                        memset(edge, 0, sizeof edge);
+                        j->uk.fn(kc, pa + ip * kdim + pc * MR, bp, edge, NR, 1.0f);
+                        for (a = 0; a < mr; a++)
+                            for (b = 0; b < nr; b++) c[a * P + b] += edge[a * NR + b];
+                    }
+                }
+            }
+        }
+    }
+}
+
+#ifdef OCR__HAVE_AVX2
+/* The 8 x 48 micro-kernel reading B straight from a zero-padded image: k step r takes its 48 pixels at b + off[r]
+   (channel, kernel row and column of r), so a stride-1 convolution needs no im2col or packing of B at all, only
+   one padded copy of its input. Writes rows < rows and columns < cols of C (= or += per accumulate). */
+__attribute__((target("avx512f")))
+static void ocr__ukernel_avx512_implicit(int64_t kc, const float *a, const float *b, const int64_t *off, float *c, int64_t ldc,
+                                         int64_t rows, int64_t cols, int accumulate) {
+#define OCR__DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps(), c##i##2 = _mm512_setzero_ps();
+#define OCR__FMA(i) { __m512 x = _mm512_set1_ps(a[i]); c##i##0 = _mm512_fmadd_ps(x, b0, c##i##0); \
+                      c##i##1 = _mm512_fmadd_ps(x, b1, c##i##1); c##i##2 = _mm512_fmadd_ps(x, b2, c##i##2); }
+#define OCR__PUT(i, v, m) { float *cp = c + i * ldc + 16 * v; \
+                            _mm512_mask_storeu_ps(cp, m, accumulate ? _mm512_add_ps(c##i##v, _mm512_maskz_loadu_ps(m, cp)) : c##i##v); }
+#define OCR__STORE(i) if (i < rows) { OCR__PUT(i, 0, m0) OCR__PUT(i, 1, m1) OCR__PUT(i, 2, m2) }
+    __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xFFFF : (1u << cols) - 1u);
+    __mmask16 m1 = (__mmask16)(cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : (1u << (cols - 16)) - 1u);
+    __mmask16 m2 = (__mmask16)(cols >= 48 ? 0xFFFF : cols <= 32 ? 0 : (1u << (cols - 32)) - 1u);
+    int64_t k;
+    OCR__ROWS8(OCR__DECL)
+    for (k = 0; k < kc; k++, a += 8) {
+        const float *bk = b + off[k];
+        __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16), b2 = _mm512_loadu_ps(bk + 32);
+        OCR__ROWS8(OCR__FMA)
+    }
+    OCR__ROWS8(OCR__STORE)
+#undef OCR__DECL
+#undef OCR__FMA
+#undef OCR__PUT
+#undef OCR__STORE
+}
+
+typedef struct {
+    const ocr__conv_geom *g;
+    const float *x, *pa;     /* pa: the weights packed into 8-row panels over the whole kdim */
+    float *y;
+    const int64_t *off;      /* per k step: offset of its pixels in the padded band */
+    int accumulate;
+    int64_t band, n_bands, band_rows, Wp, pad_floats;   /* band_rows: input rows a full band reads */
+    float *xpad[OCR_MAX_THREADS];
+    float *dw[OCR_MAX_THREADS];   /* weight gradient: per-thread partial sums [K, kdim] */
+} ocr__conv_implicit_job;
+
+/* Copies the input rows of band [oh0, oh1) of image n into the zero-padded band buffer. */
+static void ocr__conv_pad_band(const ocr__conv_implicit_job *j, int64_t n, int64_t oh0, int64_t oh1, float *xp) {
+    const ocr__conv_geom *g = j->g;
+    int64_t rows = (oh1 - oh0) + (int64_t)(g->kh - 1) * g->dh, c, r;
+    memset(xp, 0, (size_t)j->pad_floats * sizeof(float));
+    for (c = 0; c < g->C; c++)
+        for (r = 0; r < rows; r++) {
+            int64_t ih = oh0 - g->ph + r;
+            if (ih >= 0 && ih < g->H)
+                memcpy(xp + (c * j->band_rows + r) * j->Wp + g->pw, j->x + ((n * g->C + c) * g->H + ih) * g->W, (size_t)g->W * sizeof(float));
+        }
+}
+
+/* Work items: (image, band of output rows). The band's input rows are copied once into a zero-padded buffer, then
+   each 48-pixel block of each output row runs against every weight panel. */
+static void ocr__conv_implicit_items(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__conv_implicit_job *j = (const ocr__conv_implicit_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t kdim = g->C * g->kh * g->kw, P = g->OH * g->OW, Wp = j->Wp, item;
+    float *xp = j->xpad[tid];
+    for (item = begin; item < end; item++) {
+        int64_t n = item / j->n_bands, oh0 = (item % j->n_bands) * j->band, oh1 = oh0 + j->band < g->OH ? oh0 + j->band : g->OH;
+        int64_t oh, ow, ip;
+        ocr__conv_pad_band(j, n, oh0, oh1, xp);
+        for (oh = oh0; oh < oh1; oh++)
+            for (ow = 0; ow < g->OW; ow += 48) {
+                const float *b = xp + (oh - oh0) * Wp + ow;
+                for (ip = 0; ip < g->K; ip += 8)
+                    ocr__ukernel_avx512_implicit(kdim, j->pa + ip * kdim, b, j->off, j->y + (n * g->K + ip) * P + oh * g->OW + ow, P,
+                                                 g->K - ip < 8 ? g->K - ip : 8, g->OW - ow, j->accumulate);
+            }
+    }
+}
+
+/* Weight gradient over one band: dw[m, r] += sum over the band's output pixels of dy[m, pixel] * x[pixel + off[r]],
+   dot products along output rows (both operands contiguous there) in blocks of 4 x 6 with 24 accumulators. */
+__attribute__((target("avx512f")))
+static void ocr__wgrad_band_avx512(const ocr__conv_implicit_job *j, const float *dyn, int64_t oh0, int64_t oh1, const float *xp, float *dw) {
+    const ocr__conv_geom *g = j->g;
+    int64_t kdim = g->C * g->kh * g->kw, P = g->OH * g->OW, OW = g->OW, Wp = j->Wp, m0, r0, oh, p, i, q;
+    int64_t pv = OW - OW % 16;
+    __mmask16 tail = (__mmask16)((1u << (OW % 16)) - 1u);
+    for (r0 = 0; r0 < kdim; r0 += 6) {
+        int64_t rb = kdim - r0 < 6 ? kdim - r0 : 6;
+        for (m0 = 0; m0 < g->K; m0 += 4) {
+            int64_t mb = g->K - m0 < 4 ? g->K - m0 : 4;
+            if (mb == 4 && rb == 6) {
+                __m512 acc[4][6];
+                for (i = 0; i < 4; i++) for (q = 0; q < 6; q++) acc[i][q] = _mm512_setzero_ps();
+                for (oh = oh0; oh < oh1; oh++) {
+                    const float *y0 = dyn + m0 * P + oh * OW, *xr = xp + (oh - oh0) * Wp;
+#define OCR__WG_STEP(LOAD)                                                                                       \
+                    {                                                                                           \
+                        __m512 d0 = LOAD(y0 + p), d1 = LOAD(y0 + P + p), d2 = LOAD(y0 + 2 * P + p), d3 = LOAD(y0 + 3 * P + p); \
+                        for (q = 0; q < 6; q++) {                                                               \
+                            __m512 x = LOAD(xr + j->off[r0 + q] + p);                                            \
+                            acc[0][q] = _mm512_fmadd_ps(d0, x, acc[0][q]); acc[1][q] = _mm512_fmadd_ps(d1, x, acc[1][q]); \
+                            acc[2][q] = _mm512_fmadd_ps(d2, x, acc[2][q]); acc[3][q] = _mm512_fmadd_ps(d3, x, acc[3][q]); \
+                        }                                                                                       \
+                    }
+#define OCR__WG_FULL(a) _mm512_loadu_ps(a)
+#define OCR__WG_TAIL(a) _mm512_maskz_loadu_ps(tail, a)
+                    for (p = 0; p < pv; p += 16) OCR__WG_STEP(OCR__WG_FULL)
+                    if (tail) OCR__WG_STEP(OCR__WG_TAIL)
+#undef OCR__WG_STEP
+#undef OCR__WG_FULL
+#undef OCR__WG_TAIL
+                }
+                for (i = 0; i < 4; i++) for (q = 0; q < 6; q++) dw[(m0 + i) * kdim + r0 + q] += _mm512_reduce_add_ps(acc[i][q]);
+            } else {
+                for (i = 0; i < mb; i++)
+                    for (q = 0; q < rb; q++) {
+                        __m512 a = _mm512_setzero_ps();
+                        for (oh = oh0; oh < oh1; oh++) {
+                            const float *yr = dyn + (m0 + i) * P + oh * OW, *xr = xp + (oh - oh0) * Wp + j->off[r0 + q];
+                            for (p = 0; p < pv; p += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(yr + p), _mm512_loadu_ps(xr + p), a);
+                            if (tail) a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, yr + p), _mm512_maskz_loadu_ps(tail, xr + p), a);
+                        }
+                        dw[(m0 + i) * kdim + r0 + q] += _mm512_reduce_add_ps(a);
+                    }
+            }
+        }
+    }
+}
+
+static void ocr__conv_wgrad_implicit_items(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__conv_implicit_job *j = (const ocr__conv_implicit_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t item;
+    for (item = begin; item < end; item++) {
+        int64_t n = item / j->n_bands, oh0 = (item % j->n_bands) * j->band, oh1 = oh0 + j->band < g->OH ? oh0 + j->band : g->OH;
+        ocr__conv_pad_band(j, n, oh0, oh1, j->xpad[tid]);
+        ocr__wgrad_band_avx512(j, j->y + n * g->K * g->OH * g->OW, oh0, oh1, j->xpad[tid], j->dw[tid]);
+    }
+}
+
+/* The implicit path pays where im2col would cost more than the GEMM: stride 1, rows at least 32 wide. */
+static int ocr__conv_implicit_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, const ocr__ukernel *uk) {
+    (void)ctx;
+    return uk->fn == ocr__ukernel_avx512 && g->sh == 1 && g->sw == 1 && g->groups == 1 && g->OW >= 32;
+}
+
+/* Stride-1 convolution without im2col: forward (w given: y = or += conv(x, w)) or weight gradient (dw given:
+   dw += dy (x) x, with y holding dy), over (image, band of output rows) items. */
+static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *dw, float *y, int accumulate) {
+    int64_t kdim = g->C * g->kh * g->kw, kpad = (g->K + 7) / 8 * 8, r, c, i, kk, t, rows, dw_floats = 0;
+    ocr__conv_implicit_job j;
+    ocr__gemm_job pk;
+    float *pa = NULL;
+    int64_t *off;
+    size_t bytes;
+    memset(&j, 0, sizeof j);
+    j.g = g; j.x = x; j.y = y; j.accumulate = accumulate;
+    j.Wp = g->W + 2 * g->pw;
+    /* forward: bands of about 64 KB of output rows, so the padded band stays in cache across the weight panels;
+       weight gradient: whole images, so the 16-lane partial sums are reduced rarely. Smaller bands when the batch
+       cannot feed every thread. */
+    j.band = dw ? g->OH : ((int64_t)1 << 14) / (g->OW * (g->K < 1 ? 1 : g->K));
+    j.band = j.band < 4 ? 4 : j.band;
+    if (j.band > g->OH) j.band = g->OH;
+    if (g->N * ((g->OH + j.band - 1) / j.band) < ctx->n_threads) j.band = (g->OH + ctx->n_threads - 1) / ctx->n_threads;
+    j.n_bands = (g->OH + j.band - 1) / j.band;
+    j.band_rows = rows = j.band + (int64_t)(g->kh - 1) * g->dh;
+    j.pad_floats = (g->C * rows * j.Wp + 64 + 15) & ~(int64_t)15; /* slack: a row's last block reads up to 47 floats past it */
+    if (dw) dw_floats = (g->K * kdim + 15) & ~(int64_t)15;
+    if (!ocr_size_mul((size_t)kpad, (size_t)kdim * sizeof(float) + sizeof(int64_t), &bytes) ||
+        !ocr_size_mul((size_t)(j.pad_floats + dw_floats), sizeof(float), &bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "conv: work buffers too large");
+    if ((!dw && !(pa = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, (size_t)(kpad * kdim) * sizeof(float)))) ||
+        !(off = (int64_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, (size_t)kdim * sizeof(int64_t))))
+        return ctx->last_status;
+    for (t = 0; t < ctx->n_threads; t++) {
+        if (!(j.xpad[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
+        j.dw[t] = j.xpad[t] + j.pad_floats;
+        if (dw) memset(j.dw[t], 0, (size_t)dw_floats * sizeof(float));
+    }
+    for (r = 0, c = 0; c < g->C; c++)
+        for (i = 0; i < g->kh; i++)
+            for (kk = 0; kk < g->kw; kk++) off[r++] = (c * rows + (int64_t)i * g->dh) * j.Wp + (int64_t)kk * g->dw;
+    j.off = off;
+    if (dw) {
+        ocr_parallel_for(ctx, g->N * j.n_bands, 1, ocr__conv_wgrad_implicit_items, &j);
+        /* partials summed in thread order: deterministic for a thread count */
+        for (t = 0; t < ctx->n_threads; t++)
+            for (i = 0; i < g->K * kdim; i++) dw[i] += j.dw[t][i];
+        return OCR_OK;
+    }
+    memset(&pk, 0, sizeof pk);
+    pk.uk = ocr__pick_ukernel(ctx); pk.lda = kdim; pk.A = w;
+    ocr__pack_a(&pk, 0, g->K, 0, kdim, pa);
+    j.pa = pa;
+    ocr_parallel_for(ctx, g->N * j.n_bands, 1, ocr__conv_implicit_items, &j);
+    return OCR_OK;
+}
+#endif
+
+/* y (= or +=, per accumulate) conv(x, w), every piece on one thread with its own B panels. A batch too small to
+   give each thread a piece is cut into smaller chunks instead. */
+static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *y, int accumulate) {
+    int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, kdim = Cg * g->kh * g->kw, P = g->OH * g->OW, gr, t, kg_pad;
+    ocr__conv_fwd_job j;
+    ocr__gemm_job pk;
+    float *pa;
+    size_t bytes;
+    memset(&j, 0, sizeof j);
+    j.g = g; j.x = x; j.y = y; j.accumulate = accumulate;
+    j.uk = ocr__pick_ukernel(ctx);
+#ifdef OCR__HAVE_AVX2
+    if (ocr__conv_implicit_ok(ctx, g, &j.uk)) return ocr__conv_implicit(ctx, g, x, w, NULL, y, accumulate);
+#endif
+    j.chunk = ocr__conv_chunk(g);
+    if (g->N * g->groups * ((P + j.chunk - 1) / j.chunk) < ctx->n_threads) {
+        int64_t per = (P + ctx->n_threads - 1) / ctx->n_threads;
+        j.chunk = (per + j.uk.nr - 1) / j.uk.nr * j.uk.nr;
+    }
+    j.n_chunks = (P + j.chunk - 1) / j.chunk;
+    j.pb_floats = (j.chunk + j.uk.nr - 1) / j.uk.nr * j.uk.nr * kdim;
+    kg_pad = (Kg + j.uk.mr - 1) / j.uk.mr * j.uk.mr;
+    if (!ocr_size_mul((size_t)(g->groups * kg_pad), (size_t)kdim * sizeof(float), &bytes) ||
+        !ocr_size_mul((size_t)j.pb_floats, sizeof(float), &bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "conv: work buffers too large");
+    if (!(pa = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, (size_t)(g->groups * kg_pad * kdim) * sizeof(float)))) return ctx->last_status;
+    for (t = 0; t < ctx->n_threads; t++)
+        if (!(j.pb[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
+    memset(&pk, 0, sizeof pk);
+    pk.uk = j.uk; pk.lda = kdim;
+    for (gr = 0; gr < g->groups; gr++) {
+        pk.A = w + gr * Kg * kdim;
+        ocr__pack_a(&pk, 0, Kg, 0, kdim, pa + gr * kg_pad * kdim);
+    }
+    j.pa = pa;
+    ocr_parallel_for(ctx, g->N * g->groups * j.n_chunks, 1, ocr__conv_fwd_items, &j);
+    return OCR_OK;
+}
+
 /* mode FWD: y (= or +=, per accumulate) conv(x, w); BWD_DATA: dx += conv^T(dy, w); BWD_WEIGHT: dw += dy (x) x.
    Buffers: x [N,C,H,W], w [K,C/g,kh,kw], y [N,K,OH,OW] (dx, dy, dw with the same shapes).
    With enough independent pieces every thread takes whole pieces (one dispatch per call); otherwise the pieces run
@@ -647,16 +1082,20 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float 
     ocr__conv_job j;
     size_t block_floats, bytes;
     int rc;
+    if (mode == OCR__CONV_FWD) return ocr__conv_forward(ctx, g, x, w, y, accumulate);
     memset(&j, 0, sizeof j);
+    j.uk = ocr__pick_ukernel(ctx);
+#ifdef OCR__HAVE_AVX2
+    if (mode == OCR__CONV_BWD_WEIGHT && ocr__conv_implicit_ok(ctx, g, &j.uk)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1);
+#endif
     j.g = g; j.mode = mode; j.accumulate = accumulate; j.x = x; j.w = w; j.y = y;
     j.pointwise = ocr__conv_is_pointwise(g);
     j.chunk = ocr__conv_chunk(g);
     j.n_chunks = (P + j.chunk - 1) / j.chunk;
-    j.uk = ocr__pick_ukernel(ctx);
     n_items = g->N * g->groups * (mode == OCR__CONV_BWD_DATA ? 1 : j.n_chunks);
     M = mode == OCR__CONV_BWD_DATA ? kdim : Kg;
     N = mode == OCR__CONV_BWD_WEIGHT ? kdim : j.chunk;
-    K = mode == OCR__CONV_FWD ? kdim : mode == OCR__CONV_BWD_DATA ? Kg : j.chunk;
+    K = mode == OCR__CONV_BWD_DATA ? Kg : j.chunk;
     ocr__gemm_buffer_floats(&j.uk, M, N, K, &j.pa_floats, &j.pb_floats);
     j.col_floats = j.pointwise ? 0 : (size_t)((kdim * j.chunk + 15) & ~(int64_t)15);
     j.dw_floats = mode == OCR__CONV_BWD_WEIGHT ? (size_t)((g->K * kdim + 15) & ~(int64_t)15) : 0;
@@ -685,6 +1124,31 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float 
                     if ((rc = ocr__conv_piece(ctx, &j, n, gr, c * j.chunk, NULL, NULL, col, w, 1))) return rc;
     }
     return OCR_OK;
+}
+
+/* dx += conv^T(dy, w). The data gradient of a stride-1 ungrouped convolution is itself a stride-1 convolution of dy
+   with the kernel flipped and its channel axes swapped (padding dil*(k-1)-pad), so it runs on the forward path's
+   im2col and GEMM instead of scattering a column buffer back (col2im). */
+static int ocr__conv_backward_data(ocr_ctx *ctx, const ocr__conv_geom *g, float *dx, const float *w, float *dy) {
+    int64_t pad_h = (int64_t)g->dh * (g->kh - 1) - g->ph, pad_w = (int64_t)g->dw * (g->kw - 1) - g->pw, k, c, i, j;
+    ocr__conv_geom t;
+    float *wf;
+    size_t bytes;
+    if (g->sh != 1 || g->sw != 1 || g->groups != 1 || pad_h < 0 || pad_w < 0 || ocr__conv_is_pointwise(g))
+        return ocr__conv_run(ctx, g, OCR__CONV_BWD_DATA, dx, (float *)w, dy, 1);
+    if (!ocr_size_mul((size_t)(g->K * g->C), (size_t)(g->kh * g->kw) * sizeof(float), &bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "conv: weight too large");
+    if (!(wf = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP1, bytes))) return ctx->last_status;
+    for (k = 0; k < g->K; k++)
+        for (c = 0; c < g->C; c++)
+            for (i = 0; i < g->kh; i++)
+                for (j = 0; j < g->kw; j++)
+                    wf[((c * g->K + k) * g->kh + (g->kh - 1 - i)) * g->kw + (g->kw - 1 - j)] = w[((k * g->C + c) * g->kh + i) * g->kw + j];
+    t = *g;
+    t.C = g->K; t.H = g->OH; t.W = g->OW;
+    t.K = g->C; t.OH = g->H; t.OW = g->W;
+    t.ph = (int)pad_h; t.pw = (int)pad_w;
+    return ocr__conv_run(ctx, &t, OCR__CONV_FWD, dy, wf, dx, 1);
 }
 
 OCRDEF ocr_conv_params ocr_conv_params_make(int stride, int pad, int dilation, int groups) {
@@ -809,6 +1273,9 @@ OCRDEF int ocr_nn_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_te
     if ((rc = ocr__conv_check(ctx, fn, x, w, b, p, 0, &g, &ys)) || (rc = ocr_check_f32(ctx, fn, y)) ||
         (rc = ocr_check_shape(ctx, fn, y, ys)))
         return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv2d_forward(ctx, x, w, b, p, y), fn, "forward", y, NULL, NULL);
+#endif
     if ((rc = ocr__conv_run(ctx, &g, OCR__CONV_FWD, (float *)x->data, (float *)w->data, (float *)y->data, 0))) return rc;
     if (b) ocr__bias_add((float *)y->data, (const float *)b->data, g.N, g.K, g.OH * g.OW);
     return ocr__watch(ctx, fn, "forward", y);
@@ -826,7 +1293,10 @@ OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_t
     if (dx && ((rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_same_shape(ctx, fn, x, dx)))) return rc;
     if (dw && ((rc = ocr_check_f32(ctx, fn, dw)) || (rc = ocr_check_same_shape(ctx, fn, w, dw)))) return rc;
     if (db && ((rc = ocr_check_f32(ctx, fn, db)) || (rc = ocr_check_shape(ctx, fn, db, ocr_shape1(g.K))))) return rc;
-    if (dx && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_DATA, (float *)dx->data, (float *)w->data, (float *)dy->data, 1))) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv2d_backward(ctx, x, w, dy, p, dx, dw, db), fn, "backward", dx, dw, db);
+#endif
+    if (dx && (rc = ocr__conv_backward_data(ctx, &g, (float *)dx->data, (const float *)w->data, (float *)dy->data))) return rc;
     if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)x->data, (float *)dw->data, (float *)dy->data, 1))) return rc;
     if (db) ocr__bias_grad((const float *)dy->data, (float *)db->data, g.N, g.K, g.OH * g.OW);
     if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
@@ -842,6 +1312,9 @@ OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, co
     if ((rc = ocr__conv_check(ctx, fn, x, w, b, p, 1, &g, &ys)) || (rc = ocr_check_f32(ctx, fn, y)) ||
         (rc = ocr_check_shape(ctx, fn, y, ys)))
         return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_forward(ctx, x, w, b, p, y), fn, "forward", y, NULL, NULL);
+#endif
     /* A transposed convolution is the data gradient of the convolution it transposes. */
     memset(y->data, 0, ocr_tensor_bytes(y));
     if ((rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_DATA, (float *)y->data, (float *)w->data, (float *)x->data, 1))) return rc;
@@ -861,6 +1334,9 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
     if (dx && ((rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_same_shape(ctx, fn, x, dx)))) return rc;
     if (dw && ((rc = ocr_check_f32(ctx, fn, dw)) || (rc = ocr_check_same_shape(ctx, fn, w, dw)))) return rc;
     if (db && ((rc = ocr_check_f32(ctx, fn, db)) || (rc = ocr_check_shape(ctx, fn, db, ocr_shape1(g.C))))) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_backward(ctx, x, w, dy, p, dx, dw, db), fn, "backward", dx, dw, db);
+#endif
     if (dx && (rc = ocr__conv_run(ctx, &g, OCR__CONV_FWD, (float *)dy->data, (float *)w->data, (float *)dx->data, 1))) return rc;
     if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)dy->data, (float *)dw->data, (float *)x->data, 1))) return rc;
     if (db) ocr__bias_grad((const float *)dy->data, (float *)db->data, g.N, g.C, g.H * g.W);
@@ -945,6 +1421,9 @@ OCRDEF int ocr_nn_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const o
         return ocr_error(ctx, OCR_EINVAL, "%s: eps %g must be > 0 and momentum %g in [0, 1]", fn, eps, momentum);
     if (training && x->shape.dim[0] * x->shape.dim[2] * x->shape.dim[3] < 2)
         return ocr_error(ctx, OCR_ESHAPE, "%s: training needs more than one value per channel, input '%s' has one", fn, x->name);
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_batchnorm2d_forward(ctx, x, gamma, beta, running_mean, running_var, training, momentum, eps, save_mean, save_invstd, y), fn, "forward", y, NULL, NULL);
+#endif
     memset(&j, 0, sizeof j);
     j.x = (const float *)x->data; j.y = (float *)y->data;
     j.gamma = gamma ? (const float *)gamma->data : NULL; j.beta = beta ? (const float *)beta->data : NULL;
@@ -1001,6 +1480,9 @@ OCRDEF int ocr_nn_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const 
         (rc = ocr__bn_check_vec(ctx, fn, dbeta, C)))
         return rc;
     if (dx && ((rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_same_shape(ctx, fn, x, dx)))) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_batchnorm2d_backward(ctx, x, gamma, save_mean, save_invstd, dy, training, dx, dgamma, dbeta), fn, "backward", dx, dgamma, dbeta);
+#endif
     memset(&j, 0, sizeof j);
     j.x = (const float *)x->data; j.dy = (const float *)dy->data;
     j.gamma = gamma ? (const float *)gamma->data : NULL;
@@ -1055,6 +1537,9 @@ static int ocr__check_pair(ocr_ctx *ctx, const char *fn, const ocr_tensor *a, co
 OCRDEF int ocr_nn_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y) {
     int rc = ocr__check_pair(ctx, "ocr_nn_relu_forward", x, y);
     if (rc) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_relu_forward(ctx, x, y), "ocr_nn_relu_forward", "forward", y, NULL, NULL);
+#endif
     ocr__pw(ctx, OCR__PW_RELU, x, NULL, y);
     return ocr__watch(ctx, "ocr_nn_relu_forward", "forward", y);
 }
@@ -1063,6 +1548,9 @@ OCRDEF int ocr_nn_relu_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_ten
     const char *fn = "ocr_nn_relu_backward";
     int rc;
     if ((rc = ocr__check_pair(ctx, fn, y, dy)) || (rc = ocr__check_pair(ctx, fn, y, dx))) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_relu_backward(ctx, y, dy, dx), fn, "backward", dx, NULL, NULL);
+#endif
     ocr__pw(ctx, OCR__PW_RELU_BWD, y, dy, dx);
     return ocr__watch(ctx, fn, "backward", dx);
 }
@@ -1070,6 +1558,9 @@ OCRDEF int ocr_nn_relu_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_ten
 OCRDEF int ocr_nn_sigmoid_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y) {
     int rc = ocr__check_pair(ctx, "ocr_nn_sigmoid_forward", x, y);
     if (rc) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_sigmoid_forward(ctx, x, y), "ocr_nn_sigmoid_forward", "forward", y, NULL, NULL);
+#endif
     ocr__pw(ctx, OCR__PW_SIGMOID, x, NULL, y);
     return ocr__watch(ctx, "ocr_nn_sigmoid_forward", "forward", y);
 }
@@ -1078,6 +1569,9 @@ OCRDEF int ocr_nn_sigmoid_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_
     const char *fn = "ocr_nn_sigmoid_backward";
     int rc;
     if ((rc = ocr__check_pair(ctx, fn, y, dy)) || (rc = ocr__check_pair(ctx, fn, y, dx))) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_sigmoid_backward(ctx, y, dy, dx), fn, "backward", dx, NULL, NULL);
+#endif
     ocr__pw(ctx, OCR__PW_SIGMOID_BWD, y, dy, dx);
     return ocr__watch(ctx, fn, "backward", dx);
 }
@@ -1086,6 +1580,9 @@ OCRDEF int ocr_nn_add_forward(ocr_ctx *ctx, const ocr_tensor *a, const ocr_tenso
     const char *fn = "ocr_nn_add_forward";
     int rc;
     if ((rc = ocr__check_pair(ctx, fn, a, b)) || (rc = ocr__check_pair(ctx, fn, a, y))) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_add_forward(ctx, a, b, y), fn, "forward", y, NULL, NULL);
+#endif
     ocr__pw(ctx, OCR__PW_ADD, a, b, y);
     return ocr__watch(ctx, fn, "forward", y);
 }
@@ -1095,6 +1592,9 @@ OCRDEF int ocr_nn_add_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *d
     int rc;
     if (da && (rc = ocr__check_pair(ctx, fn, dy, da))) return rc;
     if (db && (rc = ocr__check_pair(ctx, fn, dy, db))) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_add_backward(ctx, dy, da, db), fn, "backward", da, db, NULL);
+#endif
     if (da) ocr__pw(ctx, OCR__PW_ACC, dy, NULL, da);
     if (db) ocr__pw(ctx, OCR__PW_ACC, dy, NULL, db);
     if ((rc = ocr__watch(ctx, fn, "backward", da))) return rc;
@@ -1150,6 +1650,9 @@ OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kerne
     if ((rc = ocr_check_shape(ctx, fn, y, ys))) return rc;
     if (argmax && ((rc = ocr_check_dtype(ctx, fn, argmax, OCR_I32)) || (rc = ocr_check_shape(ctx, fn, argmax, ys)))) return rc;
     if (x->shape.dim[2] * x->shape.dim[3] > INT32_MAX) return ocr_error(ctx, OCR_EOVERFLOW, "%s: plane of '%s' too large", fn, x->name);
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_maxpool2d_forward(ctx, x, kernel, stride, pad, y, argmax), fn, "forward", y, NULL, NULL);
+#endif
     j.x = (const float *)x->data; j.y = (float *)y->data; j.idx = argmax ? (int32_t *)argmax->data : NULL;
     j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3]; j.k = kernel; j.s = stride; j.p = pad;
     ocr_parallel_for(ctx, ys.dim[0] * ys.dim[1], 1, ocr__maxpool_part, &j);
@@ -1165,6 +1668,9 @@ OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const o
         return rc;
     if (dx->shape.ndim != 4 || dy->shape.ndim != 4 || dx->shape.dim[0] != dy->shape.dim[0] || dx->shape.dim[1] != dy->shape.dim[1])
         return ocr_error(ctx, OCR_ESHAPE, "%s: dx '%s' and dy '%s' must be 4-D with the same N and C", fn, dx->name, dy->name);
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_maxpool2d_backward(ctx, dy, argmax, dx), fn, "backward", dx, NULL, NULL);
+#endif
     planes = dy->shape.dim[0] * dy->shape.dim[1];
     P = dy->shape.dim[2] * dy->shape.dim[3];
     HW = dx->shape.dim[2] * dx->shape.dim[3];
@@ -1193,6 +1699,9 @@ OCRDEF int ocr_nn_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, in
     if (x->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: input '%s' must be 4-D", fn, x->name);
     if ((rc = ocr_check_shape(ctx, fn, y, ocr_shape4(x->shape.dim[0], x->shape.dim[1], x->shape.dim[2] * factor, x->shape.dim[3] * factor))))
         return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_upsample_nearest_forward(ctx, x, factor, y), fn, "forward", y, NULL, NULL);
+#endif
     planes = x->shape.dim[0] * x->shape.dim[1]; H = x->shape.dim[2]; W = x->shape.dim[3];
     for (plane = 0; plane < planes; plane++) {
         const float *xp = (const float *)x->data + plane * H * W;
@@ -1212,6 +1721,9 @@ OCRDEF int ocr_nn_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, 
     if (dx->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: gradient '%s' must be 4-D", fn, dx->name);
     if ((rc = ocr_check_shape(ctx, fn, dy, ocr_shape4(dx->shape.dim[0], dx->shape.dim[1], dx->shape.dim[2] * factor, dx->shape.dim[3] * factor))))
         return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_upsample_nearest_backward(ctx, dy, factor, dx), fn, "backward", dx, NULL, NULL);
+#endif
     planes = dx->shape.dim[0] * dx->shape.dim[1]; H = dx->shape.dim[2]; W = dx->shape.dim[3];
     for (plane = 0; plane < planes; plane++) {
         float *xp = (float *)dx->data + plane * H * W;
@@ -1247,6 +1759,9 @@ OCRDEF int ocr_nn_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int 
     int64_t b, P, off;
     int i, rc = ocr__concat_check(ctx, fn, xs, n, y);
     if (rc) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_concat_forward(ctx, xs, n, y), fn, "forward", y, NULL, NULL);
+#endif
     P = y->shape.dim[2] * y->shape.dim[3];
     for (b = 0; b < y->shape.dim[0]; b++) {
         off = 0;
@@ -1264,6 +1779,9 @@ OCRDEF int ocr_nn_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor
     int64_t b, P, off, k;
     int i, rc = ocr__concat_check(ctx, fn, (const ocr_tensor *const *)dxs, n, dy);
     if (rc) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_concat_backward(ctx, dy, dxs, n), fn, "backward", NULL, NULL, NULL);
+#endif
     P = dy->shape.dim[2] * dy->shape.dim[3];
     for (b = 0; b < dy->shape.dim[0]; b++) {
         off = 0;

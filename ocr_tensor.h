@@ -27,6 +27,8 @@
 
    Options (define before including the implementation):
        OCR_STATIC                  make every function static
+       OCR_NO_IMPLEMENTATION       ignore OCR_IMPLEMENTATION in this file (the implementation is compiled in
+                                   another; build.sh compiles the library once and links every program to it)
        OCR_MALLOC/OCR_REALLOC/OCR_FREE   all or none: replace the allocator
        OCR_MAX_THREADS             thread-pool cap (default 64)
        OCR_SAFETENSORS_MAX_HEADER  header length cap for files from outside (default 100,000,000 bytes)
@@ -335,13 +337,33 @@ OCRDEF int ocr_metrics_flush(ocr_ctx *ctx, ocr_metrics *m);   /* writes the pend
 OCRDEF int ocr_metrics_close(ocr_ctx *ctx, ocr_metrics *m);
 OCRDEF uint32_t ocr_crc32c(uint32_t crc, const void *bytes, size_t n);   /* CRC-32C (Castagnoli); start with 0 */
 
+#ifdef OCR_CUDA
+/* ---- CUDA backend (ocr_cuda.cu, linked into programs built with -DOCR_CUDA) ----
+   ocr_cuda_init makes ctx->device OCR_DEVICE_CUDA; it fails with OCR_ECUDA and a clear message on a machine
+   without a usable GPU. Tensors allocated on OCR_DEVICE_CUDA live in device memory (zero-filled); ocr_tensor_copy
+   moves data between host and device; ocr_tensor_fill/zero, ocr_check_finite and ocr_check_range work on device
+   tensors; ocr_ctx_free releases the backend. ocr_tensor_get/set and ocr_find_nonfinite stay host-only. */
+OCRDEF int ocr_cuda_init(ocr_ctx *ctx, int device_index);
+OCRDEF void ocr_cuda_release(ocr_ctx *ctx);                 /* ctx->device goes back to the CPU */
+OCRDEF int ocr_cuda_set_cudnn(ocr_ctx *ctx, int enabled);   /* 0: convolutions around cuDNN (env OCR_CUDA_NO_CUDNN=1) */
+OCRDEF int ocr_cuda_set_cublas(ocr_ctx *ctx, int enabled);  /* 0: GEMM through the own kernel (env OCR_CUDA_NO_CUBLAS=1) */
+OCRDEF const char *ocr_cuda_backend_name(ocr_ctx *ctx);
+OCRDEF int ocr_cuda_synchronize(ocr_ctx *ctx, const char *what);
+OCRDEF int ocr_cuda_alloc(ocr_ctx *ctx, void **ptr, size_t bytes, const char *name);
+OCRDEF void ocr_cuda_free(void *ptr);
+OCRDEF int ocr_cuda_memcpy(ocr_ctx *ctx, void *dst, ocr_device dst_dev, const void *src, ocr_device src_dev, size_t bytes);
+OCRDEF int ocr_cuda_tensor_copy(ocr_ctx *ctx, ocr_tensor *dst, const ocr_tensor *src);
+OCRDEF int ocr_cuda_fill(ocr_ctx *ctx, ocr_tensor *t, double value);
+OCRDEF int ocr_cuda_check_values(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, int check_range, double lo, double hi);
+#endif
+
 #ifdef __cplusplus
 }
 #endif
 #endif /* OCR_TENSOR_H */
 
 /* ================================================================================================== */
-#if defined(OCR_IMPLEMENTATION) && !defined(OCR_TENSOR_IMPLEMENTATION)
+#if defined(OCR_IMPLEMENTATION) && !defined(OCR_NO_IMPLEMENTATION) && !defined(OCR_TENSOR_IMPLEMENTATION)
 #define OCR_TENSOR_IMPLEMENTATION
 #endif
 
@@ -705,6 +727,9 @@ OCRDEF int ocr_ctx_init(ocr_ctx *ctx, int n_threads, uint64_t seed) {
 OCRDEF void ocr_ctx_free(ocr_ctx *ctx) {
     int i;
     if (!ctx) return;
+#ifdef OCR_CUDA
+    ocr_cuda_release(ctx);
+#endif
     ocr__pool_destroy(ctx->pool);
     ctx->pool = NULL;
     for (i = 0; i < OCR_SCRATCH_SLOTS; i++) { ocr_aligned_free(ctx->scratch[i]); ctx->scratch[i] = NULL; ctx->scratch_size[i] = 0; }
@@ -752,14 +777,25 @@ OCRDEF int ocr_tensor_alloc(ocr_ctx *ctx, ocr_tensor *t, const char *name, ocr_d
     ocr_tensor_set_name(t, name);
     if ((unsigned)dt >= OCR_DTYPE_COUNT) return ocr_error(ctx, OCR_EDTYPE, "ocr_tensor_alloc: '%s' has unknown dtype %d", t->name, (int)dt);
     if ((rc = ocr_shape_validate(ctx, "ocr_tensor_alloc", t->name, shape))) return rc;
+#ifdef OCR_CUDA
+    if (dev != OCR_DEVICE_CPU && dev != OCR_DEVICE_CUDA)
+#else
     if (dev != OCR_DEVICE_CPU)
+#endif
         return ocr_error(ctx, OCR_EUNSUPPORTED, "ocr_tensor_alloc: '%s' asks for device %s; this build has only the CPU backend",
                          t->name, ocr_device_name(dev));
     if (!ocr_size_mul((size_t)ocr_shape_numel(shape), ocr_dtype_size(dt), &bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "ocr_tensor_alloc: '%s' is too large", t->name);
-    t->data = ocr_aligned_alloc(bytes ? bytes : 1);
-    if (!t->data) return ocr_error(ctx, OCR_ENOMEM, "ocr_tensor_alloc: cannot allocate %zu bytes for '%s'", bytes, t->name);
-    memset(t->data, 0, bytes);
+#ifdef OCR_CUDA
+    if (dev == OCR_DEVICE_CUDA) {
+        if ((rc = ocr_cuda_alloc(ctx, &t->data, bytes, t->name))) return rc;
+    } else
+#endif
+    {
+        t->data = ocr_aligned_alloc(bytes ? bytes : 1);
+        if (!t->data) return ocr_error(ctx, OCR_ENOMEM, "ocr_tensor_alloc: cannot allocate %zu bytes for '%s'", bytes, t->name);
+        memset(t->data, 0, bytes);
+    }
     t->shape = shape;
     t->dtype = dt;
     t->device = dev;
@@ -769,6 +805,10 @@ OCRDEF int ocr_tensor_alloc(ocr_ctx *ctx, ocr_tensor *t, const char *name, ocr_d
 
 OCRDEF void ocr_tensor_free(ocr_tensor *t) {
     if (!t) return;
+#ifdef OCR_CUDA
+    if (t->owns_data && t->device == OCR_DEVICE_CUDA) ocr_cuda_free(t->data);
+    else
+#endif
     if (t->owns_data) ocr_aligned_free(t->data);
     t->data = NULL;
     t->owns_data = 0;
@@ -840,7 +880,11 @@ static int ocr__check_cpu(ocr_ctx *ctx, const char *fn, const ocr_tensor *t) {
 
 OCRDEF int ocr_tensor_fill(ocr_ctx *ctx, ocr_tensor *t, double v) {
     int64_t i, n;
-    int rc = ocr__check_cpu(ctx, "ocr_tensor_fill", t);
+    int rc;
+#ifdef OCR_CUDA
+    if (t && t->device == OCR_DEVICE_CUDA) return ocr_cuda_fill(ctx, t, v);
+#endif
+    rc = ocr__check_cpu(ctx, "ocr_tensor_fill", t);
     if (rc) return rc;
     n = ocr_tensor_numel(t);
     if (t->dtype == OCR_F32) {
@@ -853,7 +897,11 @@ OCRDEF int ocr_tensor_fill(ocr_ctx *ctx, ocr_tensor *t, double v) {
 }
 
 OCRDEF int ocr_tensor_zero(ocr_ctx *ctx, ocr_tensor *t) {
-    int rc = ocr__check_cpu(ctx, "ocr_tensor_zero", t);
+    int rc;
+#ifdef OCR_CUDA
+    if (t && t->device == OCR_DEVICE_CUDA) return ocr_cuda_fill(ctx, t, 0.0);
+#endif
+    rc = ocr__check_cpu(ctx, "ocr_tensor_zero", t);
     if (rc) return rc;
     memset(t->data, 0, ocr_tensor_bytes(t));
     return OCR_OK;
@@ -862,6 +910,9 @@ OCRDEF int ocr_tensor_zero(ocr_ctx *ctx, ocr_tensor *t) {
 OCRDEF int ocr_tensor_copy(ocr_ctx *ctx, ocr_tensor *dst, const ocr_tensor *src) {
     int64_t i, n;
     int rc;
+#ifdef OCR_CUDA
+    if ((dst && dst->device == OCR_DEVICE_CUDA) || (src && src->device == OCR_DEVICE_CUDA)) return ocr_cuda_tensor_copy(ctx, dst, src);
+#endif
     if ((rc = ocr__check_cpu(ctx, "ocr_tensor_copy", dst)) || (rc = ocr__check_cpu(ctx, "ocr_tensor_copy", src)) ||
         (rc = ocr_check_same_shape(ctx, "ocr_tensor_copy", dst, src)))
         return rc;
@@ -983,7 +1034,11 @@ static char *ocr__index_str(ocr_shape s, int64_t i, char *buf, size_t cap) {
 OCRDEF int ocr_check_finite(ocr_ctx *ctx, const char *fn, const ocr_tensor *t) {
     char d[200], ib[96];
     int64_t i;
-    int rc = ocr__check_cpu(ctx, fn, t);
+    int rc;
+#ifdef OCR_CUDA
+    if (t && t->device == OCR_DEVICE_CUDA) return ocr_cuda_check_values(ctx, fn, t, 0, 0.0, 0.0);
+#endif
+    rc = ocr__check_cpu(ctx, fn, t);
     if (rc) return rc;
     i = ocr_find_nonfinite(t);
     if (i >= 0)
@@ -996,7 +1051,11 @@ OCRDEF int ocr_check_finite(ocr_ctx *ctx, const char *fn, const ocr_tensor *t) {
 OCRDEF int ocr_check_range(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, double lo, double hi) {
     char d[200], ib[96];
     int64_t i, n;
-    int rc = ocr__check_cpu(ctx, fn, t);
+    int rc;
+#ifdef OCR_CUDA
+    if (t && t->device == OCR_DEVICE_CUDA) return ocr_cuda_check_values(ctx, fn, t, 1, lo, hi);
+#endif
+    rc = ocr__check_cpu(ctx, fn, t);
     if (rc) return rc;
     n = ocr_tensor_numel(t);
     for (i = 0; i < n; i++) {

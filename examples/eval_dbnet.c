@@ -313,8 +313,8 @@ int main(int argc, char **argv) {
     float thresh = 0.3f, box_thresh = 0.6f, unclip = 0.0f;
     ocr_ex_flag flags[] = {
         {"--model", OCR_EX_STRING, &model_path, "checkpoint to evaluate on --data"},
-        {"--data", OCR_EX_STRING, &data, "icdar:DIR (DIR/images + DIR/gts, or side by side), icdar:IMAGES,GTS or lmdb:PATH"},
-        {"--gt", OCR_EX_STRING, &gt_dir, "directory of ground-truth files gt_<name>.txt (with --pred)"},
+        {"--data", OCR_EX_STRING, &data, "icdar:DIR (images in DIR/images or DIR; ground truth in DIR/gts, DIR/gt or beside them), icdar:IMAGES,GTS or lmdb:PATH"},
+        {"--gt", OCR_EX_STRING, &gt_dir, "directory of ground-truth files gt_<name>.txt or <name>.txt (with --pred)"},
         {"--pred", OCR_EX_STRING, &pred_dir, "directory of result files res_<name>.txt: x1,y1,...,xn,yn[,score] per line"},
         {"--gt-format", OCR_EX_STRING, &gt_format_name, "ground truth lines: icdar2015 (4 points, text) or polygon (n points, text)"},
         {"--per-image", OCR_EX_BOOL, &per_image, "print the figures of every image"},

@@ -347,7 +347,7 @@ int main(int argc, char **argv) {
     FLAG("--backbone", OCR_EX_STRING, &a.backbone, "resnet18 or resnet34");
     FLAG("--width", OCR_EX_FLOAT, &a.width, "channel width multiplier (1 = the official model)");
     FLAG("--prior", OCR_EX_FLOAT, &a.prior, "initial text probability of the probability head's bias (0: official init)");
-    FLAG("--balanced-fraction", OCR_EX_FLOAT, &a.balanced_fraction, "fraction of steps with class-balanced BCE before positive-weighted BCE (1: official OHEM never)");
+    FLAG("--balanced-fraction", OCR_EX_FLOAT, &a.balanced_fraction, "fraction of the steps trained with class-balanced BCE; then positive-weighted BCE");
     FLAG("--pos-weight", OCR_EX_FLOAT, &a.pos_weight, "positive-class weight of the BCE after the balanced phase (0: official OHEM)");
     FLAG("--clip", OCR_EX_FLOAT, &a.clip, "global gradient-norm clip (0: none)");
     FLAG("--threads", OCR_EX_INT, &a.threads, "compute threads (0: all cores)");
@@ -477,18 +477,17 @@ int main(int argc, char **argv) {
             ocr_db_loss_terms terms;
             float lr, norm = 0;
             int64_t want_epoch = st.step / batches_per_epoch, want_number = st.step % batches_per_epoch;
-            double t0 = now_seconds();
             if (want_epoch != epoch) {
-                if (ocr_loader_start_epoch(&ctx, loader, want_epoch)) die(&ctx, "data loader");
+                /* a resumed run starts mid-epoch, with exactly the batch the interrupted run would have used next */
+                if (ocr_loader_start_epoch_at(&ctx, loader, want_epoch, want_number)) die(&ctx, "data loader");
                 epoch = want_epoch;
             }
-            /* After a resume the loader starts at the epoch's first batch: skip to ours. Batches depend only on
-               (seed, epoch, number), so the skipped ones are exactly those the interrupted run used. */
-            do {
-                if (batch) ocr_loader_release(loader, batch);
-                if (ocr_loader_next(&ctx, loader, &batch)) die(&ctx, "data loader");
-                if (!batch) { fprintf(stderr, "train_dbnet: the loader ended its epoch early\n"); exit(1); }
-            } while (batch->number < want_number);
+            if (ocr_loader_next(&ctx, loader, &batch)) die(&ctx, "data loader");
+            if (!batch || batch->number != want_number) {
+                fprintf(stderr, "train_dbnet: the loader gave batch %lld, expected %lld\n", batch ? (long long)batch->number : -1LL,
+                        (long long)want_number);
+                exit(1);
+            }
 
             /* from-scratch recipe: class-balanced BCE first, then positive-weighted BCE (OHEM when pos_weight is 0) */
             if ((double)st.step < a.balanced_fraction * (double)total_steps) loss_cfg.bce.mode = OCR_LOSS_BCE_BALANCED;
@@ -527,7 +526,6 @@ int main(int argc, char **argv) {
                 if (tty) ocr_ex_progress(stderr, (long)st.step, (long)total_steps, el, line);
                 else { printf("step %lld/%lld %s\n", (long long)st.step, (long long)total_steps, line); fflush(stdout); }
             }
-            (void)t0;
             if (a.eval_every > 0 && st.step % a.eval_every == 0 && st.step < total_steps) {
                 last_eval = validate(&ctx, &model, &val, &metrics, run_dir, st.step, 4);
                 if (tty) fputc('\n', stderr);

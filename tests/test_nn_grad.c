@@ -229,6 +229,8 @@ static void test_conv2d_grad(void) {
     conv_case("conv stride 2 pad 1 bias", ocr_shape4(2, 3, 7, 9), ocr_shape4(4, 3, 3, 3), 1, conv_params(2, 2, 1, 1, 1, 1), 0);
     conv_case("conv non-square kernel, stride 1x2, pad 2x1, dilation 2, no bias", ocr_shape4(1, 2, 8, 7), ocr_shape4(3, 2, 3, 2), 0,
               conv_params(1, 2, 2, 1, 2, 1), 0);
+    conv_case("conv stride 1, pad 3x1, dilation 2, non-square kernel (data gradient as a flipped-kernel conv)", ocr_shape4(2, 3, 7, 6),
+              ocr_shape4(4, 3, 3, 2), 0, conv_params(1, 1, 3, 1, 2, 1), 0);
     conv_case("conv groups 2 bias", ocr_shape4(2, 4, 6, 5), ocr_shape4(6, 2, 3, 3), 1, conv_params(1, 1, 1, 1, 1, 2), 0);
     conv_case("conv 1x1 bias", ocr_shape4(2, 5, 4, 6), ocr_shape4(3, 5, 1, 1), 1, conv_params(1, 1, 0, 0, 1, 1), 0);
     conv_case("conv 1x1 stride 2 no bias", ocr_shape4(2, 3, 5, 8), ocr_shape4(2, 3, 1, 1), 0, conv_params(2, 2, 0, 0, 1, 1), 0);

@@ -1,0 +1,278 @@
+/* bench_train - DBNet training step (forward, DB loss, backward, SGD step) and inference, ocr-c against PyTorch on
+   the same architecture (tools/bench_torch.py over tools/dbnet_ref.py) in the same run: one warm-up each, then the
+   two (three with Debian's libjemalloc2 preloaded into a second PyTorch) alternate rep by rep; the median of at
+   least 5 is reported. Prints a table and, last, one JSON line with every figure and ratio.
+   usage: bench_train [--reps N] [--issue] [--no-torch] [--layers]
+     default   DB-ResNet-18 width 0.25, 320x320, batch 16, 2 threads (the CPU training recipe)
+     --issue   adds issue 8's set: width 1 at 640x640, batch 1 and 4, 1 and 2 threads; inference 736x1280 batch 1
+     --layers  per-op forward and backward times of our model (summed over the timed reps, then per step) */
+#define OCR_IMPLEMENTATION
+#include "ocr_tensor.h"
+#include "ocr_nn.h"
+#include "ocr_loss.h"
+#include "ocr_dbnet.h"
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#define MAX_REPS 64
+
+typedef struct { const char *name; int train; float width; int N, H, W, threads; } config;
+
+typedef struct { FILE *in, *out; pid_t pid; const char *label; } peer;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void die(ocr_ctx *ctx, const char *what) {
+    fprintf(stderr, "bench_train: %s: %s\n", what, ocr_ctx_last_error(ctx));
+    exit(1);
+}
+
+/* Starts tools/bench_torch.py with its stdin and stdout on pipes; preload: a library for LD_PRELOAD or NULL. */
+static int peer_start(peer *p, const char *label, const char *preload) {
+    int to_child[2], from_child[2];
+    memset(p, 0, sizeof *p);
+    p->label = label;
+    if (pipe(to_child) || pipe(from_child)) return 0;
+    p->pid = fork();
+    if (p->pid < 0) return 0;
+    if (p->pid == 0) {
+        dup2(to_child[0], 0);
+        dup2(from_child[1], 1);
+        close(to_child[0]); close(to_child[1]); close(from_child[0]); close(from_child[1]);
+        if (preload) {
+            setenv("LD_PRELOAD", preload, 1);
+            /* jemalloc tuned as in the issue: freed pages stay mapped */
+            setenv("MALLOC_CONF", "dirty_decay_ms:-1,muzzy_decay_ms:-1", 1);
+        }
+        setenv("PYTHONPATH", "tools", 1);
+        execl("/usr/bin/python3", "python3", "tools/bench_torch.py", (char *)NULL);
+        _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    p->in = fdopen(to_child[1], "w");
+    p->out = fdopen(from_child[0], "r");
+    return p->in && p->out;
+}
+
+/* Sends one command and reads the one-line answer; 0 when the peer is gone. */
+static int peer_ask(peer *p, const char *cmd, char *answer, size_t cap) {
+    if (!p->in) return 0;
+    fprintf(p->in, "%s\n", cmd);
+    fflush(p->in);
+    if (!fgets(answer, (int)cap, p->out) || strncmp(answer, "error", 5) == 0) {
+        fprintf(stderr, "bench_train: PyTorch peer (%s) failed on '%s'\n", p->label, cmd);
+        fclose(p->in); fclose(p->out);
+        p->in = NULL; p->out = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static void peer_stop(peer *p) {
+    if (p->in) { fprintf(p->in, "quit\n"); fclose(p->in); fclose(p->out); }
+    if (p->pid > 0) waitpid(p->pid, NULL, 0);
+}
+
+/* Fixed targets: a few text rectangles per image (gt and threshold band), everything else background. */
+static void make_targets(ocr_ctx *ctx, ocr_tensor *t, int64_t N, int64_t H, int64_t W) {
+    int64_t n, i, y, x, k;
+    for (k = 0; k < 4; k++) {
+        static const char *names[4] = {"gt_shrink", "mask_shrink", "gt_thresh", "mask_thresh"};
+        if (ocr_tensor_alloc(ctx, &t[k], names[k], OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, 1, H, W))) die(ctx, "targets");
+    }
+    ocr_tensor_fill(ctx, &t[0], 0.0); ocr_tensor_fill(ctx, &t[1], 1.0);
+    ocr_tensor_fill(ctx, &t[2], 0.3); ocr_tensor_fill(ctx, &t[3], 0.0);
+    for (n = 0; n < N; n++)
+        for (i = 0; i < 8; i++) {
+            int64_t bh = 8 + (int64_t)(ocr_rng_uniform(&ctx->rng) * (float)(H / 6 - 8)), bw = 16 + (int64_t)(ocr_rng_uniform(&ctx->rng) * (float)(W / 3 - 16));
+            int64_t y0 = (int64_t)(ocr_rng_uniform(&ctx->rng) * (float)(H - bh)), x0 = (int64_t)(ocr_rng_uniform(&ctx->rng) * (float)(W - bw));
+            for (y = y0 - 4; y < y0 + bh + 4; y++)
+                for (x = x0 - 4; x < x0 + bw + 4; x++) {
+                    int64_t at = (n * H + y) * W + x;
+                    if (y < 0 || y >= H || x < 0 || x >= W) continue;
+                    ((float *)t[3].data)[at] = 1.0f;
+                    ((float *)t[2].data)[at] = 0.7f;
+                    if (y >= y0 && y < y0 + bh && x >= x0 && x < x0 + bw) ((float *)t[0].data)[at] = 1.0f;
+                }
+        }
+}
+
+typedef struct {
+    ocr_dbnet m;
+    ocr_optimizer opt;
+    ocr_tensor x, targets[4], dl, dt;
+    ocr_db_loss_config loss;
+    int train;
+} ours;
+
+static void ours_setup(ocr_ctx *ctx, ours *o, const config *c) {
+    ocr_dbnet_config mc = ocr_dbnet_config_default();
+    memset(o, 0, sizeof *o);
+    mc.width = c->width;
+    mc.prior_prob = 0.03f;
+    o->train = c->train;
+    if (ocr_ctx_set_threads(ctx, c->threads) || ocr_dbnet_init(ctx, &o->m, &mc) ||
+        ocr_optim_init(ctx, &o->opt, &o->m.params, ocr_optim_sgd(0.9f, 1e-4f, 0)) ||
+        ocr_tensor_alloc(ctx, &o->x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(c->N, 3, c->H, c->W)) ||
+        ocr_tensor_fill_uniform(ctx, &o->x, -1.0f, 1.0f))
+        die(ctx, "setting up the model");
+    if (c->train) {
+        make_targets(ctx, o->targets, c->N, c->H, c->W);
+        if (ocr_tensor_alloc(ctx, &o->dl, "d_prob_logits", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(c->N, 1, c->H, c->W)) ||
+            ocr_tensor_alloc(ctx, &o->dt, "d_thresh", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(c->N, 1, c->H, c->W)))
+            die(ctx, "gradients");
+        o->loss = ocr_db_loss_defaults();
+    }
+}
+
+static double ours_run(ocr_ctx *ctx, ours *o) {
+    ocr_tensor prob, thresh;
+    double t0 = now();
+    if (!o->train) {
+        if (ocr_dbnet_forward(ctx, &o->m, &o->x, 0, &prob, NULL)) die(ctx, "inference");
+        return now() - t0;
+    }
+    if (ocr_dbnet_forward(ctx, &o->m, &o->x, 1, &prob, &thresh)) die(ctx, "forward");
+    if (ocr_tensor_zero(ctx, &o->dl) || ocr_tensor_zero(ctx, &o->dt) ||
+        ocr_loss_db(ctx, &o->loss, &prob, &thresh, &o->targets[0], &o->targets[1], &o->targets[2], &o->targets[3], NULL, &o->dl, &o->dt))
+        die(ctx, "loss");
+    ocr_params_zero_grad(&o->m.params);
+    if (ocr_dbnet_backward(ctx, &o->m, &o->dl, &o->dt)) die(ctx, "backward");
+    if (ocr_optim_step(ctx, &o->opt, &o->m.params, 1e-3f)) die(ctx, "optimizer");
+    return now() - t0;
+}
+
+static void ours_free(ours *o) {
+    int k;
+    ocr_dbnet_free(&o->m);
+    ocr_optim_free(&o->opt);
+    ocr_tensor_free(&o->x);
+    ocr_tensor_free(&o->dl);
+    ocr_tensor_free(&o->dt);
+    for (k = 0; k < 4; k++) ocr_tensor_free(&o->targets[k]);
+}
+
+static const char *op_kind_name(int kind) {
+    static const char *names[] = {"conv", "convT", "bn", "relu", "maxpool", "upsample", "add", "concat", "sigmoid"};
+    return kind >= 0 && kind < (int)(sizeof names / sizeof names[0]) ? names[kind] : "?";
+}
+
+static void print_layers(const ours *o, const double *sec, int steps) {
+    const ocr_dbnet *m = &o->m;
+    double tf = 0, tb = 0;
+    int i;
+    printf("  %-34s %-8s %-18s %10s %10s\n", "layer (output)", "op", "output shape", "fwd ms", "bwd ms");
+    for (i = 0; i < m->n_ops; i++) {
+        const ocr__dbnet_op *op = &m->ops[i];
+        const ocr__dbnet_act *a = &m->acts[op->out];
+        char shape[64];
+        snprintf(shape, sizeof shape, "%dx%lldx%lld", a->channels, (long long)(m->H / a->div), (long long)(m->W / a->div));
+        printf("  %-34s %-8s %-18s %10.2f %10.2f\n", a->name, op_kind_name(op->kind), shape, 1e3 * sec[i] / steps,
+               1e3 * sec[m->n_ops + i] / steps);
+        tf += sec[i]; tb += sec[m->n_ops + i];
+    }
+    printf("  %-34s %-8s %-18s %10.2f %10.2f\n", "total", "", "", 1e3 * tf / steps, 1e3 * tb / steps);
+}
+
+int main(int argc, char **argv) {
+    static const config configs[] = {
+        {"train r18 w0.25 320x320 b16 t2", 1, 0.25f, 16, 320, 320, 2},
+        {"train r18 w1 640x640 b1 t1", 1, 1.0f, 1, 640, 640, 1},
+        {"train r18 w1 640x640 b1 t2", 1, 1.0f, 1, 640, 640, 2},
+        {"train r18 w1 640x640 b4 t1", 1, 1.0f, 4, 640, 640, 1},
+        {"train r18 w1 640x640 b4 t2", 1, 1.0f, 4, 640, 640, 2},
+        {"infer r18 w1 736x1280 b1 t2", 0, 1.0f, 1, 736, 1280, 2},
+    };
+    const char *jemalloc_paths[] = {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"};
+    int reps = 5, issue = 0, use_torch = 1, layers = 0, n_configs, i, c, r, n_peers = 0;
+    peer peers[2];
+    ocr_ctx ctx;
+    char json[8192], line[256], cmd[256];
+    size_t jl;
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--issue") == 0) issue = 1;
+        else if (strcmp(argv[i], "--no-torch") == 0) use_torch = 0;
+        else if (strcmp(argv[i], "--layers") == 0) layers = 1;
+        else {
+            printf("usage: %s [--reps N (>= 5)] [--issue] [--no-torch] [--layers]\n", argv[0]);
+            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
+        }
+    }
+    if (reps < 5) reps = 5;
+    if (reps > MAX_REPS) reps = MAX_REPS;
+    n_configs = issue ? (int)(sizeof configs / sizeof configs[0]) : 1;
+    signal(SIGPIPE, SIG_IGN);
+    if (ocr_ctx_init(&ctx, 2, 1) != OCR_OK) die(&ctx, "context");
+    if (use_torch) {
+        const char *je = NULL;
+        for (i = 0; i < 2; i++) if (access(jemalloc_paths[i], R_OK) == 0) je = jemalloc_paths[i];
+        if (peer_start(&peers[n_peers], "pytorch", NULL)) n_peers++;
+        if (je && peer_start(&peers[n_peers], "pytorch+jemalloc", je)) n_peers++;
+        if (!je) printf("bench_train: libjemalloc2 not installed, PyTorch runs with the stock allocator only\n");
+    }
+    {
+        double la[3] = {0, 0, 0};
+        FILE *f = fopen("/proc/loadavg", "r");
+        if (f) { if (fscanf(f, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1; fclose(f); }
+        printf("bench_train: %d cores, GEMM kernel %s, load average %.2f %.2f %.2f, median of %d after 1 warm-up\n", ocr_cpu_count(),
+               ocr_gemm_kernel_name(&ctx), la[0], la[1], la[2], reps);
+        jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"train\",\"cores\":%d,\"kernel\":\"%s\",\"load\":%.2f,\"reps\":%d,\"results\":[",
+                              ocr_cpu_count(), ocr_gemm_kernel_name(&ctx), la[0], reps);
+    }
+    printf("%-32s %10s %12s %12s %12s %10s\n", "config", "ours s", "ours img/s", "torch s", "torch+je s", "ours/best");
+    for (c = 0; c < n_configs; c++) {
+        const config *cf = &configs[c];
+        double t_ours[MAX_REPS], t_peer[2][MAX_REPS], med_ours, med_peer[2] = {0, 0}, best = 0, *sec = NULL;
+        int ok[2] = {0, 0}, p;
+        ours o;
+        ours_setup(&ctx, &o, cf);
+        snprintf(cmd, sizeof cmd, "setup %s 18 %g %d %d %d %d", cf->train ? "train" : "infer", cf->width, cf->N, cf->H, cf->W, cf->threads);
+        for (p = 0; p < n_peers; p++) ok[p] = peer_ask(&peers[p], cmd, line, sizeof line) && peer_ask(&peers[p], "run", line, sizeof line);
+        (void)ours_run(&ctx, &o); /* warm-up: buffers grow, pages fault in */
+        if (layers) {
+            sec = (double *)calloc(2 * (size_t)o.m.n_ops, sizeof *sec);
+            o.m.op_seconds = sec;
+            o.m.op_clock = now;
+        }
+        for (r = 0; r < reps; r++) {
+            t_ours[r] = ours_run(&ctx, &o);
+            for (p = 0; p < n_peers; p++)
+                if (ok[p]) ok[p] = peer_ask(&peers[p], "run", line, sizeof line) && (t_peer[p][r] = atof(line)) > 0;
+        }
+        med_ours = median(t_ours, reps);
+        for (p = 0; p < n_peers; p++)
+            if (ok[p]) { med_peer[p] = median(t_peer[p], reps); if (best == 0 || med_peer[p] < best) best = med_peer[p]; }
+        printf("%-32s %10.3f %12.2f %12.3f %12.3f %10.2f\n", cf->name, med_ours, cf->N / med_ours, med_peer[0], med_peer[1],
+               best > 0 ? med_ours / best : 0.0);
+        fflush(stdout);
+        jl += (size_t)snprintf(json + jl, sizeof json - jl,
+                               "%s{\"config\":\"%s\",\"ours_s\":%.4f,\"ours_img_per_s\":%.3f,\"torch_s\":%.4f,\"torch_jemalloc_s\":%.4f,"
+                               "\"torch_best_img_per_s\":%.3f,\"ratio_ours_over_best_torch\":%.3f}",
+                               c ? "," : "", cf->name, med_ours, cf->N / med_ours, med_peer[0], med_peer[1], best > 0 ? cf->N / best : 0.0,
+                               best > 0 ? med_ours / best : 0.0);
+        if (layers) { print_layers(&o, sec, reps); free(sec); }
+        ours_free(&o);
+    }
+    for (i = 0; i < n_peers; i++) peer_stop(&peers[i]);
+    snprintf(json + jl, sizeof json - jl, "]}");
+    printf("%s\n", json);
+    ocr_ctx_free(&ctx);
+    return 0;
+}

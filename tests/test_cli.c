@@ -1,0 +1,602 @@
+/* The command-line programs end to end: ./examples/detect and ./examples/eval_dbnet run as a user runs them
+   (build.sh builds them before the tests), and the tools of issue 6 (export_torchvision.py, check_dbnet_torch.py).
+   - eval_dbnet --gt/--pred on hand-computed cases (perfect match, a miss, a false positive, don't care, IoU exactly
+     0.5 and just below/above it, a missing result file, trailing scores, a collinear polygon) and all of them at once;
+   - detect and eval_dbnet --model on a generated ICDAR folder (every layout --data accepts, and LMDB) with a model
+     whose probability map is 1 everywhere, so the expected boxes and figures are known exactly; a randomly
+     initialised model for the plumbing (JSON lines parse, overlays decode, eval prints its JSON);
+   - --help lists every flag, usage errors exit 2, missing files exit 1 naming the file;
+   - the C model against the PyTorch reference through check_dbnet_torch.py, and an exported torchvision ResNet
+     loading into the backbone. */
+#define OCR_IMPLEMENTATION
+#include "ocr_tensor.h"
+#include "ocr_nn.h"
+#include "ocr_loss.h"
+#include "ocr_dbnet.h"
+#include "ocr_data.h"
+#include "ocr_test.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *const DETECT = "./examples/detect";
+static const char *const EVAL = "./examples/eval_dbnet";
+static char dir[64];       /* this run's scratch directory */
+static ocr_ctx ctx;
+
+/* ---------------------------------------------------------------- helpers */
+
+static char *path_in(const char *name) {
+    static char bufs[8][512];
+    static int next;
+    char *b = bufs[next++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s", dir, name);
+    return b;
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    OCR_CHECK_MSG(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void make_dir(const char *path) { OCR_CHECK_MSG(mkdir(path, 0755) == 0 || errno == EEXIST, "mkdir %s", path); }
+
+static char *read_text(const char *path) {
+    unsigned char *bytes = NULL;
+    size_t size = 0;
+    char *s;
+    if (ocr_read_file(&ctx, path, (size_t)1 << 26, &bytes, &size) != OCR_OK) return NULL;
+    s = (char *)realloc(bytes, size + 1);
+    if (!s) { free(bytes); return NULL; }
+    s[size] = 0;
+    return s;
+}
+
+/* Runs a shell command (path_in results stay valid); *out and *err get its stdout and stderr (free them). Returns the exit status. */
+static int run(const char *cmd, char **out, char **err) {
+    char full[8192], out_path[128], err_path[128];
+    int status;
+    snprintf(out_path, sizeof out_path, "%s/stdout.txt", dir);
+    snprintf(err_path, sizeof err_path, "%s/stderr.txt", dir);
+    snprintf(full, sizeof full, "(%s) >%s 2>%s", cmd, out_path, err_path);
+    status = system(full);
+    *out = read_text(out_path);
+    *err = read_text(err_path);
+    if (!*out) *out = strdup("");
+    if (!*err) *err = strdup("");
+    return status == -1 || !WIFEXITED(status) ? -1 : WEXITSTATUS(status);
+}
+
+/* A command that must exit with `code` and print `needle` on stderr (NULL: anything). */
+static void expect_exit(const char *cmd, int code, const char *needle) {
+    char *out, *err;
+    int rc = run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == code, "'%s' exited %d, expected %d; stderr: %s", cmd, rc, code, err);
+    OCR_CHECK_MSG(!needle || strstr(err, needle), "'%s': stderr does not mention '%s': %s", cmd, needle, err);
+    free(out);
+    free(err);
+}
+
+/* The last non-empty line of s (modified in place). */
+static char *last_line(char *s) {
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r')) s[--n] = 0;
+    while (n && s[n - 1] != '\n') n--;
+    return s + n;
+}
+
+/* Number `key` of the JSON object in line, or NAN. */
+static double json_get(const char *line, const char *key) {
+    ocr_json_tok toks[64];
+    int n, v;
+    double d;
+    if (ocr_json_parse(&ctx, line, strlen(line), toks, 64, &n) != OCR_OK || toks[0].type != OCR_JSON_OBJECT) return NAN;
+    v = ocr_json_find(line, toks, 0, key);
+    return v >= 0 && ocr_json_number(line, &toks[v], &d) ? d : NAN;
+}
+
+typedef struct { double precision, recall, hmean; int images, gt_care, det_care, matched; } figures;
+
+/* Runs an eval_dbnet command that must succeed and checks the JSON of its last line against want. */
+static void expect_figures(const char *what, const char *cmd, const figures *want) {
+    char *out, *err, *line;
+    int rc = run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", cmd, rc, err);
+    line = last_line(out);
+    OCR_CHECK_MSG(fabs(json_get(line, "precision") - want->precision) < 1e-9 && fabs(json_get(line, "recall") - want->recall) < 1e-9 &&
+                      fabs(json_get(line, "hmean") - want->hmean) < 1e-9 && json_get(line, "images") == want->images &&
+                      json_get(line, "gt_care") == want->gt_care && json_get(line, "det_care") == want->det_care &&
+                      json_get(line, "matched") == want->matched,
+                  "%s: '%s': got %s; expected P %.10g R %.10g H %.10g images %d gt_care %d det_care %d matched %d", what, cmd, line, want->precision,
+                  want->recall, want->hmean, want->images, want->gt_care, want->det_care, want->matched);
+    free(out);
+    free(err);
+}
+
+static figures make_figures(int images, int gt_care, int det_care, int matched) {
+    figures f;
+    f.images = images;
+    f.gt_care = gt_care;
+    f.det_care = det_care;
+    f.matched = matched;
+    f.precision = det_care ? (double)matched / det_care : 0.0;
+    f.recall = gt_care ? (double)matched / gt_care : 0.0;
+    f.hmean = f.precision + f.recall > 0 ? 2 * f.precision * f.recall / (f.precision + f.recall) : 0.0;
+    return f;
+}
+
+/* ---------------------------------------------------------------- fixtures */
+
+enum { N_IMAGES = 3 };
+static const int IMAGE_W[N_IMAGES] = {100, 64, 50}, IMAGE_H[N_IMAGES] = {60, 64, 130};
+/* Against a detection covering each whole image: img_1 matched (IoU 0.947), img_2 a miss and a false positive
+   (IoU 0.024), img_3 don't care (the ### region holds the whole detection). */
+static const char *const IMAGE_GT[N_IMAGES] = {"1,1,99,1,99,59,1,59,full\n", "10,10,20,10,20,20,10,20,small\n",
+                                               "0,0,50,0,50,130,0,130,###\n"};
+
+static void write_image(const char *path, int w, int h, int seed) {
+    ocr_image img;
+    int i;
+    OCR_CHECK_OK(&ctx, ocr_image_alloc(&ctx, &img, w, h, 3));
+    for (i = 0; i < w * h * 3; i++) img.pixels[i] = (unsigned char)((i * 37 + seed * 101 + (i / (3 * w)) * 11) & 255);
+    OCR_CHECK_OK(&ctx, ocr_image_save_png(&ctx, path, &img));
+    ocr_image_free(&img);
+}
+
+/* images/ and gts/ under root, or both in root when flat */
+static void write_icdar(const char *root, int flat) {
+    char path[600];
+    int i;
+    make_dir(root);
+    if (!flat) {
+        snprintf(path, sizeof path, "%s/images", root);
+        make_dir(path);
+        snprintf(path, sizeof path, "%s/gts", root);
+        make_dir(path);
+    }
+    for (i = 0; i < N_IMAGES; i++) {
+        snprintf(path, sizeof path, "%s%s/img_%d.png", root, flat ? "" : "/images", i + 1);
+        write_image(path, IMAGE_W[i], IMAGE_H[i], i);
+        snprintf(path, sizeof path, "%s%s/gt_img_%d.txt", root, flat ? "" : "/gts", i + 1);
+        write_text(path, IMAGE_GT[i]);
+    }
+}
+
+/* A tiny model; text_everywhere: the probability head's last layer gives logit 20 at every pixel. */
+static void write_model(const char *path, int text_everywhere) {
+    ocr_dbnet m;
+    ocr_dbnet_config cfg = ocr_dbnet_config_default();
+    cfg.width = 0.125f;
+    OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &m, &cfg));
+    if (text_everywhere) {
+        ocr_tensor w = ocr_params_value(&m.params, ocr_params_find(&m.params, "decoder.binarize.6.weight"));
+        ocr_tensor b = ocr_params_value(&m.params, ocr_params_find(&m.params, "decoder.binarize.6.bias"));
+        OCR_CHECK_OK(&ctx, ocr_tensor_zero(&ctx, &w));
+        OCR_CHECK_OK(&ctx, ocr_tensor_fill(&ctx, &b, 20.0));
+    }
+    OCR_CHECK_OK(&ctx, ocr_dbnet_save(&ctx, &m, path, NULL, NULL, 0));
+    ocr_dbnet_free(&m);
+}
+
+/* ---------------------------------------------------------------- --help, usage and missing files */
+
+static void check_help(const char *prog, const char *const *flags) {
+    char cmd[256], *out, *err;
+    int rc, i;
+    snprintf(cmd, sizeof cmd, "%s --help", prog);
+    rc = run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 0, "%s exited %d", cmd, rc);
+    for (i = 0; flags[i]; i++) OCR_CHECK_MSG(strstr(out, flags[i]) != NULL, "%s does not list %s:\n%s", cmd, flags[i], out);
+    free(out);
+    free(err);
+}
+
+static void test_help(void) {
+    static const char *const detect_flags[] = {"--model", "--poly", "--thresh", "--box-thresh", "--unclip", "--short-side",
+                                               "--long-side", "--out", "--dump", "--threads", "--help", NULL};
+    static const char *const eval_flags[] = {"--model", "--data", "--gt", "--pred", "--gt-format", "--per-image", "--poly", "--thresh",
+                                             "--box-thresh", "--unclip", "--short-side", "--long-side", "--threads", "--help", NULL};
+    check_help(DETECT, detect_flags);
+    check_help(EVAL, eval_flags);
+}
+
+static void test_usage_errors(void) {
+    char cmd[1024];
+    const char *model = path_in("model_text.safetensors"), *img = path_in("icdar/images/img_1.png");
+    snprintf(cmd, sizeof cmd, "%s --bogus", DETECT);
+    expect_exit(cmd, 2, "unknown flag '--bogus'");
+    snprintf(cmd, sizeof cmd, "%s --model %s --thresh abc %s", DETECT, model, img);
+    expect_exit(cmd, 2, "--thresh needs a number");
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 1.5 %s", DETECT, model, img);
+    expect_exit(cmd, 2, "--short-side needs an integer");
+    snprintf(cmd, sizeof cmd, "%s --model %s --thresh 1.5 %s", DETECT, model, img);
+    expect_exit(cmd, 2, "out of range");
+    snprintf(cmd, sizeof cmd, "%s %s", DETECT, img);
+    expect_exit(cmd, 2, "--model is required");
+    snprintf(cmd, sizeof cmd, "%s --model %s", DETECT, model);
+    expect_exit(cmd, 2, "no image");
+    snprintf(cmd, sizeof cmd, "%s --model %s --out %s %s %s/icdar_flat/img_1.png", DETECT, model, path_in("o"), img, dir);
+    expect_exit(cmd, 2, "both write outputs named 'img_1'");
+    snprintf(cmd, sizeof cmd, "%s", EVAL);
+    expect_exit(cmd, 2, "either --model and --data, or --gt and --pred");
+    snprintf(cmd, sizeof cmd, "%s --model %s --gt %s --pred %s", EVAL, model, dir, dir);
+    expect_exit(cmd, 2, "either --model and --data, or --gt and --pred");
+    snprintf(cmd, sizeof cmd, "%s --model %s --data folder:%s", EVAL, model, dir);
+    expect_exit(cmd, 2, "--data must be");
+    snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s --gt-format xml", EVAL, dir, dir);
+    expect_exit(cmd, 2, "--gt-format must be");
+    snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s stray", EVAL, dir, dir);
+    expect_exit(cmd, 2, "unexpected argument: stray");
+    snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s --per-image=1", EVAL, dir, dir);
+    expect_exit(cmd, 2, "takes no value");
+}
+
+static void test_missing_files(void) {
+    char cmd[1024], *out, *err;
+    const char *model = path_in("model_text.safetensors"), *img = path_in("icdar/images/img_1.png");
+    int rc;
+    snprintf(cmd, sizeof cmd, "%s --model %s/no_model.safetensors %s", DETECT, dir, img);
+    expect_exit(cmd, 1, "no_model.safetensors");
+    /* a missing image fails the run but not the other images */
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 %s/no_image.png %s", DETECT, model, dir, img);
+    rc = run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 1 && strstr(err, "no_image.png") && strstr(out, "img_1.png") && !strstr(out, "no_image"),
+                  "'%s' exited %d, stdout %s, stderr %s", cmd, rc, out, err);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 %s/bad_model.safetensors", DETECT, model, dir);
+    write_text(path_in("bad_model.safetensors"), "not an image");
+    expect_exit(cmd, 1, "bad_model.safetensors");
+    snprintf(cmd, sizeof cmd, "%s --model %s/bad_model.safetensors %s", DETECT, dir, img);
+    expect_exit(cmd, 1, "bad_model.safetensors");
+    snprintf(cmd, sizeof cmd, "%s --gt %s/no_gt_dir --pred %s", EVAL, dir, dir);
+    expect_exit(cmd, 1, "no_gt_dir");
+    snprintf(cmd, sizeof cmd, "%s --gt %s/icdar/gts --pred %s/no_pred_dir", EVAL, dir, dir);
+    expect_exit(cmd, 1, "no_pred_dir");
+    snprintf(cmd, sizeof cmd, "%s --gt %s/icdar/images --pred %s", EVAL, dir, dir);
+    expect_exit(cmd, 1, "no ground-truth files");
+    snprintf(cmd, sizeof cmd, "%s --model %s --data icdar:%s/no_data_dir", EVAL, model, dir);
+    expect_exit(cmd, 1, "no_data_dir");
+    snprintf(cmd, sizeof cmd, "%s --model %s --data lmdb:%s/no_lmdb", EVAL, model, dir);
+    expect_exit(cmd, 1, "no_lmdb");
+    snprintf(cmd, sizeof cmd, "%s --model %s/no_model.safetensors --data icdar:%s/icdar", EVAL, dir, dir);
+    expect_exit(cmd, 1, "no_model.safetensors");
+    /* malformed files name the file and the line */
+    make_dir(path_in("bad_gt"));
+    make_dir(path_in("bad_res"));
+    write_text(path_in("bad_gt/gt_img_1.txt"), "0,0,10,0,10,10,0,10,a\n");
+    write_text(path_in("bad_res/res_img_1.txt"), "0,0,10,0,10,10,0,10\n1,2,abc,4,5,6\n");
+    snprintf(cmd, sizeof cmd, "%s --gt %s/bad_gt --pred %s/bad_res", EVAL, dir, dir);
+    expect_exit(cmd, 1, "res_img_1.txt' line 2");
+    write_text(path_in("bad_res/res_img_1.txt"), "0,0,10,0\n");
+    expect_exit(cmd, 1, "res_img_1.txt' line 1: 4 coordinates");
+    write_text(path_in("bad_gt/gt_img_1.txt"), "0,0,10,0,10,x,0,10,a\n");
+    write_text(path_in("bad_res/res_img_1.txt"), "");
+    expect_exit(cmd, 1, "gt_img_1.txt");
+}
+
+/* ---------------------------------------------------------------- eval --gt/--pred on hand-computed cases */
+
+typedef struct {
+    const char *what, *gt, *res; /* res NULL: no result file */
+    int gt_care, det_care, matched;
+} eval_case;
+
+static const eval_case CASES[] = {
+    {"perfect match", "0,0,10,0,10,10,0,10,word\n", "0,0,10,0,10,10,0,10\n", 1, 1, 1},
+    {"one miss", "0,0,10,0,10,10,0,10,a\r\n20,0,30,0,30,10,20,10,b\r\n", "0,0,10,0,10,10,0,10\n", 2, 1, 1},
+    {"one false positive", "0,0,10,0,10,10,0,10,a\n", "0,0,10,0,10,10,0,10,0.9\n50,50,60,50,60,60,50,60,0.7\n", 1, 2, 1},
+    /* the second detection lies inside the ### region: don't care, neither counted nor matched */
+    {"don't care", "0,0,10,0,10,10,0,10,a\n20,0,40,0,40,20,20,20,###\n", "0,0,10,0,10,10,0,10\n22,2,38,2,38,18,22,18\n", 1, 1, 1},
+    {"IoU exactly 0.5 (not matched)", "0,0,100,0,100,100,0,100,t\n", "0,0,100,0,100,50,0,50\n", 1, 1, 0},
+    {"IoU 0.49", "0,0,100,0,100,100,0,100,t\n", "0,0,100,0,100,49,0,49\n", 1, 1, 0},
+    {"IoU 0.51, trailing score", "0,0,100,0,100,100,0,100,t\n", "0,0,100,0,100,51,0,51,0.87\n", 1, 1, 1},
+    {"missing result file", "0,0,10,0,10,10,0,10,a\n", NULL, 1, 0, 0},
+    {"six-point polygon with collinear points", "0,0,10,0,10,10,0,10,a\n", " 0, 0, 5,0,10,0,10,10,0,10,0,5\n\n", 1, 1, 1},
+    {"only don't care, empty result file", "0,0,10,0,10,10,0,10,###\n", "", 0, 0, 0},
+    {"two GT, the first detection matches the second", "0,0,10,0,10,10,0,10,a\n30,0,40,0,40,10,30,10,b\n",
+     "30,0,40,0,40,10,30,10\n0,0,10,0,10,10,0,10\n", 2, 2, 2},
+};
+enum { N_CASES = (int)(sizeof CASES / sizeof CASES[0]) };
+
+static void test_eval_files(void) {
+    char gt_dir[600], res_dir[600], path[700], cmd[2048], *out, *err;
+    int i, gt_care = 0, det_care = 0, matched = 0, rc;
+    figures want;
+    snprintf(gt_dir, sizeof gt_dir, "%s/all_gt", dir);
+    snprintf(res_dir, sizeof res_dir, "%s/all_res", dir);
+    make_dir(gt_dir);
+    make_dir(res_dir);
+    for (i = 0; i < N_CASES; i++) {
+        const eval_case *c = &CASES[i];
+        char one_gt[600], one_res[600];
+        snprintf(one_gt, sizeof one_gt, "%s/case%d_gt", dir, i);
+        snprintf(one_res, sizeof one_res, "%s/case%d_res", dir, i);
+        make_dir(one_gt);
+        make_dir(one_res);
+        snprintf(path, sizeof path, "%s/gt_img_1.txt", one_gt);
+        write_text(path, c->gt);
+        snprintf(path, sizeof path, "%s/gt_img_%d.txt", gt_dir, i + 1);
+        write_text(path, c->gt);
+        if (c->res) {
+            snprintf(path, sizeof path, "%s/res_img_1.txt", one_res);
+            write_text(path, c->res);
+            snprintf(path, sizeof path, "%s/res_img_%d.txt", res_dir, i + 1);
+            write_text(path, c->res);
+        }
+        snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s", EVAL, one_gt, one_res);
+        want = make_figures(1, c->gt_care, c->det_care, c->matched);
+        expect_figures(c->what, cmd, &want);
+        gt_care += c->gt_care;
+        det_care += c->det_care;
+        matched += c->matched;
+    }
+    /* all cases at once: the sums, per-image lines in natural order, warnings for the missing and stray files */
+    snprintf(path, sizeof path, "%s/res_img_99.txt", res_dir);
+    write_text(path, "0,0,1,0,1,1\n");
+    snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s", EVAL, gt_dir, res_dir);
+    want = make_figures(N_CASES, gt_care, det_care, matched);
+    expect_figures("all cases", cmd, &want);
+    snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s --per-image", EVAL, gt_dir, res_dir);
+    rc = run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 0, "'%s' exited %d", cmd, rc);
+    {
+        const char *at = out;
+        for (i = 0; i < N_CASES && at; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "img_%d ", i + 1);
+            at = strstr(at, name);
+            OCR_CHECK_MSG(at != NULL, "per-image line %s missing or out of order:\n%s", name, out);
+        }
+    }
+    OCR_CHECK_MSG(strstr(err, "no result file") && strstr(err, "res_img_8.txt"), "no warning for the missing file: %s", err);
+    OCR_CHECK_MSG(strstr(err, "1 result files") && strstr(err, "match no ground truth"), "no warning for res_img_99.txt: %s", err);
+    free(out);
+    free(err);
+}
+
+/* ---------------------------------------------------------------- detect and eval --model */
+
+/* Checks detect's JSON line for image i against a detection covering the whole image. */
+static void check_detect_line(const char *line, int i, const char *image) {
+    ocr_json_tok toks[256];
+    int n, v, d, pts, k, sc;
+    double x, y, score = -1;
+    char got[512];
+    OCR_CHECK_MSG(ocr_json_parse(&ctx, line, strlen(line), toks, 256, &n) == OCR_OK, "detect printed bad JSON: %s (%s)", line,
+                  ocr_ctx_last_error(&ctx));
+    if (ocr_json_parse(&ctx, line, strlen(line), toks, 256, &n) != OCR_OK) return;
+    v = ocr_json_find(line, toks, 0, "image");
+    OCR_CHECK(v >= 0 && ocr_json_string(line, &toks[v], got, sizeof got) && strcmp(got, image) == 0);
+    OCR_CHECK(json_get(line, "width") == IMAGE_W[i] && json_get(line, "height") == IMAGE_H[i]);
+    d = ocr_json_find(line, toks, 0, "detections");
+    OCR_CHECK_MSG(d >= 0 && toks[d].type == OCR_JSON_ARRAY && toks[d].size == 1, "expected one detection: %s", line);
+    if (d < 0 || toks[d].size != 1) return;
+    v = ocr_json_child(toks, d, 0);
+    pts = ocr_json_find(line, toks, v, "points");
+    sc = ocr_json_find(line, toks, v, "score");
+    OCR_CHECK_MSG(sc >= 0 && ocr_json_number(line, &toks[sc], &score) && score > 0.999 && score <= 1.0, "score %g: %s", score, line);
+    OCR_CHECK_MSG(pts >= 0 && toks[pts].size == 4, "expected a 4-point box: %s", line);
+    for (k = 0; pts >= 0 && k < toks[pts].size && k < 4; k++) {
+        int p = ocr_json_child(toks, pts, k);
+        static const int corner_x[4] = {0, 1, 1, 0}, corner_y[4] = {0, 0, 1, 1}; /* TL, TR, BR, BL */
+        OCR_CHECK(ocr_json_number(line, &toks[ocr_json_child(toks, p, 0)], &x) && ocr_json_number(line, &toks[ocr_json_child(toks, p, 1)], &y));
+        OCR_CHECK_MSG(x == corner_x[k] * IMAGE_W[i] && y == corner_y[k] * IMAGE_H[i], "point %d is (%g, %g): %s", k, x, y, line);
+    }
+}
+
+static void test_detect_and_eval_model(void) {
+    char cmd[4096], images[2048] = "", *out, *err, *line, *save;
+    const char *text_model = path_in("model_text.safetensors");
+    ocr_dataset ds;
+    figures want = make_figures(N_IMAGES, 2, 2, 1);
+    int rc, i;
+    for (i = 0; i < N_IMAGES; i++)
+        snprintf(images + strlen(images), sizeof images - strlen(images), " %s/icdar/images/img_%d.png", dir, i + 1);
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --threads 2 --out %s/det %s", DETECT, text_model, dir, images);
+    rc = run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", cmd, rc, err);
+    for (i = 0, line = strtok_r(out, "\n", &save); i < N_IMAGES; i++, line = strtok_r(NULL, "\n", &save)) {
+        char image[600], png[600];
+        ocr_image shown, orig;
+        OCR_CHECK_MSG(line != NULL, "detect printed %d lines, expected %d", i, N_IMAGES);
+        if (!line) break;
+        snprintf(image, sizeof image, "%s/icdar/images/img_%d.png", dir, i + 1);
+        check_detect_line(line, i, image);
+        /* the overlay: same size, the border drawn (green at (1,1)), the middle untouched */
+        snprintf(png, sizeof png, "%s/det/img_%d.png", dir, i + 1);
+        OCR_CHECK_OK(&ctx, ocr_image_load(&ctx, png, &shown));
+        OCR_CHECK_OK(&ctx, ocr_image_load(&ctx, image, &orig));
+        if (shown.pixels && orig.pixels && shown.width == orig.width && shown.height == orig.height) {
+            size_t mid = ((size_t)(orig.height / 2) * orig.width + orig.width / 2) * 3, corner = ((size_t)orig.width + 1) * 3;
+            OCR_CHECK(shown.pixels[corner] == 40 && shown.pixels[corner + 1] == 255 && shown.pixels[corner + 2] == 40);
+            OCR_CHECK(memcmp(shown.pixels + mid, orig.pixels + mid, 3) == 0);
+        } else {
+            OCR_CHECK_MSG(0, "overlay %s missing or of the wrong size", png);
+        }
+        ocr_image_free(&shown);
+        ocr_image_free(&orig);
+    }
+    free(out);
+    free(err);
+
+    /* the same figures from the model on every dataset layout, and from detect's result files */
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --data icdar:%s/icdar", EVAL, text_model, dir);
+    expect_figures("text-everywhere model", cmd, &want);
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --data icdar:%s/icdar/images,%s/icdar/gts --per-image", EVAL, text_model, dir, dir);
+    expect_figures("text-everywhere model", cmd, &want);
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --data icdar:%s/icdar_flat", EVAL, text_model, dir);
+    expect_figures("text-everywhere model", cmd, &want);
+    snprintf(cmd, sizeof cmd, "%s --gt %s/icdar/gts --pred %s/det", EVAL, dir, dir);
+    expect_figures("text-everywhere model", cmd, &want);
+    OCR_CHECK_OK(&ctx, ocr_dataset_open_icdar(&ctx, &ds, path_in("icdar/images"), path_in("icdar/gts"), OCR_GT_ICDAR2015));
+    OCR_CHECK_OK(&ctx, ocr_lmdb_write_dataset(&ctx, path_in("lmdb"), &ds, NULL, NULL));
+    ocr_dataset_close(&ds);
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --data lmdb:%s/lmdb", EVAL, text_model, dir);
+    expect_figures("text-everywhere model", cmd, &want);
+
+    /* polygon mode: one polygon per image, inside the image */
+    snprintf(cmd, sizeof cmd, "%s --model %s --poly --short-side 64 %s/icdar/images/img_1.png", DETECT, text_model, dir);
+    rc = run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 0 && strstr(out, "\"points\":[[") && !strstr(out, "},{"), "'%s' exited %d: %s%s", cmd, rc, out, err);
+    free(out);
+    free(err);
+}
+
+/* The input size detect builds, read back from --dump. */
+static void check_input_size(const char *flags, const char *image, int want_w, int want_h) {
+    char cmd[2048], *out, *err, stem[64], path[600];
+    const char *base = strrchr(image, '/') + 1;
+    ocr_safetensors st;
+    int rc;
+    snprintf(stem, sizeof stem, "%.*s", (int)(strrchr(base, '.') - base), base);
+    snprintf(cmd, sizeof cmd, "%s --model %s %s --dump %s/dump %s", DETECT, path_in("model_random.safetensors"), flags, dir, image);
+    rc = run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", cmd, rc, err);
+    snprintf(path, sizeof path, "%s/dump/%s.safetensors", dir, stem);
+    rc = ocr_safetensors_open(&ctx, &st, path);
+    OCR_CHECK_MSG(rc == OCR_OK, "%s", ocr_ctx_last_error(&ctx));
+    if (rc == OCR_OK) {
+        int in = ocr_safetensors_find(&st, "input"), pr = ocr_safetensors_find(&st, "prob");
+        OCR_CHECK_MSG(in >= 0 && st.entries[in].shape.dim[2] == want_h && st.entries[in].shape.dim[3] == want_w,
+                      "'%s': input is not %dx%d", cmd, want_w, want_h);
+        OCR_CHECK(pr >= 0 && st.entries[pr].shape.dim[2] == want_h && st.entries[pr].shape.dim[3] == want_w);
+        ocr_safetensors_close(&st);
+    }
+    free(out);
+    free(err);
+}
+
+static void test_detect_random_model(void) {
+    char cmd[4096], *out, *err, *line, *save;
+    int rc, i, lines = 0;
+    write_image(path_in("tiny.png"), 7, 3, 9);
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --out %s/det_random %s/icdar/images/img_1.png %s/icdar/images/img_3.png %s",
+             DETECT, path_in("model_random.safetensors"), dir, dir, dir, path_in("tiny.png"));
+    rc = run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", cmd, rc, err);
+    for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save), lines++) {
+        ocr_json_tok toks[4096];
+        int n;
+        OCR_CHECK_MSG(ocr_json_parse(&ctx, line, strlen(line), toks, 4096, &n) == OCR_OK && ocr_json_find(line, toks, 0, "detections") >= 0,
+                      "bad JSON line: %s", line);
+    }
+    OCR_CHECK_MSG(lines == 3, "%d JSON lines for 3 images", lines);
+    for (i = 0; i < 3; i++) {
+        static const char *const names[3] = {"img_1", "img_3", "tiny"};
+        char png[600];
+        ocr_image img;
+        snprintf(png, sizeof png, "%s/det_random/%s.png", dir, names[i]);
+        OCR_CHECK_OK(&ctx, ocr_image_load(&ctx, png, &img));
+        ocr_image_free(&img);
+        snprintf(png, sizeof png, "%s/det_random/res_%s.txt", dir, names[i]);
+        OCR_CHECK_MSG(access(png, R_OK) == 0, "%s missing", png);
+    }
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --data icdar:%s/icdar", EVAL, path_in("model_random.safetensors"), dir);
+    rc = run(cmd, &out, &err);
+    line = last_line(out);
+    OCR_CHECK_MSG(rc == 0 && json_get(line, "images") == N_IMAGES && json_get(line, "precision") >= 0 && json_get(line, "recall") >= 0,
+                  "'%s' exited %d: %s %s", cmd, rc, line, err);
+    free(out);
+    free(err);
+    /* resizing as demo.py: short side to the limit, the other side ceil(.../32)*32; or the long side */
+    check_input_size("--short-side 64", path_in("icdar/images/img_1.png"), 128, 64);   /* 100x60: 64/60*100 = 106.7 -> 128 */
+    check_input_size("--short-side 50", path_in("icdar/images/img_3.png"), 64, 192);   /* 50x130: 64/50*130 = 166.4 -> 192 */
+    check_input_size("--long-side 64", path_in("icdar/images/img_3.png"), 32, 64);     /* 64/130*50 = 24.6 -> 32 */
+    check_input_size("", path_in("icdar/images/img_2.png"), 736, 736);
+    check_input_size("--short-side 32", path_in("tiny.png"), 96, 32);                  /* 32/3*7 = 74.7 -> 96 */
+    /* a 2000x1 strip: its short side at 736 would make the long side 1.47 M px; --long-side handles it */
+    write_image(path_in("strip.png"), 2000, 1, 4);
+    snprintf(cmd, sizeof cmd, "%s --model %s %s", DETECT, path_in("model_random.safetensors"), path_in("strip.png"));
+    expect_exit(cmd, 1, "use --long-side");
+    check_input_size("--long-side 256", path_in("strip.png"), 256, 32);
+}
+
+/* ---------------------------------------------------------------- the Python tools */
+
+static void test_check_dbnet_torch(void) {
+    char cmd[2048], *out, *err;
+    int rc;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/check_dbnet_torch.py --model %s --image %s --detect %s --short-side 64",
+             path_in("model_random.safetensors"), path_in("icdar/images/img_1.png"), DETECT);
+    rc = run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 0 && strstr(out, "agree"), "'%s' exited %d (needs python3-torch, python3-numpy, python3-opencv):\n%s%s", cmd, rc,
+                  out, err);
+    free(out);
+    free(err);
+}
+
+static void test_export_torchvision(void) {
+    char cmd[2048];
+    const char *file = path_in("r18.safetensors"), *pth = path_in("r18.pth"), *again = path_in("r18_again.safetensors");
+    ocr_dbnet m;
+    ocr_dbnet_config cfg = ocr_dbnet_config_default();
+    ocr_safetensors st;
+    int rc, i;
+    /* One interpreter, as each start costs seconds: a random ResNet-18 exported, saved as a .pth, exported again
+       from it with --weights, and that file refused as a ResNet-34 (exit status 1). */
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import sys, torch; sys.path.insert(0, 'tools'); import ocr_st, export_torchvision as e; "
+             "run = lambda *a: (setattr(sys, 'argv', ['export_torchvision.py'] + list(a)), e.main())[1]; "
+             "assert run('--depth', '18', '--seed', '3', '--out', '%s') == 0; "
+             "torch.save(ocr_st.load('%s')[0], '%s'); "
+             "assert run('--depth', '18', '--weights', '%s', '--out', '%s') == 0; "
+             "sys.exit(run('--depth', '34', '--weights', '%s', '--out', '%s.34'))\"",
+             file, file, pth, pth, again, pth, again);
+    expect_exit(cmd, 1, "is not a ResNet-34 state_dict");
+    /* both files load into the backbone and hold the same values */
+    rc = ocr_dbnet_init(&ctx, &m, &cfg);
+    OCR_CHECK_MSG(rc == OCR_OK, "%s", ocr_ctx_last_error(&ctx));
+    if (rc) return;
+    rc = ocr_safetensors_open(&ctx, &st, file);
+    OCR_CHECK_MSG(rc == OCR_OK, "%s", ocr_ctx_last_error(&ctx));
+    for (i = 0; i < 2 && rc == OCR_OK; i++) {
+        static const char *const names[2][2] = {{"backbone.conv1.weight", "conv1.weight"},
+                                                {"backbone.layer4.1.bn2.running_var", "layer4.1.bn2.running_var"}};
+        ocr_tensor p, ref;
+        OCR_CHECK_OK(&ctx, ocr_dbnet_load_backbone(&ctx, &m, i ? again : file));
+        OCR_CHECK_OK(&ctx, ocr_safetensors_read(&ctx, &st, names[i][1], &ref));
+        p = ocr_params_value(&m.params, ocr_params_find(&m.params, names[i][0]));
+        OCR_CHECK_MSG(ref.data && ocr_shape_equal(p.shape, ref.shape) && memcmp(p.data, ref.data, ocr_tensor_bytes(&ref)) == 0,
+                      "%s differs from the exported %s", names[i][0], names[i][1]);
+        ocr_tensor_free(&ref);
+    }
+    if (rc == OCR_OK) ocr_safetensors_close(&st);
+    ocr_dbnet_free(&m);
+}
+
+int main(int argc, char **argv) {
+    char cmd[128];
+    ocr_test_init(argc, argv);
+    if (access(DETECT, X_OK) != 0 || access(EVAL, X_OK) != 0) {
+        fprintf(stderr, "test_cli: %s and %s must be built first (./build.sh builds them)\n", DETECT, EVAL);
+        printf("FAIL programs_built\n");
+        printf("RESULT passed=0 failed=1\n");
+        return 1;
+    }
+    if (ocr_ctx_init(&ctx, 2, 7) != OCR_OK) return 1;
+    snprintf(dir, sizeof dir, "/tmp/ocr_test_cli.XXXXXX");
+    if (!mkdtemp(dir)) { fprintf(stderr, "test_cli: mkdtemp failed\n"); return 1; }
+    write_icdar(path_in("icdar"), 0);
+    write_icdar(path_in("icdar_flat"), 1);
+    write_model(path_in("model_text.safetensors"), 1);
+    write_model(path_in("model_random.safetensors"), 0);
+    OCR_TEST_RUN(test_help);
+    OCR_TEST_RUN(test_usage_errors);
+    OCR_TEST_RUN(test_missing_files);
+    OCR_TEST_RUN(test_eval_files);
+    OCR_TEST_RUN(test_detect_and_eval_model);
+    OCR_TEST_RUN(test_detect_random_model);
+    OCR_TEST_RUN(test_check_dbnet_torch);
+    OCR_TEST_RUN(test_export_torchvision);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "test_cli: could not remove %s\n", dir);
+    ocr_ctx_free(&ctx);
+    return ocr_test_finish();
+}

@@ -1,0 +1,597 @@
+/* The CUDA backend through its emulation build (ocr_cuda.cu compiled as C++ with -DOCR_CUDA_EMULATE): the emulator
+   itself on known kernels (warp operations, divergent barriers, a race ThreadSanitizer must flag, an overrun
+   AddressSanitizer must flag, each sanitizer case in a child process), then every op of ocr_nn.h and ocr_loss.h
+   dispatched to the device against the CPU backend on random inputs of several odd shapes, with guard values
+   around every device output to catch overruns. On a real GPU the same program is the parity suite
+   (tools/cuda_parity.sh). Built by build.sh's CUDA section:
+       g++ -x c++ -DOCR_CUDA_EMULATE -c ocr_cuda.cu && g++ -DOCR_CUDA tests/test_cuda_emu.cpp ocr_cuda.o */
+#define OCR_IMPLEMENTATION
+/* The CPU reference uses its portable kernels here: g++ in C++ mode at -O2 warns (falsely) inside GCC's own AVX-512
+   intrinsics header, and this file must build with -Werror. */
+#define OCR_NO_SIMD
+#ifndef OCR_CUDA
+#define OCR_CUDA
+#endif
+#include "ocr_tensor.h"
+#include "ocr_nn.h"
+#include "ocr_loss.h"
+#include "ocr_test.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define TSAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TSAN_BUILD 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define ASAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ASAN_BUILD 1
+#endif
+#endif
+
+#ifdef OCR_CUDA_EMULATE
+extern "C" int ocr_cuda_emu_selftest(ocr_ctx *ctx, const char *name); /* defined in ocr_cuda.cu, emulation builds only */
+#endif
+
+static ocr_ctx cpu, gpu;
+static const char *self_exe;
+
+/* ---------------------------------------------------------------- device buffers with guards */
+
+#define GUARD 16
+static const uint32_t GUARD_BITS = 0xffc0deadu; /* a NaN: an out-of-bounds read also shows in the results */
+
+typedef struct { uint32_t *base; int64_t n; ocr_tensor t; } dbuf;
+
+/* A device tensor of host's shape and dtype (4-byte dtypes) holding host's values, with GUARD words on each side. */
+static void dev_from(dbuf *d, const ocr_tensor *host) {
+    int64_t n = ocr_tensor_numel(host), i;
+    uint32_t *h = (uint32_t *)malloc((size_t)(n + 2 * GUARD) * 4);
+    void *p = NULL;
+    for (i = 0; i < GUARD; i++) h[i] = h[n + GUARD + i] = GUARD_BITS;
+    memcpy(h + GUARD, host->data, (size_t)n * 4);
+    OCR_CHECK_OK(&gpu, ocr_cuda_alloc(&gpu, &p, (size_t)(n + 2 * GUARD) * 4, host->name));
+    OCR_CHECK_OK(&gpu, ocr_cuda_memcpy(&gpu, p, OCR_DEVICE_CUDA, h, OCR_DEVICE_CPU, (size_t)(n + 2 * GUARD) * 4));
+    d->base = (uint32_t *)p;
+    d->n = n;
+    d->t = ocr_tensor_view(host->name, host->dtype, OCR_DEVICE_CUDA, host->shape, d->base + GUARD);
+    free(h);
+}
+
+/* Copies the values back to out (n words) and checks both guard zones. */
+static void dev_read(dbuf *d, void *out) {
+    uint32_t *h = (uint32_t *)malloc((size_t)(d->n + 2 * GUARD) * 4);
+    int i;
+    OCR_CHECK_OK(&gpu, ocr_cuda_memcpy(&gpu, h, OCR_DEVICE_CPU, d->base, OCR_DEVICE_CUDA, (size_t)(d->n + 2 * GUARD) * 4));
+    for (i = 0; i < GUARD; i++) {
+        OCR_CHECK_MSG(h[i] == GUARD_BITS, "guard before '%s' overwritten at -%d", d->t.name, GUARD - i);
+        OCR_CHECK_MSG(h[d->n + GUARD + i] == GUARD_BITS, "guard after '%s' overwritten at +%d", d->t.name, i);
+    }
+    memcpy(out, h + GUARD, (size_t)d->n * 4);
+    free(h);
+}
+
+static void dev_free(dbuf *d) { ocr_cuda_free(d->base); d->base = NULL; }
+
+static ocr_tensor host_rand(const char *name, ocr_shape s, float lo, float hi) {
+    ocr_tensor t;
+    OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &t, name, OCR_F32, OCR_DEVICE_CPU, s));
+    OCR_CHECK_OK(&cpu, ocr_tensor_fill_uniform(&cpu, &t, lo, hi));
+    return t;
+}
+
+/* The device result d must equal the CPU result ref within rel (scale-aware) and keep its guards. */
+static void expect_same(const char *what, dbuf *d, const ocr_tensor *ref, double rel) {
+    int64_t n = ocr_tensor_numel(ref);
+    float *got = (float *)malloc((size_t)(n ? n : 1) * 4);
+    double err;
+    dev_read(d, got);
+    err = ocr_test_rel_err(got, (const float *)ref->data, n, 1e-6);
+    if (!(err <= rel)) {
+        ocr_test_close(what, got, (const float *)ref->data, n, rel, rel);
+        OCR_CHECK_MSG(err <= rel, "%s: relative error %.3g > %.3g", what, err, rel);
+    }
+    free(got);
+}
+
+/* ---------------------------------------------------------------- the emulator itself */
+
+#ifdef OCR_CUDA_EMULATE
+static void test_emu_warp_ops(void) { OCR_CHECK_OK(&gpu, ocr_cuda_emu_selftest(&gpu, "warp")); }
+
+static void test_emu_divergence_reported(void) {
+    OCR_CHECK_ERR(&gpu, ocr_cuda_emu_selftest(&gpu, "divergent_barrier"), OCR_ECUDA, "divergent __syncthreads");
+    OCR_CHECK_ERR(&gpu, ocr_cuda_emu_selftest(&gpu, "barrier_sites"), OCR_ECUDA, "divergent __syncthreads");
+    OCR_CHECK_ERR(&gpu, ocr_cuda_emu_selftest(&gpu, "exit_before_barrier"), OCR_ECUDA, "exited the kernel");
+    OCR_CHECK_ERR(&gpu, ocr_cuda_emu_selftest(&gpu, "divergent_shuffle"), OCR_ECUDA, "divergent warp operation");
+    /* every message names the kernel */
+    OCR_CHECK_ERR(&gpu, ocr_cuda_emu_selftest(&gpu, "divergent_barrier"), OCR_ECUDA, "ocr__k_emu_divergent_barrier");
+}
+
+/* Runs this program as "--child name" and returns its combined output. */
+static char *run_child(const char *name, int *status) {
+    char cmd[4200], *out = (char *)calloc(1, 1 << 16);
+    size_t len = 0, got;
+    FILE *f;
+    snprintf(cmd, sizeof cmd, "'%s' --child %s 2>&1", self_exe, name);
+    f = popen(cmd, "r");
+    if (!f) { *status = -1; return out; }
+    while (len + 1 < (1 << 16) && (got = fread(out + len, 1, (1 << 16) - 1 - len, f)) > 0) len += got;
+    *status = pclose(f);
+    return out;
+}
+
+static void test_emu_sanitizers_see_kernel_bugs(void) {
+    int status = 0;
+#ifdef TSAN_BUILD
+    {
+        char *out = run_child("race", &status);
+        OCR_CHECK_MSG(strstr(out, "ThreadSanitizer: data race") != NULL, "the racy kernel was not flagged by ThreadSanitizer:\n%s", out);
+        OCR_CHECK_MSG(strstr(out, "ocr__k_emu_race") != NULL, "the TSan report does not name the kernel:\n%.2000s", out);
+        free(out);
+    }
+#endif
+#ifdef ASAN_BUILD
+    {
+        char *out = run_child("oob", &status);
+        OCR_CHECK_MSG(strstr(out, "AddressSanitizer: heap-buffer-overflow") != NULL, "the overrun was not flagged by ASan:\n%s", out);
+        OCR_CHECK_MSG(strstr(out, "ocr__k_emu_oob") != NULL, "the ASan report does not name the kernel:\n%.2000s", out);
+        OCR_CHECK(status != 0);
+        free(out);
+    }
+#endif
+#if !defined(TSAN_BUILD) && !defined(ASAN_BUILD)
+    (void)status;
+    (void)run_child;
+    printf("     (plain build: the race and overrun kernels are checked in the TSan and ASan builds)\n");
+#endif
+}
+#endif
+
+/* ---------------------------------------------------------------- tensors, errors */
+
+static void test_tensor_basics(void) {
+    ocr_tensor d, h = host_rand("h", ocr_shape3(3, 5, 7), -1, 1), back;
+    float *p;
+    OCR_CHECK_OK(&gpu, ocr_tensor_alloc(&gpu, &d, "d", OCR_F32, OCR_DEVICE_CUDA, ocr_shape3(3, 5, 7)));
+    OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &back, "back", OCR_F32, OCR_DEVICE_CPU, ocr_shape3(3, 5, 7)));
+    OCR_CHECK_OK(&gpu, ocr_tensor_copy(&gpu, &d, &h));
+    OCR_CHECK_OK(&gpu, ocr_tensor_copy(&gpu, &back, &d));
+    OCR_CHECK(memcmp(back.data, h.data, ocr_tensor_bytes(&h)) == 0);
+    OCR_CHECK_OK(&gpu, ocr_check_finite(&gpu, "test", &d));
+    OCR_CHECK_OK(&gpu, ocr_check_range(&gpu, "test", &d, -1.0, 1.0));
+    OCR_CHECK_ERR(&gpu, ocr_check_range(&gpu, "test", &d, 0.0, 1.0), OCR_ERANGE, "outside [0, 1]");
+    /* a NaN planted at [2,1,3] is found on the device and named with its index */
+    ((float *)h.data)[2 * 35 + 1 * 7 + 3] = NAN;
+    OCR_CHECK_OK(&gpu, ocr_tensor_copy(&gpu, &d, &h));
+    OCR_CHECK_ERR(&gpu, ocr_check_finite(&gpu, "my_op", &d), OCR_ENONFINITE, "my_op: tensor 'd' (F32 [3,5,7], cuda) has non-finite value nan at index 80 [2,1,3]");
+    OCR_CHECK_OK(&gpu, ocr_tensor_fill(&gpu, &d, 2.5));
+    OCR_CHECK_OK(&gpu, ocr_tensor_copy(&gpu, &back, &d));
+    p = (float *)back.data;
+    OCR_CHECK(p[0] == 2.5f && p[104] == 2.5f);
+    OCR_CHECK_OK(&gpu, ocr_tensor_zero(&gpu, &d));
+    OCR_CHECK_OK(&gpu, ocr_tensor_copy(&gpu, &back, &d));
+    OCR_CHECK(p[0] == 0.0f && p[104] == 0.0f);
+    /* mixed devices are refused before any memory is touched, naming the tensor */
+    OCR_CHECK_ERR(&gpu, ocr_nn_relu_forward(&gpu, &h, &d), OCR_EDEVICE, "'h'");
+    {
+        ocr_tensor i32;
+        OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &i32, "i32", OCR_I32, OCR_DEVICE_CPU, ocr_shape3(3, 5, 7)));
+        OCR_CHECK_ERR(&gpu, ocr_tensor_copy(&gpu, &d, &i32), OCR_EUNSUPPORTED, "converts dtype across devices");
+        ocr_tensor_free(&i32);
+    }
+    {
+        ocr_ctx plain;
+        ocr_tensor t;
+        OCR_CHECK_OK(&plain, ocr_ctx_init(&plain, 1, 1));
+        OCR_CHECK_ERR(&plain, ocr_tensor_alloc(&plain, &t, "t", OCR_F32, OCR_DEVICE_CUDA, ocr_shape1(4)), OCR_ESTATE, "ocr_cuda_init");
+        ocr_ctx_free(&plain);
+    }
+    ocr_tensor_free(&d);
+    ocr_tensor_free(&h);
+    ocr_tensor_free(&back);
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+static void test_gemm(void) {
+    static const int sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {17, 9, 23}, {33, 31, 2}};
+    int s, ta, tb;
+    for (s = 0; s < 4; s++)
+        for (ta = 0; ta < 2; ta++)
+            for (tb = 0; tb < 2; tb++) {
+                int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2], lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 1;
+                ocr_tensor A = host_rand("A", ocr_shape1((ta ? K : M) * lda), -1, 1), B = host_rand("B", ocr_shape1((tb ? N : K) * ldb), -1, 1);
+                ocr_tensor C = host_rand("C", ocr_shape1(M * ldc), -1, 1);
+                dbuf dA, dB, dC;
+                float beta = (s & 1) ? 0.5f : 0.0f;
+                char what[64];
+                if (beta == 0.0f) ((float *)C.data)[0] = NAN; /* beta 0 ignores C, NaN included */
+                dev_from(&dA, &A); dev_from(&dB, &B); dev_from(&dC, &C);
+                OCR_CHECK_OK(&gpu, ocr_cuda_gemm(&gpu, ta, tb, M, N, K, 1.5f, (const float *)dA.t.data, lda, (const float *)dB.t.data, ldb,
+                                                 beta, (float *)dC.t.data, ldc));
+                OCR_CHECK_OK(&cpu, ocr_gemm(&cpu, ta, tb, M, N, K, 1.5f, (const float *)A.data, lda, (const float *)B.data, ldb, beta,
+                                            (float *)C.data, ldc));
+                snprintf(what, sizeof what, "gemm %dx%dx%d ta=%d tb=%d", M, N, K, ta, tb);
+                expect_same(what, &dC, &C, 1e-5);
+                dev_free(&dA); dev_free(&dB); dev_free(&dC);
+                ocr_tensor_free(&A); ocr_tensor_free(&B); ocr_tensor_free(&C);
+            }
+}
+
+/* ---------------------------------------------------------------- convolutions */
+
+typedef struct { int N, C, H, W, K, k, stride, pad, dil, groups, transposed, out_pad, bias; } conv_case;
+
+static void run_conv(const conv_case *c) {
+    ocr_conv_params p = ocr_conv_params_make(c->stride, c->pad, c->dil, c->groups);
+    ocr_shape xs = ocr_shape4(c->N, c->C, c->H, c->W), ws, ys;
+    ocr_tensor x, w, b, y, dy, dx, dw, db;
+    dbuf gx, gw, gb, gy, gdy, gdx, gdw, gdb;
+    char what[160];
+    p.out_pad_h = p.out_pad_w = c->out_pad;
+    ws = c->transposed ? ocr_shape4(c->C, c->K / c->groups, c->k, c->k) : ocr_shape4(c->K, c->C / c->groups, c->k, c->k);
+    if (c->transposed) OCR_CHECK_OK(&cpu, ocr_nn_conv_transpose2d_out_shape(&cpu, xs, ws, p, &ys));
+    else OCR_CHECK_OK(&cpu, ocr_nn_conv2d_out_shape(&cpu, xs, ws, p, &ys));
+    x = host_rand("x", xs, -1, 1); w = host_rand("w", ws, -1, 1); b = host_rand("b", ocr_shape1(c->K), -1, 1);
+    y = host_rand("y", ys, -9, 9); dy = host_rand("dy", ys, -1, 1);
+    dx = host_rand("dx", xs, -1, 1); dw = host_rand("dw", ws, -1, 1); db = host_rand("db", ocr_shape1(c->K), -1, 1); /* += checked */
+    dev_from(&gx, &x); dev_from(&gw, &w); dev_from(&gb, &b); dev_from(&gy, &y); dev_from(&gdy, &dy);
+    dev_from(&gdx, &dx); dev_from(&gdw, &dw); dev_from(&gdb, &db);
+    snprintf(what, sizeof what, "%s x[%d,%d,%d,%d] k%d s%d p%d d%d g%d op%d", c->transposed ? "conv_transpose2d" : "conv2d", c->N, c->C,
+             c->H, c->W, c->k, c->stride, c->pad, c->dil, c->groups, c->out_pad);
+    if (c->transposed) {
+        OCR_CHECK_OK(&cpu, ocr_nn_conv_transpose2d_forward(&cpu, &x, &w, c->bias ? &b : NULL, p, &y));
+        OCR_CHECK_OK(&gpu, ocr_nn_conv_transpose2d_forward(&gpu, &gx.t, &gw.t, c->bias ? &gb.t : NULL, p, &gy.t));
+        OCR_CHECK_OK(&cpu, ocr_nn_conv_transpose2d_backward(&cpu, &x, &w, &dy, p, &dx, &dw, c->bias ? &db : NULL));
+        OCR_CHECK_OK(&gpu, ocr_nn_conv_transpose2d_backward(&gpu, &gx.t, &gw.t, &gdy.t, p, &gdx.t, &gdw.t, c->bias ? &gdb.t : NULL));
+    } else {
+        OCR_CHECK_OK(&cpu, ocr_nn_conv2d_forward(&cpu, &x, &w, c->bias ? &b : NULL, p, &y));
+        OCR_CHECK_OK(&gpu, ocr_nn_conv2d_forward(&gpu, &gx.t, &gw.t, c->bias ? &gb.t : NULL, p, &gy.t));
+        OCR_CHECK_OK(&cpu, ocr_nn_conv2d_backward(&cpu, &x, &w, &dy, p, &dx, &dw, c->bias ? &db : NULL));
+        OCR_CHECK_OK(&gpu, ocr_nn_conv2d_backward(&gpu, &gx.t, &gw.t, &gdy.t, p, &gdx.t, &gdw.t, c->bias ? &gdb.t : NULL));
+    }
+    {
+        char w2[200];
+        snprintf(w2, sizeof w2, "%s forward", what); expect_same(w2, &gy, &y, 1e-5);
+        snprintf(w2, sizeof w2, "%s dx", what); expect_same(w2, &gdx, &dx, 1e-5);
+        snprintf(w2, sizeof w2, "%s dw", what); expect_same(w2, &gdw, &dw, 1e-5);
+        snprintf(w2, sizeof w2, "%s db", what); expect_same(w2, &gdb, &db, 1e-5);
+    }
+    dev_free(&gx); dev_free(&gw); dev_free(&gb); dev_free(&gy); dev_free(&gdy); dev_free(&gdx); dev_free(&gdw); dev_free(&gdb);
+    ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&b); ocr_tensor_free(&y); ocr_tensor_free(&dy);
+    ocr_tensor_free(&dx); ocr_tensor_free(&dw); ocr_tensor_free(&db);
+}
+
+static void test_conv(void) {
+    static const conv_case cases[] = {
+        /* N  C  H  W  K  k  s  p  d  g  T  op bias */
+        {2, 3, 7, 9, 5, 3, 1, 1, 1, 1, 0, 0, 1},   /* 3x3 same padding, odd sizes */
+        {1, 4, 9, 8, 6, 3, 2, 1, 1, 1, 0, 0, 0},   /* stride 2 */
+        {2, 5, 5, 7, 3, 1, 1, 0, 1, 1, 0, 0, 1},   /* pointwise (the GEMM-only path) */
+        {1, 4, 6, 6, 6, 3, 1, 2, 2, 2, 0, 0, 1},   /* dilation 2, groups 2 */
+        {1, 3, 11, 10, 4, 7, 2, 3, 1, 1, 0, 0, 0}, /* the stem's 7x7 stride 2 */
+        {2, 6, 4, 5, 3, 2, 2, 0, 1, 1, 1, 0, 1},   /* the heads' 2x2 stride-2 transposed conv */
+        {1, 4, 5, 3, 4, 3, 2, 1, 1, 2, 1, 1, 1},   /* transposed, output padding, groups */
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) run_conv(&cases[i]);
+}
+
+/* ---------------------------------------------------------------- batch normalisation */
+
+static void test_batchnorm(void) {
+    static const int shapes[][4] = {{2, 3, 5, 7}, {1, 5, 3, 3}, {3, 2, 1, 2}};
+    int s, training;
+    for (s = 0; s < 3; s++)
+        for (training = 1; training >= 0; training--) {
+            ocr_shape xs = ocr_shape4(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]), cs = ocr_shape1(shapes[s][1]);
+            ocr_tensor x = host_rand("x", xs, -2, 3), g = host_rand("gamma", cs, 0.5f, 1.5f), be = host_rand("beta", cs, -1, 1);
+            ocr_tensor rm = host_rand("running_mean", cs, -1, 1), rv = host_rand("running_var", cs, 0.5f, 2), sm = host_rand("save_mean", cs, 0, 1);
+            ocr_tensor si = host_rand("save_invstd", cs, 0, 1), y = host_rand("y", xs, 0, 1), dy = host_rand("dy", xs, -1, 1);
+            ocr_tensor dx = host_rand("dx", xs, -1, 1), dg = host_rand("dgamma", cs, -1, 1), db = host_rand("dbeta", cs, -1, 1);
+            dbuf gx, gg, gbe, grm, grv, gsm, gsi, gy, gdy, gdx, gdg, gdb;
+            char what[96];
+            dev_from(&gx, &x); dev_from(&gg, &g); dev_from(&gbe, &be); dev_from(&grm, &rm); dev_from(&grv, &rv); dev_from(&gsm, &sm);
+            dev_from(&gsi, &si); dev_from(&gy, &y); dev_from(&gdy, &dy); dev_from(&gdx, &dx); dev_from(&gdg, &dg); dev_from(&gdb, &db);
+            OCR_CHECK_OK(&cpu, ocr_nn_batchnorm2d_forward(&cpu, &x, &g, &be, &rm, &rv, training, 0.1f, 1e-5f, &sm, &si, &y));
+            OCR_CHECK_OK(&gpu, ocr_nn_batchnorm2d_forward(&gpu, &gx.t, &gg.t, &gbe.t, &grm.t, &grv.t, training, 0.1f, 1e-5f, &gsm.t, &gsi.t, &gy.t));
+            OCR_CHECK_OK(&cpu, ocr_nn_batchnorm2d_backward(&cpu, &x, &g, &sm, &si, &dy, training, &dx, &dg, &db));
+            OCR_CHECK_OK(&gpu, ocr_nn_batchnorm2d_backward(&gpu, &gx.t, &gg.t, &gsm.t, &gsi.t, &gdy.t, training, &gdx.t, &gdg.t, &gdb.t));
+            snprintf(what, sizeof what, "batchnorm [%d,%d,%d,%d] training=%d", shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], training);
+            expect_same(what, &gy, &y, 1e-5); expect_same(what, &grm, &rm, 1e-6); expect_same(what, &grv, &rv, 1e-6);
+            expect_same(what, &gsm, &sm, 1e-6); expect_same(what, &gsi, &si, 1e-6);
+            expect_same(what, &gdx, &dx, 1e-5); expect_same(what, &gdg, &dg, 1e-5); expect_same(what, &gdb, &db, 1e-5);
+            dev_free(&gx); dev_free(&gg); dev_free(&gbe); dev_free(&grm); dev_free(&grv); dev_free(&gsm); dev_free(&gsi);
+            dev_free(&gy); dev_free(&gdy); dev_free(&gdx); dev_free(&gdg); dev_free(&gdb);
+            ocr_tensor_free(&x); ocr_tensor_free(&g); ocr_tensor_free(&be); ocr_tensor_free(&rm); ocr_tensor_free(&rv); ocr_tensor_free(&sm);
+            ocr_tensor_free(&si); ocr_tensor_free(&y); ocr_tensor_free(&dy); ocr_tensor_free(&dx); ocr_tensor_free(&dg); ocr_tensor_free(&db);
+        }
+}
+
+/* ---------------------------------------------------------------- pointwise, pooling, upsampling, concat */
+
+static void test_pointwise(void) {
+    ocr_shape s = ocr_shape4(2, 3, 5, 7);
+    ocr_tensor a = host_rand("a", s, -2, 2), b = host_rand("b", s, -2, 2), y = host_rand("y", s, 0, 1), d = host_rand("d", s, -1, 1);
+    dbuf ga, gb, gy, gd;
+    int op;
+    dev_from(&ga, &a); dev_from(&gb, &b);
+    for (op = 0; op < 6; op++) {
+        static const char *const names[] = {"relu", "relu_backward", "sigmoid", "sigmoid_backward", "add", "add_backward"};
+        dev_from(&gy, &y); dev_from(&gd, &d);
+        switch (op) {
+        case 0: OCR_CHECK_OK(&cpu, ocr_nn_relu_forward(&cpu, &a, &y)); OCR_CHECK_OK(&gpu, ocr_nn_relu_forward(&gpu, &ga.t, &gy.t)); break;
+        case 1: OCR_CHECK_OK(&cpu, ocr_nn_relu_backward(&cpu, &a, &b, &y)); OCR_CHECK_OK(&gpu, ocr_nn_relu_backward(&gpu, &ga.t, &gb.t, &gy.t)); break;
+        case 2: OCR_CHECK_OK(&cpu, ocr_nn_sigmoid_forward(&cpu, &a, &y)); OCR_CHECK_OK(&gpu, ocr_nn_sigmoid_forward(&gpu, &ga.t, &gy.t)); break;
+        case 3: OCR_CHECK_OK(&cpu, ocr_nn_sigmoid_backward(&cpu, &a, &b, &y)); OCR_CHECK_OK(&gpu, ocr_nn_sigmoid_backward(&gpu, &ga.t, &gb.t, &gy.t)); break;
+        case 4: OCR_CHECK_OK(&cpu, ocr_nn_add_forward(&cpu, &a, &b, &y)); OCR_CHECK_OK(&gpu, ocr_nn_add_forward(&gpu, &ga.t, &gb.t, &gy.t)); break;
+        default: OCR_CHECK_OK(&cpu, ocr_nn_add_backward(&cpu, &a, &y, &d)); OCR_CHECK_OK(&gpu, ocr_nn_add_backward(&gpu, &ga.t, &gy.t, &gd.t)); break;
+        }
+        expect_same(names[op], &gy, &y, 1e-6);
+        expect_same(names[op], &gd, &d, 1e-6);
+        dev_free(&gy); dev_free(&gd);
+    }
+    dev_free(&ga); dev_free(&gb);
+    ocr_tensor_free(&a); ocr_tensor_free(&b); ocr_tensor_free(&y); ocr_tensor_free(&d);
+}
+
+static void test_maxpool_upsample_concat(void) {
+    static const int pools[][6] = {{2, 3, 9, 7, 3, 2}, {1, 2, 6, 5, 2, 2}}; /* N C H W kernel stride; pad kernel/2 - (kernel even) */
+    int s;
+    for (s = 0; s < 2; s++) {
+        int k = pools[s][4], st = pools[s][5], pad = k / 2 - (k % 2 == 0);
+        ocr_shape xs = ocr_shape4(pools[s][0], pools[s][1], pools[s][2], pools[s][3]);
+        ocr_shape ys = ocr_shape4(xs.dim[0], xs.dim[1], (xs.dim[2] + 2 * pad - k) / st + 1, (xs.dim[3] + 2 * pad - k) / st + 1);
+        ocr_tensor x = host_rand("x", xs, -1, 1), y = host_rand("y", ys, 0, 1), dy = host_rand("dy", ys, -1, 1), dx = host_rand("dx", xs, -1, 1);
+        ocr_tensor idx;
+        dbuf gx, gy, gi, gdy, gdx;
+        int32_t *ih = NULL;
+        OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &idx, "argmax", OCR_I32, OCR_DEVICE_CPU, ys));
+        ((float *)x.data)[5] = ((float *)x.data)[6]; /* a tie: the first in window order wins on both */
+        dev_from(&gx, &x); dev_from(&gy, &y); dev_from(&gi, &idx); dev_from(&gdy, &dy); dev_from(&gdx, &dx);
+        OCR_CHECK_OK(&cpu, ocr_nn_maxpool2d_forward(&cpu, &x, k, st, pad, &y, &idx));
+        OCR_CHECK_OK(&gpu, ocr_nn_maxpool2d_forward(&gpu, &gx.t, k, st, pad, &gy.t, &gi.t));
+        OCR_CHECK_OK(&cpu, ocr_nn_maxpool2d_backward(&cpu, &dy, &idx, &dx));
+        OCR_CHECK_OK(&gpu, ocr_nn_maxpool2d_backward(&gpu, &gdy.t, &gi.t, &gdx.t));
+        expect_same("maxpool forward", &gy, &y, 0.0);
+        expect_same("maxpool backward", &gdx, &dx, 1e-6);
+        ih = (int32_t *)malloc((size_t)ocr_tensor_numel(&idx) * 4);
+        dev_read(&gi, ih);
+        OCR_CHECK(memcmp(ih, idx.data, ocr_tensor_bytes(&idx)) == 0);
+        /* a corrupt index is refused before dx is touched, naming argmax */
+        ih[3] = 1 << 20;
+        OCR_CHECK_OK(&gpu, ocr_cuda_memcpy(&gpu, gi.t.data, OCR_DEVICE_CUDA, ih, OCR_DEVICE_CPU, ocr_tensor_bytes(&idx)));
+        OCR_CHECK_ERR(&gpu, ocr_nn_maxpool2d_backward(&gpu, &gdy.t, &gi.t, &gdx.t), OCR_ERANGE, "argmax 'argmax' holds 1048576 at 3");
+        expect_same("maxpool backward after a refused call", &gdx, &dx, 1e-6);
+        free(ih);
+        dev_free(&gx); dev_free(&gy); dev_free(&gi); dev_free(&gdy); dev_free(&gdx);
+        ocr_tensor_free(&x); ocr_tensor_free(&y); ocr_tensor_free(&idx); ocr_tensor_free(&dy); ocr_tensor_free(&dx);
+    }
+    for (s = 2; s <= 3; s++) {
+        ocr_shape xs = ocr_shape4(2, 3, 3, 5), ys = ocr_shape4(2, 3, 3 * s, 5 * s);
+        ocr_tensor x = host_rand("x", xs, -1, 1), y = host_rand("y", ys, 0, 1), dy = host_rand("dy", ys, -1, 1), dx = host_rand("dx", xs, -1, 1);
+        dbuf gx, gy, gdy, gdx;
+        dev_from(&gx, &x); dev_from(&gy, &y); dev_from(&gdy, &dy); dev_from(&gdx, &dx);
+        OCR_CHECK_OK(&cpu, ocr_nn_upsample_nearest_forward(&cpu, &x, s, &y));
+        OCR_CHECK_OK(&gpu, ocr_nn_upsample_nearest_forward(&gpu, &gx.t, s, &gy.t));
+        OCR_CHECK_OK(&cpu, ocr_nn_upsample_nearest_backward(&cpu, &dy, s, &dx));
+        OCR_CHECK_OK(&gpu, ocr_nn_upsample_nearest_backward(&gpu, &gdy.t, s, &gdx.t));
+        expect_same("upsample forward", &gy, &y, 0.0);
+        expect_same("upsample backward", &gdx, &dx, 1e-6);
+        dev_free(&gx); dev_free(&gy); dev_free(&gdy); dev_free(&gdx);
+        ocr_tensor_free(&x); ocr_tensor_free(&y); ocr_tensor_free(&dy); ocr_tensor_free(&dx);
+    }
+    {
+        ocr_tensor p[3], d[3], y = host_rand("y", ocr_shape4(2, 9, 3, 5), 0, 1), dy = host_rand("dy", ocr_shape4(2, 9, 3, 5), -1, 1);
+        const ocr_tensor *pp[3];
+        ocr_tensor *dp[3], gp_t[3], gd_t[3];
+        const ocr_tensor *gpp[3];
+        ocr_tensor *gdp[3];
+        dbuf gp[3], gd[3], gy, gdy;
+        int i, c[3] = {2, 4, 3};
+        for (i = 0; i < 3; i++) {
+            p[i] = host_rand("part", ocr_shape4(2, c[i], 3, 5), -1, 1);
+            d[i] = host_rand("dpart", ocr_shape4(2, c[i], 3, 5), -1, 1);
+            dev_from(&gp[i], &p[i]); dev_from(&gd[i], &d[i]);
+            pp[i] = &p[i]; dp[i] = &d[i]; gp_t[i] = gp[i].t; gd_t[i] = gd[i].t; gpp[i] = &gp_t[i]; gdp[i] = &gd_t[i];
+        }
+        dev_from(&gy, &y); dev_from(&gdy, &dy);
+        OCR_CHECK_OK(&cpu, ocr_nn_concat_forward(&cpu, pp, 3, &y));
+        OCR_CHECK_OK(&gpu, ocr_nn_concat_forward(&gpu, gpp, 3, &gy.t));
+        OCR_CHECK_OK(&cpu, ocr_nn_concat_backward(&cpu, &dy, dp, 3));
+        OCR_CHECK_OK(&gpu, ocr_nn_concat_backward(&gpu, &gdy.t, gdp, 3));
+        expect_same("concat forward", &gy, &y, 0.0);
+        for (i = 0; i < 3; i++) { expect_same("concat backward", &gd[i], &d[i], 1e-6); dev_free(&gp[i]); dev_free(&gd[i]); ocr_tensor_free(&p[i]); ocr_tensor_free(&d[i]); }
+        dev_free(&gy); dev_free(&gdy);
+        ocr_tensor_free(&y); ocr_tensor_free(&dy);
+    }
+}
+
+/* ---------------------------------------------------------------- losses */
+
+/* Targets with positives, negatives and ignored (fractional) pixels; logits with exact ties for OHEM's cut. */
+static void make_loss_inputs(ocr_shape s, ocr_tensor *x, ocr_tensor *t, ocr_tensor *gt, ocr_tensor *mask, ocr_tensor *gtt, ocr_tensor *mt) {
+    int64_t i, n = ocr_shape_numel(s);
+    *x = host_rand("prob_logits", s, -6, 6); *t = host_rand("thresh", s, 0.2f, 0.8f);
+    *gt = host_rand("gt_shrink", s, 0, 1); *mask = host_rand("mask_shrink", s, 0, 1);
+    *gtt = host_rand("gt_thresh", s, 0.3f, 0.7f); *mt = host_rand("mask_thresh", s, 0, 1);
+    for (i = 0; i < n; i++) {
+        float *g = (float *)gt->data, *m = (float *)mask->data, *xv = (float *)x->data, *mtv = (float *)mt->data;
+        g[i] = g[i] < 0.3f ? 1.0f : 0.0f;
+        m[i] = m[i] < 0.9f ? 1.0f : m[i] < 0.95f ? 0.5f : 0.0f;
+        mtv[i] = mtv[i] < 0.6f ? 1.0f : 0.0f;
+        if (i % 7 == 3) xv[i] = 1.25f; /* many equal negative losses: the OHEM cut falls inside a tie */
+    }
+}
+
+static void test_losses(void) {
+    static const int shapes[][3] = {{1, 7, 9}, {2, 13, 11}};
+    int s, mode;
+    for (s = 0; s < 2; s++) {
+        ocr_shape sh = ocr_shape4(shapes[s][0], 1, shapes[s][1], shapes[s][2]);
+        ocr_tensor x, t, gt, m, gtt, mt, dx = host_rand("d_prob_logits", sh, -1, 1), dt = host_rand("d_thresh", sh, -1, 1);
+        dbuf gx, gtn, ggt, gm, ggtt, gmt, gdx, gdt;
+        make_loss_inputs(sh, &x, &t, &gt, &m, &gtt, &mt);
+        dev_from(&gx, &x); dev_from(&gtn, &t); dev_from(&ggt, &gt); dev_from(&gm, &m); dev_from(&ggtt, &gtt); dev_from(&gmt, &mt);
+        dev_from(&gdx, &dx); dev_from(&gdt, &dt);
+        for (mode = 0; mode < 3; mode++) {
+            ocr_loss_bce_config bc = ocr_loss_bce_defaults();
+            double lc = 0, lg = 0;
+            bc.mode = mode;
+            bc.pos_weight = 2.5f;
+            OCR_CHECK_OK(&cpu, ocr_loss_bce(&cpu, &bc, &x, &gt, &m, 1.5f, &lc, &dx));
+            OCR_CHECK_OK(&gpu, ocr_loss_bce(&gpu, &bc, &gx.t, &ggt.t, &gm.t, 1.5f, &lg, &gdx.t));
+            OCR_CHECK_MSG(fabs(lc - lg) <= 1e-6 * fabs(lc) + 1e-9, "bce mode %d: cpu %.9g cuda %.9g", mode, lc, lg);
+            expect_same("bce gradient", &gdx, &dx, 1e-5);
+        }
+        {
+            double lc = 0, lg = 0;
+            ocr_tensor p = host_rand("pred", sh, 0, 1);
+            dbuf gp;
+            dev_from(&gp, &p);
+            OCR_CHECK_OK(&cpu, ocr_loss_dice(&cpu, 1e-6f, &p, &gt, &m, &mt, 2.0f, &lc, &dx));
+            OCR_CHECK_OK(&gpu, ocr_loss_dice(&gpu, 1e-6f, &gp.t, &ggt.t, &gm.t, &gmt.t, 2.0f, &lg, &gdx.t));
+            OCR_CHECK_MSG(fabs(lc - lg) <= 1e-6, "dice: cpu %.9g cuda %.9g", lc, lg);
+            expect_same("dice gradient", &gdx, &dx, 1e-5);
+            OCR_CHECK_OK(&cpu, ocr_loss_masked_l1(&cpu, &t, &gtt, &mt, 3.0f, &lc, &dt));
+            OCR_CHECK_OK(&gpu, ocr_loss_masked_l1(&gpu, &gtn.t, &ggtt.t, &gmt.t, 3.0f, &lg, &gdt.t));
+            OCR_CHECK_MSG(fabs(lc - lg) <= 1e-6, "l1: cpu %.9g cuda %.9g", lc, lg);
+            expect_same("l1 gradient", &gdt, &dt, 1e-5);
+            OCR_CHECK_OK(&cpu, ocr_loss_db_step_forward(&cpu, 50.0f, &x, &t, &p));
+            OCR_CHECK_OK(&gpu, ocr_loss_db_step_forward(&gpu, 50.0f, &gx.t, &gtn.t, &gp.t));
+            expect_same("db step forward", &gp, &p, 1e-6);
+            OCR_CHECK_OK(&cpu, ocr_loss_db_step_backward(&cpu, 50.0f, &x, &t, &gtt, &dx, &dt));
+            OCR_CHECK_OK(&gpu, ocr_loss_db_step_backward(&gpu, 50.0f, &gx.t, &gtn.t, &ggtt.t, &gdx.t, &gdt.t));
+            expect_same("db step backward d_prob_logits", &gdx, &dx, 1e-5);
+            expect_same("db step backward d_thresh", &gdt, &dt, 1e-5);
+            dev_free(&gp);
+            ocr_tensor_free(&p);
+        }
+        for (mode = 0; mode < 2; mode++) {
+            ocr_db_loss_config cfg = mode ? ocr_db_loss_paper() : ocr_db_loss_defaults();
+            ocr_db_loss_terms tc, tg;
+            OCR_CHECK_OK(&cpu, ocr_loss_db(&cpu, &cfg, &x, &t, &gt, &m, &gtt, &mt, &tc, &dx, &dt));
+            OCR_CHECK_OK(&gpu, ocr_loss_db(&gpu, &cfg, &gx.t, &gtn.t, &ggt.t, &gm.t, &ggtt.t, &gmt.t, &tg, &gdx.t, &gdt.t));
+            OCR_CHECK_MSG(fabs(tc.total - tg.total) <= 1e-6 * fabs(tc.total), "db loss %s: cpu %.9g cuda %.9g (bce %.9g/%.9g dice %.9g/%.9g "
+                          "l1 %.9g/%.9g binary %.9g/%.9g)", mode ? "paper" : "official", tc.total, tg.total, tc.bce, tg.bce, tc.dice,
+                          tg.dice, tc.l1, tg.l1, tc.bce_binary, tg.bce_binary);
+            expect_same("db loss d_prob_logits", &gdx, &dx, 1e-5);
+            expect_same("db loss d_thresh", &gdt, &dt, 1e-5);
+        }
+        /* a target outside [0, 1] on the device is refused by name and index, as on the CPU */
+        ((float *)gt.data)[4] = 1.5f;
+        OCR_CHECK_OK(&gpu, ocr_tensor_copy(&gpu, &ggt.t, &gt));
+        OCR_CHECK_ERR(&gpu, ocr_loss_bce(&gpu, NULL, &gx.t, &ggt.t, &gm.t, 1.0f, NULL, &gdx.t), OCR_ERANGE,
+                      "ocr_loss_bce: argument gt: tensor 'gt_shrink'");
+        dev_free(&gx); dev_free(&gtn); dev_free(&ggt); dev_free(&gm); dev_free(&ggtt); dev_free(&gmt); dev_free(&gdx); dev_free(&gdt);
+        ocr_tensor_free(&x); ocr_tensor_free(&t); ocr_tensor_free(&gt); ocr_tensor_free(&m); ocr_tensor_free(&gtt); ocr_tensor_free(&mt);
+        ocr_tensor_free(&dx); ocr_tensor_free(&dt);
+    }
+}
+
+/* ---------------------------------------------------------------- optimizers, reductions */
+
+static void test_optimizers(void) {
+    int kind;
+    for (kind = 0; kind < 3; kind++) {
+        ocr_params P;
+        ocr_optimizer opt;
+        ocr_optim_config cfg = kind == 0 ? ocr_optim_sgd(0.9f, 1e-4f, 0) : kind == 1 ? ocr_optim_sgd(0.9f, 0.0f, 1)
+                                                                                       : ocr_optim_adamw(0.9f, 0.999f, 1e-8f, 0.01f);
+        int step, i;
+        size_t n;
+        float *dp = NULL, *dg = NULL, *dm = NULL, *dv = NULL, *back;
+        ocr_params_init(&P);
+        OCR_CHECK_OK(&cpu, ocr_params_add(&cpu, &P, "w", ocr_shape2(7, 11), 1, NULL));
+        OCR_CHECK_OK(&cpu, ocr_params_alloc(&cpu, &P));
+        n = P.numel;
+        for (i = 0; i < (int)n; i++) P.data[i] = ocr_rng_uniform(&cpu.rng) - 0.5f;
+        OCR_CHECK_OK(&cpu, ocr_optim_init(&cpu, &opt, &P, cfg));
+        OCR_CHECK_OK(&gpu, ocr_cuda_alloc(&gpu, (void **)&dp, n * 4, "p"));
+        OCR_CHECK_OK(&gpu, ocr_cuda_alloc(&gpu, (void **)&dg, n * 4, "g"));
+        OCR_CHECK_OK(&gpu, ocr_cuda_alloc(&gpu, (void **)&dm, n * 4, "m"));
+        OCR_CHECK_OK(&gpu, ocr_cuda_alloc(&gpu, (void **)&dv, n * 4, "v"));
+        OCR_CHECK_OK(&gpu, ocr_cuda_memcpy(&gpu, dp, OCR_DEVICE_CUDA, P.data, OCR_DEVICE_CPU, n * 4));
+        for (step = 0; step < 3; step++) {
+            for (i = 0; i < (int)n; i++) P.grad[i] = ocr_rng_uniform(&cpu.rng) - 0.5f;
+            OCR_CHECK_OK(&gpu, ocr_cuda_memcpy(&gpu, dg, OCR_DEVICE_CUDA, P.grad, OCR_DEVICE_CPU, n * 4));
+            if (kind < 2) OCR_CHECK_OK(&gpu, ocr_cuda_sgd_update(&gpu, dp, dg, dm, (int64_t)n, 0.05f, cfg.momentum, cfg.dampening, cfg.weight_decay,
+                                                                cfg.nesterov, step == 0));
+            else OCR_CHECK_OK(&gpu, ocr_cuda_adamw_update(&gpu, dp, dg, dm, dv, (int64_t)n, 0.05f, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, step));
+            OCR_CHECK_OK(&cpu, ocr_optim_step(&cpu, &opt, &P, 0.05f));
+        }
+        back = (float *)malloc(n * 4);
+        OCR_CHECK_OK(&gpu, ocr_cuda_memcpy(&gpu, back, OCR_DEVICE_CPU, dp, OCR_DEVICE_CUDA, n * 4));
+        OCR_CHECK_MSG(ocr_test_rel_err(back, P.data, (long long)n, 1e-6) <= 1e-6, "optimizer %d differs", kind);
+        {
+            double ss = 0.0, ref = 0.0;
+            OCR_CHECK_OK(&gpu, ocr_cuda_sum_squares(&gpu, dp, (int64_t)n, &ss));
+            for (i = 0; i < (int)n; i++) ref += (double)P.data[i] * P.data[i];
+            OCR_CHECK_MSG(fabs(ss - ref) <= 1e-6 * ref, "sum of squares %.9g vs %.9g", ss, ref);
+            OCR_CHECK_OK(&gpu, ocr_cuda_scale(&gpu, dp, (int64_t)n, 0.5f));
+            OCR_CHECK_OK(&gpu, ocr_cuda_memcpy(&gpu, back, OCR_DEVICE_CPU, dp, OCR_DEVICE_CUDA, n * 4));
+            OCR_CHECK(fabsf(back[5] - 0.5f * P.data[5]) <= 1e-6f);
+        }
+        free(back);
+        ocr_cuda_free(dp); ocr_cuda_free(dg); ocr_cuda_free(dm); ocr_cuda_free(dv);
+        ocr_optim_free(&opt);
+        ocr_params_free(&P);
+    }
+}
+
+/* With numerics checking on, a non-finite device output is reported naming the op. */
+static void test_numerics_watch_on_device(void) {
+    ocr_tensor a = host_rand("a", ocr_shape4(1, 2, 3, 3), -1, 1), b = host_rand("b", ocr_shape4(1, 2, 3, 3), -1, 1);
+    dbuf ga, gb, gy;
+    ((float *)a.data)[7] = INFINITY;
+    ((float *)b.data)[7] = -INFINITY;
+    dev_from(&ga, &a); dev_from(&gb, &b); dev_from(&gy, &a);
+    gpu.debug_flags |= OCR_DEBUG_CHECK_NUMERICS | OCR_DEBUG_CUDA_SYNC;
+    OCR_CHECK_ERR(&gpu, ocr_nn_add_forward(&gpu, &ga.t, &gb.t, &gy.t), OCR_ENONFINITE, "ocr_nn_add_forward: tensor 'a'");
+    gpu.debug_flags &= ~(unsigned)(OCR_DEBUG_CHECK_NUMERICS | OCR_DEBUG_CUDA_SYNC);
+    dev_free(&ga); dev_free(&gb); dev_free(&gy);
+    ocr_tensor_free(&a); ocr_tensor_free(&b);
+}
+
+int main(int argc, char **argv) {
+    self_exe = argv[0];
+#ifdef OCR_CUDA_EMULATE
+    if (argc == 3 && strcmp(argv[1], "--child") == 0) {
+        /* a sanitizer case: the sanitizer, not this program, is expected to report */
+        ocr_ctx c;
+        int rc;
+        if (ocr_ctx_init(&c, 1, 1) || ocr_cuda_init(&c, 0)) return 2;
+        rc = ocr_cuda_emu_selftest(&c, argv[2]);
+        ocr_ctx_free(&c);
+        return rc ? 3 : 0;
+    }
+#endif
+    ocr_test_init(argc, argv);
+    if (ocr_ctx_init(&cpu, 1, 7) || ocr_ctx_init(&gpu, 1, 7)) return 1;
+    if (ocr_cuda_init(&gpu, 0) != OCR_OK) {
+        fprintf(stderr, "%s\n", ocr_ctx_last_error(&gpu));
+        return 1;
+    }
+    printf("backend: %s\n", ocr_cuda_backend_name(&gpu));
+#ifdef OCR_CUDA_EMULATE
+    OCR_TEST_RUN(test_emu_warp_ops);
+    OCR_TEST_RUN(test_emu_divergence_reported);
+    OCR_TEST_RUN(test_emu_sanitizers_see_kernel_bugs);
+#endif
+    OCR_TEST_RUN(test_tensor_basics);
+    OCR_TEST_RUN(test_gemm);
+    OCR_TEST_RUN(test_conv);
+    OCR_TEST_RUN(test_batchnorm);
+    OCR_TEST_RUN(test_pointwise);
+    OCR_TEST_RUN(test_maxpool_upsample_concat);
+    OCR_TEST_RUN(test_losses);
+    OCR_TEST_RUN(test_optimizers);
+    OCR_TEST_RUN(test_numerics_watch_on_device);
+    ocr_ctx_free(&gpu);
+    ocr_ctx_free(&cpu);
+    return ocr_test_finish();
+}
