@@ -90,16 +90,21 @@ build_impl() {
 
 build_all() {
     local flags=$1 dir=$2 list=()
-    local f
+    local f standalone=()
     build_impl "$flags" "$dir"
     for f in tests/test_*.c; do [ -e "$f" ] && list+=("$f $dir/$(basename "${f%.c}")"); done
+    # examples and benchmarks are built as users build them: one file with the implementation in it
     if [ "$dir" = build ]; then
-        for f in examples/*.c; do [ -e "$f" ] && list+=("$f ${f%.c}"); done
-        for f in bench/*.c; do [ -e "$f" ] && list+=("$f build/bench_$(basename "${f%.c}")"); done
-        for f in tests/long_*.c; do [ -e "$f" ] && list+=("$f build/$(basename "${f%.c}")"); done
+        for f in examples/*.c; do [ -e "$f" ] && standalone+=("$f ${f%.c}"); done
+        for f in bench/*.c; do [ -e "$f" ] && standalone+=("$f build/bench_$(basename "${f%.c}")"); done
+        for f in tests/long_*.c; do [ -e "$f" ] && standalone+=("$f build/$(basename "${f%.c}")"); done
     fi
-    [ ${#list[@]} -eq 0 ] && return 0
-    printf '%s\n' "${list[@]}" | xargs -P "$JOBS" -L 1 bash -c 'compile_one "$0" "$1" '"$flags -DOCR_NO_IMPLEMENTATION $dir/ocr_impl.o"
+    if [ ${#list[@]} -gt 0 ]; then
+        printf '%s\n' "${list[@]}" | xargs -P "$JOBS" -L 1 bash -c 'compile_one "$0" "$1" '"$flags -DOCR_NO_IMPLEMENTATION $dir/ocr_impl.o"
+    fi
+    if [ ${#standalone[@]} -gt 0 ]; then
+        printf '%s\n' "${standalone[@]}" | xargs -P "$JOBS" -L 1 bash -c 'compile_one "$0" "$1" '"$flags"
+    fi
 }
 
 # Clang catches a different set of warnings: a syntax-only pass over every program when it is installed.
@@ -111,6 +116,65 @@ clang_pass() {
         clang $WARN $INC -fsyntax-only "$f" || { say "build.sh: clang rejects $f"; return 1; }
     done
 }
+
+# ---------------------------------------------------------------- CUDA section (ocr_cuda.cu)
+# Emulation: ocr_cuda.cu as C++ with -DOCR_CUDA_EMULATE (each CUDA thread an OS thread) linked with
+# tests/test_cuda_emu.cpp; needs only g++. cuda_emu_build FLAGS DIR puts DIR/test_cuda_emu where run_tests finds it.
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+NVCC=$CUDA_HOME/bin/nvcc
+CXXWARN="-std=c++11 -Wall -Wextra -Wpedantic -Wshadow -Werror"
+cuda_emu_build() {
+    local flags=$1 dir=$2
+    mkdir -p "$dir"
+    g++ $CXXWARN $INC $flags -x c++ -DOCR_CUDA_EMULATE -c ocr_cuda.cu -o "$dir/ocr_cuda_emu.o" 2>"$dir/ocr_cuda_emu.log" &&
+        g++ $CXXWARN $INC $flags -DOCR_CUDA -DOCR_CUDA_EMULATE tests/test_cuda_emu.cpp "$dir/ocr_cuda_emu.o" -o "$dir/test_cuda_emu" \
+            $LIBS 2>>"$dir/ocr_cuda_emu.log" ||
+        { cat "$dir/ocr_cuda_emu.log" >&2; say "build.sh: FAILED to build the CUDA emulation test in $dir" >&2; return 1; }
+    [ "$dir" = build ] || return 0
+    # the cuDNN isolation tool on the emulator (own kernels against the CPU), and the headers' CUDA declarations as C99
+    $CC $WARN $INC $flags -DOCR_CUDA -DOCR_CUDA_EMULATE -c examples/repro_cudnn_isolate.c -o build/repro_cudnn_isolate_emu.o &&
+        g++ build/repro_cudnn_isolate_emu.o "$dir/ocr_cuda_emu.o" -o build/repro_cudnn_isolate_emu $LIBS &&
+        printf '#define OCR_IMPLEMENTATION\n#include "ocr_tensor.h"\n#include "ocr_nn.h"\n#include "ocr_loss.h"\n#include "ocr_dbnet.h"\n' |
+            $CC $WARN $INC -DOCR_CUDA -x c -fsyntax-only - ||
+        { say "build.sh: FAILED: repro_cudnn_isolate (emulated) or the headers with -DOCR_CUDA" >&2; return 1; }
+}
+# The real CUDA build with nvcc (cuDNN + cuBLAS, sm_80 + sm_90 + PTX, warnings as errors) into build/cuda:
+# ocr_cuda.o, the GPU variants of train_dbnet and detect, the parity test and repro_cudnn_isolate. Linked, not run
+# here: without a GPU they can only report that (checked below). Skipped with a message when nvcc is absent.
+cuda_nvcc_build() {
+    local d=build/cuda f
+    local cuflags="-O2 -std=c++17 -DOCR_CUDNN -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror $INC
+        -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"
+    local culibs="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64 -lcudnn -lcublas -lcudart $LIBS"
+    if [ ! -x "$NVCC" ]; then say "build.sh: $NVCC not found: skipping the CUDA build (the emulation tests still run)"; return 0; fi
+    mkdir -p $d
+    # nvcc and the host objects compile side by side; then everything links against ocr_cuda.o
+    $NVCC $cuflags -c ocr_cuda.cu -o $d/ocr_cuda.o 2>$d/ocr_cuda.log & local nv=$!
+    g++ $CXXWARN $INC -O2 -DOCR_CUDA -c tests/test_cuda_emu.cpp -o $d/test_cuda_parity.o 2>$d/host.log &&
+        $CC $WARN $INC -O2 -DOCR_CUDA -c examples/repro_cudnn_isolate.c -o $d/repro_cudnn_isolate.o 2>>$d/host.log ||
+        { wait $nv || true; cat $d/host.log >&2; say "build.sh: FAILED to compile the CUDA host programs" >&2; return 1; }
+    for f in train_dbnet detect; do
+        [ -f examples/$f.c ] || continue
+        $CC $WARN $INC -O2 -DOCR_CUDA -c examples/$f.c -o $d/$f.o 2>>$d/host.log ||
+            { wait $nv || true; cat $d/host.log >&2; say "build.sh: FAILED to compile the CUDA variant of examples/$f.c" >&2; return 1; }
+    done
+    wait $nv || { cat $d/ocr_cuda.log >&2; say "build.sh: nvcc FAILED on ocr_cuda.cu" >&2; return 1; }
+    for f in test_cuda_parity repro_cudnn_isolate train_dbnet detect; do
+        [ -f $d/$f.o ] || continue
+        g++ $d/$f.o $d/ocr_cuda.o -o $d/$f $culibs 2>>$d/host.log || { cat $d/host.log >&2; say "build.sh: FAILED to link $d/$f" >&2; return 1; }
+    done
+    say "build.sh: CUDA build (nvcc $($NVCC --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), cuDNN, cuBLAS, sm_80 sm_90 + PTX) in $d"
+    # Without a GPU the CUDA build must say so and fail cleanly, never crash.
+    if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
+        local out rc
+        set +e; out=$($d/repro_cudnn_isolate 2>&1); rc=$?; set -e
+        if [ "$rc" = 0 ] || [ "$rc" -gt 128 ] || ! printf '%s' "$out" | grep -q "no usable CUDA device"; then
+            say "build.sh: the CUDA build on this GPU-less machine did not report it cleanly (exit $rc): $out" >&2; return 1
+        fi
+        say "build.sh: no GPU here: the CUDA build reports it and exits $rc, as it must (run tools/cuda_parity.sh on a GPU machine)"
+    fi
+}
+# ---------------------------------------------------------------- end of CUDA section
 
 run_tests() {
     local dir=$1 label=$2 t out rc p f
@@ -155,6 +219,8 @@ mkdir -p build
 check_headers
 build_all "$OPT" build
 clang_pass
+cuda_emu_build "$OPT" build   # CUDA section
+cuda_nvcc_build               # CUDA section
 say "build.sh: built with $CC ($(ls tests/test_*.c 2>/dev/null | wc -l) tests, $(ls examples/*.c 2>/dev/null | wc -l) examples)"
 
 if [ "$MODE" = test ]; then
@@ -163,7 +229,10 @@ if [ "$MODE" = test ]; then
     build_all "$SAN" build/san
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
     export OCR_SANITIZED=1
+    cuda_emu_build "$SAN" build/san                         # CUDA section
     run_tests build/san "[asan+ubsan]"
+    cuda_emu_build "-O1 -g -fsanitize=thread" build/tsan   # CUDA section
+    run_tests build/tsan "[tsan]"                           # CUDA section
     say "$TOTAL_PASS passed, $TOTAL_FAIL failed"
     [ "$TOTAL_FAIL" = 0 ]
 elif [ "$MODE" = test-long ]; then

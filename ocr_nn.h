@@ -872,22 +872,32 @@ typedef struct {
     float *y;
     const int64_t *off;      /* per k step: offset of its pixels in the padded band */
     int accumulate;
-    int64_t band, n_bands, band_rows, Wp, pad_floats;   /* band_rows: input rows a full band reads */
+    /* The padded band is split into stride_h x stride_w phases (rows and columns of one remainder modulo the
+       stride), so every kernel tap reads consecutive floats even for strided convolutions. Wp: floats per phase
+       row; band_rows: phase rows a full band reads. */
+    int64_t band, n_bands, band_rows, Wp, pad_floats;
     float *xpad[OCR_MAX_THREADS];
     float *dw[OCR_MAX_THREADS];   /* weight gradient: per-thread partial sums [K, kdim] */
 } ocr__conv_implicit_job;
 
-/* Copies the input rows of band [oh0, oh1) of image n into the zero-padded band buffer. */
+/* Copies the input rows that band [oh0, oh1) of image n reads into the zero-padded, phase-split band buffer. */
 static void ocr__conv_pad_band(const ocr__conv_implicit_job *j, int64_t n, int64_t oh0, int64_t oh1, float *xp) {
     const ocr__conv_geom *g = j->g;
-    int64_t rows = (oh1 - oh0) + (int64_t)(g->kh - 1) * g->dh, c, r;
+    int64_t rows = (oh1 - oh0) + (int64_t)(g->kh - 1) * g->dh / g->sh, c, r, py, px, q;
     memset(xp, 0, (size_t)j->pad_floats * sizeof(float));
     for (c = 0; c < g->C; c++)
-        for (r = 0; r < rows; r++) {
-            int64_t ih = oh0 - g->ph + r;
-            if (ih >= 0 && ih < g->H)
-                memcpy(xp + (c * j->band_rows + r) * j->Wp + g->pw, j->x + ((n * g->C + c) * g->H + ih) * g->W, (size_t)g->W * sizeof(float));
-        }
+        for (py = 0; py < g->sh; py++)
+            for (px = 0; px < g->sw; px++)
+                for (r = 0; r < rows; r++) {
+                    int64_t ih = (oh0 + r) * g->sh + py - g->ph;
+                    const float *src = j->x + ((n * g->C + c) * g->H + ih) * g->W;
+                    float *dst = xp + ((c * g->sh + py) * g->sw + px) * j->band_rows * j->Wp + r * j->Wp;
+                    if (ih < 0 || ih >= g->H) continue;
+                    if (g->sw == 1) { memcpy(dst + g->pw, src, (size_t)g->W * sizeof(float)); continue; }
+                    /* phase column q holds padded column q * sw + px, i.e. input column q * sw + px - pw */
+                    for (q = (g->pw - px + g->sw - 1) / g->sw; q < j->Wp && q * g->sw + px - g->pw < g->W; q++)
+                        dst[q] = src[q * g->sw + px - g->pw];
+                }
 }
 
 /* Work items: (image, band of output rows). The band's input rows are copied once into a zero-padded buffer, then
@@ -924,28 +934,38 @@ static void ocr__wgrad_band_avx512(const ocr__conv_implicit_job *j, const float 
         for (m0 = 0; m0 < g->K; m0 += 4) {
             int64_t mb = g->K - m0 < 4 ? g->K - m0 : 4;
             if (mb == 4 && rb == 6) {
-                __m512 acc[4][6];
-                for (i = 0; i < 4; i++) for (q = 0; q < 6; q++) acc[i][q] = _mm512_setzero_ps();
+#define OCR__WG_Q(X, i) X(i, 0) X(i, 1) X(i, 2) X(i, 3) X(i, 4) X(i, 5)
+#define OCR__WG_ALL(X) OCR__WG_Q(X, 0) OCR__WG_Q(X, 1) OCR__WG_Q(X, 2) OCR__WG_Q(X, 3)
+#define OCR__WG_DECL(i, q) __m512 a##i##q = _mm512_setzero_ps();
+#define OCR__WG_FMA(i, q) a##i##q = _mm512_fmadd_ps(d##i, x##q, a##i##q);
+#define OCR__WG_X(i, q) __m512 x##q = OCR__WG_LOAD(xr + o##q + p);
+#define OCR__WG_SUM(i, q) dw[(m0 + i) * kdim + r0 + q] += _mm512_reduce_add_ps(a##i##q);
+#define OCR__WG_STEP                                                                                              \
+                    {                                                                                            \
+                        __m512 d0 = OCR__WG_LOAD(y0 + p), d1 = OCR__WG_LOAD(y0 + P + p), d2 = OCR__WG_LOAD(y0 + 2 * P + p), d3 = OCR__WG_LOAD(y0 + 3 * P + p); \
+                        OCR__WG_Q(OCR__WG_X, 0)                                                                  \
+                        OCR__WG_ALL(OCR__WG_FMA)                                                                 \
+                    }
+                const int64_t o0 = j->off[r0], o1 = j->off[r0 + 1], o2 = j->off[r0 + 2], o3 = j->off[r0 + 3], o4 = j->off[r0 + 4],
+                              o5 = j->off[r0 + 5];
+                OCR__WG_ALL(OCR__WG_DECL)
                 for (oh = oh0; oh < oh1; oh++) {
                     const float *y0 = dyn + m0 * P + oh * OW, *xr = xp + (oh - oh0) * Wp;
-#define OCR__WG_STEP(LOAD)                                                                                       \
-                    {                                                                                           \
-                        __m512 d0 = LOAD(y0 + p), d1 = LOAD(y0 + P + p), d2 = LOAD(y0 + 2 * P + p), d3 = LOAD(y0 + 3 * P + p); \
-                        for (q = 0; q < 6; q++) {                                                               \
-                            __m512 x = LOAD(xr + j->off[r0 + q] + p);                                            \
-                            acc[0][q] = _mm512_fmadd_ps(d0, x, acc[0][q]); acc[1][q] = _mm512_fmadd_ps(d1, x, acc[1][q]); \
-                            acc[2][q] = _mm512_fmadd_ps(d2, x, acc[2][q]); acc[3][q] = _mm512_fmadd_ps(d3, x, acc[3][q]); \
-                        }                                                                                       \
-                    }
-#define OCR__WG_FULL(a) _mm512_loadu_ps(a)
-#define OCR__WG_TAIL(a) _mm512_maskz_loadu_ps(tail, a)
-                    for (p = 0; p < pv; p += 16) OCR__WG_STEP(OCR__WG_FULL)
-                    if (tail) OCR__WG_STEP(OCR__WG_TAIL)
-#undef OCR__WG_STEP
-#undef OCR__WG_FULL
-#undef OCR__WG_TAIL
+#define OCR__WG_LOAD(a) _mm512_loadu_ps(a)
+                    for (p = 0; p < pv; p += 16) OCR__WG_STEP
+#undef OCR__WG_LOAD
+#define OCR__WG_LOAD(a) _mm512_maskz_loadu_ps(tail, a)
+                    if (tail) OCR__WG_STEP
+#undef OCR__WG_LOAD
                 }
-                for (i = 0; i < 4; i++) for (q = 0; q < 6; q++) dw[(m0 + i) * kdim + r0 + q] += _mm512_reduce_add_ps(acc[i][q]);
+                OCR__WG_ALL(OCR__WG_SUM)
+#undef OCR__WG_Q
+#undef OCR__WG_ALL
+#undef OCR__WG_DECL
+#undef OCR__WG_FMA
+#undef OCR__WG_X
+#undef OCR__WG_SUM
+#undef OCR__WG_STEP
             } else {
                 for (i = 0; i < mb; i++)
                     for (q = 0; q < rb; q++) {
@@ -973,10 +993,10 @@ static void ocr__conv_wgrad_implicit_items(void *arg, int64_t begin, int64_t end
     }
 }
 
-/* The implicit path pays where im2col would cost more than the GEMM: stride 1, rows at least 32 wide. */
-static int ocr__conv_implicit_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, const ocr__ukernel *uk) {
-    (void)ctx;
-    return uk->fn == ocr__ukernel_avx512 && g->sh == 1 && g->sw == 1 && g->groups == 1 && g->OW >= 32;
+/* The implicit path pays where im2col would cost more than the GEMM: output rows at least 32 wide, so the 48-pixel
+   blocks are mostly full. */
+static int ocr__conv_implicit_ok(const ocr__conv_geom *g, const ocr__ukernel *uk) {
+    return uk->fn == ocr__ukernel_avx512 && g->groups == 1 && g->OW >= 32;
 }
 
 /* Stride-1 convolution without im2col: forward (w given: y = or += conv(x, w)) or weight gradient (dw given:
@@ -990,7 +1010,7 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     size_t bytes;
     memset(&j, 0, sizeof j);
     j.g = g; j.x = x; j.y = y; j.accumulate = accumulate;
-    j.Wp = g->W + 2 * g->pw;
+    j.Wp = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
     /* forward: bands of about 64 KB of output rows, so the padded band stays in cache across the weight panels;
        weight gradient: whole images, so the 16-lane partial sums are reduced rarely. Smaller bands when the batch
        cannot feed every thread. */
@@ -999,8 +1019,9 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     if (j.band > g->OH) j.band = g->OH;
     if (g->N * ((g->OH + j.band - 1) / j.band) < ctx->n_threads) j.band = (g->OH + ctx->n_threads - 1) / ctx->n_threads;
     j.n_bands = (g->OH + j.band - 1) / j.band;
-    j.band_rows = rows = j.band + (int64_t)(g->kh - 1) * g->dh;
-    j.pad_floats = (g->C * rows * j.Wp + 64 + 15) & ~(int64_t)15; /* slack: a row's last block reads up to 47 floats past it */
+    j.band_rows = rows = j.band + (int64_t)(g->kh - 1) * g->dh / g->sh;
+    /* slack: a row's last block reads up to 47 floats past it */
+    j.pad_floats = (g->C * g->sh * g->sw * rows * j.Wp + 64 + 15) & ~(int64_t)15;
     if (dw) dw_floats = (g->K * kdim + 15) & ~(int64_t)15;
     if (!ocr_size_mul((size_t)kpad, (size_t)kdim * sizeof(float) + sizeof(int64_t), &bytes) ||
         !ocr_size_mul((size_t)(j.pad_floats + dw_floats), sizeof(float), &bytes))
@@ -1015,7 +1036,10 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     }
     for (r = 0, c = 0; c < g->C; c++)
         for (i = 0; i < g->kh; i++)
-            for (kk = 0; kk < g->kw; kk++) off[r++] = (c * rows + (int64_t)i * g->dh) * j.Wp + (int64_t)kk * g->dw;
+            for (kk = 0; kk < g->kw; kk++) {
+                int64_t ty = (int64_t)i * g->dh, tx = (int64_t)kk * g->dw;
+                off[r++] = (((c * g->sh + ty % g->sh) * g->sw + tx % g->sw) * rows + ty / g->sh) * j.Wp + tx / g->sw;
+            }
     j.off = off;
     if (dw) {
         ocr_parallel_for(ctx, g->N * j.n_bands, 1, ocr__conv_wgrad_implicit_items, &j);
@@ -1045,7 +1069,7 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     j.g = g; j.x = x; j.y = y; j.accumulate = accumulate;
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
-    if (ocr__conv_implicit_ok(ctx, g, &j.uk)) return ocr__conv_implicit(ctx, g, x, w, NULL, y, accumulate);
+    if (ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, w, NULL, y, accumulate);
 #endif
     j.chunk = ocr__conv_chunk(g);
     if (g->N * g->groups * ((P + j.chunk - 1) / j.chunk) < ctx->n_threads) {
@@ -1086,7 +1110,7 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float 
     memset(&j, 0, sizeof j);
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
-    if (mode == OCR__CONV_BWD_WEIGHT && ocr__conv_implicit_ok(ctx, g, &j.uk)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1);
+    if (mode == OCR__CONV_BWD_WEIGHT && ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1);
 #endif
     j.g = g; j.mode = mode; j.accumulate = accumulate; j.x = x; j.w = w; j.y = y;
     j.pointwise = ocr__conv_is_pointwise(g);
@@ -1344,6 +1368,81 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
     return ocr__watch(ctx, fn, "backward", db);
 }
 
+/* ---------------------------------------------------------------- row helpers
+   Loops of the normalisation and pointwise ops. The library builds for baseline x86-64, where compilers at -O2
+   neither vectorise these nor avoid a branch per ReLU (mispredicted half the time on zero-mean activations), so
+   x86 gets SSE (4 lanes, branch-free) and other targets plain C with the same results. Sums run in double with
+   four independent accumulators, so they are exact enough for parity without a serial dependency per element. */
+
+static double ocr__sum_row(const float *x, int64_t n) {
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int64_t i;
+    for (i = 0; i + 4 <= n; i += 4) { s0 += x[i]; s1 += x[i + 1]; s2 += x[i + 2]; s3 += x[i + 3]; }
+    for (; i < n; i++) s0 += x[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+static double ocr__sqdev_row(const float *x, int64_t n, double mean) {
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, d0, d1, d2, d3;
+    int64_t i;
+    for (i = 0; i + 4 <= n; i += 4) {
+        d0 = x[i] - mean; d1 = x[i + 1] - mean; d2 = x[i + 2] - mean; d3 = x[i + 3] - mean;
+        s0 += d0 * d0; s1 += d1 * d1; s2 += d2 * d2; s3 += d3 * d3;
+    }
+    for (; i < n; i++) { d0 = x[i] - mean; s0 += d0 * d0; }
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* *sdy += sum dy, *sdyx += sum dy * (x - m) * inv */
+static void ocr__bn_grad_sums_row(const float *x, const float *dy, int64_t n, float m, float inv, double *sdy, double *sdyx) {
+    double a0 = 0.0, a1 = 0.0, b0 = 0.0, b1 = 0.0;
+    int64_t i;
+    for (i = 0; i + 2 <= n; i += 2) {
+        a0 += dy[i]; b0 += dy[i] * ((x[i] - m) * inv);
+        a1 += dy[i + 1]; b1 += dy[i + 1] * ((x[i + 1] - m) * inv);
+    }
+    for (; i < n; i++) { a0 += dy[i]; b0 += dy[i] * ((x[i] - m) * inv); }
+    *sdy += a0 + a1;
+    *sdyx += b0 + b1;
+}
+
+#if defined(OCR__HAVE_AVX2) && defined(__SSE2__)
+#define OCR__SSE 1
+#endif
+
+/* y = x * scale + shift */
+static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, float shift) {
+    int64_t i = 0;
+#ifdef OCR__SSE
+    __m128 vs = _mm_set1_ps(scale), vb = _mm_set1_ps(shift);
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x + i), vs), vb));
+#endif
+    for (; i < n; i++) y[i] = x[i] * scale + shift;
+}
+
+/* dx += k * (dy - a - (x - m) * ib) */
+static void ocr__bn_dx_row(const float *x, const float *dy, float *dx, int64_t n, float k, float a, float m, float ib) {
+    int64_t i = 0;
+#ifdef OCR__SSE
+    __m128 vk = _mm_set1_ps(k), va = _mm_set1_ps(a), vm = _mm_set1_ps(m), vib = _mm_set1_ps(ib);
+    for (; i + 4 <= n; i += 4) {
+        __m128 t = _mm_sub_ps(_mm_sub_ps(_mm_loadu_ps(dy + i), va), _mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(x + i), vm), vib));
+        _mm_storeu_ps(dx + i, _mm_add_ps(_mm_loadu_ps(dx + i), _mm_mul_ps(vk, t)));
+    }
+#endif
+    for (; i < n; i++) dx[i] += k * (dy[i] - a - (x[i] - m) * ib);
+}
+
+/* y += k * x */
+static void ocr__axpy_row(const float *x, float *y, int64_t n, float k) {
+    int64_t i = 0;
+#ifdef OCR__SSE
+    __m128 vk = _mm_set1_ps(k);
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(y + i), _mm_mul_ps(vk, _mm_loadu_ps(x + i))));
+#endif
+    for (; i < n; i++) y[i] += k * x[i];
+}
+
 /* ---------------------------------------------------------------- batch normalisation */
 
 typedef struct {
@@ -1356,7 +1455,7 @@ typedef struct {
 
 static void ocr__bn_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__bn_job *j = (const ocr__bn_job *)arg;
-    int64_t c, n, i, count = j->N * j->P;
+    int64_t c, n, count = j->N * j->P;
     (void)tid;
     for (c = begin; c < end; c++) {
         double mean, var;
@@ -1364,15 +1463,9 @@ static void ocr__bn_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
         if (j->training) {
             /* two passes in double: exact enough for parity and immune to cancellation */
             double s = 0.0, ss = 0.0;
-            for (n = 0; n < j->N; n++) {
-                const float *xc = j->x + (n * j->C + c) * j->P;
-                for (i = 0; i < j->P; i++) s += xc[i];
-            }
+            for (n = 0; n < j->N; n++) s += ocr__sum_row(j->x + (n * j->C + c) * j->P, j->P);
             mean = s / (double)count;
-            for (n = 0; n < j->N; n++) {
-                const float *xc = j->x + (n * j->C + c) * j->P;
-                for (i = 0; i < j->P; i++) { double d = xc[i] - mean; ss += d * d; }
-            }
+            for (n = 0; n < j->N; n++) ss += ocr__sqdev_row(j->x + (n * j->C + c) * j->P, j->P, mean);
             var = ss / (double)count;
             j->rmean[c] = (1.0f - j->momentum) * j->rmean[c] + j->momentum * (float)mean;
             j->rvar[c] = (1.0f - j->momentum) * j->rvar[c] + j->momentum * (float)(count > 1 ? ss / (double)(count - 1) : var);
@@ -1386,11 +1479,7 @@ static void ocr__bn_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
         j->sinv[c] = inv;
         scale = inv * (j->gamma ? j->gamma[c] : 1.0f);
         shift = (j->beta ? j->beta[c] : 0.0f) - m * scale;
-        for (n = 0; n < j->N; n++) {
-            const float *xc = j->x + (n * j->C + c) * j->P;
-            float *yc = j->y + (n * j->C + c) * j->P;
-            for (i = 0; i < j->P; i++) yc[i] = xc[i] * scale + shift;
-        }
+        for (n = 0; n < j->N; n++) ocr__affine_row(j->x + (n * j->C + c) * j->P, j->y + (n * j->C + c) * j->P, j->P, scale, shift);
     }
 }
 
@@ -1437,16 +1526,13 @@ OCRDEF int ocr_nn_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const o
 
 static void ocr__bn_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__bn_job *j = (const ocr__bn_job *)arg;
-    int64_t c, n, i;
+    int64_t c, n;
     double count = (double)(j->N * j->P);
     (void)tid;
     for (c = begin; c < end; c++) {
         double sdy = 0.0, sdyx = 0.0;
         float m = j->mean[c], inv = j->invstd[c], g = j->gamma ? j->gamma[c] : 1.0f;
-        for (n = 0; n < j->N; n++) {
-            const float *xc = j->x + (n * j->C + c) * j->P, *dyc = j->dy + (n * j->C + c) * j->P;
-            for (i = 0; i < j->P; i++) { sdy += dyc[i]; sdyx += dyc[i] * ((xc[i] - m) * inv); }
-        }
+        for (n = 0; n < j->N; n++) ocr__bn_grad_sums_row(j->x + (n * j->C + c) * j->P, j->dy + (n * j->C + c) * j->P, j->P, m, inv, &sdy, &sdyx);
         if (j->dgamma) j->dgamma[c] += (float)sdyx;
         if (j->dbeta) j->dbeta[c] += (float)sdy;
         if (!j->dx) continue;
@@ -1455,10 +1541,8 @@ static void ocr__bn_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
             for (n = 0; n < j->N; n++) {
                 const float *xc = j->x + (n * j->C + c) * j->P, *dyc = j->dy + (n * j->C + c) * j->P;
                 float *dxc = j->dx + (n * j->C + c) * j->P;
-                if (j->training)
-                    for (i = 0; i < j->P; i++) dxc[i] += k * (dyc[i] - a - (xc[i] - m) * inv * b);
-                else
-                    for (i = 0; i < j->P; i++) dxc[i] += k * dyc[i];
+                if (j->training) ocr__bn_dx_row(xc, dyc, dxc, j->P, k, a, m, inv * b);
+                else ocr__axpy_row(dyc, dxc, j->P, k);
             }
         }
     }
@@ -1506,8 +1590,24 @@ static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
     int64_t i;
     (void)tid;
     switch (j->op) {
-    case OCR__PW_RELU: for (i = begin; i < end; i++) y[i] = a[i] > 0.0f ? a[i] : 0.0f; break;
-    case OCR__PW_RELU_BWD: for (i = begin; i < end; i++) y[i] += a[i] > 0.0f ? b[i] : 0.0f; break; /* a = output, b = dy */
+    case OCR__PW_RELU:
+        i = begin;
+#ifdef OCR__SSE
+        /* max(a, 0) is 0 for NaN, as the comparison below */
+        for (; i + 4 <= end; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_loadu_ps(a + i), _mm_setzero_ps()));
+#endif
+        for (; i < end; i++) y[i] = a[i] > 0.0f ? a[i] : 0.0f;
+        break;
+    case OCR__PW_RELU_BWD: /* a = output, b = dy */
+        i = begin;
+#ifdef OCR__SSE
+        for (; i + 4 <= end; i += 4) {
+            __m128 on = _mm_cmpgt_ps(_mm_loadu_ps(a + i), _mm_setzero_ps());
+            _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(y + i), _mm_and_ps(on, _mm_loadu_ps(b + i))));
+        }
+#endif
+        for (; i < end; i++) y[i] += a[i] > 0.0f ? b[i] : 0.0f;
+        break;
     case OCR__PW_SIGMOID:
         /* exp of a non-positive number only, so neither branch can overflow */
         for (i = begin; i < end; i++) {
@@ -1516,8 +1616,14 @@ static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
         }
         break;
     case OCR__PW_SIGMOID_BWD: for (i = begin; i < end; i++) y[i] += b[i] * a[i] * (1.0f - a[i]); break;
-    case OCR__PW_ADD: for (i = begin; i < end; i++) y[i] = a[i] + b[i]; break;
-    case OCR__PW_ACC: for (i = begin; i < end; i++) y[i] += a[i]; break;
+    case OCR__PW_ADD:
+        i = begin;
+#ifdef OCR__SSE
+        for (; i + 4 <= end; i += 4) _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
+#endif
+        for (; i < end; i++) y[i] = a[i] + b[i];
+        break;
+    case OCR__PW_ACC: ocr__axpy_row(a + begin, y + begin, end - begin, 1.0f); break;
     default: break;
     }
 }
@@ -1613,24 +1719,32 @@ static void ocr__maxpool_part(void *arg, int64_t begin, int64_t end, int tid) {
         const float *xp = j->x + plane * j->H * j->W;
         float *yp = j->y + plane * j->OH * j->OW;
         int32_t *ip = j->idx ? j->idx + plane * j->OH * j->OW : NULL;
-        for (oh = 0; oh < j->OH; oh++)
+        for (oh = 0; oh < j->OH; oh++) {
+            /* the window clipped to the plane once per output, then a branch-free running maximum (the data decide
+               "v > best" at random, which a branch would mispredict) */
+            int64_t h0 = oh * j->s - j->p, h1 = h0 + j->k;
+            h0 = h0 < 0 ? 0 : h0;
+            h1 = h1 > j->H ? j->H : h1;
             for (ow = 0; ow < j->OW; ow++) {
-                float best = -INFINITY;
-                int64_t arg_best = -1;
-                for (ih = oh * j->s - j->p; ih < oh * j->s - j->p + j->k; ih++) {
-                    if (ih < 0 || ih >= j->H) continue;
-                    for (iw = ow * j->s - j->p; iw < ow * j->s - j->p + j->k; iw++) {
-                        float v;
-                        if (iw < 0 || iw >= j->W) continue;
-                        v = xp[ih * j->W + iw];
+                int64_t w0 = ow * j->s - j->p, w1 = w0 + j->k, arg_best;
+                float best;
+                w0 = w0 < 0 ? 0 : w0;
+                w1 = w1 > j->W ? j->W : w1;
+                arg_best = h0 * j->W + w0;
+                best = xp[arg_best];
+                for (ih = h0; ih < h1 && !isnan(best); ih++)
+                    for (iw = ih == h0 ? w0 + 1 : w0; iw < w1; iw++) {
+                        float v = xp[ih * j->W + iw];
+                        int take = v > best;
                         /* NaN wins, as in PyTorch, so it is never hidden by pooling */
-                        if (arg_best < 0 || v > best || isnan(v)) { best = v; arg_best = ih * j->W + iw; if (isnan(v)) goto found; }
+                        if (isnan(v)) { best = v; arg_best = ih * j->W + iw; break; }
+                        best = take ? v : best;
+                        arg_best = take ? ih * j->W + iw : arg_best;
                     }
-                }
-            found:
                 yp[oh * j->OW + ow] = best;
                 if (ip) ip[oh * j->OW + ow] = (int32_t)arg_best;
             }
+        }
     }
 }
 
@@ -1706,8 +1820,14 @@ OCRDEF int ocr_nn_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, in
     for (plane = 0; plane < planes; plane++) {
         const float *xp = (const float *)x->data + plane * H * W;
         float *yp = (float *)y->data + plane * H * W * factor * factor;
-        for (h = 0; h < H * factor; h++)
-            for (w = 0; w < W * factor; w++) yp[h * W * factor + w] = xp[(h / factor) * W + w / factor];
+        /* each input row is widened once, then copied to the other factor - 1 output rows */
+        for (h = 0; h < H; h++) {
+            float *row = yp + h * factor * W * factor;
+            int64_t k;
+            for (w = 0; w < W; w++)
+                for (k = 0; k < factor; k++) row[w * factor + k] = xp[h * W + w];
+            for (k = 1; k < factor; k++) memcpy(row + k * W * factor, row, (size_t)(W * factor) * sizeof(float));
+        }
     }
     return ocr__watch(ctx, fn, "forward", y);
 }
@@ -1728,8 +1848,14 @@ OCRDEF int ocr_nn_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, 
     for (plane = 0; plane < planes; plane++) {
         float *xp = (float *)dx->data + plane * H * W;
         const float *yp = (const float *)dy->data + plane * H * W * factor * factor;
-        for (h = 0; h < H * factor; h++)
-            for (w = 0; w < W * factor; w++) xp[(h / factor) * W + w / factor] += yp[h * W * factor + w];
+        /* same summation order as a scan of dy: rows of a block top to bottom, each left to right */
+        for (h = 0; h < H * factor; h++) {
+            float *xr = xp + (h / factor) * W;
+            const float *yr = yp + h * W * factor;
+            int64_t k;
+            for (w = 0; w < W; w++)
+                for (k = 0; k < factor; k++) xr[w] += yr[w * factor + k];
+        }
     }
     return ocr__watch(ctx, fn, "backward", dx);
 }

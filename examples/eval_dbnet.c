@@ -17,6 +17,7 @@
 #include "ocr_example.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static const char *const SYNOPSIS = "--model FILE --data icdar:DIR|lmdb:PATH [options]\n       eval_dbnet --gt DIR --pred DIR [options]";

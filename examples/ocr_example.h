@@ -174,13 +174,13 @@ OCR_EX_UNUSED static int ocr_ex_input_size(ocr_ctx *ctx, int width, int height, 
     int w_is_ref = by_long ? width >= height : width < height;
     double other;
     if (width < 1 || height < 1 || target < 1 || target > OCR_IMAGE_MAX_SIDE)
-        return ocr_error(ctx, OCR_ERANGE, "input size: image %dx%d with side %d; sides must be >= 1 and the side at most %d", width,
+        return ocr_error(ctx, OCR_ERANGE, "ocr_ex_input_size: image %dx%d with side %d; sides must be >= 1 and the side at most %d", width,
                          height, target, OCR_IMAGE_MAX_SIDE);
     target = (target + 31) / 32 * 32;
     /* demo.py's order of operations: target / reference side * other side / 32, then ceil */
     other = ceil((double)target / (w_is_ref ? width : height) * (w_is_ref ? height : width) / 32.0) * 32.0;
     if (other > OCR_IMAGE_MAX_SIDE)
-        return ocr_error(ctx, OCR_ERANGE, "input size: a %dx%d image would need a %s side of %.0f px (at most %d): use --long-side",
+        return ocr_error(ctx, OCR_ERANGE, "ocr_ex_input_size: a %dx%d image would need a %s side of %.0f px (at most %d): use --long-side",
                          width, height, by_long ? "short" : "long", other, OCR_IMAGE_MAX_SIDE);
     *in_w = w_is_ref ? target : (int)other;
     *in_h = w_is_ref ? (int)other : target;

@@ -62,33 +62,13 @@ static int train_transform(ocr_ctx *ctx, void *user, ocr_sample *s, int64_t inde
                              &fields[F_GT_THRESH], &fields[F_MASK_THRESH], NULL);
 }
 
-/* "synth", "icdar:IMAGES[,GTS]" or "lmdb:PATH" */
+/* "synth" (scenes rendered on the fly) or any dataset ocr_ex_open_dataset reads */
 static int open_dataset(ocr_ctx *ctx, const char *spec, const ocr_synth *synth, uint64_t seed, int64_t count, int size,
                         ocr_dataset *ds, int *is_synth) {
-    *is_synth = 0;
-    if (strcmp(spec, "synth") == 0) {
-        *is_synth = 1;
-        return ocr_dataset_open_synth(ctx, ds, synth, seed, count, size, size);
-    }
-    if (strncmp(spec, "lmdb:", 5) == 0) return ocr_dataset_open_lmdb(ctx, ds, spec + 5);
-    if (strncmp(spec, "icdar:", 6) == 0) {
-        char images[2048], gts[2048];
-        const char *comma = strchr(spec + 6, ',');
-        struct stat st;
-        if (comma) {
-            snprintf(images, sizeof images, "%.*s", (int)(comma - spec - 6), spec + 6);
-            snprintf(gts, sizeof gts, "%s", comma + 1);
-        } else {
-            /* DIR with images/ and gts/ (or gt/) inside, or images and gt files side by side */
-            snprintf(images, sizeof images, "%s/images", spec + 6);
-            if (stat(images, &st) != 0) snprintf(images, sizeof images, "%s", spec + 6);
-            snprintf(gts, sizeof gts, "%s/gts", spec + 6);
-            if (stat(gts, &st) != 0) snprintf(gts, sizeof gts, "%s/gt", spec + 6);
-            if (stat(gts, &st) != 0) snprintf(gts, sizeof gts, "%s", images);
-        }
-        return ocr_dataset_open_icdar(ctx, ds, images, gts, OCR_GT_POLYGON);
-    }
-    return ocr_error(ctx, OCR_EINVAL, "dataset '%s': expected synth, icdar:DIR or lmdb:PATH", spec);
+    *is_synth = strcmp(spec, "synth") == 0;
+    if (*is_synth) return ocr_dataset_open_synth(ctx, ds, synth, seed, count, size, size);
+    if (!ocr_ex_dataset_spec_ok(spec)) return ocr_error(ctx, OCR_EINVAL, "dataset '%s': expected synth, icdar:DIR or lmdb:PATH", spec);
+    return ocr_ex_open_dataset(ctx, spec, OCR_GT_POLYGON, ds);
 }
 
 /* ---------------------------------------------------------------- validation */
@@ -136,9 +116,9 @@ static void draw_overlay(ocr_ctx *ctx, const ocr_sample *s, const ocr_detections
     memcpy(out->pixels, s->image.pixels, (size_t)s->image.width * s->image.height * 3);
     for (i = 0; i < s->n_polys; i++)
         ocr_ex_polygon(out->pixels, out->width, out->height, s->polys[i].points, s->polys[i].n_points,
-                       s->polys[i].ignore ? grey : green, 1);
+                       s->polys[i].ignore ? grey : green, 2);
     for (i = 0; i < det->n; i++)
-        ocr_ex_polygon(out->pixels, out->width, out->height, det->polys[i].points, det->polys[i].n_points, red, 1);
+        ocr_ex_polygon(out->pixels, out->width, out->height, det->polys[i].points, det->polys[i].n_points, red, 2);
 }
 
 /* Runs the model on every validation image: P/R/H with the official post-processing and ICDAR 2015 protocol. */

@@ -16,6 +16,7 @@
 #include "ocr_data.h"
 #include "ocr_test.h"
 
+#include <errno.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>

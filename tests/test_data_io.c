@@ -9,6 +9,7 @@
 #include "ocr_test.h"
 #include <pthread.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #define FIX "tests/fixtures/data"
 static char g_tmp[256];      /* per-run temporary directory */

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -1,0 +1,186 @@
+/* ./examples/train_dbnet end to end, as a user runs it (build.sh builds it before the tests), on a tiny model:
+   - a short run whose loss falls, with its run directory complete: metrics.jsonl (steps strictly increasing,
+     validation at its training step), a TensorBoard event file, last/best checkpoints that load back into a model
+     with the run's config, overlays, and the final JSON line;
+   - resume exactness: a run stopped at step 4 and resumed gives, bit for bit, the losses of the uninterrupted run;
+   - usage errors exit 2, missing inputs exit 1 naming them, --device cuda says this build has no CUDA. */
+#define OCR_IMPLEMENTATION
+#include "ocr_tensor.h"
+#include "ocr_nn.h"
+#include "ocr_loss.h"
+#include "ocr_dbnet.h"
+#include "ocr_test.h"
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *const TRAIN = "./examples/train_dbnet";
+/* tiny and fast: 64x64 scenes, batch 2, the narrowest model */
+#define TINY "--size 64 --batch 2 --width 0.05 --val-count 4 --val-size 64 --threads 2 --log-every 1 --workers 2"
+static char dir[64];
+static ocr_ctx ctx;
+
+static char *read_text(const char *path) {
+    unsigned char *bytes = NULL;
+    size_t size = 0;
+    if (ocr_read_file(&ctx, path, (size_t)1 << 26, &bytes, &size) != OCR_OK) return NULL;
+    return (char *)bytes; /* ocr_read_file NUL-terminates */
+}
+
+/* Runs a shell command; *out and *err get its stdout and stderr (free them). Returns the exit status. */
+static int run(const char *cmd, char **out, char **err) {
+    char full[4096], out_path[128], err_path[128];
+    int status;
+    snprintf(out_path, sizeof out_path, "%s/out.txt", dir);
+    snprintf(err_path, sizeof err_path, "%s/err.txt", dir);
+    snprintf(full, sizeof full, "(%s) >%s 2>%s", cmd, out_path, err_path);
+    status = system(full);
+    *out = read_text(out_path);
+    *err = read_text(err_path);
+    if (!*out) *out = strdup("");
+    if (!*err) *err = strdup("");
+    return status == -1 || !WIFEXITED(status) ? -1 : WEXITSTATUS(status);
+}
+
+static void expect_exit(const char *args, int code, const char *needle) {
+    char cmd[2048], *out, *err;
+    int rc;
+    snprintf(cmd, sizeof cmd, "%s %s", TRAIN, args);
+    rc = run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == code, "'%s' exited %d, expected %d; stderr: %s", cmd, rc, code, err);
+    OCR_CHECK_MSG(!needle || strstr(err, needle), "'%s': stderr does not mention '%s': %s", cmd, needle, err);
+    free(out);
+    free(err);
+}
+
+/* Number `key` of a one-line JSON object, or NAN. */
+static double json_get(const char *line, size_t len, const char *key) {
+    ocr_json_tok toks[128];
+    int n, v;
+    double d;
+    if (ocr_json_parse(&ctx, line, len, toks, 128, &n) != OCR_OK || toks[0].type != OCR_JSON_OBJECT) return NAN;
+    v = ocr_json_find(line, toks, 0, key);
+    return v >= 0 && ocr_json_number(line, &toks[v], &d) ? d : NAN;
+}
+
+/* Reads run/metrics.jsonl: losses[step] for steps 1..max (NAN where absent); checks steps strictly increase. */
+static int read_losses(const char *run_dir, double *losses, int max, int *n_val) {
+    char path[300], *text, *line;
+    int64_t last = -1;
+    int n = 0, i;
+    for (i = 0; i <= max; i++) losses[i] = NAN;
+    *n_val = 0;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    text = read_text(path);
+    OCR_CHECK_MSG(text != NULL, "no %s", path);
+    if (!text) return 0;
+    for (line = text; *line; ) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        double step = json_get(line, len, "step"), loss = json_get(line, len, "train/loss");
+        OCR_CHECK_MSG(step > (double)last, "%s: step %g after %lld", path, step, (long long)last);
+        last = (int64_t)step;
+        if (step >= 0 && step <= max && !isnan(loss)) { losses[(int)step] = loss; n++; }
+        if (!isnan(json_get(line, len, "val/hmean"))) (*n_val)++;
+        line = end ? end + 1 : line + len;
+    }
+    free(text);
+    return n;
+}
+
+static void test_short_run(void) {
+    char args[1024], path[256], *out, *err, *last;
+    double losses[13], first, final;
+    int rc, n, n_val;
+    ocr_dbnet_config cfg;
+    ocr_dbnet m;
+    struct stat st;
+    snprintf(args, sizeof args, "%s %s --steps 12 --eval-every 6 --lr 0.005 --out %s/short", TRAIN, TINY, dir);
+    rc = run(args, &out, &err);
+    OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", args, rc, err);
+    /* the last stdout line is the summary */
+    last = strrchr(out, '{');
+    OCR_CHECK_MSG(last && json_get(last, strcspn(last, "\n"), "steps") == 12 && !isnan(json_get(last, strcspn(last, "\n"), "hmean")) &&
+                      json_get(last, strcspn(last, "\n"), "images_per_second") > 0,
+                  "last line: %s", last ? last : out);
+    snprintf(path, sizeof path, "%s/short", dir);
+    n = read_losses(path, losses, 12, &n_val);
+    OCR_CHECK_MSG(n == 12, "%d losses logged, expected 12", n);
+    OCR_CHECK_MSG(n_val == 2, "%d validations logged, expected 2 (step 6 and the end)", n_val);
+    first = (losses[1] + losses[2] + losses[3]) / 3;
+    final = (losses[10] + losses[11] + losses[12]) / 3;
+    OCR_CHECK_MSG(final < 0.8 * first, "the loss did not fall: first steps %g, last steps %g", first, final);
+    snprintf(path, sizeof path, "%s/short/overlays/step_000012_0.png", dir);
+    OCR_CHECK_MSG(stat(path, &st) == 0 && st.st_size > 100, "no overlay %s", path);
+    /* checkpoints load back with the run's config */
+    snprintf(path, sizeof path, "%s/short/last.safetensors", dir);
+    OCR_CHECK_OK(&ctx, ocr_dbnet_read_config(&ctx, path, &cfg));
+    OCR_CHECK(fabs(cfg.width - 0.05f) < 1e-6 && cfg.depth == 18);
+    OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &m, &cfg));
+    OCR_CHECK_OK(&ctx, ocr_dbnet_load(&ctx, &m, path));
+    snprintf(path, sizeof path, "%s/short/best.safetensors", dir);
+    OCR_CHECK_OK(&ctx, ocr_dbnet_load(&ctx, &m, path));
+    ocr_dbnet_free(&m);
+    free(out);
+    free(err);
+}
+
+static void test_resume_exact(void) {
+    char args[1024], run_a[256], run_b[256], *out, *err;
+    double la[11], lb[11];
+    int rc, n_val, s;
+    snprintf(run_a, sizeof run_a, "%s/whole", dir);
+    snprintf(run_b, sizeof run_b, "%s/resumed", dir);
+    snprintf(args, sizeof args, "%s %s --steps 10 --eval-every 0 --save-every 3 --out %s", TRAIN, TINY, run_a);
+    rc = run(args, &out, &err);
+    OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", args, rc, err);
+    free(out); free(err);
+    snprintf(args, sizeof args, "%s %s --steps 10 --eval-every 0 --save-every 3 --stop-at 4 --out %s", TRAIN, TINY, run_b);
+    rc = run(args, &out, &err);
+    OCR_CHECK_MSG(rc == 130 && strstr(err, "--resume"), "'%s' exited %d (expected 130, as interrupted): %s", args, rc, err);
+    free(out); free(err);
+    snprintf(args, sizeof args, "%s --resume %s --threads 2 --log-every 1 --workers 1", TRAIN, run_b);
+    rc = run(args, &out, &err);
+    OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", args, rc, err);
+    free(out); free(err);
+    read_losses(run_a, la, 10, &n_val);
+    read_losses(run_b, lb, 10, &n_val);
+    for (s = 1; s <= 10; s++)
+        OCR_CHECK_MSG(la[s] == lb[s], "step %d: loss %.9g uninterrupted, %.9g interrupted at 4 and resumed", s, la[s], lb[s]);
+}
+
+static void test_usage_errors(void) {
+    char args[512];
+    expect_exit("--help", 0, NULL);
+    expect_exit("--steps abc", 2, "--steps needs an integer");
+    expect_exit("--bogus 1", 2, "unknown flag '--bogus'");
+    expect_exit("--size 100", 2, "multiples of 32");
+    expect_exit("--optimizer adam", 2, "--optimizer must be sgd or adamw");
+    expect_exit("--device cuda", 1, "no CUDA");
+    snprintf(args, sizeof args, "--data icdar:%s/no_such_dir --out %s/x", dir, dir);
+    expect_exit(args, 1, "no_such_dir");
+    snprintf(args, sizeof args, "--data lmdb:%s/no_such_lmdb --out %s/y", dir, dir);
+    expect_exit(args, 1, "no_such_lmdb");
+    snprintf(args, sizeof args, "--resume %s/no_such_run", dir);
+    expect_exit(args, 1, "no_such_run");
+}
+
+int main(int argc, char **argv) {
+    char cmd[128];
+    ocr_test_init(argc, argv);
+    if (access(TRAIN, X_OK) != 0) {
+        fprintf(stderr, "test_train: %s must be built first (./build.sh builds it)\n", TRAIN);
+        printf("FAIL program_built\nRESULT passed=0 failed=1\n");
+        return 1;
+    }
+    if (ocr_ctx_init(&ctx, 1, 7) != OCR_OK) return 1;
+    snprintf(dir, sizeof dir, "/tmp/ocr_test_train.XXXXXX");
+    if (!mkdtemp(dir)) { fprintf(stderr, "test_train: mkdtemp failed\n"); return 1; }
+    OCR_TEST_RUN(test_usage_errors);
+    OCR_TEST_RUN(test_short_run);
+    OCR_TEST_RUN(test_resume_exact);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "test_train: could not remove %s\n", dir);
+    ocr_ctx_free(&ctx);
+    return ocr_test_finish();
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The CUDA parity suite on a machine with an NVIDIA GPU, in one command (from the repository root):
+#     tools/cuda_parity.sh
+# Builds the real CUDA variants (./build.sh does, when nvcc is present), then runs every op of ocr_nn.h and
+# ocr_loss.h on the GPU against the CPU backend (cuDNN + cuBLAS path, then the own kernels with cuDNN and cuBLAS
+# switched off), and the cuDNN isolation tool on the model's convolution shapes. Exit status 0 when all agree.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./build.sh
+d=build/cuda
+[ -x $d/test_cuda_parity ] || { echo "cuda_parity: $d/test_cuda_parity missing (is nvcc installed under \$CUDA_HOME?)"; exit 1; }
+fail=0
+echo "== ops on the GPU against the CPU: cuDNN convolutions, cuBLAS GEMM"
+OCR_CUDA_SYNC_DEBUG=1 $d/test_cuda_parity || fail=1
+echo "== the same with the own kernels only"
+OCR_CUDA_SYNC_DEBUG=1 OCR_CUDA_NO_CUDNN=1 OCR_CUDA_NO_CUBLAS=1 $d/test_cuda_parity || fail=1
+echo "== the model's convolutions through cuDNN, the own kernels and the CPU"
+while read -r shape; do
+    # shellcheck disable=SC2086
+    $d/repro_cudnn_isolate $shape || fail=1
+done <<'SHAPES'
+--n 2 --cin 3 --h 64 --w 64 --cout 64 --k 7 --stride 2 --pad 3
+--n 2 --cin 64 --h 32 --w 32 --cout 64 --k 3 --pad 1
+--n 2 --cin 128 --h 16 --w 16 --cout 256 --k 3 --stride 2 --pad 1
+--n 2 --cin 512 --h 4 --w 4 --cout 256 --k 1 --pad 0
+--n 2 --cin 256 --h 160 --w 160 --cout 64 --k 3 --pad 1
+--n 2 --cin 64 --h 40 --w 40 --cout 64 --k 2 --stride 2 --pad 0 --transposed
+SHAPES
+[ $fail = 0 ] && echo "cuda_parity: every check agrees" || echo "cuda_parity: FAILURES above"
+exit $fail
