@@ -64,6 +64,7 @@ typedef struct {
     size_t stats;               /* BN: offset of save_mean, then save_invstd, in bn_stats */
     int kernel, stride, pad, factor;
     int mode, decoder;          /* when it runs; decoder ops use the SegDetector initialisation */
+    int relu;                   /* BN: a ReLU fused into the op (its output is the ReLU's) */
 } ocr__dbnet_op;
 
 typedef struct ocr_dbnet {
@@ -411,27 +412,23 @@ static int ocr__db_conv(ocr__db_build *b, const char *name, int x, int cout, int
     return y;
 }
 
-/* BatchNorm2d named prefix, optionally followed by an in-place ReLU. BN's backward reads its input, not its
-   output, so the ReLU may overwrite the BN output. */
+/* BatchNorm2d named prefix, optionally with the ReLU that follows it fused in (one pass over memory each way, one
+   activation and gradient buffer less; the output is then named "<prefix>+relu"). */
 static int ocr__db_bn(ocr__db_build *b, const char *name, int x, int relu) {
     int c, y;
-    char rname[OCR_NAME_MAX];
+    char oname[OCR_NAME_MAX];
     ocr__dbnet_op *op;
     if (b->rc) return 0;
     c = b->m->acts[x].channels;
-    y = ocr__db_act(b, name, c, b->m->acts[x].div, -1, 0);
+    snprintf(oname, sizeof oname, "%.80s%s", name, relu ? "+relu" : "");
+    y = ocr__db_act(b, oname, c, b->m->acts[x].div, -1, 0);
     if (!(op = ocr__db_op(b, OCR__DB_BN, y))) return 0;
     op->in[0] = x; op->n_in = 1;
+    op->relu = relu;
     op->w = ocr__db_param(b, name, "weight", ocr_shape1(c), 1);
     op->b = ocr__db_param(b, name, "bias", ocr_shape1(c), 1);
     op->mean = ocr__db_param(b, name, "running_mean", ocr_shape1(c), 0);
     op->var = ocr__db_param(b, name, "running_var", ocr_shape1(c), 0);
-    if (!relu) return y;
-    snprintf(rname, sizeof rname, "%.80s+relu", name);
-    x = y;
-    y = ocr__db_act(b, rname, c, b->m->acts[x].div, x, 0);
-    if (!(op = ocr__db_op(b, OCR__DB_RELU, y))) return 0;
-    op->in[0] = x; op->n_in = 1;
     return y;
 }
 
@@ -703,7 +700,8 @@ static int ocr__db_op_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *o
         ocr_tensor rm = ocr_params_value(&m->params, op->mean), rv = ocr_params_value(&m->params, op->var);
         ocr_tensor sm = ocr_tensor_f32("save_mean", g.shape, m->bn_stats + op->stats);
         ocr_tensor si = ocr_tensor_f32("save_invstd", g.shape, m->bn_stats + op->stats + g.shape.dim[0]);
-        return ocr_nn_batchnorm2d_forward(ctx, &x, &g, &be, &rm, &rv, training, m->cfg.bn_momentum, m->cfg.bn_eps, &sm, &si, &y);
+        return op->relu ? ocr_nn_batchnorm2d_relu_forward(ctx, &x, &g, &be, &rm, &rv, training, m->cfg.bn_momentum, m->cfg.bn_eps, &sm, &si, &y)
+                        : ocr_nn_batchnorm2d_forward(ctx, &x, &g, &be, &rm, &rv, training, m->cfg.bn_momentum, m->cfg.bn_eps, &sm, &si, &y);
     }
     case OCR__DB_RELU: return ocr_nn_relu_forward(ctx, &x, &y);
     case OCR__DB_SIGMOID: return ocr_nn_sigmoid_forward(ctx, &x, &y);
@@ -744,6 +742,10 @@ static int ocr__db_op_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *
         ocr_tensor dg = ocr_params_grad(&m->params, op->w), dbe = ocr_params_grad(&m->params, op->b);
         ocr_tensor sm = ocr_tensor_f32("save_mean", g.shape, m->bn_stats + op->stats);
         ocr_tensor si = ocr_tensor_f32("save_invstd", g.shape, m->bn_stats + op->stats + g.shape.dim[0]);
+        if (op->relu) {
+            ocr_tensor y = ocr__db_val(m, op->out);
+            return ocr_nn_batchnorm2d_relu_backward(ctx, &x, &y, &g, &sm, &si, &dy, 1, dxp, &dg, &dbe);
+        }
         return ocr_nn_batchnorm2d_backward(ctx, &x, &g, &sm, &si, &dy, 1, dxp, &dg, &dbe);
     }
     case OCR__DB_RELU: {

@@ -66,6 +66,16 @@ OCRDEF int ocr_nn_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const o
 OCRDEF int ocr_nn_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *save_mean,
                                        const ocr_tensor *save_invstd, const ocr_tensor *dy, int training,
                                        ocr_tensor *dx, ocr_tensor *dgamma, ocr_tensor *dbeta);
+/* BatchNorm2d followed by ReLU in one pass over memory: y = max(bn(x), 0), same arguments as the pair above; y must
+   not alias x. Backward takes that output y (its sign masks dy) besides x, and accumulates like the plain backward.
+   Results equal ocr_nn_batchnorm2d_forward then ocr_nn_relu_forward (and relu_backward then batchnorm2d_backward
+   into a zeroed buffer) bit for bit. */
+OCRDEF int ocr_nn_batchnorm2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *beta,
+                                           ocr_tensor *running_mean, ocr_tensor *running_var, int training, float momentum,
+                                           float eps, ocr_tensor *save_mean, ocr_tensor *save_invstd, ocr_tensor *y);
+OCRDEF int ocr_nn_batchnorm2d_relu_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *y, const ocr_tensor *gamma,
+                                            const ocr_tensor *save_mean, const ocr_tensor *save_invstd, const ocr_tensor *dy,
+                                            int training, ocr_tensor *dx, ocr_tensor *dgamma, ocr_tensor *dbeta);
 
 /* ---- pointwise and shape ops. y may alias x for relu and sigmoid. ---- */
 OCRDEF int ocr_nn_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
@@ -221,6 +231,10 @@ typedef struct { ocr__ukernel_fn fn; int mr, nr; const char *name; } ocr__ukerne
 #define OCR__MC_PANELS 8   /* an A block (8 micro-panels x KC) stays in L2 */
 #define OCR__NC 4096       /* a packed B block (KC x NC) is shared by all threads */
 #define OCR__NCHUNK_PANELS 16
+/* Weight gradients as dot products along pixels (no transposing pack) win for few output channels; beyond these
+   counts (measured on DBNet's shapes) the packed GEMM amortises its packing better. */
+#define OCR__WGRAD_DOT_MAX_K 32       /* from an im2col buffer */
+#define OCR__WGRAD_IMPLICIT_MAX_K 64  /* straight from the padded image */
 
 static void ocr__ukernel_portable(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
     float acc[6][16];
@@ -717,7 +731,7 @@ static int ocr__conv_piece(ocr_ctx *ctx, const ocr__conv_job *j, int64_t n, int6
         }
     } else {
 #ifdef OCR__HAVE_AVX2
-        if (j->uk.fn == ocr__ukernel_avx512) {
+        if (j->uk.fn == ocr__ukernel_avx512 && Kg <= OCR__WGRAD_DOT_MAX_K) {
             ocr__wgrad_avx512(Kg, kdim, cols, yg + p0, P, B, ldb, dw + gr * Kg * kdim, kdim);
             return OCR_OK;
         }
@@ -884,20 +898,27 @@ typedef struct {
 static void ocr__conv_pad_band(const ocr__conv_implicit_job *j, int64_t n, int64_t oh0, int64_t oh1, float *xp) {
     const ocr__conv_geom *g = j->g;
     int64_t rows = (oh1 - oh0) + (int64_t)(g->kh - 1) * g->dh / g->sh, c, r, py, px, q;
-    memset(xp, 0, (size_t)j->pad_floats * sizeof(float));
+    /* every float the band reads is written once (no clearing pass first): rows outside the image and the border
+       columns get zeros, and so does the slack after the last row */
     for (c = 0; c < g->C; c++)
         for (py = 0; py < g->sh; py++)
             for (px = 0; px < g->sw; px++)
-                for (r = 0; r < rows; r++) {
-                    int64_t ih = (oh0 + r) * g->sh + py - g->ph;
+                for (r = 0; r < j->band_rows; r++) {
+                    int64_t ih = (oh0 + r) * g->sh + py - g->ph, lo, hi;
                     const float *src = j->x + ((n * g->C + c) * g->H + ih) * g->W;
                     float *dst = xp + ((c * g->sh + py) * g->sw + px) * j->band_rows * j->Wp + r * j->Wp;
-                    if (ih < 0 || ih >= g->H) continue;
-                    if (g->sw == 1) { memcpy(dst + g->pw, src, (size_t)g->W * sizeof(float)); continue; }
+                    if (r >= rows || ih < 0 || ih >= g->H) { memset(dst, 0, (size_t)j->Wp * sizeof(float)); continue; }
                     /* phase column q holds padded column q * sw + px, i.e. input column q * sw + px - pw */
-                    for (q = (g->pw - px + g->sw - 1) / g->sw; q < j->Wp && q * g->sw + px - g->pw < g->W; q++)
-                        dst[q] = src[q * g->sw + px - g->pw];
+                    lo = (g->pw - px + g->sw - 1) / g->sw;
+                    hi = (g->W + g->pw - px + g->sw - 1) / g->sw;
+                    hi = hi < j->Wp ? hi : j->Wp;
+                    for (q = 0; q < lo; q++) dst[q] = 0.0f;
+                    if (g->sw == 1) memcpy(dst + lo, src + lo + px - g->pw, (size_t)(hi - lo) * sizeof(float));
+                    else for (q = lo; q < hi; q++) dst[q] = src[q * g->sw + px - g->pw];
+                    for (q = hi; q < j->Wp; q++) dst[q] = 0.0f;
                 }
+    q = g->C * g->sh * g->sw * j->band_rows * j->Wp;
+    memset(xp + q, 0, (size_t)(j->pad_floats - q) * sizeof(float));
 }
 
 /* Work items: (image, band of output rows). The band's input rows are copied once into a zero-padded buffer, then
@@ -1011,10 +1032,10 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     memset(&j, 0, sizeof j);
     j.g = g; j.x = x; j.y = y; j.accumulate = accumulate;
     j.Wp = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
-    /* forward: bands of about 64 KB of output rows, so the padded band stays in cache across the weight panels;
-       weight gradient: whole images, so the 16-lane partial sums are reduced rarely. Smaller bands when the batch
-       cannot feed every thread. */
-    j.band = dw ? g->OH : ((int64_t)1 << 14) / (g->OW * (g->K < 1 ? 1 : g->K));
+    /* bands of output rows whose outputs (forward) or output gradients (weight gradient, whose 16-lane partial
+       sums are reduced once per band, hence the larger band) stay in L2 while every weight panel or block passes
+       over them; smaller bands when the batch cannot feed every thread */
+    j.band = ((int64_t)1 << (dw ? 16 : 14)) / (g->OW * g->K);
     j.band = j.band < 4 ? 4 : j.band;
     if (j.band > g->OH) j.band = g->OH;
     if (g->N * ((g->OH + j.band - 1) / j.band) < ctx->n_threads) j.band = (g->OH + ctx->n_threads - 1) / ctx->n_threads;
@@ -1110,7 +1131,7 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float 
     memset(&j, 0, sizeof j);
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
-    if (mode == OCR__CONV_BWD_WEIGHT && ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1);
+    if (mode == OCR__CONV_BWD_WEIGHT && g->K <= OCR__WGRAD_IMPLICIT_MAX_K && ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1);
 #endif
     j.g = g; j.mode = mode; j.accumulate = accumulate; j.x = x; j.w = w; j.y = y;
     j.pointwise = ocr__conv_is_pointwise(g);
@@ -1393,44 +1414,67 @@ static double ocr__sqdev_row(const float *x, int64_t n, double mean) {
     return (s0 + s1) + (s2 + s3);
 }
 
-/* *sdy += sum dy, *sdyx += sum dy * (x - m) * inv */
-static void ocr__bn_grad_sums_row(const float *x, const float *dy, int64_t n, float m, float inv, double *sdy, double *sdyx) {
-    double a0 = 0.0, a1 = 0.0, b0 = 0.0, b1 = 0.0;
-    int64_t i;
-    for (i = 0; i + 2 <= n; i += 2) {
-        a0 += dy[i]; b0 += dy[i] * ((x[i] - m) * inv);
-        a1 += dy[i + 1]; b1 += dy[i + 1] * ((x[i + 1] - m) * inv);
-    }
-    for (; i < n; i++) { a0 += dy[i]; b0 += dy[i] * ((x[i] - m) * inv); }
-    *sdy += a0 + a1;
-    *sdyx += b0 + b1;
-}
-
 #if defined(OCR__HAVE_AVX2) && defined(__SSE2__)
 #define OCR__SSE 1
 #endif
 
-/* y = x * scale + shift */
-static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, float shift) {
-    int64_t i = 0;
+/* ReLU's gradient: g where the ReLU output y is > 0, else exactly 0 (also for g NaN or Inf), without a branch */
+static float ocr__relu_grad(float y, float g) {
 #ifdef OCR__SSE
-    __m128 vs = _mm_set1_ps(scale), vb = _mm_set1_ps(shift);
-    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x + i), vs), vb));
+    return _mm_cvtss_f32(_mm_and_ps(_mm_cmpgt_ss(_mm_set_ss(y), _mm_setzero_ps()), _mm_set_ss(g)));
+#else
+    return y > 0.0f ? g : 0.0f;
 #endif
-    for (; i < n; i++) y[i] = x[i] * scale + shift;
 }
 
-/* dx += k * (dy - a - (x - m) * ib) */
-static void ocr__bn_dx_row(const float *x, const float *dy, float *dx, int64_t n, float k, float a, float m, float ib) {
+/* *sdy += sum g, *sdyx += sum g * (x - m) * inv, where g is dy, masked by the ReLU output relu_y when given */
+static void ocr__bn_grad_sums_row(const float *x, const float *dy, const float *relu_y, int64_t n, float m, float inv,
+                                  double *sdy, double *sdyx) {
+    double a0 = 0.0, a1 = 0.0, b0 = 0.0, b1 = 0.0;
+    int64_t i;
+    float g0, g1;
+    for (i = 0; i + 2 <= n; i += 2) {
+        g0 = relu_y ? ocr__relu_grad(relu_y[i], dy[i]) : dy[i];
+        g1 = relu_y ? ocr__relu_grad(relu_y[i + 1], dy[i + 1]) : dy[i + 1];
+        a0 += g0; b0 += g0 * ((x[i] - m) * inv);
+        a1 += g1; b1 += g1 * ((x[i + 1] - m) * inv);
+    }
+    for (; i < n; i++) {
+        g0 = relu_y ? ocr__relu_grad(relu_y[i], dy[i]) : dy[i];
+        a0 += g0; b0 += g0 * ((x[i] - m) * inv);
+    }
+    *sdy += a0 + a1;
+    *sdyx += b0 + b1;
+}
+
+/* y = x * scale + shift, clamped at 0 when relu (max, which maps NaN to 0 as the ReLU op does) */
+static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, float shift, int relu) {
+    int64_t i = 0;
+#ifdef OCR__SSE
+    __m128 vs = _mm_set1_ps(scale), vb = _mm_set1_ps(shift), z = _mm_setzero_ps();
+    if (relu) for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x + i), vs), vb), z));
+    else for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x + i), vs), vb));
+#endif
+    for (; i < n; i++) {
+        float v = x[i] * scale + shift;
+        y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+    }
+}
+
+/* dx += k * (g - a - (x - m) * ib), g = dy masked by the ReLU output relu_y when given (a = ib = 0 in eval mode) */
+static void ocr__bn_dx_row(const float *x, const float *dy, const float *relu_y, float *dx, int64_t n, float k, float a, float m,
+                           float ib) {
     int64_t i = 0;
 #ifdef OCR__SSE
     __m128 vk = _mm_set1_ps(k), va = _mm_set1_ps(a), vm = _mm_set1_ps(m), vib = _mm_set1_ps(ib);
     for (; i + 4 <= n; i += 4) {
-        __m128 t = _mm_sub_ps(_mm_sub_ps(_mm_loadu_ps(dy + i), va), _mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(x + i), vm), vib));
+        __m128 g = _mm_loadu_ps(dy + i), t;
+        if (relu_y) g = _mm_and_ps(_mm_cmpgt_ps(_mm_loadu_ps(relu_y + i), _mm_setzero_ps()), g);
+        t = _mm_sub_ps(_mm_sub_ps(g, va), _mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(x + i), vm), vib));
         _mm_storeu_ps(dx + i, _mm_add_ps(_mm_loadu_ps(dx + i), _mm_mul_ps(vk, t)));
     }
 #endif
-    for (; i < n; i++) dx[i] += k * (dy[i] - a - (x[i] - m) * ib);
+    for (; i < n; i++) dx[i] += k * ((relu_y ? ocr__relu_grad(relu_y[i], dy[i]) : dy[i]) - a - (x[i] - m) * ib);
 }
 
 /* y += k * x */
@@ -1448,8 +1492,9 @@ static void ocr__axpy_row(const float *x, float *y, int64_t n, float k) {
 typedef struct {
     const float *x, *gamma, *beta, *mean, *invstd, *dy;
     float *y, *dx, *dgamma, *dbeta, *rmean, *rvar, *smean, *sinv;
+    const float *relu_y;   /* fused ReLU: forward clamps at 0; backward keeps dy where this output is > 0 */
     int64_t N, C, P;
-    int training;
+    int training, relu;
     float momentum, eps;
 } ocr__bn_job;
 
@@ -1479,7 +1524,8 @@ static void ocr__bn_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
         j->sinv[c] = inv;
         scale = inv * (j->gamma ? j->gamma[c] : 1.0f);
         shift = (j->beta ? j->beta[c] : 0.0f) - m * scale;
-        for (n = 0; n < j->N; n++) ocr__affine_row(j->x + (n * j->C + c) * j->P, j->y + (n * j->C + c) * j->P, j->P, scale, shift);
+        for (n = 0; n < j->N; n++)
+            ocr__affine_row(j->x + (n * j->C + c) * j->P, j->y + (n * j->C + c) * j->P, j->P, scale, shift, j->relu);
     }
 }
 
@@ -1532,7 +1578,9 @@ static void ocr__bn_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
     for (c = begin; c < end; c++) {
         double sdy = 0.0, sdyx = 0.0;
         float m = j->mean[c], inv = j->invstd[c], g = j->gamma ? j->gamma[c] : 1.0f;
-        for (n = 0; n < j->N; n++) ocr__bn_grad_sums_row(j->x + (n * j->C + c) * j->P, j->dy + (n * j->C + c) * j->P, j->P, m, inv, &sdy, &sdyx);
+        for (n = 0; n < j->N; n++)
+            ocr__bn_grad_sums_row(j->x + (n * j->C + c) * j->P, j->dy + (n * j->C + c) * j->P,
+                                  j->relu_y ? j->relu_y + (n * j->C + c) * j->P : NULL, j->P, m, inv, &sdy, &sdyx);
         if (j->dgamma) j->dgamma[c] += (float)sdyx;
         if (j->dbeta) j->dbeta[c] += (float)sdy;
         if (!j->dx) continue;
@@ -1540,9 +1588,12 @@ static void ocr__bn_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
             float k = g * inv, a = (float)(sdy / count), b = (float)(sdyx / count);
             for (n = 0; n < j->N; n++) {
                 const float *xc = j->x + (n * j->C + c) * j->P, *dyc = j->dy + (n * j->C + c) * j->P;
+                const float *yc = j->relu_y ? j->relu_y + (n * j->C + c) * j->P : NULL;
                 float *dxc = j->dx + (n * j->C + c) * j->P;
-                if (j->training) ocr__bn_dx_row(xc, dyc, dxc, j->P, k, a, m, inv * b);
-                else ocr__axpy_row(dyc, dxc, j->P, k);
+                int64_t i;
+                if (j->training) ocr__bn_dx_row(xc, dyc, yc, dxc, j->P, k, a, m, inv * b);
+                else if (!yc) ocr__axpy_row(dyc, dxc, j->P, k);
+                else for (i = 0; i < j->P; i++) dxc[i] += k * ocr__relu_grad(yc[i], dyc[i]);
             }
         }
     }
@@ -1574,6 +1625,71 @@ OCRDEF int ocr_nn_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const 
     j.dx = dx ? (float *)dx->data : NULL; j.dgamma = dgamma ? (float *)dgamma->data : NULL; j.dbeta = dbeta ? (float *)dbeta->data : NULL;
     j.N = x->shape.dim[0]; j.C = C; j.P = x->shape.dim[2] * x->shape.dim[3]; j.training = training;
     ocr_parallel_for(ctx, C, 1, ocr__bn_bwd_part, &j);
+    if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dgamma))) return rc;
+    return ocr__watch(ctx, fn, "backward", dbeta);
+}
+
+/* The checks of ocr_nn_batchnorm2d_forward and _backward, for the fused BN + ReLU pair, plus the ReLU output's. */
+static int ocr__bn_relu_check(ocr_ctx *ctx, const char *fn, const ocr_tensor *x, const ocr_tensor *y, const ocr_tensor *dy,
+                              const ocr_tensor *const *vecs, int n_vecs, const ocr_tensor *dx) {
+    int64_t C;
+    int rc, i;
+    if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr_check_f32(ctx, fn, y)) || (rc = ocr_check_same_shape(ctx, fn, x, y))) return rc;
+    if (dy && ((rc = ocr_check_f32(ctx, fn, dy)) || (rc = ocr_check_same_shape(ctx, fn, x, dy)))) return rc;
+    if (dx && ((rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_same_shape(ctx, fn, x, dx)))) return rc;
+    if (x->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: input '%s' must be 4-D [N,C,H,W]", fn, x->name);
+    if (x->data == y->data) return ocr_error(ctx, OCR_EINVAL, "%s: output '%s' must not alias input '%s'", fn, y->name, x->name);
+    if (ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: CPU only; on %s call the batchnorm2d and relu ops", fn, ocr_device_name(ctx->device));
+    C = x->shape.dim[1];
+    for (i = 0; i < n_vecs; i++) if ((rc = ocr__bn_check_vec(ctx, fn, vecs[i], C))) return rc;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_nn_batchnorm2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *beta,
+                                           ocr_tensor *running_mean, ocr_tensor *running_var, int training, float momentum,
+                                           float eps, ocr_tensor *save_mean, ocr_tensor *save_invstd, ocr_tensor *y) {
+    const char *fn = "ocr_nn_batchnorm2d_relu_forward";
+    const ocr_tensor *vecs[6];
+    ocr__bn_job j;
+    int rc;
+    vecs[0] = gamma; vecs[1] = beta; vecs[2] = running_mean; vecs[3] = running_var; vecs[4] = save_mean; vecs[5] = save_invstd;
+    if (!running_mean || !running_var || !save_mean || !save_invstd)
+        return ocr_error(ctx, OCR_EINVAL, "%s: running_mean, running_var, save_mean and save_invstd are required", fn);
+    if ((rc = ocr__bn_relu_check(ctx, fn, x, y, NULL, vecs, 6, NULL))) return rc;
+    if (!(eps > 0.0f) || !(momentum >= 0.0f && momentum <= 1.0f))
+        return ocr_error(ctx, OCR_EINVAL, "%s: eps %g must be > 0 and momentum %g in [0, 1]", fn, eps, momentum);
+    if (training && x->shape.dim[0] * x->shape.dim[2] * x->shape.dim[3] < 2)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: training needs more than one value per channel, input '%s' has one", fn, x->name);
+    memset(&j, 0, sizeof j);
+    j.x = (const float *)x->data; j.y = (float *)y->data;
+    j.gamma = gamma ? (const float *)gamma->data : NULL; j.beta = beta ? (const float *)beta->data : NULL;
+    j.rmean = (float *)running_mean->data; j.rvar = (float *)running_var->data;
+    j.smean = (float *)save_mean->data; j.sinv = (float *)save_invstd->data;
+    j.N = x->shape.dim[0]; j.C = x->shape.dim[1]; j.P = x->shape.dim[2] * x->shape.dim[3];
+    j.training = training; j.momentum = momentum; j.eps = eps; j.relu = 1;
+    ocr_parallel_for(ctx, j.C, 1, ocr__bn_fwd_part, &j);
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_batchnorm2d_relu_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *y, const ocr_tensor *gamma,
+                                            const ocr_tensor *save_mean, const ocr_tensor *save_invstd, const ocr_tensor *dy,
+                                            int training, ocr_tensor *dx, ocr_tensor *dgamma, ocr_tensor *dbeta) {
+    const char *fn = "ocr_nn_batchnorm2d_relu_backward";
+    const ocr_tensor *vecs[5];
+    ocr__bn_job j;
+    int rc;
+    vecs[0] = gamma; vecs[1] = save_mean; vecs[2] = save_invstd; vecs[3] = dgamma; vecs[4] = dbeta;
+    if (!save_mean || !save_invstd) return ocr_error(ctx, OCR_EINVAL, "%s: save_mean and save_invstd from forward are required", fn);
+    if (!dy) return ocr_error(ctx, OCR_EINVAL, "%s: dy is required", fn);
+    if ((rc = ocr__bn_relu_check(ctx, fn, x, y, dy, vecs, 5, dx))) return rc;
+    memset(&j, 0, sizeof j);
+    j.x = (const float *)x->data; j.dy = (const float *)dy->data; j.relu_y = (const float *)y->data;
+    j.gamma = gamma ? (const float *)gamma->data : NULL;
+    j.mean = (const float *)save_mean->data; j.invstd = (const float *)save_invstd->data;
+    j.dx = dx ? (float *)dx->data : NULL; j.dgamma = dgamma ? (float *)dgamma->data : NULL; j.dbeta = dbeta ? (float *)dbeta->data : NULL;
+    j.N = x->shape.dim[0]; j.C = x->shape.dim[1]; j.P = x->shape.dim[2] * x->shape.dim[3]; j.training = training;
+    ocr_parallel_for(ctx, j.C, 1, ocr__bn_bwd_part, &j);
     if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dgamma))) return rc;
     return ocr__watch(ctx, fn, "backward", dbeta);
 }

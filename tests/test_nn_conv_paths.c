@@ -1,0 +1,126 @@
+/* Every lowering of ocr_nn's convolutions against direct loops in double: the implicit (padded-image, phase-split)
+   path for rows at least 32 wide at stride 1 and 2 with padding and dilation, the data gradient computed as a
+   flipped-kernel convolution, the weight gradient from dot products (implicit and from im2col) and from the packed
+   GEMM, the packed im2col path, 1x1 convolutions, groups, output-channel counts that leave partial 8-row panels and
+   widths that leave partial 48-pixel blocks; each on 1 and 2 threads and with every micro-kernel this CPU runs. */
+#define OCR_IMPLEMENTATION
+#include "ocr_tensor.h"
+#include "ocr_nn.h"
+#include "ocr_test.h"
+
+typedef struct { const char *name; int N, C, K, H, W, kh, kw, sh, sw, ph, pw, dil, groups; } geom;
+
+/* y = conv(x, w), dx = conv^T(dy, w), dw = dy (x) x in double, as torch.nn.Conv2d defines them */
+static void reference(const geom *t, int OH, int OW, const float *x, const float *w, const float *dy, double *y, double *dx,
+                      double *dw) {
+    int Cg = t->C / t->groups, Kg = t->K / t->groups, n, k, c, i, j, oh, ow;
+    for (n = 0; n < t->N; n++)
+        for (k = 0; k < t->K; k++)
+            for (c = 0; c < Cg; c++)
+                for (i = 0; i < t->kh; i++)
+                    for (j = 0; j < t->kw; j++) {
+                        int cin = (k / Kg) * Cg + c, wi = ((k * Cg + c) * t->kh + i) * t->kw + j;
+                        for (oh = 0; oh < OH; oh++) {
+                            int ih = oh * t->sh - t->ph + i * t->dil;
+                            if (ih < 0 || ih >= t->H) continue;
+                            for (ow = 0; ow < OW; ow++) {
+                                int iw = ow * t->sw - t->pw + j * t->dil;
+                                long yi = (((long)n * t->K + k) * OH + oh) * OW + ow, xi = (((long)n * t->C + cin) * t->H + ih) * t->W + iw;
+                                if (iw < 0 || iw >= t->W) continue;
+                                y[yi] += (double)w[wi] * x[xi];
+                                dx[xi] += (double)w[wi] * dy[yi];
+                                dw[wi] += (double)dy[yi] * x[xi];
+                            }
+                        }
+                    }
+}
+
+static void to_float(const double *d, float *f, long n) {
+    long i;
+    for (i = 0; i < n; i++) f[i] = (float)d[i];
+}
+
+static void run_case(const geom *t, int threads, int kernel) {
+    ocr_ctx ctx;
+    ocr_conv_params p = ocr_conv_params_make(1, 0, t->dil, t->groups);
+    ocr_tensor x, w, y, dy, dx, dw;
+    ocr_shape ys;
+    long nx, nw, ny;
+    double *ry = NULL, *rdx = NULL, *rdw = NULL;
+    float *fy = NULL, *fdx = NULL, *fdw = NULL;
+    char what[160];
+    memset(&x, 0, sizeof x); w = y = dy = dx = dw = x;
+    p.stride_h = t->sh; p.stride_w = t->sw; p.pad_h = t->ph; p.pad_w = t->pw;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, threads, 7));
+    ctx.cpu_kernel = kernel;
+    OCR_CHECK_OK(&ctx, ocr_nn_conv2d_out_shape(&ctx, ocr_shape4(t->N, t->C, t->H, t->W), ocr_shape4(t->K, t->C / t->groups, t->kh, t->kw), p, &ys));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->C, t->H, t->W)));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->K, t->C / t->groups, t->kh, t->kw)));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y, "y", OCR_F32, OCR_DEVICE_CPU, ys));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dy, "dy", OCR_F32, OCR_DEVICE_CPU, ys));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dx, "dx", OCR_F32, OCR_DEVICE_CPU, x.shape));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dw, "dw", OCR_F32, OCR_DEVICE_CPU, w.shape));
+    if (ocr_test__case_failed) goto done;
+    nx = (long)ocr_tensor_numel(&x); nw = (long)ocr_tensor_numel(&w); ny = (long)ocr_tensor_numel(&y);
+    ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
+    ocr_tensor_fill_uniform(&ctx, &w, -0.2f, 0.2f);
+    ocr_tensor_fill_uniform(&ctx, &dy, -1.0f, 1.0f);
+    /* gradients accumulate: start from a known non-zero value */
+    ocr_tensor_fill(&ctx, &dx, 0.5);
+    ocr_tensor_fill(&ctx, &dw, -0.25);
+    ry = (double *)calloc((size_t)ny, sizeof(double)); rdx = (double *)calloc((size_t)nx, sizeof(double));
+    rdw = (double *)calloc((size_t)nw, sizeof(double));
+    fy = (float *)malloc((size_t)ny * sizeof(float)); fdx = (float *)malloc((size_t)nx * sizeof(float)); fdw = (float *)malloc((size_t)nw * sizeof(float));
+    if (!ry || !rdx || !rdw || !fy || !fdx || !fdw) { OCR_CHECK_MSG(0, "out of memory"); goto done; }
+    OCR_CHECK_OK(&ctx, ocr_nn_conv2d_forward(&ctx, &x, &w, NULL, p, &y));
+    OCR_CHECK_OK(&ctx, ocr_nn_conv2d_backward(&ctx, &x, &w, &dy, p, &dx, &dw, NULL));
+    reference(t, (int)ys.dim[2], (int)ys.dim[3], (const float *)x.data, (const float *)w.data, (const float *)dy.data, ry, rdx, rdw);
+    {
+        long i;
+        for (i = 0; i < nx; i++) rdx[i] += 0.5;
+        for (i = 0; i < nw; i++) rdw[i] -= 0.25;
+    }
+    to_float(ry, fy, ny); to_float(rdx, fdx, nx); to_float(rdw, fdw, nw);
+    snprintf(what, sizeof what, "%s, %d thread(s), kernel %s: y", t->name, threads, ocr_gemm_kernel_name(&ctx));
+    OCR_CHECK_MSG(ocr_test_rel_err((const float *)y.data, fy, ny, 1e-6) <= 2e-6, "%s off by %g", what,
+                  ocr_test_rel_err((const float *)y.data, fy, ny, 1e-6));
+    OCR_CHECK_MSG(ocr_test_rel_err((const float *)dx.data, fdx, nx, 1e-6) <= 2e-6, "%s: dx off by %g", what,
+                  ocr_test_rel_err((const float *)dx.data, fdx, nx, 1e-6));
+    OCR_CHECK_MSG(ocr_test_rel_err((const float *)dw.data, fdw, nw, 1e-6) <= 2e-6, "%s: dw off by %g", what,
+                  ocr_test_rel_err((const float *)dw.data, fdw, nw, 1e-6));
+done:
+    free(ry); free(rdx); free(rdw); free(fy); free(fdx); free(fdw);
+    ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&y); ocr_tensor_free(&dy); ocr_tensor_free(&dx); ocr_tensor_free(&dw);
+    ocr_ctx_free(&ctx);
+}
+
+static void test_conv_paths(void) {
+    static const geom cases[] = {
+        /* implicit path (rows >= 32 wide) */
+        {"3x3 s1 p1, 16->16, 80 wide (two 48-blocks, one partial)", 2, 16, 16, 6, 80, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"3x3 s1 p1, 8->12 (a partial 8-row panel), 37 wide", 1, 8, 12, 5, 37, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"7x7 s2 p3 (stem), 3->16, 70 wide input", 2, 3, 16, 9, 70, 7, 7, 2, 2, 3, 3, 1, 1},
+        {"3x3 s2 p1, odd input 81 wide", 1, 6, 8, 7, 81, 3, 3, 2, 2, 1, 1, 1, 1},
+        {"1x1 s2, 96 wide", 1, 5, 9, 4, 96, 1, 1, 2, 2, 0, 0, 1, 1},
+        {"1x1 s1, 40 wide, 64 outputs (weight gradient through the GEMM)", 1, 7, 64, 3, 40, 1, 1, 1, 1, 0, 0, 1, 1},
+        {"3x2 s1 x2, pad 3x1, dilation 2, 33 wide", 2, 3, 5, 8, 33, 3, 2, 1, 2, 3, 1, 2, 1},
+        {"3x3 s1 p2 (pad past the flipped kernel's reach), 40 wide", 1, 4, 8, 5, 36, 3, 3, 1, 1, 2, 2, 1, 1},
+        {"3x3 s1 p1, 4->40 outputs, 48 wide (im2col dot off, implicit dot on)", 1, 4, 40, 4, 48, 3, 3, 1, 1, 1, 1, 1, 1},
+        /* packed im2col path (rows under 32 wide) */
+        {"3x3 s1 p1, 16->16, 20 wide", 3, 16, 16, 20, 20, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"3x3 s2 p1, 8->16, 19 wide", 2, 8, 16, 11, 19, 3, 3, 2, 2, 1, 1, 1, 1},
+        {"3x3 s1 p1, 8->48 outputs (weight gradient through the GEMM), 10 wide", 2, 8, 48, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"3x3 groups 2, 40 wide", 1, 4, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 2},
+    };
+    static const int kernels[3] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2, OCR_CPU_KERNEL_PORTABLE};
+    int c, t, k;
+    for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+        for (t = 1; t <= 2; t++)
+            for (k = 0; k < 3; k++) run_case(&cases[c], t, kernels[k]);
+}
+
+int main(int argc, char **argv) {
+    ocr_test_init(argc, argv);
+    OCR_TEST_RUN(test_conv_paths);
+    return ocr_test_finish();
+}
