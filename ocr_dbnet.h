@@ -413,15 +413,13 @@ static int ocr__db_conv(ocr__db_build *b, const char *name, int x, int cout, int
 }
 
 /* BatchNorm2d named prefix, optionally with the ReLU that follows it fused in (one pass over memory each way, one
-   activation and gradient buffer less; the output is then named "<prefix>+relu"). */
+   activation and gradient buffer less). */
 static int ocr__db_bn(ocr__db_build *b, const char *name, int x, int relu) {
     int c, y;
-    char oname[OCR_NAME_MAX];
     ocr__dbnet_op *op;
     if (b->rc) return 0;
     c = b->m->acts[x].channels;
-    snprintf(oname, sizeof oname, "%.80s%s", name, relu ? "+relu" : "");
-    y = ocr__db_act(b, oname, c, b->m->acts[x].div, -1, 0);
+    y = ocr__db_act(b, name, c, b->m->acts[x].div, -1, 0);
     if (!(op = ocr__db_op(b, OCR__DB_BN, y))) return 0;
     op->in[0] = x; op->n_in = 1;
     op->relu = relu;

@@ -183,7 +183,7 @@ static void print_layers(const ours *o, const double *sec, int steps) {
         const ocr__dbnet_act *a = &m->acts[op->out];
         char shape[64];
         snprintf(shape, sizeof shape, "%dx%lldx%lld", a->channels, (long long)(m->H / a->div), (long long)(m->W / a->div));
-        printf("  %-34s %-8s %-18s %10.2f %10.2f\n", a->name, op_kind_name(op->kind), shape, 1e3 * sec[i] / steps,
+        printf("  %-34s %-8s %-18s %10.2f %10.2f\n", a->name, op->relu ? "bn+relu" : op_kind_name(op->kind), shape, 1e3 * sec[i] / steps,
                1e3 * sec[m->n_ops + i] / steps);
         tf += sec[i]; tb += sec[m->n_ops + i];
     }

@@ -15,6 +15,7 @@
 #include "ocr_dbnet.h"
 #include "ocr_data.h"
 #include "ocr_test.h"
+#include "ocr_test_cli.h"
 
 #include <errno.h>
 #include <sys/stat.h>
@@ -23,7 +24,7 @@
 
 static const char *const DETECT = "./examples/detect";
 static const char *const EVAL = "./examples/eval_dbnet";
-static char dir[64];       /* this run's scratch directory */
+#define dir ocr_test_cli_dir       /* this run's scratch directory */
 static ocr_ctx ctx;
 
 /* ---------------------------------------------------------------- helpers */
@@ -46,41 +47,8 @@ static void write_text(const char *path, const char *text) {
 
 static void make_dir(const char *path) { OCR_CHECK_MSG(mkdir(path, 0755) == 0 || errno == EEXIST, "mkdir %s", path); }
 
-static char *read_text(const char *path) {
-    unsigned char *bytes = NULL;
-    size_t size = 0;
-    char *s;
-    if (ocr_read_file(&ctx, path, (size_t)1 << 26, &bytes, &size) != OCR_OK) return NULL;
-    s = (char *)realloc(bytes, size + 1);
-    if (!s) { free(bytes); return NULL; }
-    s[size] = 0;
-    return s;
-}
 
-/* Runs a shell command (path_in results stay valid); *out and *err get its stdout and stderr (free them). Returns the exit status. */
-static int run(const char *cmd, char **out, char **err) {
-    char full[8192], out_path[128], err_path[128];
-    int status;
-    snprintf(out_path, sizeof out_path, "%s/stdout.txt", dir);
-    snprintf(err_path, sizeof err_path, "%s/stderr.txt", dir);
-    snprintf(full, sizeof full, "(%s) >%s 2>%s", cmd, out_path, err_path);
-    status = system(full);
-    *out = read_text(out_path);
-    *err = read_text(err_path);
-    if (!*out) *out = strdup("");
-    if (!*err) *err = strdup("");
-    return status == -1 || !WIFEXITED(status) ? -1 : WEXITSTATUS(status);
-}
 
-/* A command that must exit with `code` and print `needle` on stderr (NULL: anything). */
-static void expect_exit(const char *cmd, int code, const char *needle) {
-    char *out, *err;
-    int rc = run(cmd, &out, &err);
-    OCR_CHECK_MSG(rc == code, "'%s' exited %d, expected %d; stderr: %s", cmd, rc, code, err);
-    OCR_CHECK_MSG(!needle || strstr(err, needle), "'%s': stderr does not mention '%s': %s", cmd, needle, err);
-    free(out);
-    free(err);
-}
 
 /* The last non-empty line of s (modified in place). */
 static char *last_line(char *s) {
@@ -90,28 +58,19 @@ static char *last_line(char *s) {
     return s + n;
 }
 
-/* Number `key` of the JSON object in line, or NAN. */
-static double json_get(const char *line, const char *key) {
-    ocr_json_tok toks[64];
-    int n, v;
-    double d;
-    if (ocr_json_parse(&ctx, line, strlen(line), toks, 64, &n) != OCR_OK || toks[0].type != OCR_JSON_OBJECT) return NAN;
-    v = ocr_json_find(line, toks, 0, key);
-    return v >= 0 && ocr_json_number(line, &toks[v], &d) ? d : NAN;
-}
 
 typedef struct { double precision, recall, hmean; int images, gt_care, det_care, matched; } figures;
 
 /* Runs an eval_dbnet command that must succeed and checks the JSON of its last line against want. */
 static void expect_figures(const char *what, const char *cmd, const figures *want) {
     char *out, *err, *line;
-    int rc = run(cmd, &out, &err);
+    int rc = ocr_test_run(cmd, &out, &err);
     OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", cmd, rc, err);
     line = last_line(out);
-    OCR_CHECK_MSG(fabs(json_get(line, "precision") - want->precision) < 1e-9 && fabs(json_get(line, "recall") - want->recall) < 1e-9 &&
-                      fabs(json_get(line, "hmean") - want->hmean) < 1e-9 && json_get(line, "images") == want->images &&
-                      json_get(line, "gt_care") == want->gt_care && json_get(line, "det_care") == want->det_care &&
-                      json_get(line, "matched") == want->matched,
+    OCR_CHECK_MSG(fabs(ocr_test_json_number(line, strlen(line), "precision") - want->precision) < 1e-9 && fabs(ocr_test_json_number(line, strlen(line), "recall") - want->recall) < 1e-9 &&
+                      fabs(ocr_test_json_number(line, strlen(line), "hmean") - want->hmean) < 1e-9 && ocr_test_json_number(line, strlen(line), "images") == want->images &&
+                      ocr_test_json_number(line, strlen(line), "gt_care") == want->gt_care && ocr_test_json_number(line, strlen(line), "det_care") == want->det_care &&
+                      ocr_test_json_number(line, strlen(line), "matched") == want->matched,
                   "%s: '%s': got %s; expected P %.10g R %.10g H %.10g images %d gt_care %d det_care %d matched %d", what, cmd, line, want->precision,
                   want->recall, want->hmean, want->images, want->gt_care, want->det_care, want->matched);
     free(out);
@@ -189,7 +148,7 @@ static void check_help(const char *prog, const char *const *flags) {
     char cmd[256], *out, *err;
     int rc, i;
     snprintf(cmd, sizeof cmd, "%s --help", prog);
-    rc = run(cmd, &out, &err);
+    rc = ocr_test_run(cmd, &out, &err);
     OCR_CHECK_MSG(rc == 0, "%s exited %d", cmd, rc);
     for (i = 0; flags[i]; i++) OCR_CHECK_MSG(strstr(out, flags[i]) != NULL, "%s does not list %s:\n%s", cmd, flags[i], out);
     free(out);
@@ -209,31 +168,31 @@ static void test_usage_errors(void) {
     char cmd[1024];
     const char *model = path_in("model_text.safetensors"), *img = path_in("icdar/images/img_1.png");
     snprintf(cmd, sizeof cmd, "%s --bogus", DETECT);
-    expect_exit(cmd, 2, "unknown flag '--bogus'");
+    ocr_test_expect_exit(cmd, 2, "unknown flag '--bogus'");
     snprintf(cmd, sizeof cmd, "%s --model %s --thresh abc %s", DETECT, model, img);
-    expect_exit(cmd, 2, "--thresh needs a number");
+    ocr_test_expect_exit(cmd, 2, "--thresh needs a number");
     snprintf(cmd, sizeof cmd, "%s --model %s --short-side 1.5 %s", DETECT, model, img);
-    expect_exit(cmd, 2, "--short-side needs an integer");
+    ocr_test_expect_exit(cmd, 2, "--short-side needs an integer");
     snprintf(cmd, sizeof cmd, "%s --model %s --thresh 1.5 %s", DETECT, model, img);
-    expect_exit(cmd, 2, "out of range");
+    ocr_test_expect_exit(cmd, 2, "out of range");
     snprintf(cmd, sizeof cmd, "%s %s", DETECT, img);
-    expect_exit(cmd, 2, "--model is required");
+    ocr_test_expect_exit(cmd, 2, "--model is required");
     snprintf(cmd, sizeof cmd, "%s --model %s", DETECT, model);
-    expect_exit(cmd, 2, "no image");
+    ocr_test_expect_exit(cmd, 2, "no image");
     snprintf(cmd, sizeof cmd, "%s --model %s --out %s %s %s/icdar_flat/img_1.png", DETECT, model, path_in("o"), img, dir);
-    expect_exit(cmd, 2, "both write outputs named 'img_1'");
+    ocr_test_expect_exit(cmd, 2, "both write outputs named 'img_1'");
     snprintf(cmd, sizeof cmd, "%s", EVAL);
-    expect_exit(cmd, 2, "either --model and --data, or --gt and --pred");
+    ocr_test_expect_exit(cmd, 2, "either --model and --data, or --gt and --pred");
     snprintf(cmd, sizeof cmd, "%s --model %s --gt %s --pred %s", EVAL, model, dir, dir);
-    expect_exit(cmd, 2, "either --model and --data, or --gt and --pred");
+    ocr_test_expect_exit(cmd, 2, "either --model and --data, or --gt and --pred");
     snprintf(cmd, sizeof cmd, "%s --model %s --data folder:%s", EVAL, model, dir);
-    expect_exit(cmd, 2, "--data must be");
+    ocr_test_expect_exit(cmd, 2, "--data must be");
     snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s --gt-format xml", EVAL, dir, dir);
-    expect_exit(cmd, 2, "--gt-format must be");
+    ocr_test_expect_exit(cmd, 2, "--gt-format must be");
     snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s stray", EVAL, dir, dir);
-    expect_exit(cmd, 2, "unexpected argument: stray");
+    ocr_test_expect_exit(cmd, 2, "unexpected argument: stray");
     snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s --per-image=1", EVAL, dir, dir);
-    expect_exit(cmd, 2, "takes no value");
+    ocr_test_expect_exit(cmd, 2, "takes no value");
 }
 
 static void test_missing_files(void) {
@@ -241,43 +200,43 @@ static void test_missing_files(void) {
     const char *model = path_in("model_text.safetensors"), *img = path_in("icdar/images/img_1.png");
     int rc;
     snprintf(cmd, sizeof cmd, "%s --model %s/no_model.safetensors %s", DETECT, dir, img);
-    expect_exit(cmd, 1, "no_model.safetensors");
+    ocr_test_expect_exit(cmd, 1, "no_model.safetensors");
     /* a missing image fails the run but not the other images */
     snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 %s/no_image.png %s", DETECT, model, dir, img);
-    rc = run(cmd, &out, &err);
+    rc = ocr_test_run(cmd, &out, &err);
     OCR_CHECK_MSG(rc == 1 && strstr(err, "no_image.png") && strstr(out, "img_1.png") && !strstr(out, "no_image"),
                   "'%s' exited %d, stdout %s, stderr %s", cmd, rc, out, err);
     free(out);
     free(err);
     snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 %s/bad_model.safetensors", DETECT, model, dir);
     write_text(path_in("bad_model.safetensors"), "not an image");
-    expect_exit(cmd, 1, "bad_model.safetensors");
+    ocr_test_expect_exit(cmd, 1, "bad_model.safetensors");
     snprintf(cmd, sizeof cmd, "%s --model %s/bad_model.safetensors %s", DETECT, dir, img);
-    expect_exit(cmd, 1, "bad_model.safetensors");
+    ocr_test_expect_exit(cmd, 1, "bad_model.safetensors");
     snprintf(cmd, sizeof cmd, "%s --gt %s/no_gt_dir --pred %s", EVAL, dir, dir);
-    expect_exit(cmd, 1, "no_gt_dir");
+    ocr_test_expect_exit(cmd, 1, "no_gt_dir");
     snprintf(cmd, sizeof cmd, "%s --gt %s/icdar/gts --pred %s/no_pred_dir", EVAL, dir, dir);
-    expect_exit(cmd, 1, "no_pred_dir");
+    ocr_test_expect_exit(cmd, 1, "no_pred_dir");
     snprintf(cmd, sizeof cmd, "%s --gt %s/icdar/images --pred %s", EVAL, dir, dir);
-    expect_exit(cmd, 1, "no ground-truth files");
+    ocr_test_expect_exit(cmd, 1, "no ground-truth files");
     snprintf(cmd, sizeof cmd, "%s --model %s --data icdar:%s/no_data_dir", EVAL, model, dir);
-    expect_exit(cmd, 1, "no_data_dir");
+    ocr_test_expect_exit(cmd, 1, "no_data_dir");
     snprintf(cmd, sizeof cmd, "%s --model %s --data lmdb:%s/no_lmdb", EVAL, model, dir);
-    expect_exit(cmd, 1, "no_lmdb");
+    ocr_test_expect_exit(cmd, 1, "no_lmdb");
     snprintf(cmd, sizeof cmd, "%s --model %s/no_model.safetensors --data icdar:%s/icdar", EVAL, dir, dir);
-    expect_exit(cmd, 1, "no_model.safetensors");
+    ocr_test_expect_exit(cmd, 1, "no_model.safetensors");
     /* malformed files name the file and the line */
     make_dir(path_in("bad_gt"));
     make_dir(path_in("bad_res"));
     write_text(path_in("bad_gt/gt_img_1.txt"), "0,0,10,0,10,10,0,10,a\n");
     write_text(path_in("bad_res/res_img_1.txt"), "0,0,10,0,10,10,0,10\n1,2,abc,4,5,6\n");
     snprintf(cmd, sizeof cmd, "%s --gt %s/bad_gt --pred %s/bad_res", EVAL, dir, dir);
-    expect_exit(cmd, 1, "res_img_1.txt' line 2");
+    ocr_test_expect_exit(cmd, 1, "res_img_1.txt' line 2");
     write_text(path_in("bad_res/res_img_1.txt"), "0,0,10,0\n");
-    expect_exit(cmd, 1, "res_img_1.txt' line 1: 4 coordinates");
+    ocr_test_expect_exit(cmd, 1, "res_img_1.txt' line 1: 4 coordinates");
     write_text(path_in("bad_gt/gt_img_1.txt"), "0,0,10,0,10,x,0,10,a\n");
     write_text(path_in("bad_res/res_img_1.txt"), "");
-    expect_exit(cmd, 1, "gt_img_1.txt");
+    ocr_test_expect_exit(cmd, 1, "gt_img_1.txt");
 }
 
 /* ---------------------------------------------------------------- eval --gt/--pred on hand-computed cases */
@@ -343,7 +302,7 @@ static void test_eval_files(void) {
     want = make_figures(N_CASES, gt_care, det_care, matched);
     expect_figures("all cases", cmd, &want);
     snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s --per-image", EVAL, gt_dir, res_dir);
-    rc = run(cmd, &out, &err);
+    rc = ocr_test_run(cmd, &out, &err);
     OCR_CHECK_MSG(rc == 0, "'%s' exited %d", cmd, rc);
     {
         const char *at = out;
@@ -373,7 +332,7 @@ static void check_detect_line(const char *line, int i, const char *image) {
     if (ocr_json_parse(&ctx, line, strlen(line), toks, 256, &n) != OCR_OK) return;
     v = ocr_json_find(line, toks, 0, "image");
     OCR_CHECK(v >= 0 && ocr_json_string(line, &toks[v], got, sizeof got) && strcmp(got, image) == 0);
-    OCR_CHECK(json_get(line, "width") == IMAGE_W[i] && json_get(line, "height") == IMAGE_H[i]);
+    OCR_CHECK(ocr_test_json_number(line, strlen(line), "width") == IMAGE_W[i] && ocr_test_json_number(line, strlen(line), "height") == IMAGE_H[i]);
     d = ocr_json_find(line, toks, 0, "detections");
     OCR_CHECK_MSG(d >= 0 && toks[d].type == OCR_JSON_ARRAY && toks[d].size == 1, "expected one detection: %s", line);
     if (d < 0 || toks[d].size != 1) return;
@@ -399,7 +358,7 @@ static void test_detect_and_eval_model(void) {
     for (i = 0; i < N_IMAGES; i++)
         snprintf(images + strlen(images), sizeof images - strlen(images), " %s/icdar/images/img_%d.png", dir, i + 1);
     snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --threads 2 --out %s/det %s", DETECT, text_model, dir, images);
-    rc = run(cmd, &out, &err);
+    rc = ocr_test_run(cmd, &out, &err);
     OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", cmd, rc, err);
     for (i = 0, line = strtok_r(out, "\n", &save); i < N_IMAGES; i++, line = strtok_r(NULL, "\n", &save)) {
         char image[600], png[600];
@@ -442,7 +401,7 @@ static void test_detect_and_eval_model(void) {
 
     /* polygon mode: one polygon per image, inside the image */
     snprintf(cmd, sizeof cmd, "%s --model %s --poly --short-side 64 %s/icdar/images/img_1.png", DETECT, text_model, dir);
-    rc = run(cmd, &out, &err);
+    rc = ocr_test_run(cmd, &out, &err);
     OCR_CHECK_MSG(rc == 0 && strstr(out, "\"points\":[[") && !strstr(out, "},{"), "'%s' exited %d: %s%s", cmd, rc, out, err);
     free(out);
     free(err);
@@ -456,7 +415,7 @@ static void check_input_size(const char *flags, const char *image, int want_w, i
     int rc;
     snprintf(stem, sizeof stem, "%.*s", (int)(strrchr(base, '.') - base), base);
     snprintf(cmd, sizeof cmd, "%s --model %s %s --dump %s/dump %s", DETECT, path_in("model_random.safetensors"), flags, dir, image);
-    rc = run(cmd, &out, &err);
+    rc = ocr_test_run(cmd, &out, &err);
     OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", cmd, rc, err);
     snprintf(path, sizeof path, "%s/dump/%s.safetensors", dir, stem);
     rc = ocr_safetensors_open(&ctx, &st, path);
@@ -478,7 +437,7 @@ static void test_detect_random_model(void) {
     write_image(path_in("tiny.png"), 7, 3, 9);
     snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --out %s/det_random %s/icdar/images/img_1.png %s/icdar/images/img_3.png %s",
              DETECT, path_in("model_random.safetensors"), dir, dir, dir, path_in("tiny.png"));
-    rc = run(cmd, &out, &err);
+    rc = ocr_test_run(cmd, &out, &err);
     OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", cmd, rc, err);
     for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save), lines++) {
         ocr_json_tok toks[4096];
@@ -500,9 +459,9 @@ static void test_detect_random_model(void) {
     free(out);
     free(err);
     snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --data icdar:%s/icdar", EVAL, path_in("model_random.safetensors"), dir);
-    rc = run(cmd, &out, &err);
+    rc = ocr_test_run(cmd, &out, &err);
     line = last_line(out);
-    OCR_CHECK_MSG(rc == 0 && json_get(line, "images") == N_IMAGES && json_get(line, "precision") >= 0 && json_get(line, "recall") >= 0,
+    OCR_CHECK_MSG(rc == 0 && ocr_test_json_number(line, strlen(line), "images") == N_IMAGES && ocr_test_json_number(line, strlen(line), "precision") >= 0 && ocr_test_json_number(line, strlen(line), "recall") >= 0,
                   "'%s' exited %d: %s %s", cmd, rc, line, err);
     free(out);
     free(err);
@@ -515,7 +474,7 @@ static void test_detect_random_model(void) {
     /* a 2000x1 strip: its short side at 736 would make the long side 1.47 M px; --long-side handles it */
     write_image(path_in("strip.png"), 2000, 1, 4);
     snprintf(cmd, sizeof cmd, "%s --model %s %s", DETECT, path_in("model_random.safetensors"), path_in("strip.png"));
-    expect_exit(cmd, 1, "use --long-side");
+    ocr_test_expect_exit(cmd, 1, "use --long-side");
     check_input_size("--long-side 256", path_in("strip.png"), 256, 32);
 }
 
@@ -526,7 +485,7 @@ static void test_check_dbnet_torch(void) {
     int rc;
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/check_dbnet_torch.py --model %s --image %s --detect %s --short-side 64",
              path_in("model_random.safetensors"), path_in("icdar/images/img_1.png"), DETECT);
-    rc = run(cmd, &out, &err);
+    rc = ocr_test_run(cmd, &out, &err);
     OCR_CHECK_MSG(rc == 0 && strstr(out, "agree"), "'%s' exited %d (needs python3-torch, python3-numpy, python3-opencv):\n%s%s", cmd, rc,
                   out, err);
     free(out);
@@ -550,7 +509,7 @@ static void test_export_torchvision(void) {
              "assert run('--depth', '18', '--weights', '%s', '--out', '%s') == 0; "
              "sys.exit(run('--depth', '34', '--weights', '%s', '--out', '%s.34'))\"",
              file, file, pth, pth, again, pth, again);
-    expect_exit(cmd, 1, "is not a ResNet-34 state_dict");
+    ocr_test_expect_exit(cmd, 1, "is not a ResNet-34 state_dict");
     /* both files load into the backbone and hold the same values */
     rc = ocr_dbnet_init(&ctx, &m, &cfg);
     OCR_CHECK_MSG(rc == OCR_OK, "%s", ocr_ctx_last_error(&ctx));
@@ -582,6 +541,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (ocr_ctx_init(&ctx, 2, 7) != OCR_OK) return 1;
+    ocr_test_cli_ctx = &ctx;
     snprintf(dir, sizeof dir, "/tmp/ocr_test_cli.XXXXXX");
     if (!mkdtemp(dir)) { fprintf(stderr, "test_cli: mkdtemp failed\n"); return 1; }
     write_icdar(path_in("icdar"), 0);

@@ -10,57 +10,20 @@
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
 #include "ocr_test.h"
+#include "ocr_test_cli.h"
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static const char *const TRAIN = "./examples/train_dbnet";
 /* tiny and fast: 64x64 scenes, batch 2, the narrowest model */
 #define TINY "--size 64 --batch 2 --width 0.05 --val-count 4 --val-size 64 --threads 2 --log-every 1 --workers 2"
-static char dir[64];
+#define dir ocr_test_cli_dir
 static ocr_ctx ctx;
 
-static char *read_text(const char *path) {
-    unsigned char *bytes = NULL;
-    size_t size = 0;
-    if (ocr_read_file(&ctx, path, (size_t)1 << 26, &bytes, &size) != OCR_OK) return NULL;
-    return (char *)bytes; /* ocr_read_file NUL-terminates */
-}
-
-/* Runs a shell command; *out and *err get its stdout and stderr (free them). Returns the exit status. */
-static int run(const char *cmd, char **out, char **err) {
-    char full[4096], out_path[128], err_path[128];
-    int status;
-    snprintf(out_path, sizeof out_path, "%s/out.txt", dir);
-    snprintf(err_path, sizeof err_path, "%s/err.txt", dir);
-    snprintf(full, sizeof full, "(%s) >%s 2>%s", cmd, out_path, err_path);
-    status = system(full);
-    *out = read_text(out_path);
-    *err = read_text(err_path);
-    if (!*out) *out = strdup("");
-    if (!*err) *err = strdup("");
-    return status == -1 || !WIFEXITED(status) ? -1 : WEXITSTATUS(status);
-}
-
 static void expect_exit(const char *args, int code, const char *needle) {
-    char cmd[2048], *out, *err;
-    int rc;
+    char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s %s", TRAIN, args);
-    rc = run(cmd, &out, &err);
-    OCR_CHECK_MSG(rc == code, "'%s' exited %d, expected %d; stderr: %s", cmd, rc, code, err);
-    OCR_CHECK_MSG(!needle || strstr(err, needle), "'%s': stderr does not mention '%s': %s", cmd, needle, err);
-    free(out);
-    free(err);
-}
-
-/* Number `key` of a one-line JSON object, or NAN. */
-static double json_get(const char *line, size_t len, const char *key) {
-    ocr_json_tok toks[128];
-    int n, v;
-    double d;
-    if (ocr_json_parse(&ctx, line, len, toks, 128, &n) != OCR_OK || toks[0].type != OCR_JSON_OBJECT) return NAN;
-    v = ocr_json_find(line, toks, 0, key);
-    return v >= 0 && ocr_json_number(line, &toks[v], &d) ? d : NAN;
+    ocr_test_expect_exit(cmd, code, needle);
 }
 
 /* Reads run/metrics.jsonl: losses[step] for steps 1..max (NAN where absent); checks steps strictly increase. */
@@ -71,17 +34,17 @@ static int read_losses(const char *run_dir, double *losses, int max, int *n_val)
     for (i = 0; i <= max; i++) losses[i] = NAN;
     *n_val = 0;
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
-    text = read_text(path);
+    text = ocr_test_read_text(path);
     OCR_CHECK_MSG(text != NULL, "no %s", path);
     if (!text) return 0;
     for (line = text; *line; ) {
         char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line);
-        double step = json_get(line, len, "step"), loss = json_get(line, len, "train/loss");
+        double step = ocr_test_json_number(line, len, "step"), loss = ocr_test_json_number(line, len, "train/loss");
         OCR_CHECK_MSG(step > (double)last, "%s: step %g after %lld", path, step, (long long)last);
         last = (int64_t)step;
         if (step >= 0 && step <= max && !isnan(loss)) { losses[(int)step] = loss; n++; }
-        if (!isnan(json_get(line, len, "val/hmean"))) (*n_val)++;
+        if (!isnan(ocr_test_json_number(line, len, "val/hmean"))) (*n_val)++;
         line = end ? end + 1 : line + len;
     }
     free(text);
@@ -96,12 +59,12 @@ static void test_short_run(void) {
     ocr_dbnet m;
     struct stat st;
     snprintf(args, sizeof args, "%s %s --steps 12 --eval-every 6 --lr 0.005 --out %s/short", TRAIN, TINY, dir);
-    rc = run(args, &out, &err);
+    rc = ocr_test_run(args, &out, &err);
     OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", args, rc, err);
     /* the last stdout line is the summary */
     last = strrchr(out, '{');
-    OCR_CHECK_MSG(last && json_get(last, strcspn(last, "\n"), "steps") == 12 && !isnan(json_get(last, strcspn(last, "\n"), "hmean")) &&
-                      json_get(last, strcspn(last, "\n"), "images_per_second") > 0,
+    OCR_CHECK_MSG(last && ocr_test_json_number(last, strcspn(last, "\n"), "steps") == 12 && !isnan(ocr_test_json_number(last, strcspn(last, "\n"), "hmean")) &&
+                      ocr_test_json_number(last, strcspn(last, "\n"), "images_per_second") > 0,
                   "last line: %s", last ? last : out);
     snprintf(path, sizeof path, "%s/short", dir);
     n = read_losses(path, losses, 12, &n_val);
@@ -132,15 +95,15 @@ static void test_resume_exact(void) {
     snprintf(run_a, sizeof run_a, "%s/whole", dir);
     snprintf(run_b, sizeof run_b, "%s/resumed", dir);
     snprintf(args, sizeof args, "%s %s --steps 10 --eval-every 0 --save-every 3 --out %s", TRAIN, TINY, run_a);
-    rc = run(args, &out, &err);
+    rc = ocr_test_run(args, &out, &err);
     OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", args, rc, err);
     free(out); free(err);
     snprintf(args, sizeof args, "%s %s --steps 10 --eval-every 0 --save-every 3 --stop-at 4 --out %s", TRAIN, TINY, run_b);
-    rc = run(args, &out, &err);
+    rc = ocr_test_run(args, &out, &err);
     OCR_CHECK_MSG(rc == 130 && strstr(err, "--resume"), "'%s' exited %d (expected 130, as interrupted): %s", args, rc, err);
     free(out); free(err);
     snprintf(args, sizeof args, "%s --resume %s --threads 2 --log-every 1 --workers 1", TRAIN, run_b);
-    rc = run(args, &out, &err);
+    rc = ocr_test_run(args, &out, &err);
     OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", args, rc, err);
     free(out); free(err);
     read_losses(run_a, la, 10, &n_val);
@@ -174,6 +137,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (ocr_ctx_init(&ctx, 1, 7) != OCR_OK) return 1;
+    ocr_test_cli_ctx = &ctx;
     snprintf(dir, sizeof dir, "/tmp/ocr_test_train.XXXXXX");
     if (!mkdtemp(dir)) { fprintf(stderr, "test_train: mkdtemp failed\n"); return 1; }
     OCR_TEST_RUN(test_usage_errors);

@@ -1,8 +1,9 @@
-/* Every lowering of ocr_nn's convolutions against direct loops in double: the implicit (padded-image, phase-split)
+/* The fast paths of ocr_nn. Every lowering of its convolutions against direct loops in double: the implicit (padded-image, phase-split)
    path for rows at least 32 wide at stride 1 and 2 with padding and dilation, the data gradient computed as a
    flipped-kernel convolution, the weight gradient from dot products (implicit and from im2col) and from the packed
    GEMM, the packed im2col path, 1x1 convolutions, groups, output-channel counts that leave partial 8-row panels and
-   widths that leave partial 48-pixel blocks; each on 1 and 2 threads and with every micro-kernel this CPU runs. */
+   widths that leave partial 48-pixel blocks; each on 1 and 2 threads and with every micro-kernel this CPU runs.
+   And the fused BatchNorm + ReLU against the two ops it replaces (bit for bit, NaN and Inf included). */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
@@ -119,8 +120,62 @@ static void test_conv_paths(void) {
             for (k = 0; k < 3; k++) run_case(&cases[c], t, kernels[k]);
 }
 
+static int same_bits(const ocr_tensor *a, const ocr_tensor *b) {
+    return memcmp(a->data, b->data, ocr_tensor_bytes(a)) == 0;
+}
+
+static void test_bn_relu_fused(void) {
+    enum { N = 3, C = 5, H = 7, W = 9 };
+    ocr_ctx ctx;
+    ocr_tensor t[20];
+    const char *names[20] = {"x", "gamma", "beta", "rm1", "rv1", "sm1", "si1", "y1", "rm2", "rv2", "sm2", "si2", "y2", "dy",
+                             "dx1", "dg1", "db1", "dx2", "dg2", "db2"};
+    ocr_tensor tmp;
+    int i, training;
+    memset(t, 0, sizeof t);
+    memset(&tmp, 0, sizeof tmp);
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 3));
+    for (training = 0; training <= 1; training++) {
+        for (i = 0; i < 20; i++) {
+            int vec = (i >= 1 && i <= 6) || (i >= 8 && i <= 11) || i == 15 || i == 16 || i == 18 || i == 19;
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &t[i], names[i], OCR_F32, OCR_DEVICE_CPU, vec ? ocr_shape1(C) : ocr_shape4(N, C, H, W)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_fill_uniform(&ctx, &t[i], 0.5f, 1.5f));
+        }
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &tmp, "relu_grad", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, C, H, W)));
+        if (ocr_test__case_failed) break;
+        ocr_tensor_fill_uniform(&ctx, &t[0], -2.0f, 2.0f);
+        ocr_tensor_fill_uniform(&ctx, &t[2], -0.5f, 0.5f);
+        ocr_tensor_fill_uniform(&ctx, &t[13], -1.0f, 1.0f);
+        /* a masked-out Inf gradient and a NaN input must behave as in the unfused pair */
+        ((float *)t[13].data)[4] = INFINITY;
+        ((float *)t[0].data)[N * C * H * W - 1] = NAN;
+        for (i = 0; i < C; i++) { ((float *)t[8].data)[i] = ((float *)t[3].data)[i]; ((float *)t[9].data)[i] = ((float *)t[4].data)[i]; }
+        for (i = 0; i < 3; i++) memcpy(t[17 + i].data, t[14 + i].data, ocr_tensor_bytes(&t[14 + i]));
+        OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_forward(&ctx, &t[0], &t[1], &t[2], &t[3], &t[4], training, 0.1f, 1e-5f, &t[5], &t[6], &t[7]));
+        OCR_CHECK_OK(&ctx, ocr_nn_relu_forward(&ctx, &t[7], &t[7]));
+        OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_relu_forward(&ctx, &t[0], &t[1], &t[2], &t[8], &t[9], training, 0.1f, 1e-5f, &t[10], &t[11], &t[12]));
+        OCR_CHECK(same_bits(&t[7], &t[12]) && same_bits(&t[3], &t[8]) && same_bits(&t[4], &t[9]) && same_bits(&t[5], &t[10]) &&
+                  same_bits(&t[6], &t[11]));
+        if (((float *)t[13].data)[4] == INFINITY && ((float *)t[7].data)[4] > 0.0f) ((float *)t[13].data)[4] = 1.0f; /* keep it masked */
+        OCR_CHECK_OK(&ctx, ocr_tensor_zero(&ctx, &tmp));
+        OCR_CHECK_OK(&ctx, ocr_nn_relu_backward(&ctx, &t[7], &t[13], &tmp));
+        OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_backward(&ctx, &t[0], &t[1], &t[5], &t[6], &tmp, training, &t[14], &t[15], &t[16]));
+        OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_relu_backward(&ctx, &t[0], &t[12], &t[1], &t[10], &t[11], &t[13], training, &t[17], &t[18], &t[19]));
+        OCR_CHECK_MSG(same_bits(&t[14], &t[17]) && same_bits(&t[15], &t[18]) && same_bits(&t[16], &t[19]),
+                      "fused backward differs from relu_backward + batchnorm2d_backward (training %d)", training);
+        OCR_CHECK_ERR(&ctx, ocr_nn_batchnorm2d_relu_forward(&ctx, &t[0], &t[1], &t[2], &t[8], &t[9], training, 0.1f, 1e-5f, &t[10], &t[11], &t[0]),
+                      OCR_EINVAL, "must not alias");
+        for (i = 0; i < 20; i++) ocr_tensor_free(&t[i]);
+        ocr_tensor_free(&tmp);
+    }
+    for (i = 0; i < 20; i++) ocr_tensor_free(&t[i]);
+    ocr_tensor_free(&tmp);
+    ocr_ctx_free(&ctx);
+}
+
 int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
     OCR_TEST_RUN(test_conv_paths);
+    OCR_TEST_RUN(test_bn_relu_fused);
     return ocr_test_finish();
 }
