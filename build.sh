@@ -93,6 +93,13 @@ build_all() {
     local f standalone=()
     build_impl "$flags" "$dir"
     for f in tests/test_*.c; do [ -e "$f" ] && list+=("$f $dir/$(basename "${f%.c}")"); done
+    # [repro] the sanitizer flavour also builds every examples/repro_*.c as build/san/repro_NAME, which
+    # tests/test_repro.c runs when OCR_SANITIZED=1; linked to the sanitized library, as a standalone compile of
+    # each would add minutes to ./build.sh test
+    if [ "$dir" = build/san ]; then
+        for f in examples/repro_*.c; do [ -e "$f" ] && list+=("$f $dir/$(basename "${f%.c}")"); done
+    fi
+    # [repro] end
     # examples and benchmarks are built as users build them: one file with the implementation in it
     if [ "$dir" = build ]; then
         for f in examples/*.c; do [ -e "$f" ] && standalone+=("$f ${f%.c}"); done

@@ -764,7 +764,7 @@ static __device__ float ocr__dsigmoid(float x) {
 static __global__ void ocr__k_pointwise(int op, const float *a, const float *b, float *y, int64_t n, float scale) {
     OCR__FOR_EACH(i, n) {
         switch (op) {
-        case OCR__PW_RELU: y[i] = a[i] > 0.0f ? a[i] : 0.0f; break;
+        case OCR__PW_RELU: y[i] = a[i] < 0.0f ? 0.0f : a[i]; break; /* NaN stays NaN, as on the CPU */
         case OCR__PW_RELU_BWD: y[i] += a[i] > 0.0f ? b[i] : 0.0f; break;
         case OCR__PW_SIGMOID: y[i] = ocr__sigmoid(a[i]); break;
         case OCR__PW_SIGMOID_BWD: y[i] += b[i] * a[i] * (1.0f - a[i]); break;

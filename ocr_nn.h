@@ -35,7 +35,7 @@ extern "C" {
 /* ---- GEMM: row-major C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, threads from ctx ---- */
 OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
-OCRDEF const char *ocr_gemm_kernel_name(ocr_ctx *ctx); /* "avx2-fma 6x16" or "portable 6x16" */
+OCRDEF const char *ocr_gemm_kernel_name(ocr_ctx *ctx); /* "avx512 8x48", "avx2-fma 6x16" or "portable 6x16" */
 
 /* ---- convolution ---- */
 typedef struct {
@@ -696,7 +696,7 @@ typedef struct {
     float *block[OCR_MAX_THREADS];   /* per thread: packed A | packed B | im2col | weight-gradient partial */
 } ocr__conv_job;
 
-/* One (image, group, chunk of output pixels) piece of a convolution on the calling thread. parallel_gemm: the
+/* One (image, group, chunk of output pixels) piece of a data or weight gradient on the calling thread. parallel_gemm: the
    GEMM may use the pool (the caller loops over pieces serially). dw: where BWD_WEIGHT accumulates. */
 static int ocr__conv_piece(ocr_ctx *ctx, const ocr__conv_job *j, int64_t n, int64_t gr, int64_t p0, float *pa, float *pb,
                            float *col, float *dw, int parallel_gemm) {
@@ -1119,8 +1119,9 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
 
 /* mode FWD: y (= or +=, per accumulate) conv(x, w); BWD_DATA: dx += conv^T(dy, w); BWD_WEIGHT: dw += dy (x) x.
    Buffers: x [N,C,H,W], w [K,C/g,kh,kw], y [N,K,OH,OW] (dx, dy, dw with the same shapes).
-   With enough independent pieces every thread takes whole pieces (one dispatch per call); otherwise the pieces run
-   one after another, each GEMM spread over the threads. */
+   FWD, and BWD_WEIGHT with few output channels and wide rows, take the implicit or packed-im2col paths above. For
+   the rest: with enough independent pieces every thread takes whole pieces (one dispatch per call); otherwise the
+   pieces run one after another, each GEMM spread over the threads. */
 static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float *x, float *w, float *y, int accumulate) {
     int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, kdim = Cg * g->kh * g->kw, P = g->OH * g->OW;
     int64_t n_items, n, gr, c, t, M, N, K;
@@ -1447,17 +1448,17 @@ static void ocr__bn_grad_sums_row(const float *x, const float *dy, const float *
     *sdyx += b0 + b1;
 }
 
-/* y = x * scale + shift, clamped at 0 when relu (max, which maps NaN to 0 as the ReLU op does) */
+/* y = x * scale + shift, clamped at 0 when relu; a NaN stays NaN (max(0, v) returns v when v is NaN) */
 static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, float shift, int relu) {
     int64_t i = 0;
 #ifdef OCR__SSE
     __m128 vs = _mm_set1_ps(scale), vb = _mm_set1_ps(shift), z = _mm_setzero_ps();
-    if (relu) for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x + i), vs), vb), z));
+    if (relu) for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(z, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x + i), vs), vb)));
     else for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x + i), vs), vb));
 #endif
     for (; i < n; i++) {
         float v = x[i] * scale + shift;
-        y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+        y[i] = relu && v < 0.0f ? 0.0f : v;
     }
 }
 
@@ -1709,10 +1710,11 @@ static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
     case OCR__PW_RELU:
         i = begin;
 #ifdef OCR__SSE
-        /* max(a, 0) is 0 for NaN, as the comparison below */
-        for (; i + 4 <= end; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_loadu_ps(a + i), _mm_setzero_ps()));
+        /* NaN stays NaN, as in PyTorch, so the numerics watch and the loss still see it: max(0, a) returns a when
+           a is NaN, and so does the comparison below */
+        for (; i + 4 <= end; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_setzero_ps(), _mm_loadu_ps(a + i)));
 #endif
-        for (; i < end; i++) y[i] = a[i] > 0.0f ? a[i] : 0.0f;
+        for (; i < end; i++) y[i] = a[i] < 0.0f ? 0.0f : a[i];
         break;
     case OCR__PW_RELU_BWD: /* a = output, b = dy */
         i = begin;

@@ -813,8 +813,33 @@ static void test_check_numerics(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* A NaN must never be hidden: ReLU (alone and fused after BN) passes it on, as PyTorch does, so the numerics watch
+   and the loss still see it; its gradient there is 0, as PyTorch's. */
+static void test_relu_keeps_nan(void) {
+    ocr_ctx ctx;
+    float xv[9] = {-1.0f, 0.0f, 2.0f, NAN, -NAN, 3.0f, -2.0f, NAN, 1.0f}, yv[9], gv[9], dxv[9];
+    float gamma[1] = {1.0f}, beta[1] = {0.0f}, rm[1] = {0.0f}, rv[1] = {1.0f}, sm[1], si[1];
+    ocr_tensor x = ocr_tensor_f32("x", ocr_shape4(1, 1, 3, 3), xv), y = ocr_tensor_f32("y", ocr_shape4(1, 1, 3, 3), yv);
+    ocr_tensor g = ocr_tensor_f32("dy", ocr_shape4(1, 1, 3, 3), gv), dx = ocr_tensor_f32("dx", ocr_shape4(1, 1, 3, 3), dxv);
+    ocr_tensor tg = ocr_tensor_f32("gamma", ocr_shape1(1), gamma), tb = ocr_tensor_f32("beta", ocr_shape1(1), beta);
+    ocr_tensor trm = ocr_tensor_f32("rm", ocr_shape1(1), rm), trv = ocr_tensor_f32("rv", ocr_shape1(1), rv);
+    ocr_tensor tsm = ocr_tensor_f32("sm", ocr_shape1(1), sm), tsi = ocr_tensor_f32("si", ocr_shape1(1), si);
+    int i;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    for (i = 0; i < 9; i++) gv[i] = 1.0f, dxv[i] = 0.0f;
+    OCR_CHECK_OK(&ctx, ocr_nn_relu_forward(&ctx, &x, &y));
+    for (i = 0; i < 9; i++) OCR_CHECK_MSG(isnan(xv[i]) ? isnan(yv[i]) : yv[i] == (xv[i] > 0 ? xv[i] : 0.0f), "relu(%g) = %g", xv[i], yv[i]);
+    OCR_CHECK_OK(&ctx, ocr_nn_relu_backward(&ctx, &y, &g, &dx));
+    for (i = 0; i < 9; i++) OCR_CHECK_MSG(dxv[i] == (yv[i] > 0 ? 1.0f : 0.0f), "relu'(%g) = %g", xv[i], dxv[i]);
+    /* eval-mode BN with identity statistics, fused with ReLU */
+    OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_relu_forward(&ctx, &x, &tg, &tb, &trm, &trv, 0, 0.1f, 1e-5f, &tsm, &tsi, &y));
+    for (i = 0; i < 9; i++) OCR_CHECK_MSG(isnan(xv[i]) == isnan(yv[i]), "bn+relu(%g) = %g", xv[i], yv[i]);
+    ocr_ctx_free(&ctx);
+}
+
 int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
+    OCR_TEST_RUN(test_relu_keeps_nan);
     OCR_TEST_RUN(test_conv2d_parity);
     OCR_TEST_RUN(test_conv_transpose2d_parity);
     OCR_TEST_RUN(test_batchnorm2d_parity);
