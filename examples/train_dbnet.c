@@ -307,6 +307,7 @@ int main(int argc, char **argv) {
     int tty = isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
     int log_level = OCR_LOG_WARN;
     int eval_done_at_end = 0;
+    int64_t saved_step = -1;
 
     memset(&a, 0, sizeof a);
     a.data = "synth"; a.val = "synth"; a.out = NULL; a.device = "cpu"; a.optimizer = "adamw"; a.backbone = "resnet18";
@@ -506,8 +507,11 @@ int main(int argc, char **argv) {
                 if (tty) ocr_ex_progress(stderr, (long)st.step, (long)total_steps, el, line);
                 else { printf("step %lld/%lld %s\n", (long long)st.step, (long long)total_steps, line); fflush(stdout); }
             }
-            if (a.eval_every > 0 && st.step % a.eval_every == 0 && st.step < total_steps) {
+            /* validation at every --eval-every step and at the last one, logged at the step it was taken; before
+               the checkpoint, which closes the step's metrics record */
+            if ((a.eval_every > 0 && st.step % a.eval_every == 0) || st.step == total_steps) {
                 last_eval = validate(&ctx, &model, &val, &metrics, run_dir, st.step, 4);
+                eval_done_at_end = st.step == total_steps;
                 if (tty) fputc('\n', stderr);
                 printf("step %lld validation: precision %.4f recall %.4f hmean %.4f\n", (long long)st.step, last_eval.precision,
                        last_eval.recall, last_eval.hmean);
@@ -516,16 +520,17 @@ int main(int argc, char **argv) {
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "val/recall", last_eval.recall) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "val/hmean", last_eval.hmean))
                     die(&ctx, "metrics");
-                if (last_eval.hmean > st.best_hmean) {
+                if (last_eval.hmean > st.best_hmean || st.best_step == 0) {
                     st.best_hmean = last_eval.hmean;
                     st.best_step = st.step;
                     st.seconds = seconds_before + now_seconds() - t_start;
                     save_checkpoint(&ctx, run_dir, "best", &model, &opt, &a, &st);
                 }
             }
-            if (st.step % a.save_every == 0 || st.step == a.stop_at) {
+            if (st.step % a.save_every == 0 || st.step == a.stop_at || st.step == total_steps) {
                 st.seconds = seconds_before + now_seconds() - t_start;
                 save_checkpoint(&ctx, run_dir, "last", &model, &opt, &a, &st);
+                saved_step = st.step;
                 if (ocr_metrics_flush(&ctx, &metrics)) die(&ctx, "metrics");
             }
             if (st.step == a.stop_at) g_stop = 1;
@@ -533,23 +538,10 @@ int main(int argc, char **argv) {
     }
     if (tty) fputc('\n', stderr);
     st.seconds = seconds_before + now_seconds() - t_start;
-    save_checkpoint(&ctx, run_dir, "last", &model, &opt, &a, &st);
-    if (g_stop && st.step < total_steps) {
+    if (saved_step != st.step) save_checkpoint(&ctx, run_dir, "last", &model, &opt, &a, &st);
+    if (g_stop && st.step < total_steps)
         fprintf(stderr, "train_dbnet: interrupted at step %lld; saved %s/last.safetensors; continue with --resume %s\n",
                 (long long)st.step, run_dir, run_dir);
-    } else {
-        last_eval = validate(&ctx, &model, &val, &metrics, run_dir, st.step, 4);
-        eval_done_at_end = 1;
-        if (ocr_metrics_scalar(&ctx, &metrics, st.step, "val/precision", last_eval.precision) ||
-            ocr_metrics_scalar(&ctx, &metrics, st.step, "val/recall", last_eval.recall) ||
-            ocr_metrics_scalar(&ctx, &metrics, st.step, "val/hmean", last_eval.hmean))
-            die(&ctx, "metrics");
-        if (last_eval.hmean >= st.best_hmean) {
-            st.best_hmean = last_eval.hmean;
-            st.best_step = st.step;
-            save_checkpoint(&ctx, run_dir, "best", &model, &opt, &a, &st);
-        }
-    }
     if (ocr_metrics_close(&ctx, &metrics)) die(&ctx, "metrics");
     {
         double el = now_seconds() - t_start;

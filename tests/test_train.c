@@ -58,7 +58,7 @@ static void test_short_run(void) {
     ocr_dbnet_config cfg;
     ocr_dbnet m;
     struct stat st;
-    snprintf(args, sizeof args, "%s %s --steps 12 --eval-every 6 --lr 0.005 --out %s/short", TRAIN, TINY, dir);
+    snprintf(args, sizeof args, "%s %s --steps 12 --eval-every 5 --save-every 6 --lr 0.005 --out %s/short", TRAIN, TINY, dir);
     rc = ocr_test_run(args, &out, &err);
     OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", args, rc, err);
     /* the last stdout line is the summary */
@@ -69,7 +69,7 @@ static void test_short_run(void) {
     snprintf(path, sizeof path, "%s/short", dir);
     n = read_losses(path, losses, 12, &n_val);
     OCR_CHECK_MSG(n == 12, "%d losses logged, expected 12", n);
-    OCR_CHECK_MSG(n_val == 2, "%d validations logged, expected 2 (step 6 and the end)", n_val);
+    OCR_CHECK_MSG(n_val == 3, "%d validations logged, expected 3 (steps 5, 10 and the last, 12, where the checkpoint is also written)", n_val);
     first = (losses[1] + losses[2] + losses[3]) / 3;
     final = (losses[10] + losses[11] + losses[12]) / 3;
     OCR_CHECK_MSG(final < 0.8 * first, "the loss did not fall: first steps %g, last steps %g", first, final);
