@@ -1873,19 +1873,11 @@ static int ocr__bce_dev(ocr_ctx *ctx, const ocr_loss_bce_config *cfg, const floa
             above = kept - (int64_t)st.need;
             equal = (int64_t)st.count;
         }
-        if (pos + kept > 0) {
-            w_pos = w_neg = 1.0 / ((double)(pos + kept) + cfg->eps);
-            w_tie = w_neg * (double)(kept - above) / (double)equal;
-        }
-    } else if (cfg->mode == OCR_LOSS_BCE_BALANCED) {
-        if (pos > 0) w_pos = (neg > 0 ? 0.5 : 1.0) / (double)pos;
-        if (neg > 0) w_neg = (pos > 0 ? 0.5 : 1.0) / (double)neg;
-    } else {
-        double denom = (double)cfg->pos_weight * (double)pos + (double)neg;
-        if (denom > 0.0) {
-            w_pos = (double)cfg->pos_weight / (denom + cfg->eps);
-            w_neg = 1.0 / (denom + cfg->eps);
-        }
+    }
+    {
+        double w[3];
+        ocr_loss_bce_weights(cfg, pos, neg, kept, above, equal, w);
+        w_pos = w[0]; w_neg = w[1]; w_tie = w[2];
     }
     value = w_pos * stats[2];
     if (!ohem) value += w_neg * stats[3];

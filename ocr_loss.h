@@ -103,6 +103,11 @@ OCRDEF int ocr_loss_db(ocr_ctx *ctx, const ocr_db_loss_config *cfg, const ocr_te
 /* ---- each term on its own: *loss (may be NULL) gets the value, grad_scale * d(loss)/d(input) is added to the
    gradient tensor (NULL skips it) ---- */
 /* cfg NULL: ocr_loss_bce_defaults() */
+/* The BCE's per-pixel weights {positive, negative, negative tied with the OHEM cut} from the counts of one call:
+   pos and neg pixels; for OHEM, kept negatives selected of which `above` lie strictly above the cut and `equal` tie
+   with it (the tied ones share the remaining slots). One definition for the CPU and CUDA paths. */
+OCRDEF void ocr_loss_bce_weights(const ocr_loss_bce_config *cfg, int64_t pos, int64_t neg, int64_t kept, int64_t above,
+                                 int64_t equal, double w[3]);
 OCRDEF int ocr_loss_bce(ocr_ctx *ctx, const ocr_loss_bce_config *cfg, const ocr_tensor *logits, const ocr_tensor *gt,
                         const ocr_tensor *mask, float grad_scale, double *loss, ocr_tensor *d_logits);
 /* pred: probabilities in [0, 1]; weights (NULL: all 1) in [0, 1] multiply the mask, as the official DiceLoss */
@@ -438,7 +443,7 @@ static double ocr__bce_run(ocr_ctx *ctx, const ocr_loss_bce_config *cfg, const f
                            int64_t n, const ocr__loss_scratch *s, float grad_scale, float *grad) {
     ocr__bce_job j;
     int64_t nb = ocr__loss_blocks(n), b, pos = 0, neg = 0, kept = 0, above = 0, equal = 1;
-    double pos_sum = 0.0, neg_sum = 0.0, w_pos = 0.0, w_neg = 0.0, w_tie = 0.0, value;
+    double pos_sum = 0.0, neg_sum = 0.0, w_pos, w_neg, w_tie, w[3], value;
     memset(&j, 0, sizeof j);
     j.x = x; j.gt = gt; j.mask = mask; j.n = n;
     j.ohem = cfg->mode == OCR_LOSS_BCE_OHEM;
@@ -454,20 +459,9 @@ static double ocr__bce_run(ocr_ctx *ctx, const ocr_loss_bce_config *cfg, const f
         double quota = floor((double)pos * (double)cfg->negative_ratio);
         kept = quota < (double)neg ? (int64_t)quota : neg;
         if (kept > 0) j.cut = ocr__radix_select(ctx, s->keys, n, kept, (int64_t *)s->part, &above, &equal);
-        if (pos + kept > 0) {
-            w_pos = w_neg = 1.0 / ((double)(pos + kept) + cfg->eps);
-            w_tie = w_neg * (double)(kept - above) / (double)equal;
-        }
-    } else if (cfg->mode == OCR_LOSS_BCE_BALANCED) {
-        if (pos > 0) w_pos = (neg > 0 ? 0.5 : 1.0) / (double)pos;
-        if (neg > 0) w_neg = (pos > 0 ? 0.5 : 1.0) / (double)neg;
-    } else {
-        double denom = (double)cfg->pos_weight * (double)pos + (double)neg;
-        if (denom > 0.0) {
-            w_pos = (double)cfg->pos_weight / (denom + cfg->eps);
-            w_neg = 1.0 / (denom + cfg->eps);
-        }
     }
+    ocr_loss_bce_weights(cfg, pos, neg, kept, above, equal, w);
+    w_pos = w[0]; w_neg = w[1]; w_tie = w[2];
     value = w_pos * pos_sum;
     if (!j.ohem) value += w_neg * neg_sum;
     j.g_pos = (float)(w_pos * grad_scale);
@@ -645,6 +639,26 @@ static void ocr__step_run(ocr_ctx *ctx, int backward, ocr__step_job *j, int64_t 
 }
 
 /* ---------------------------------------------------------------- public API */
+
+OCRDEF void ocr_loss_bce_weights(const ocr_loss_bce_config *cfg, int64_t pos, int64_t neg, int64_t kept, int64_t above,
+                                 int64_t equal, double w[3]) {
+    w[0] = w[1] = w[2] = 0.0;
+    if (cfg->mode == OCR_LOSS_BCE_OHEM) {
+        if (pos + kept > 0) {
+            w[0] = w[1] = 1.0 / ((double)(pos + kept) + cfg->eps);
+            w[2] = equal > 0 ? w[1] * (double)(kept - above) / (double)equal : 0.0;
+        }
+    } else if (cfg->mode == OCR_LOSS_BCE_BALANCED) {
+        if (pos > 0) w[0] = (neg > 0 ? 0.5 : 1.0) / (double)pos;
+        if (neg > 0) w[1] = (pos > 0 ? 0.5 : 1.0) / (double)neg;
+    } else {
+        double denom = (double)cfg->pos_weight * (double)pos + (double)neg;
+        if (denom > 0.0) {
+            w[0] = (double)cfg->pos_weight / (denom + cfg->eps);
+            w[1] = 1.0 / (denom + cfg->eps);
+        }
+    }
+}
 
 OCRDEF ocr_loss_bce_config ocr_loss_bce_defaults(void) {
     ocr_loss_bce_config c;
