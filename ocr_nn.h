@@ -420,47 +420,72 @@ static void ocr__gemm_scale_part(void *arg, int64_t begin, int64_t end, int tid)
     }
 }
 
+static void ocr__gemm_job_init(ocr__gemm_job *g, const ocr__ukernel *uk, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                               int64_t ldc) {
+    memset(g, 0, sizeof *g);
+    g->uk = *uk; g->trans_a = trans_a; g->trans_b = trans_b;
+    g->M = M; g->N = N; g->K = K; g->lda = lda; g->ldb = ldb; g->ldc = ldc; g->alpha = alpha; g->beta = beta;
+    g->A = A; g->B = B; g->C = C;
+    g->mc = uk->mr * OCR__MC_PANELS;
+    g->nchunk = uk->nr * OCR__NCHUNK_PANELS;
+}
+
+/* The blocked loops over a prepared job (packing buffers set). With ctx, each block's packing and compute are
+   spread over its threads; without, everything runs on the calling thread. */
+static void ocr__gemm_run(ocr_ctx *ctx, ocr__gemm_job *g) {
+    int64_t jc, pc, a_panels = (g->M + g->uk.mr - 1) / g->uk.mr;
+    if (g->beta != 1.0f) {
+        if (ctx) ocr_parallel_for(ctx, g->M, 64, ocr__gemm_scale_part, g);
+        else ocr__gemm_scale_part(g, 0, g->M, 0);
+    }
+    if (g->K == 0 || g->alpha == 0.0f) return;
+    g->m_blocks = (g->M + g->mc - 1) / g->mc;
+    for (jc = 0; jc < g->N; jc += OCR__NC) {
+        int64_t b_panels, items;
+        g->jc = jc;
+        g->nc = g->N - jc < OCR__NC ? g->N - jc : OCR__NC;
+        g->n_chunks = (g->nc + g->nchunk - 1) / g->nchunk;
+        b_panels = (g->nc + g->uk.nr - 1) / g->uk.nr;
+        items = g->m_blocks * g->n_chunks;
+        for (pc = 0; pc < g->K; pc += OCR__KC) {
+            g->pc = pc;
+            g->kc = g->K - pc < OCR__KC ? g->K - pc : OCR__KC;
+            if (ctx) {
+                /* small problems stay on one thread: the dispatches would cost more than they save */
+                ocr_parallel_for(ctx, a_panels, 8, ocr__gemm_pack_a_part, g);
+                ocr_parallel_for(ctx, b_panels, 8, ocr__gemm_pack_b_part, g);
+                ocr_parallel_for(ctx, items, g->M * g->nc * g->kc > 32 * 32 * 32 ? 1 : items, ocr__gemm_compute_part, g);
+            } else {
+                ocr__gemm_pack_a_part(g, 0, a_panels, 0);
+                ocr__gemm_pack_b_part(g, 0, b_panels, 0);
+                ocr__gemm_compute_part(g, 0, items, 0);
+            }
+        }
+    }
+}
+
 OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     ocr__gemm_job g;
-    int64_t jc, pc, kc_max, mr, nr;
+    ocr__ukernel uk;
+    int64_t kc_max;
     size_t bytes_a, bytes_b;
     if (M < 0 || N < 0 || K < 0 || ldc < N || lda < (trans_a ? M : K) || ldb < (trans_b ? K : N))
         return ocr_error(ctx, OCR_EINVAL, "ocr_gemm: bad sizes M=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld", (long long)M,
                          (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
     if (M == 0 || N == 0) return OCR_OK;
-    memset(&g, 0, sizeof g);
-    g.uk = ocr__pick_ukernel(ctx); g.trans_a = trans_a; g.trans_b = trans_b;
-    g.M = M; g.N = N; g.K = K; g.lda = lda; g.ldb = ldb; g.ldc = ldc; g.alpha = alpha; g.beta = beta;
-    g.A = A; g.B = B; g.C = C;
-    mr = g.uk.mr; nr = g.uk.nr;
-    g.mc = mr * OCR__MC_PANELS;
-    g.nchunk = nr * OCR__NCHUNK_PANELS;
+    uk = ocr__pick_ukernel(ctx);
+    ocr__gemm_job_init(&g, &uk, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     kc_max = K < OCR__KC ? K : OCR__KC;
     /* shared packing buffers, rounded up to whole micro-panels */
-    if (!ocr_size_mul((size_t)((M + mr - 1) / mr * mr), (size_t)kc_max * sizeof(float), &bytes_a) ||
-        !ocr_size_mul((size_t)(OCR__NC + nr), (size_t)kc_max * sizeof(float), &bytes_b))
+    if (!ocr_size_mul((size_t)((M + uk.mr - 1) / uk.mr * uk.mr), (size_t)kc_max * sizeof(float), &bytes_a) ||
+        !ocr_size_mul((size_t)(OCR__NC + uk.nr), (size_t)kc_max * sizeof(float), &bytes_b))
         return ocr_error(ctx, OCR_EOVERFLOW, "ocr_gemm: M=%lld too large", (long long)M);
     if (!(g.pa = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, bytes_a ? bytes_a : 64)) ||
         !(g.pb = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, bytes_b ? bytes_b : 64)))
         return ctx->last_status;
-    if (beta != 1.0f) ocr_parallel_for(ctx, M, 64, ocr__gemm_scale_part, &g);
-    if (K == 0 || alpha == 0.0f) return OCR_OK;
-    g.m_blocks = (M + g.mc - 1) / g.mc;
-    for (jc = 0; jc < N; jc += OCR__NC) {
-        g.jc = jc;
-        g.nc = N - jc < OCR__NC ? N - jc : OCR__NC;
-        g.n_chunks = (g.nc + g.nchunk - 1) / g.nchunk;
-        for (pc = 0; pc < K; pc += OCR__KC) {
-            g.pc = pc;
-            g.kc = K - pc < OCR__KC ? K - pc : OCR__KC;
-            /* small problems stay on one thread: the dispatches would cost more than they save */
-            ocr_parallel_for(ctx, (M + mr - 1) / mr, 8, ocr__gemm_pack_a_part, &g);
-            ocr_parallel_for(ctx, (g.nc + nr - 1) / nr, 8, ocr__gemm_pack_b_part, &g);
-            ocr_parallel_for(ctx, g.m_blocks * g.n_chunks, M * g.nc * g.kc > 32 * 32 * 32 ? 1 : g.m_blocks * g.n_chunks,
-                             ocr__gemm_compute_part, &g);
-        }
-    }
+    ocr__gemm_run(ctx, &g);
     return OCR_OK;
 }
 
@@ -477,29 +502,11 @@ static void ocr__gemm_serial(const ocr__ukernel *uk, int trans_a, int trans_b, i
                              const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
                              float *pa, float *pb) {
     ocr__gemm_job g;
-    int64_t jc, pc;
     if (M == 0 || N == 0) return;
-    memset(&g, 0, sizeof g);
-    g.uk = *uk; g.trans_a = trans_a; g.trans_b = trans_b;
-    g.M = M; g.N = N; g.K = K; g.lda = lda; g.ldb = ldb; g.ldc = ldc; g.alpha = alpha; g.beta = beta;
-    g.A = A; g.B = B; g.C = C; g.pa = pa; g.pb = pb;
-    g.mc = uk->mr * OCR__MC_PANELS;
-    g.nchunk = uk->nr * OCR__NCHUNK_PANELS;
-    if (beta != 1.0f) ocr__gemm_scale_part(&g, 0, M, 0);
-    if (K == 0 || alpha == 0.0f) return;
-    g.m_blocks = (M + g.mc - 1) / g.mc;
-    for (jc = 0; jc < N; jc += OCR__NC) {
-        g.jc = jc;
-        g.nc = N - jc < OCR__NC ? N - jc : OCR__NC;
-        g.n_chunks = (g.nc + g.nchunk - 1) / g.nchunk;
-        for (pc = 0; pc < K; pc += OCR__KC) {
-            g.pc = pc;
-            g.kc = K - pc < OCR__KC ? K - pc : OCR__KC;
-            ocr__gemm_pack_a_part(&g, 0, (M + uk->mr - 1) / uk->mr, 0);
-            ocr__gemm_pack_b_part(&g, 0, (g.nc + uk->nr - 1) / uk->nr, 0);
-            ocr__gemm_compute_part(&g, 0, g.m_blocks * g.n_chunks, 0);
-        }
-    }
+    ocr__gemm_job_init(&g, uk, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    g.pa = pa;
+    g.pb = pb;
+    ocr__gemm_run(NULL, &g);
 }
 
 #ifdef OCR__HAVE_AVX2
