@@ -81,4 +81,20 @@ OCR_TEST__UNUSED static double ocr_test_rel_err(const float *got, const float *r
     }
     return md / mr;
 }
+#ifdef OCR_TENSOR_H
+#include <stdarg.h>
+/* An ocr-c call that must return `code` with a message containing every listed substring:
+   EXPECT_ERR(&ctx, call, OCR_ESHAPE, "fn_name", "'x'", "[2,3]"). */
+#define EXPECT_ERR(ctx, call, code, ...) ocr_test__expect_err(__LINE__, #call, (ctx), (call), (code), __VA_ARGS__, (const char *)NULL)
+OCR_TEST__UNUSED static void ocr_test__expect_err(int line, const char *what, ocr_ctx *ctx, int rc, int code, ...) {
+    const char *msg = ocr_ctx_last_error(ctx), *sub;
+    va_list ap;
+    OCR_CHECK_MSG(rc == code, "line %d: %s returned %d (%s), expected %d (%s); message: %s", line, what, rc, ocr_status_name(rc), code,
+                  ocr_status_name(code), msg);
+    va_start(ap, code);
+    while ((sub = va_arg(ap, const char *)) != NULL)
+        OCR_CHECK_MSG(strstr(msg, sub) != NULL, "line %d: %s: message \"%s\" lacks \"%s\"", line, what, msg, sub);
+    va_end(ap);
+}
+#endif
 #endif

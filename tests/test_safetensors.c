@@ -13,17 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define EXPECT_ERR(ctx, call, code, ...) expect_err_at(__LINE__, #call, (ctx), (call), (code), __VA_ARGS__, (const char *)NULL)
-static void expect_err_at(int line, const char *what, ocr_ctx *ctx, int rc, int code, ...) {
-    const char *msg = ocr_ctx_last_error(ctx), *sub;
-    va_list ap;
-    OCR_CHECK_MSG(rc == code, "line %d: %s returned %d (%s), expected %d (%s); message: %s", line, what, rc, ocr_status_name(rc), code,
-                  ocr_status_name(code), msg);
-    va_start(ap, code);
-    while ((sub = va_arg(ap, const char *)) != NULL)
-        OCR_CHECK_MSG(strstr(msg, sub) != NULL, "line %d: %s: message \"%s\" lacks \"%s\"", line, what, msg, sub);
-    va_end(ap);
-}
 
 static char tmp_dir[64];
 

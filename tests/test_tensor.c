@@ -8,18 +8,6 @@
 #include <stdarg.h>
 #include <stdint.h>
 
-/* rc must equal code and the context's message must contain every listed substring. */
-#define EXPECT_ERR(ctx, call, code, ...) expect_err_at(__LINE__, #call, (ctx), (call), (code), __VA_ARGS__, (const char *)NULL)
-static void expect_err_at(int line, const char *what, ocr_ctx *ctx, int rc, int code, ...) {
-    const char *msg = ocr_ctx_last_error(ctx), *sub;
-    va_list ap;
-    OCR_CHECK_MSG(rc == code, "line %d: %s returned %d (%s), expected %d (%s); message: %s", line, what, rc, ocr_status_name(rc), code,
-                  ocr_status_name(code), msg);
-    va_start(ap, code);
-    while ((sub = va_arg(ap, const char *)) != NULL)
-        OCR_CHECK_MSG(strstr(msg, sub) != NULL, "line %d: %s: message \"%s\" lacks \"%s\"", line, what, msg, sub);
-    va_end(ap);
-}
 
 static int is_aligned64(const void *p) { return ((uintptr_t)p & 63) == 0; }
 
