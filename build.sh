@@ -103,7 +103,7 @@ build_all() {
     # examples and benchmarks are built as users build them: one file with the implementation in it
     if [ "$dir" = build ]; then
         for f in examples/*.c; do [ -e "$f" ] && standalone+=("$f ${f%.c}"); done
-        for f in bench/*.c; do [ -e "$f" ] && standalone+=("$f build/bench_$(basename "${f%.c}")"); done
+        for f in bench/*.c; do [ -e "$f" ] && standalone+=("$f build/$(basename "${f%.c}")"); done
         for f in tests/long_*.c; do [ -e "$f" ] && standalone+=("$f build/$(basename "${f%.c}")"); done
     fi
     if [ ${#list[@]} -gt 0 ]; then

@@ -250,6 +250,10 @@ OCRDEF int ocr_min_area_box(ocr_ctx *ctx, const ocr_point *pts, int n, ocr_point
 /* Douglas-Peucker approximation of a closed integer contour, as cv2.approxPolyDP(closed=True): the same
    start point, kept vertices and final collinear clean-up. out has room for n points; *n_out receives the count. */
 OCRDEF int ocr_approx_poly(ocr_ctx *ctx, const ocr_point *pts, int n, double epsilon, ocr_point *out, int *n_out);
+/* cv2.arcLength of a closed integer contour: float32 segment lengths summed in double, the perimeter polygon mode
+   scales into approxPolyDP's epsilon. Kept apart from ocr_poly_perimeter because that epsilon must match OpenCV's
+   to the last bit. */
+OCRDEF double ocr_contour_arc_length(const ocr_point *pts, int n);
 
 /* ================================================================ [eval] declarations */
 
@@ -2317,9 +2321,7 @@ OCRDEF int ocr_min_area_box(ocr_ctx *ctx, const ocr_point *pts, int n, ocr_point
 
 /* ---------------------------------------------------------------- Douglas-Peucker (closed) */
 
-/* cv2.arcLength of an integer contour: float32 segment lengths summed in double. Kept apart from
-   ocr_poly_perimeter because the epsilon it sets must match OpenCV's to the last bit. */
-static double ocr__arc_length_cv(const ocr_point *pts, int n) {
+OCRDEF double ocr_contour_arc_length(const ocr_point *pts, int n) {
     double total = 0.0;
     int i;
     for (i = 0; i < n; i++) {
@@ -2594,7 +2596,7 @@ OCRDEF int ocr_postprocess(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_t
         } else {
             int an;
             if ((rc = ocr__post_reserve_pts(ctx, &w, cn))) break;
-            if ((rc = ocr_approx_poly(ctx, cpts, cn, cfg->poly_epsilon * ocr__arc_length_cv(cpts, cn), w.pts, &an))) break;
+            if ((rc = ocr_approx_poly(ctx, cpts, cn, cfg->poly_epsilon * ocr_contour_arc_length(cpts, cn), w.pts, &an))) break;
             if (an < 4) continue;
             {
                 /* the approximation is needed again after unclip reuses w.pts */

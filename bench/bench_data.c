@@ -7,7 +7,7 @@
    (ocr_image_normalize, DBNet mode). Then the same with one thread per core, each with its own context and rng,
    as the loader's workers run. Stage times are wall clock; the per-thread-CPU-second rate does not depend on what
    else the machine runs. No peer: DBNet's Python pipeline (imgaug) is not installed here.
-   Usage: build/bench_bench_data [seconds per measurement, default 2] */
+   Usage: build/bench_data [seconds per measurement, default 2] */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"

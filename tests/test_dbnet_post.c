@@ -18,19 +18,6 @@
 #define N_FILL 400
 #define N_RUNS 4
 
-/* cv2.arcLength of an integer contour (float32 segment lengths summed in double), as the post-processing uses it
-   for approxPolyDP's epsilon. */
-static double arc_length_cv(const ocr_point *pts, int n) {
-    double total = 0.0;
-    int i;
-    for (i = 0; i < n; i++) {
-        const ocr_point *a = &pts[i ? i - 1 : n - 1], *b = &pts[i];
-        float dx = b->x - a->x, dy = b->y - a->y;
-        total += sqrtf(dx * dx + dy * dy);
-    }
-    return total;
-}
-
 static const char *const run_names[N_RUNS] = {"box_fast", "box_slow", "poly_fast", "poly_slow"};
 
 typedef struct { int n; int *xy; } ipoly;
@@ -369,7 +356,7 @@ static void test_approx_matches_opencv(void) {
         for (c = 0; c < t->n_contours; c++) {
             int n = t->contours[c].n, n_out = -1;
             ocr_point *pts = to_points(t->contours[c].xy, n), *out = (ocr_point *)malloc(sizeof(ocr_point) * (size_t)n);
-            OCR_CHECK_OK(&ctx, ocr_approx_poly(&ctx, pts, n, 0.01 * arc_length_cv(pts, n), out, &n_out));
+            OCR_CHECK_OK(&ctx, ocr_approx_poly(&ctx, pts, n, 0.01 * ocr_contour_arc_length(pts, n), out, &n_out));
             OCR_CHECK_MSG(same_points(out, n_out, &t->approx[c]), "map %d contour %d: %d approximated points, OpenCV %d", m, c, n_out,
                           t->approx[c].n);
             total++;
@@ -565,7 +552,7 @@ static void test_hand_polygon(void) {
     /* outer borders start at the top-left pixel and run counter-clockwise on screen */
     if (ps.n_pts == 16) {
         OCR_CHECK(ps.pts[0].x == 20 && ps.pts[0].y == 10 && ps.pts[1].x == 20 && ps.pts[1].y == 24 && ps.pts[2].x == 19 && ps.pts[2].y == 25);
-        OCR_CHECK_OK(&ctx, ocr_approx_poly(&ctx, ps.pts, 16, 0.01 * arc_length_cv(ps.pts, 16), approx, &n));
+        OCR_CHECK_OK(&ctx, ocr_approx_poly(&ctx, ps.pts, 16, 0.01 * ocr_contour_arc_length(ps.pts, 16), approx, &n));
         OCR_CHECK(n == 12 && approx[1].x == 20 && approx[1].y == 24 && approx[2].x == 5 && approx[2].y == 25);
     }
     OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 64, 64, &d));
