@@ -125,7 +125,7 @@ OCRDEF int ocr_lmdb_write_dataset(ocr_ctx *ctx, const char *path, ocr_dataset *s
    accented Latin, Greek and Cyrillic), 10-80 px high, rotated and slanted, on gradient or noise backgrounds with
    shapes, lines and glyph-like strokes that are not text; some text is occluded, faint or blurred. Every word gets
    the exact quad of its ink (top-left, top-right, bottom-right, bottom-left in reading order); a word that is too
-   faint against what lies under it, or mostly hidden, is marked ignore. A scene depends only on the fonts, the
+   faint against what lies under it, mostly hidden, or smaller than min_care_px is marked ignore. A scene depends only on the fonts, the
    config, (seed, index) and the size; ocr_synth_sample may run from many threads at once on one ocr_synth.
    Font files are trusted input (stb_truetype does not defend against malicious fonts). */
 typedef struct {
@@ -141,6 +141,8 @@ typedef struct {
     float noise_stddev;           /* largest per-pixel noise, in 8-bit levels: 8 */
     float min_contrast;           /* ink whose luminance differs from the pixel under it by less (0..1) is illegible: 0.12 */
     float max_occluded;           /* a word with a larger fraction of illegible or hidden ink is ignore: 0.5 */
+    float min_care_px;            /* a word whose axis-aligned extent is under this in x or y is ignore, as DBNet's
+                                     min_text_size ignores it in training and ICDAR marks unreadably small text ###: 8 */
     int plain_background;         /* 1: one flat colour, no clutter, occlusion, blur or noise (tests, debugging) */
 } ocr_synth_config;
 
@@ -1619,7 +1621,7 @@ struct ocr__synth_font {
     int ascent, descent, space_advance; /* font units */
 };
 
-#define OCR__SYN_VERSION 1 /* bump whenever a scene for the same (config, fonts, seed, index) changes */
+#define OCR__SYN_VERSION 2 /* bump whenever a scene for the same (config, fonts, seed, index) changes */
 #define OCR__SYN_MAX_FONT_FILES 4096
 #define OCR__SYN_MAX_FONT_BYTES ((size_t)64 << 20)
 
@@ -1698,13 +1700,14 @@ OCRDEF ocr_synth_config ocr_synth_defaults(void) {
     c.noise_stddev = 8.0f;
     c.min_contrast = 0.12f;
     c.max_occluded = 0.5f;
+    c.min_care_px = 8.0f;
     c.plain_background = 0;
     return c;
 }
 
 static int ocr__syn_check_config(ocr_ctx *ctx, const ocr_synth_config *c) {
     const char *fn = "ocr_synth_init";
-    struct { const char *name; float value, lo, hi; } f[11];
+    struct { const char *name; float value, lo, hi; } f[12];
     int i;
     f[0].name = "min_text_px";       f[0].value = c->min_text_px;       f[0].lo = 4;  f[0].hi = 1000;
     f[1].name = "max_text_px";       f[1].value = c->max_text_px;       f[1].lo = 4;  f[1].hi = 1000;
@@ -1717,6 +1720,7 @@ static int ocr__syn_check_config(ocr_ctx *ctx, const ocr_synth_config *c) {
     f[8].name = "noise_stddev";      f[8].value = c->noise_stddev;      f[8].lo = 0;  f[8].hi = 100;
     f[9].name = "min_contrast";      f[9].value = c->min_contrast;      f[9].lo = 0;  f[9].hi = 1;
     f[10].name = "max_occluded";     f[10].value = c->max_occluded;     f[10].lo = 0; f[10].hi = 1;
+    f[11].name = "min_care_px";      f[11].value = c->min_care_px;      f[11].lo = 0; f[11].hi = 1000;
     for (i = 0; i < (int)(sizeof f / sizeof f[0]); i++)
         if (!(f[i].value >= f[i].lo && f[i].value <= f[i].hi)) /* also catches NaN */
             return ocr_error(ctx, OCR_EINVAL, "%s: config.%s = %g, expected [%g, %g]", fn, f[i].name, f[i].value, f[i].lo, f[i].hi);
@@ -1779,7 +1783,8 @@ OCRDEF int ocr_synth_init(ocr_ctx *ctx, ocr_synth *synth, const ocr_synth_config
         ocr_hasher_f64(&h, c->min_text_px); ocr_hasher_f64(&h, c->max_text_px); ocr_hasher_f64(&h, c->lines_per_mpix);
         ocr_hasher_f64(&h, c->max_rotation_deg); ocr_hasher_f64(&h, c->clutter); ocr_hasher_f64(&h, c->occlusion_prob);
         ocr_hasher_f64(&h, c->low_contrast_prob); ocr_hasher_f64(&h, c->blur_prob); ocr_hasher_f64(&h, c->noise_stddev);
-        ocr_hasher_f64(&h, c->min_contrast); ocr_hasher_f64(&h, c->max_occluded); ocr_hasher_u64(&h, (uint64_t)c->plain_background);
+        ocr_hasher_f64(&h, c->min_contrast); ocr_hasher_f64(&h, c->max_occluded); ocr_hasher_f64(&h, c->min_care_px);
+        ocr_hasher_u64(&h, (uint64_t)c->plain_background);
         for (i = 0; i < synth->n_fonts; i++) ocr_hasher_update(&h, synth->fonts[i].data, synth->fonts[i].size);
         synth->identity = ocr_hasher_final(&h);
     }
@@ -2662,12 +2667,15 @@ OCRDEF int ocr_synth_sample(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed,
         if ((rc = ocr__syn_line(ctx, &sc, placed, &n_placed, words, &n_words))) goto done;
     if (!cfg->plain_background && cfg->clutter > 0 && ocr__syn_chance(&sc.rng, 0.25f))
         ocr__syn_clutter(&sc, cfg->clutter, cfg->min_text_px, cfg->max_text_px, 1); /* lines across the text */
-    for (i = 0; i < n_words; i++) { /* a word is ignore when too little of its ink is legible and visible */
+    for (i = 0; i < n_words; i++) { /* a word is ignore when too small, or too little of its ink is legible and visible */
         ocr__syn_word_out *w = &words[i];
         int x, y, visible = 0;
+        float b[4];
         for (y = w->by0; y < w->by1; y++)
             for (x = w->bx0; x < w->bx1; x++) visible += sc.label[(size_t)y * (size_t)width + (size_t)x] == (uint16_t)(i + 1);
-        w->ignore = w->ink == 0 || (float)visible < (1.0f - cfg->max_occluded) * (float)w->ink;
+        ocr__syn_quad_bounds(w->quad, b);
+        w->ignore = w->ink == 0 || (float)visible < (1.0f - cfg->max_occluded) * (float)w->ink ||
+                    b[2] - b[0] < cfg->min_care_px || b[3] - b[1] < cfg->min_care_px;
     }
     if (!cfg->plain_background) {
         if (ocr__syn_chance(&sc.rng, cfg->blur_prob)) {

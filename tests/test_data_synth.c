@@ -196,7 +196,7 @@ static void test_synth_polygons_tight(void) {
     ocr_ctx ctx;
     ocr_synth sy;
     ocr_synth_config cfg = ocr_synth_defaults();
-    int scenes = sanitized() ? 4 : 16, n, i, k, x, y, checked_sides = 0, rotated = 0, small = 0, large = 0;
+    int scenes = sanitized() ? 4 : 16, n, i, k, x, y, checked_sides = 0, rotated = 0, small = 0, large = 0, tiny = 0;
     ocr_ctx_init(&ctx, 1, 1);
     cfg.plain_background = 1;
     cfg.low_contrast_prob = 0; /* faint ink at the edges would be invisible, so sides could not be checked */
@@ -222,7 +222,18 @@ static void test_synth_polygons_tight(void) {
                 double ang = atan2(s.polys[i].points[1].y - s.polys[i].points[0].y, s.polys[i].points[1].x - s.polys[i].points[0].x);
                 small += h < 12; large += h > 40; rotated += fabs(ang) > 0.1;
             }
-            OCR_CHECK_MSG(!s.polys[i].ignore, "scene %d word '%s' is ignore on a plain background", n, s.polys[i].text);
+            { /* on a plain background only the size rule makes a word ignore */
+                float x0 = s.polys[i].points[0].x, x1 = x0, y0 = s.polys[i].points[0].y, y1 = y0;
+                int small_word;
+                for (k = 1; k < 4; k++) {
+                    x0 = fminf(x0, s.polys[i].points[k].x); x1 = fmaxf(x1, s.polys[i].points[k].x);
+                    y0 = fminf(y0, s.polys[i].points[k].y); y1 = fmaxf(y1, s.polys[i].points[k].y);
+                }
+                small_word = x1 - x0 < 8 || y1 - y0 < 8;
+                tiny += small_word;
+                OCR_CHECK_MSG(s.polys[i].ignore == small_word, "scene %d word '%s' (%.1f x %.1f px) has ignore %d on a plain background",
+                              n, s.polys[i].text, x1 - x0, y1 - y0, s.polys[i].ignore);
+            }
         }
         for (y = 0; y < H; y++)
             for (x = 0; x < W; x++) {
@@ -256,7 +267,8 @@ static void test_synth_polygons_tight(void) {
         ocr_sample_free(&s);
     }
     OCR_CHECK(checked_sides > 40);
-    OCR_CHECK_MSG(small > 0 && large > 0 && rotated > 0, "variety: %d small, %d large, %d rotated words", small, large, rotated);
+    OCR_CHECK_MSG(small > 0 && large > 0 && rotated > 0 && tiny > 0 && tiny < small, "variety: %d small (%d under 8 px, ignore), %d large, %d rotated words",
+                  small, tiny, large, rotated);
     ocr_synth_free(&sy);
     ocr_ctx_free(&ctx);
 }
