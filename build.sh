@@ -178,6 +178,14 @@ cuda_nvcc_build() {
         if [ "$rc" = 0 ] || [ "$rc" -gt 128 ] || ! printf '%s' "$out" | grep -q "no usable CUDA device"; then
             say "build.sh: the CUDA build on this GPU-less machine did not report it cleanly (exit $rc): $out" >&2; return 1
         fi
+        for f in "train_dbnet --device cuda" "detect --device cuda --model none.safetensors none.png"; do
+            [ -x "$d/${f%% *}" ] || continue
+            # shellcheck disable=SC2086
+            set +e; out=$($d/$f 2>&1); rc=$?; set -e
+            if [ "$rc" != 1 ] || ! printf '%s' "$out" | grep -q "no usable CUDA device"; then
+                say "build.sh: $d/$f --device cuda on this GPU-less machine did not report it cleanly (exit $rc): $out" >&2; return 1
+            fi
+        done
         say "build.sh: no GPU here: the CUDA build reports it and exits $rc, as it must (run tools/cuda_parity.sh on a GPU machine)"
     fi
 }

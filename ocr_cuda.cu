@@ -181,7 +181,8 @@ static void ocr__emu_syncthreads(const char *file, int line) {
     unsigned long gen;
     pthread_mutex_lock(&B->mu);
     if (B->failed) { pthread_mutex_unlock(&B->mu); throw ocr__emu_abort(); }
-    ocr__emu_thread_str(B, ocr__emu_tid, who, sizeof who);
+    if (B->exited || (B->arrived && (B->site_line != line || strcmp(B->site_file, file) != 0)))
+        ocr__emu_thread_str(B, ocr__emu_tid, who, sizeof who); /* only for the report: formatting is costly here */
     if (B->exited) {
         ocr__emu_fail(B->launch, "kernel '%s': divergent __syncthreads at %s:%d: %s waits there but %d thread(s) of the block "
                       "already exited the kernel", B->launch->kernel, file, line, who, B->exited);
@@ -257,8 +258,9 @@ static void ocr__emu_warp_op(unsigned mask, const void *value, size_t size, int 
     char who[96];
     pthread_mutex_lock(&B->mu);
     if (B->failed) { pthread_mutex_unlock(&B->mu); throw ocr__emu_abort(); }
-    ocr__emu_thread_str(B, tid, who, sizeof who);
+    who[0] = 0;
     if (!(mask >> lane & 1u)) {
+        ocr__emu_thread_str(B, tid, who, sizeof who);
         ocr__emu_fail(B->launch, "kernel '%s': %s calls a warp shuffle/vote with mask 0x%08x that does not name its own lane %d",
                       B->launch->kernel, who, mask, lane);
         ocr__emu_block_fail(B);
@@ -267,6 +269,7 @@ static void ocr__emu_warp_op(unsigned mask, const void *value, size_t size, int 
         int t = warp * 32 + l;
         if (!(mask >> l & 1u)) continue;
         if (t >= B->n_threads || B->state[t] == OCR__EMU_EXITED || B->state[t] == OCR__EMU_AT_BARRIER) {
+            ocr__emu_thread_str(B, tid, who, sizeof who);
             ocr__emu_fail(B->launch, "kernel '%s': divergent warp operation: %s waits for lane %d (mask 0x%08x), which %s",
                           B->launch->kernel, who, l, mask, t >= B->n_threads ? "does not exist in this block"
                           : B->state[t] == OCR__EMU_EXITED ? "has exited" : "waits at __syncthreads");
@@ -274,6 +277,7 @@ static void ocr__emu_warp_op(unsigned mask, const void *value, size_t size, int 
         }
     }
     if (src >= 0 && !(mask >> (src % 32) & 1u)) {
+        ocr__emu_thread_str(B, tid, who, sizeof who);
         ocr__emu_fail(B->launch, "kernel '%s': %s reads lane %d, which is not in the shuffle mask 0x%08x (undefined on the device)",
                       B->launch->kernel, who, src, mask);
         ocr__emu_block_fail(B);
@@ -537,7 +541,8 @@ template <typename F> static int ocr__emu_launch_fn(char *message, size_t cap, c
     return rc;
 }
 #define OCR__BLOCK 64  /* threads per 1-D block: two warps, so cross-warp reductions are exercised */
-#define OCR__TILE 8    /* GEMM tile: 8x8 threads */
+#define OCR__TILE 8    /* GEMM block: 8x8 threads */
+#define OCR__GEMM_KT 256 /* k extent of the GEMM tiles in shared memory: emulated barriers are costly, so few per tile */
 #define OCR__MAX_GRID 4
 #else /* ============================================================================================= real CUDA */
 #include <cuda_runtime.h>
@@ -548,6 +553,7 @@ template <typename F> static int ocr__emu_launch_fn(char *message, size_t cap, c
 #define OCR__SHARED(type, name, count) __shared__ type name[count]
 #define OCR__BLOCK 256
 #define OCR__TILE 16
+#define OCR__GEMM_KT 16
 #define OCR__MAX_GRID 4096
 #endif
 
@@ -775,26 +781,43 @@ static __global__ void ocr__k_pointwise(int op, const float *a, const float *b, 
     }
 }
 
-/* ---- GEMM: row-major C = alpha op(A) op(B) + beta C, one output per thread of a TILE x TILE block ---- */
+/* ---- GEMM: row-major C = alpha op(A) op(B) + beta C. A TILE x TILE block computes a GEMM_MN x GEMM_MN tile of C,
+   each thread GEMM_R x GEMM_R outputs strided by TILE; the A and B tiles in shared memory span GEMM_KT values of k.
+   Every output sums its k in order, as one thread per output would. ---- */
+#define OCR__GEMM_R 4
+#define OCR__GEMM_MN (OCR__TILE * OCR__GEMM_R)
 static __global__ void ocr__k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    OCR__SHARED(float, As, OCR__TILE * OCR__TILE);
-    OCR__SHARED(float, Bs, OCR__TILE * OCR__TILE);
-    int tx = (int)threadIdx.x, ty = (int)threadIdx.y, k;
-    int64_t row = (int64_t)blockIdx.y * OCR__TILE + ty, col = (int64_t)blockIdx.x * OCR__TILE + tx, k0;
-    float acc = 0.0f;
-    for (k0 = 0; k0 < K; k0 += OCR__TILE) {
-        int64_t ka = k0 + tx, kb = k0 + ty;
-        As[ty * OCR__TILE + tx] = row < M && ka < K ? (ta ? A[ka * lda + row] : A[row * lda + ka]) : 0.0f;
-        Bs[ty * OCR__TILE + tx] = kb < K && col < N ? (tb ? B[col * ldb + kb] : B[kb * ldb + col]) : 0.0f;
+    OCR__SHARED(float, As, OCR__GEMM_MN * OCR__GEMM_KT);   /* As[row][k] */
+    OCR__SHARED(float, Bs, OCR__GEMM_KT * OCR__GEMM_MN);   /* Bs[k][col] */
+    int tx = (int)threadIdx.x, ty = (int)threadIdx.y, t = ty * OCR__TILE + tx, e, k, i, j;
+    int64_t row0 = (int64_t)blockIdx.y * OCR__GEMM_MN, col0 = (int64_t)blockIdx.x * OCR__GEMM_MN, k0;
+    float acc[OCR__GEMM_R][OCR__GEMM_R];
+    for (i = 0; i < OCR__GEMM_R; i++)
+        for (j = 0; j < OCR__GEMM_R; j++) acc[i][j] = 0.0f;
+    for (k0 = 0; k0 < K; k0 += OCR__GEMM_KT) {
+        /* consecutive threads load consecutive k of A and consecutive columns of B */
+        for (e = t; e < OCR__GEMM_MN * OCR__GEMM_KT; e += OCR__TILE * OCR__TILE) {
+            int64_t r = row0 + e / OCR__GEMM_KT, ka = k0 + e % OCR__GEMM_KT, kb = k0 + e / OCR__GEMM_MN, c = col0 + e % OCR__GEMM_MN;
+            As[e] = r < M && ka < K ? (ta ? A[ka * lda + r] : A[r * lda + ka]) : 0.0f;
+            Bs[e] = kb < K && c < N ? (tb ? B[c * ldb + kb] : B[kb * ldb + c]) : 0.0f;
+        }
         __syncthreads();
-        for (k = 0; k < OCR__TILE; k++) acc += As[ty * OCR__TILE + k] * Bs[k * OCR__TILE + tx];
+        for (k = 0; k < OCR__GEMM_KT; k++)
+            for (i = 0; i < OCR__GEMM_R; i++) {
+                float a = As[(ty + i * OCR__TILE) * OCR__GEMM_KT + k];
+                for (j = 0; j < OCR__GEMM_R; j++) acc[i][j] += a * Bs[k * OCR__GEMM_MN + tx + j * OCR__TILE];
+            }
         __syncthreads();
     }
-    if (row < M && col < N) {
-        float *c = C + row * ldc + col;
-        *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c; /* beta 0 must not propagate NaN from C */
-    }
+    for (i = 0; i < OCR__GEMM_R; i++)
+        for (j = 0; j < OCR__GEMM_R; j++) {
+            int64_t r = row0 + ty + i * OCR__TILE, c = col0 + tx + j * OCR__TILE;
+            if (r < M && c < N) {
+                float *out = C + r * ldc + c;
+                *out = beta == 0.0f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * *out; /* beta 0 must not propagate NaN from C */
+            }
+        }
 }
 
 /* ---- convolution lowering, in the conv2d sense (input x [C,H,W] of one image and group, output [K,OH,OW]) ---- */
@@ -1414,9 +1437,9 @@ static int ocr__gemm_dev(ocr_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int
                                           (int)ldc));
     }
 #endif
-    if ((M + OCR__TILE - 1) / OCR__TILE > 65535 || (N + OCR__TILE - 1) / OCR__TILE > INT32_MAX)
+    if ((M + OCR__GEMM_MN - 1) / OCR__GEMM_MN > 65535 || (N + OCR__GEMM_MN - 1) / OCR__GEMM_MN > INT32_MAX)
         return ocr_error(ctx, OCR_EOVERFLOW, "%s: GEMM M=%lld N=%lld exceeds the own kernel's grid", ocr__op_str(ctx), (long long)M, (long long)N);
-    OCR__LAUNCH(ctx, ocr__k_gemm, ((unsigned)((N + OCR__TILE - 1) / OCR__TILE), (unsigned)((M + OCR__TILE - 1) / OCR__TILE)),
+    OCR__LAUNCH(ctx, ocr__k_gemm, ((unsigned)((N + OCR__GEMM_MN - 1) / OCR__GEMM_MN), (unsigned)((M + OCR__GEMM_MN - 1) / OCR__GEMM_MN)),
                 (OCR__TILE, OCR__TILE), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return OCR_OK;
 }
@@ -1810,6 +1833,16 @@ OCRDEF int ocr_cuda_sum_squares(ocr_ctx *ctx, const float *x, int64_t n, double 
     if (!(part = ocr__parts(ctx, G, 1))) return ctx->last_status;
     OCR__LAUNCH(ctx, ocr__k_sumsq, (G), (OCR__BLOCK), x, n, part);
     return ocr__reduce(ctx, part, G, 1, out);
+}
+
+OCRDEF int ocr_cuda_zero_bytes(void *ptr, size_t bytes) {
+    if (!bytes) return OCR_OK;
+#ifdef OCR_CUDA_EMULATE
+    memset(ptr, 0, bytes);
+    return OCR_OK;
+#else
+    return cudaMemset(ptr, 0, bytes) == cudaSuccess ? OCR_OK : OCR_ECUDA;
+#endif
 }
 
 OCRDEF int ocr_cuda_scale(ocr_ctx *ctx, float *x, int64_t n, float s) {

@@ -78,6 +78,11 @@ typedef struct ocr_dbnet {
     float *bn_stats;              /* save_mean and save_invstd of every BN for the backward */
     float *values, *grads;        /* activation values and gradients; grow to the largest input seen */
     size_t values_cap, grads_cap; /* in floats */
+    float *relu_dy;               /* off the CPU: the ReLU-masked gradient of a BN+ReLU, which only the CPU fuses */
+    size_t relu_dy_cap;
+    float *bn_folded;             /* eval on the CPU: one convolution's weights and bias with its BN folded in */
+    size_t bn_folded_cap;
+    int bn_fold_off;              /* eval runs each BN as its own op instead (the tests compare the two) */
     int64_t N, H, W;              /* input of the last forward */
     int state;                    /* 0: no forward yet, 1: after a training forward, 2: after an eval forward */
     int act_input, act_prob_logits, act_thresh, act_prob;
@@ -92,10 +97,14 @@ OCRDEF ocr_dbnet_config ocr_dbnet_config_default(void);
 /* Builds the model for cfg and initialises it as the official code does, drawing from ctx->rng: backbone convs
    kaiming normal (fan_out, as torchvision), decoder convs and transposed convs kaiming normal (fan_in, as PyTorch
    computes it), transposed-conv biases PyTorch's default uniform, BN weight 1 and bias 0 (backbone) or 1e-4
-   (decoder), running mean 0 and variance 1. */
+   (decoder), running mean 0 and variance 1. The model lives on ctx->device: with the CUDA backend the weights are drawn
+   on the host (the same values as on the CPU) and moved to the device, where its gradients, BN statistics and
+   activations are allocated too; it then runs on contexts of that device only. */
 OCRDEF int ocr_dbnet_init(ocr_ctx *ctx, ocr_dbnet *m, const ocr_dbnet_config *cfg);
 OCRDEF void ocr_dbnet_free(ocr_dbnet *m);
-/* x: F32 [N, 3, H, W] with N >= 1 and H, W positive multiples of 32 (not kept: it is copied).
+/* x: F32 [N, 3, H, W] with N >= 1 and H, W positive multiples of 32, on the CPU or the model's device (not kept: it is
+   copied, i.e. uploaded when the model is on the device). Outputs and the backward's gradients live on the model's
+   device.
    training != 0: BN uses batch statistics and updates its running statistics; *prob gets the probability LOGITS
    [N,1,H,W] (before the sigmoid) and *thresh the threshold map [N,1,H,W] (sigmoid applied, as official).
    training == 0: BN uses its running statistics, the threshold head is skipped, *prob gets the probability map
@@ -107,7 +116,7 @@ OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, in
 OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_prob_logits, const ocr_tensor *d_thresh);
 /* Checkpoint: every parameter, each BN's num_batches_tracked (I64 scalar) and the config in __metadata__ (keys
    ocr_dbnet.backbone, .width, .k, .prior_prob, .bn_momentum, .bn_eps, plus format=pt and the caller's pairs).
-   PyTorch's load_state_dict(strict=True) accepts it for the same architecture (tools/dbnet_ref.py). */
+   A model on the device is copied to the host first: the file is the same bytes as the CPU model's. PyTorch's load_state_dict(strict=True) accepts it for the same architecture (tools/dbnet_ref.py). */
 OCRDEF int ocr_dbnet_save(ocr_ctx *ctx, const ocr_dbnet *m, const char *path, const char *const *meta_keys,
                           const char *const *meta_values, int n_meta);
 /* The config a checkpoint was saved with, to ocr_dbnet_init a model that can load it. */
@@ -244,8 +253,9 @@ OCRDEF int ocr_detections_write_icdar(ocr_ctx *ctx, const char *path, const ocr_
 OCRDEF int ocr_find_contours(ocr_ctx *ctx, const uint8_t *bitmap, int width, int height, ocr_polyset *out);
 /* Minimum-area enclosing rectangle of a point set (rotating calipers over the convex hull), corners ordered
    TL, TR, BR, BL as the official get_mini_boxes; *short_side = its shorter side (0 for fewer than 3 hull points).
-   Computed exactly (double); cv2.minAreaRect works in float32, so a corner lying on an integer may come out a
-   few 1e-6 below it there (and truncate differently later), and float noise picks among equal-area rectangles. */
+   For integer-valued points (contours, unclipped boxes) the corners are cv2.boxPoints(cv2.minAreaRect(pts)) to
+   the bit: the same hull order, float32 calipers, centre/size/angle and corners rebuilt from them, so a corner
+   meant to lie on an integer comes out a few 1e-6 off exactly when OpenCV's does (it truncates later). */
 OCRDEF int ocr_min_area_box(ocr_ctx *ctx, const ocr_point *pts, int n, ocr_point box[4], float *short_side);
 /* Douglas-Peucker approximation of a closed integer contour, as cv2.approxPolyDP(closed=True): the same
    start point, kept vertices and final collinear clean-up. out has room for n points; *n_out receives the count. */
@@ -595,13 +605,17 @@ static int ocr__db_check_config(ocr_ctx *ctx, const char *fn, const ocr_dbnet_co
 }
 
 OCRDEF void ocr_dbnet_free(ocr_dbnet *m) {
+    ocr_device dev;
     if (!m) return;
+    dev = m->params.device;
     ocr_params_free(&m->params);
     OCR_FREE(m->acts);
     OCR_FREE(m->ops);
-    ocr_aligned_free(m->bn_stats);
-    ocr_aligned_free(m->values);
-    ocr_aligned_free(m->grads);
+    ocr_floats_free(m->bn_stats, dev);
+    ocr_floats_free(m->values, dev);
+    ocr_floats_free(m->grads, dev);
+    ocr_floats_free(m->relu_dy, dev);
+    ocr_floats_free(m->bn_folded, dev);
     memset(m, 0, sizeof *m);
 }
 
@@ -621,9 +635,9 @@ OCRDEF int ocr_dbnet_init(ocr_ctx *ctx, ocr_dbnet *m, const ocr_dbnet_config *cf
     if ((rc = b.rc) || (rc = ocr_params_alloc(ctx, &m->params))) { ocr_dbnet_free(m); return rc; }
     for (i = 0; i < m->n_ops; i++)
         if (m->ops[i].kind == OCR__DB_BN) { m->ops[i].stats = n_stats; n_stats += 2 * (size_t)m->acts[m->ops[i].out].channels; }
-    m->bn_stats = (float *)ocr_aligned_alloc(n_stats * sizeof(float));
-    if (!m->bn_stats) { ocr_dbnet_free(m); return ocr_error(ctx, OCR_ENOMEM, "ocr_dbnet_init: out of memory"); }
-    if ((rc = ocr__db_init_weights(ctx, m))) { ocr_dbnet_free(m); return rc; }
+    /* drawn on the host, so a device model starts from exactly the CPU model's weights */
+    if ((rc = ocr__db_init_weights(ctx, m)) || (rc = ocr_params_to_device(ctx, &m->params, ctx->device))) { ocr_dbnet_free(m); return rc; }
+    if (!(m->bn_stats = ocr_floats_alloc(ctx, ctx->device, n_stats, "bn_stats"))) { rc = ctx->last_status; ocr_dbnet_free(m); return rc; }
     return OCR_OK;
 }
 
@@ -660,13 +674,14 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
     return OCR_OK;
 }
 
-static int ocr__db_reserve(ocr_ctx *ctx, const char *fn, float **buf, size_t *cap, size_t need) {
+static int ocr__db_reserve(ocr_ctx *ctx, const char *fn, const ocr_dbnet *m, float **buf, size_t *cap, size_t need) {
     size_t bytes;
     if (need <= *cap && *buf) return OCR_OK;
     if (!ocr_size_mul(need ? need : 1, sizeof(float), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "%s: buffer too large", fn);
-    ocr_aligned_free(*buf);
+    ocr_floats_free(*buf, m->params.device);
     *cap = 0;
-    if (!(*buf = (float *)ocr_aligned_alloc(bytes))) return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate %zu bytes of activations", fn, bytes);
+    if (!(*buf = ocr_floats_alloc(ctx, m->params.device, need, "activations")))
+        return ocr_error(ctx, ctx->last_status, "%s: cannot allocate %zu bytes of activations on %s", fn, bytes, ocr_device_name(m->params.device));
     *cap = need;
     return OCR_OK;
 }
@@ -678,13 +693,20 @@ static ocr_shape ocr__db_shape(const ocr_dbnet *m, int a) {
 
 static ocr_tensor ocr__db_val(const ocr_dbnet *m, int a) {
     const ocr__dbnet_act *t = &m->acts[a];
-    return ocr_tensor_view(t->name, (t->flags & OCR__DB_ACT_I32) ? OCR_I32 : OCR_F32, OCR_DEVICE_CPU, ocr__db_shape(m, a), m->values + t->off);
+    return ocr_tensor_view(t->name, (t->flags & OCR__DB_ACT_I32) ? OCR_I32 : OCR_F32, m->params.device, ocr__db_shape(m, a),
+                           m->values + t->off);
 }
 
 static ocr_tensor ocr__db_grad(const ocr_dbnet *m, int a) {
     char name[OCR_NAME_MAX];
     snprintf(name, sizeof name, "%.88s.grad", m->acts[a].name);
-    return ocr_tensor_f32(name, ocr__db_shape(m, a), m->grads + m->acts[a].goff);
+    return ocr_tensor_view(name, OCR_F32, m->params.device, ocr__db_shape(m, a), m->grads + m->acts[a].goff);
+}
+
+/* save_mean (which 0) or save_invstd (1) of a BN op */
+static ocr_tensor ocr__db_bn_stat(const ocr_dbnet *m, const ocr__dbnet_op *op, int which) {
+    int64_t c = m->acts[op->out].channels;
+    return ocr_tensor_view(which ? "save_invstd" : "save_mean", OCR_F32, m->params.device, ocr_shape1(c), m->bn_stats + op->stats + which * c);
 }
 
 static int ocr__db_op_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *op, int training) {
@@ -700,10 +722,12 @@ static int ocr__db_op_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *o
     case OCR__DB_BN: {
         ocr_tensor g = ocr_params_value(&m->params, op->w), be = ocr_params_value(&m->params, op->b);
         ocr_tensor rm = ocr_params_value(&m->params, op->mean), rv = ocr_params_value(&m->params, op->var);
-        ocr_tensor sm = ocr_tensor_f32("save_mean", g.shape, m->bn_stats + op->stats);
-        ocr_tensor si = ocr_tensor_f32("save_invstd", g.shape, m->bn_stats + op->stats + g.shape.dim[0]);
-        return op->relu ? ocr_nn_batchnorm2d_relu_forward(ctx, &x, &g, &be, &rm, &rv, training, m->cfg.bn_momentum, m->cfg.bn_eps, &sm, &si, &y)
-                        : ocr_nn_batchnorm2d_forward(ctx, &x, &g, &be, &rm, &rv, training, m->cfg.bn_momentum, m->cfg.bn_eps, &sm, &si, &y);
+        ocr_tensor sm = ocr__db_bn_stat(m, op, 0), si = ocr__db_bn_stat(m, op, 1);
+        int rc;
+        if (op->relu && m->params.device == OCR_DEVICE_CPU)
+            return ocr_nn_batchnorm2d_relu_forward(ctx, &x, &g, &be, &rm, &rv, training, m->cfg.bn_momentum, m->cfg.bn_eps, &sm, &si, &y);
+        rc = ocr_nn_batchnorm2d_forward(ctx, &x, &g, &be, &rm, &rv, training, m->cfg.bn_momentum, m->cfg.bn_eps, &sm, &si, &y);
+        return rc || !op->relu ? rc : ocr_nn_relu_forward(ctx, &y, &y);
     }
     case OCR__DB_RELU: return ocr_nn_relu_forward(ctx, &x, &y);
     case OCR__DB_SIGMOID: return ocr_nn_sigmoid_forward(ctx, &x, &y);
@@ -742,11 +766,16 @@ static int ocr__db_op_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *
     case OCR__DB_BN: {
         ocr_tensor g = ocr_params_value(&m->params, op->w);
         ocr_tensor dg = ocr_params_grad(&m->params, op->w), dbe = ocr_params_grad(&m->params, op->b);
-        ocr_tensor sm = ocr_tensor_f32("save_mean", g.shape, m->bn_stats + op->stats);
-        ocr_tensor si = ocr_tensor_f32("save_invstd", g.shape, m->bn_stats + op->stats + g.shape.dim[0]);
-        if (op->relu) {
+        ocr_tensor sm = ocr__db_bn_stat(m, op, 0), si = ocr__db_bn_stat(m, op, 1);
+        if (op->relu && m->params.device == OCR_DEVICE_CPU) {
             ocr_tensor y = ocr__db_val(m, op->out);
             return ocr_nn_batchnorm2d_relu_backward(ctx, &x, &y, &g, &sm, &si, &dy, 1, dxp, &dg, &dbe);
+        }
+        if (op->relu) { /* the unfused pair: relu_backward into a zeroed buffer, then the BN backward from it */
+            ocr_tensor y = ocr__db_val(m, op->out), masked = ocr_tensor_view("relu_dy", OCR_F32, m->params.device, dy.shape, m->relu_dy);
+            int rc;
+            if ((rc = ocr_tensor_zero(ctx, &masked)) || (rc = ocr_nn_relu_backward(ctx, &y, &dy, &masked))) return rc;
+            return ocr_nn_batchnorm2d_backward(ctx, &x, &g, &sm, &si, &masked, 1, dxp, &dg, &dbe);
         }
         return ocr_nn_batchnorm2d_backward(ctx, &x, &g, &sm, &si, &dy, 1, dxp, &dg, &dbe);
     }
@@ -777,11 +806,63 @@ static int ocr__db_op_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *
     }
 }
 
+/* Eval on the CPU: a convolution whose output only a BN reads runs as one convolution with that BN folded in,
+   w' = w * s and b' = beta - mean * s (+ b * s) with s = gamma / sqrt(running_var + eps) per output channel, and the
+   BN's ReLU applied by the convolution's output pass. Folded from the current parameters on every forward, so no
+   folded copy can go stale. */
+static int ocr__db_foldable(const ocr_dbnet *m, int i, int training) {
+    const ocr__dbnet_op *op = &m->ops[i];
+    int j, k;
+    if (training || m->bn_fold_off || m->params.device != OCR_DEVICE_CPU || i + 1 >= m->n_ops) return 0;
+    if ((op->kind != OCR__DB_CONV && op->kind != OCR__DB_CONVT) || m->ops[i + 1].kind != OCR__DB_BN || m->ops[i + 1].in[0] != op->out)
+        return 0;
+    for (j = 0; j < m->n_ops; j++)
+        for (k = 0; k < m->ops[j].n_in; k++)
+            if (j != i + 1 && m->ops[j].in[k] == op->out) return 0;
+    return 1;
+}
+
+static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *conv, const ocr__dbnet_op *bn) {
+    ocr_tensor x = ocr__db_val(m, conv->in[0]), y = ocr__db_val(m, bn->out), w = ocr_params_value(&m->params, conv->w), wf, bf;
+    const float *gamma = (const float *)ocr_params_value(&m->params, bn->w).data, *beta = (const float *)ocr_params_value(&m->params, bn->b).data;
+    const float *mean = (const float *)ocr_params_value(&m->params, bn->mean).data, *var = (const float *)ocr_params_value(&m->params, bn->var).data;
+    const float *bias = conv->b >= 0 ? (const float *)ocr_params_value(&m->params, conv->b).data : NULL;
+    ocr_conv_params cp = ocr_conv_params_make(conv->stride, conv->pad, 1, 1);
+    int64_t cout = m->acts[bn->out].channels, n_w = ocr_tensor_numel(&w), taps = w.shape.dim[2] * w.shape.dim[3], i, t, c;
+    float *wd, *scale;
+    int rc;
+    if ((rc = ocr__db_reserve(ctx, "ocr_dbnet_forward", m, &m->bn_folded, &m->bn_folded_cap, (size_t)(n_w + 2 * cout)))) return rc;
+    wd = m->bn_folded;
+    scale = wd + n_w + cout;
+    for (c = 0; c < cout; c++) {
+        scale[c] = (float)(1.0 / sqrt((double)var[c] + (double)m->cfg.bn_eps)) * gamma[c]; /* as the BN op computes it */
+        wd[n_w + c] = beta[c] - mean[c] * scale[c] + (bias ? bias[c] * scale[c] : 0.0f);
+    }
+    /* blocks of taps floats: [Cout, Cin] for a convolution, [Cin, Cout] for a transposed one */
+    for (i = 0; i < n_w / taps; i++) {
+        float s = scale[conv->kind == OCR__DB_CONV ? i / w.shape.dim[1] : i % w.shape.dim[1]];
+        for (t = 0; t < taps; t++) wd[i * taps + t] = ((const float *)w.data)[i * taps + t] * s;
+    }
+    wf = ocr_tensor_f32("bn_folded.weight", w.shape, wd);
+    bf = ocr_tensor_f32("bn_folded.bias", ocr_shape1(cout), wd + n_w);
+    if (conv->kind == OCR__DB_CONV)
+        return bn->relu ? ocr_nn_conv2d_relu_forward(ctx, &x, &wf, &bf, cp, &y) : ocr_nn_conv2d_forward(ctx, &x, &wf, &bf, cp, &y);
+    if ((rc = ocr_nn_conv_transpose2d_forward(ctx, &x, &wf, &bf, cp, &y)) || !bn->relu) return rc;
+    return ocr_nn_relu_forward(ctx, &y, &y);
+}
+
 /* Puts "fn: layer 'name': " in front of the message an ocr_nn op left. */
 static int ocr__db_layer_error(ocr_ctx *ctx, const char *fn, const ocr_dbnet *m, const ocr__dbnet_op *op, int rc) {
     char msg[OCR_ERROR_MAX];
     snprintf(msg, sizeof msg, "%s", ctx->last_error);
     return ocr_error(ctx, rc, "%s: layer '%s': %s", fn, m->acts[op->out].name, msg);
+}
+
+/* The model's buffers are on one device and every op runs on ctx's. */
+static int ocr__db_same_device(ocr_ctx *ctx, const char *fn, const ocr_dbnet *m) {
+    if (ctx->device == m->params.device) return OCR_OK;
+    return ocr_error(ctx, OCR_EDEVICE, "%s: the model lives on %s but the context runs on %s (ocr_dbnet_init the model with a context of "
+                     "the device it is to run on)", fn, ocr_device_name(m->params.device), ocr_device_name(ctx->device));
 }
 
 OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, int training, ocr_tensor *prob, ocr_tensor *thresh) {
@@ -792,8 +873,11 @@ OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, in
     int i, rc;
     ocr_tensor in;
     if (!m || !m->params.allocated || !prob) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_dbnet_init and a prob output", fn);
-    if (ctx->device != OCR_DEVICE_CPU) return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: the model runs on the CPU backend only", fn);
-    if ((rc = ocr_check_f32(ctx, fn, x))) return rc;
+    if ((rc = ocr__db_same_device(ctx, fn, m))) return rc;
+    if ((rc = ocr_check_tensor(ctx, fn, x)) || (rc = ocr_check_dtype(ctx, fn, x, OCR_F32))) return rc;
+    if (x->device != OCR_DEVICE_CPU && x->device != m->params.device)
+        return ocr_error(ctx, OCR_EDEVICE, "%s: input %s must be on the CPU or the model's device %s", fn, ocr_tensor_describe(x, d, sizeof d),
+                         ocr_device_name(m->params.device));
     if (x->shape.ndim != 4 || x->shape.dim[1] != 3)
         return ocr_error(ctx, OCR_ESHAPE, "%s: input %s must be [N, 3, H, W]", fn, ocr_tensor_describe(x, d, sizeof d));
     N = x->shape.dim[0]; H = x->shape.dim[2]; W = x->shape.dim[3];
@@ -804,13 +888,19 @@ OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, in
     if ((rc = ocr_check_finite(ctx, fn, x))) return rc;
     m->state = OCR__DB_IDLE; /* until this forward completes, backward must refuse */
     if ((rc = ocr__db_layout(ctx, fn, m, N, H, W, training, &vneed, &gneed)) ||
-        (rc = ocr__db_reserve(ctx, fn, &m->values, &m->values_cap, vneed)))
+        (rc = ocr__db_reserve(ctx, fn, m, &m->values, &m->values_cap, vneed)))
         return rc;
     in = ocr__db_val(m, m->act_input);
-    memcpy(in.data, x->data, ocr_tensor_bytes(x));
+    if ((rc = ocr_tensor_copy(ctx, &in, x))) return rc; /* the explicit upload of a host input */
     for (i = 0; i < m->n_ops; i++) {
         const ocr__dbnet_op *op = &m->ops[i];
         double t0 = m->op_seconds && m->op_clock ? m->op_clock() : 0.0;
+        if (ocr__db_runs(op->mode, training) && ocr__db_foldable(m, i, training)) {
+            if ((rc = ocr__db_fold_forward(ctx, m, op, &m->ops[i + 1]))) return ocr__db_layer_error(ctx, fn, m, op, rc);
+            if (m->op_seconds && m->op_clock) m->op_seconds[i] += m->op_clock() - t0;
+            i++; /* the BN ran inside the convolution */
+            continue;
+        }
         if (ocr__db_runs(op->mode, training) && (rc = ocr__db_op_forward(ctx, m, op, training))) return ocr__db_layer_error(ctx, fn, m, op, rc);
         if (m->op_seconds && m->op_clock) m->op_seconds[i] += m->op_clock() - t0;
     }
@@ -830,6 +920,7 @@ OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_pr
     int outs[2], i, rc;
     size_t vneed, gneed;
     if (!m || !m->params.allocated) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_dbnet_init", fn);
+    if ((rc = ocr__db_same_device(ctx, fn, m))) return rc;
     if (m->state != OCR__DB_AFTER_TRAIN)
         return ocr_error(ctx, OCR_ESTATE, "%s: needs a successful training-mode ocr_dbnet_forward first (%s)", fn,
                          m->state == OCR__DB_AFTER_EVAL ? "the last forward was in eval mode" : "no forward since init or a failed one");
@@ -842,11 +933,25 @@ OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_pr
             return rc;
     }
     if ((rc = ocr__db_layout(ctx, fn, m, m->N, m->H, m->W, 1, &vneed, &gneed)) ||
-        (rc = ocr__db_reserve(ctx, fn, &m->grads, &m->grads_cap, gneed)))
+        (rc = ocr__db_reserve(ctx, fn, m, &m->grads, &m->grads_cap, gneed)))
         return rc;
-    memset(m->grads, 0, gneed * sizeof(float));
-    for (i = 0; i < 2; i++)
-        if (ds[i]) memcpy(m->grads + m->acts[outs[i]].goff, ds[i]->data, ocr_tensor_bytes(ds[i]));
+    if (m->params.device != OCR_DEVICE_CPU) {
+        size_t most = 0;
+        for (i = 0; i < m->n_ops; i++)
+            if (m->ops[i].kind == OCR__DB_BN && m->ops[i].relu && (size_t)ocr_shape_numel(ocr__db_shape(m, m->ops[i].out)) > most)
+                most = (size_t)ocr_shape_numel(ocr__db_shape(m, m->ops[i].out));
+        if ((rc = ocr__db_reserve(ctx, fn, m, &m->relu_dy, &m->relu_dy_cap, most))) return rc;
+    }
+    {
+        ocr_tensor all = ocr_tensor_view("activation gradients", OCR_F32, m->params.device, ocr_shape1((int64_t)(gneed ? gneed : 1)), m->grads);
+        if ((rc = ocr_tensor_zero(ctx, &all))) return rc;
+    }
+    for (i = 0; i < 2; i++) {
+        ocr_tensor g;
+        if (!ds[i]) continue;
+        g = ocr__db_grad(m, outs[i]);
+        if ((rc = ocr_tensor_copy(ctx, &g, ds[i]))) return rc;
+    }
     for (i = m->n_ops - 1; i >= 0; i--) {
         const ocr__dbnet_op *op = &m->ops[i];
         double t0 = m->op_seconds && m->op_clock ? m->op_clock() : 0.0;
@@ -906,7 +1011,10 @@ OCRDEF int ocr_dbnet_save(ocr_ctx *ctx, const ocr_dbnet *m, const char *path, co
     ocr_tensor *views = NULL;
     const ocr_tensor **ptrs = NULL;
     int64_t *nbt = NULL;
+    ocr_params host;
+    const ocr_params *P = m ? &m->params : NULL;
     int n = 0, i, j, rc;
+    ocr_params_init(&host);
     if (!m || !m->params.allocated) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_dbnet_init", fn);
     if (n_meta < 0 || n_meta > 64 - 7 || (n_meta && (!meta_keys || !meta_values)))
         return ocr_error(ctx, OCR_EINVAL, "%s: %d metadata pairs (at most %d, keys and values non-NULL)", fn, n_meta, 64 - 7);
@@ -921,11 +1029,15 @@ OCRDEF int ocr_dbnet_save(ocr_ctx *ctx, const ocr_dbnet *m, const char *path, co
         keys[7 + i] = meta_keys[i];
         vals[7 + i] = meta_values[i];
     }
+    if (P->device != OCR_DEVICE_CPU) { /* the explicit download of device weights */
+        if ((rc = ocr_params_host_copy(ctx, P, &host))) return rc;
+        P = &host;
+    }
     views = (ocr_tensor *)OCR_MALLOC((size_t)(m->params.count + m->n_ops) * sizeof *views);
     ptrs = (const ocr_tensor **)OCR_MALLOC((size_t)(m->params.count + m->n_ops) * sizeof *ptrs);
     nbt = (int64_t *)OCR_MALLOC((size_t)m->n_ops * sizeof *nbt);
     if (!views || !ptrs || !nbt) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
-    for (i = 0; i < m->params.count; i++) { views[n] = ocr_params_value(&m->params, i); ptrs[n] = &views[n]; n++; }
+    for (i = 0; i < P->count; i++) { views[n] = ocr_params_value(P, i); ptrs[n] = &views[n]; n++; }
     for (i = 0; i < m->n_ops; i++) {
         char name[OCR_NAME_MAX];
         ocr_shape scalar;
@@ -942,6 +1054,7 @@ done:
     OCR_FREE(views);
     OCR_FREE((void *)ptrs);
     OCR_FREE(nbt);
+    ocr_params_free(&host);
     return rc;
 }
 
@@ -986,9 +1099,10 @@ OCRDEF int ocr_dbnet_load(ocr_ctx *ctx, ocr_dbnet *m, const char *path) {
     const char *fn = "ocr_dbnet_load";
     ocr_safetensors st;
     ocr_dbnet_config fc;
-    float *backup = NULL;
+    ocr_params staged;
     int64_t nbt_before;
     int rc;
+    ocr_params_init(&staged);
     if (!m || !m->params.allocated) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_dbnet_init", fn);
     if ((rc = ocr_safetensors_open(ctx, &st, path))) return rc;
     if ((rc = ocr__db_config_from_meta(ctx, fn, &st, path, &fc))) goto done;
@@ -1004,13 +1118,13 @@ OCRDEF int ocr_dbnet_load(ocr_ctx *ctx, ocr_dbnet *m, const char *path) {
                        "ocr_dbnet_read_config's config to load it", fn, path, ocr__db_meta_keys[i], fv[i], mv[i]);
         goto done;
     }
-    /* load into the live buffer, restoring it if anything fails, so a failed load never leaves a mix */
-    if (!(backup = (float *)OCR_MALLOC(m->params.numel * sizeof(float) + 1))) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
-    memcpy(backup, m->params.data, m->params.numel * sizeof(float));
+    /* load into a host copy and take it only when complete, so a failed load never leaves a mix (and device weights
+       get one upload) */
+    if ((rc = ocr_params_host_copy(ctx, &m->params, &staged))) goto done;
     nbt_before = m->num_batches_tracked;
-    if ((rc = ocr_params_load(ctx, &m->params, &st, NULL, OCR_LOAD_ALLOW_UNEXPECTED)) || (rc = ocr__db_load_nbt(ctx, fn, m, &st, path))) {
+    if ((rc = ocr_params_load(ctx, &staged, &st, NULL, OCR_LOAD_ALLOW_UNEXPECTED)) || (rc = ocr__db_load_nbt(ctx, fn, m, &st, path)) ||
+        (rc = ocr_params_copy_values(ctx, &m->params, &staged))) {
         char msg[OCR_ERROR_MAX];
-        memcpy(m->params.data, backup, m->params.numel * sizeof(float));
         m->num_batches_tracked = nbt_before;
         snprintf(msg, sizeof msg, "%s", ctx->last_error);
         ocr_error(ctx, rc, "%s: '%s': %s", fn, path, msg);
@@ -1018,7 +1132,7 @@ OCRDEF int ocr_dbnet_load(ocr_ctx *ctx, ocr_dbnet *m, const char *path) {
     }
     m->state = OCR__DB_IDLE; /* saved activations belong to the old weights */
 done:
-    OCR_FREE(backup);
+    ocr_params_free(&staged);
     ocr_safetensors_close(&st);
     return rc;
 }
@@ -2140,91 +2254,289 @@ static int ocr__follow_border(ocr_ctx *ctx, uint8_t *img, ptrdiff_t stride, int 
     return OCR_OK;
 }
 
-OCRDEF int ocr_find_contours(ocr_ctx *ctx, const uint8_t *bitmap, int width, int height, ocr_polyset *out) {
-    const char *fn = "ocr_find_contours";
-    size_t padded;
+/* The work image of border following, in ctx's scratch: the bitmap framed by one pixel of background (borders
+   touching the image edge then need no bounds checks) plus 8 spare bytes for the word-at-a-time scan. The frame
+   is cleared here; the caller writes the interior (OCR__PX_BG or OCR__PX_FG) at img + (y + 1) * (width + 2) + 1. */
+static uint8_t *ocr__contour_image(ocr_ctx *ctx, const char *fn, int width, int height) {
+    size_t bytes;
     ptrdiff_t stride = (ptrdiff_t)width + 2;
     uint8_t *img;
-    ocr_polyset found;
-    int x, y, i, rc = OCR_OK, n_done;
+    int y;
+    if (!ocr_size_mul((size_t)width + 2, (size_t)height + 2, &bytes) || !ocr_size_add(bytes, 8, &bytes)) {
+        ocr_error(ctx, OCR_EOVERFLOW, "%s: bitmap %dx%d is too large", fn, width, height);
+        return NULL;
+    }
+    if (!(img = (uint8_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, bytes))) return NULL;
+    memset(img, 0, (size_t)stride);
+    memset(img + (height + 1) * stride, 0, (size_t)stride + 8);
+    for (y = 1; y <= height; y++) img[y * stride] = img[y * stride + width + 1] = OCR__PX_BG;
+    return img;
+}
+
+/* Non-zero bytes among the 8 at p (the classic has-a-zero-byte test, inverted where needed). */
+static uint64_t ocr__load8(const uint8_t *p) { uint64_t w; memcpy(&w, p, 8); return w; }
+static int ocr__has_zero_byte(uint64_t w) { return ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull) != 0; }
+
+/* Suzuki & Abe's raster scan as a flat list needs it: an outer border starts at a foreground pixel not yet on
+   any border whose west neighbour is background; a hole border at a pixel whose east neighbour is background,
+   unless an earlier border already found that background east of it. Following never turns a pixel to or from
+   background, so the scan skips runs of background and of foreground 8 bytes at a time. Borders are emitted
+   last found first, as OpenCV lists them. */
+static int ocr__trace_borders(ocr_ctx *ctx, uint8_t *img, int width, int height, ocr_polyset *out) {
+    ptrdiff_t stride = (ptrdiff_t)width + 2;
+    int y, i, rc, n_polys, first;
+    out->n_polys = out->n_pts = 0;
+    for (y = 1; y <= height; y++) {
+        uint8_t *row = img + y * stride;
+        int x = 1;
+        for (;;) {
+            while (x <= width && ocr__load8(row + x) == 0) x += 8;
+            while (x <= width && row[x] == OCR__PX_BG) x++;
+            if (x > width) break;
+            if (row[x] == OCR__PX_FG && (rc = ocr__follow_border(ctx, img, stride, x, y, 0, out))) return rc;
+            /* the frame ends every run by width + 1 */
+            x++;
+            while (!ocr__has_zero_byte(ocr__load8(row + x))) x += 8;
+            while (row[x] != OCR__PX_BG) x++;
+            if ((row[x - 1] == OCR__PX_FG || row[x - 1] == OCR__PX_SEEN) && (rc = ocr__follow_border(ctx, img, stride, x - 1, y, 1, out)))
+                return rc;
+        }
+    }
+    /* Reverse the list: all points, then each border's own points back, then the counts. */
+    n_polys = out->n_polys;
+    for (i = 0; i < out->n_pts / 2; i++) {
+        ocr_point t = out->pts[i];
+        out->pts[i] = out->pts[out->n_pts - 1 - i];
+        out->pts[out->n_pts - 1 - i] = t;
+    }
+    for (i = 0; i < n_polys / 2; i++) {
+        int t = out->counts[i];
+        out->counts[i] = out->counts[n_polys - 1 - i];
+        out->counts[n_polys - 1 - i] = t;
+    }
+    for (i = 0, first = 0; i < n_polys; first += out->counts[i], i++) {
+        int a = first, b = first + out->counts[i] - 1;
+        for (; a < b; a++, b--) { ocr_point t = out->pts[a]; out->pts[a] = out->pts[b]; out->pts[b] = t; }
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_find_contours(ocr_ctx *ctx, const uint8_t *bitmap, int width, int height, ocr_polyset *out) {
+    const char *fn = "ocr_find_contours";
+    uint8_t *img;
+    int x, y, rc;
     if (!bitmap || !out) return ocr_error(ctx, OCR_EINVAL, "%s: bitmap and out must not be NULL", fn);
     if (width < 1 || height < 1 || width > (1 << 24) || height > (1 << 24))
         return ocr_error(ctx, OCR_EINVAL, "%s: bitmap size %dx%d must be 1..2^24 on each side", fn, width, height);
-    if (!ocr_size_mul((size_t)width + 2, (size_t)height + 2, &padded))
-        return ocr_error(ctx, OCR_EOVERFLOW, "%s: bitmap %dx%d is too large", fn, width, height);
-    img = (uint8_t *)OCR_MALLOC(padded);
-    if (!img) return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate %zu bytes for a %dx%d bitmap", fn, padded, width, height);
-    /* A background frame lets borders touching the image edge be followed without bounds checks. */
-    memset(img, 0, padded);
-    for (y = 0; y < height; y++)
-        for (x = 0; x < width; x++) img[(y + 1) * stride + x + 1] = bitmap[(size_t)y * width + x] ? OCR__PX_FG : OCR__PX_BG;
-    memset(&found, 0, sizeof found);
-    for (y = 1; y <= height && rc == OCR_OK; y++) {
-        uint8_t *row = img + y * stride;
-        int prev = OCR__PX_BG;
-        for (x = 1; x <= width; x++) {
-            int p = row[x];
-            if (p != prev) {
-                if (prev == OCR__PX_BG && p == OCR__PX_FG) {
-                    if ((rc = ocr__follow_border(ctx, img, stride, x, y, 0, &found))) break;
-                    p = row[x];
-                } else if (p == OCR__PX_BG && (prev == OCR__PX_FG || prev == OCR__PX_SEEN)) {
-                    if ((rc = ocr__follow_border(ctx, img, stride, x - 1, y, 1, &found))) break;
-                }
-            }
-            prev = p;
-        }
+    if (!(img = ocr__contour_image(ctx, fn, width, height))) return ctx->last_status;
+    for (y = 0; y < height; y++) {
+        uint8_t *dst = img + (ptrdiff_t)(y + 1) * (width + 2) + 1;
+        const uint8_t *src = bitmap + (size_t)y * width;
+        for (x = 0; x < width; x++) dst[x] = src[x] ? OCR__PX_FG : OCR__PX_BG;
     }
-    OCR_FREE(img);
-    if (rc) { ocr_polyset_free(&found); return rc; }
-    /* OpenCV lists the borders last found first. */
-    out->n_polys = out->n_pts = 0;
-    {
-        ocr_point *pts = (ocr_point *)ocr__post_grow(ctx, fn, out->pts, &out->cap_pts, found.n_pts, sizeof(ocr_point), &rc);
-        int *counts = pts ? (int *)ocr__post_grow(ctx, fn, out->counts, &out->cap_polys, found.n_polys, sizeof(int), &rc) : NULL;
-        if (pts) out->pts = pts;
-        if (counts) out->counts = counts;
-        if (rc) { ocr_polyset_free(&found); return rc; }
-    }
-    n_done = found.n_pts;
-    for (i = found.n_polys - 1; i >= 0; i--) {
-        n_done -= found.counts[i];
-        memcpy(out->pts + out->n_pts, found.pts + n_done, sizeof(ocr_point) * (size_t)found.counts[i]);
-        out->n_pts += found.counts[i];
-        out->counts[out->n_polys++] = found.counts[i];
-    }
-    ocr_polyset_free(&found);
-    return OCR_OK;
+    rc = ocr__trace_borders(ctx, img, width, height, out);
+    if (rc) out->n_polys = out->n_pts = 0;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- minimum-area rectangle */
 
 typedef struct { double x, y; } ocr__dpt;
 
-static int ocr__dpt_less(const void *a, const void *b) {
-    const ocr__dpt *p = (const ocr__dpt *)a, *q = (const ocr__dpt *)b;
-    if (p->x != q->x) return p->x < q->x ? -1 : 1;
-    return p->y < q->y ? -1 : p->y > q->y;
-}
-
 static double ocr__cross3(ocr__dpt o, ocr__dpt a, ocr__dpt b) { return (a.x - o.x) * (b.y - o.y) - (a.y - o.y) * (b.x - o.x); }
 
-/* Andrew's monotone chain: the strictly convex hull of pts (sorted in place), counter-clockwise in the
-   x-right/y-up sense, into hull (room for n + 1 points); returns its size. */
-static int ocr__convex_hull(ocr__dpt *pts, int n, ocr__dpt *hull) {
-    int i, k = 0, lower;
-    qsort(pts, (size_t)n, sizeof *pts, ocr__dpt_less);
+/* The float32 code below reproduces OpenCV's rounding: fused multiply-adds would change it, so contraction is
+   off here whatever the compiler flags (gcc contracts by default outside ISO mode, clang within expressions). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#elif defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+/* A point with its position in the caller's array, which decides where cv2.convexHull starts the hull. */
+typedef struct { float x, y; int idx; } ocr__hpt;
+
+static int ocr__hpt_less(const void *a, const void *b) {
+    const ocr__hpt *p = (const ocr__hpt *)a, *q = (const ocr__hpt *)b;
+    if (p->x != q->x) return p->x < q->x ? -1 : 1;
+    if (p->y != q->y) return p->y < q->y ? -1 : 1;
+    return (p->idx > q->idx) - (p->idx < q->idx);
+}
+
+static double ocr__hpt_turn(const ocr__hpt *o, const ocr__hpt *a, const ocr__hpt *b) {
+    return ((double)a->x - o->x) * ((double)b->y - o->y) - ((double)a->y - o->y) * ((double)b->x - o->x);
+}
+
+static void ocr__hpt_reverse(ocr__hpt *p, int lo, int hi) {
+    for (; lo < hi; lo++, hi--) { ocr__hpt t = p[lo]; p[lo] = p[hi]; p[hi] = t; }
+}
+
+/* hull[0..n) starts at hull[first] afterwards. */
+static void ocr__hpt_rotate(ocr__hpt *hull, int n, int first) {
+    if (first <= 0) return;
+    ocr__hpt_reverse(hull, 0, first - 1);
+    ocr__hpt_reverse(hull, first, n - 1);
+    ocr__hpt_reverse(hull, 0, n - 1);
+}
+
+/* The points of pts that can be hull vertices, sorted by (x, y), a repeated point standing for its first
+   occurrence; returns their count. Integer x spanning fewer columns than n + 64 (contours, unclipped boxes) takes
+   a counting pass that keeps each column's lowest and highest point; other sets are sorted. cols: room for
+   2 * (n + 64) ints. */
+static int ocr__hull_candidates(const ocr_point *pts, int n, ocr__hpt *cand, int *cols) {
+    float lo_x = pts[0].x, hi_x = pts[0].x;
+    int i, m = 0, integral = 1;
     for (i = 0; i < n; i++) {
-        while (k >= 2 && ocr__cross3(hull[k - 2], hull[k - 1], pts[i]) <= 0) k--;
+        if (pts[i].x < lo_x) lo_x = pts[i].x;
+        if (pts[i].x > hi_x) hi_x = pts[i].x;
+        integral &= pts[i].x == floorf(pts[i].x);
+    }
+    if (integral && (double)hi_x - lo_x < (double)n + 64) {
+        int span = (int)(hi_x - lo_x) + 1, c, *low = cols, *high = cols + span;
+        for (c = 0; c < span; c++) low[c] = high[c] = -1;
+        for (i = 0; i < n; i++) {
+            c = (int)(pts[i].x - lo_x);
+            if (low[c] < 0 || pts[i].y < pts[low[c]].y) low[c] = i;
+            if (high[c] < 0 || pts[i].y > pts[high[c]].y) high[c] = i;
+        }
+        for (c = 0; c < span; c++) {
+            if (low[c] < 0) continue;
+            cand[m].x = pts[low[c]].x; cand[m].y = pts[low[c]].y; cand[m++].idx = low[c];
+            if (pts[high[c]].y == pts[low[c]].y) continue;
+            cand[m].x = pts[high[c]].x; cand[m].y = pts[high[c]].y; cand[m++].idx = high[c];
+        }
+        return m;
+    }
+    for (i = 0; i < n; i++) { cand[i].x = pts[i].x; cand[i].y = pts[i].y; cand[i].idx = i; }
+    qsort(cand, (size_t)n, sizeof *cand, ocr__hpt_less);
+    for (i = 0; i < n; i++)
+        if (m == 0 || cand[i].x != cand[m - 1].x || cand[i].y != cand[m - 1].y) cand[m++] = cand[i];
+    return m;
+}
+
+/* Strictly convex hull of the m candidates as cv2.convexHull returns it: counter-clockwise with y up, starting
+   at the largest (x, y), unless the vertices' positions in the input run monotonically around it (always so for
+   a contour); then it starts at the first (increasing) or the last (decreasing) of them. Monotone chain
+   (Andrew); hull has room for m + 1 points. */
+static int ocr__convex_hull(const ocr__hpt *pts, int m, ocr__hpt *hull) {
+    int i, k = 0, lower, largest, rises = 0, lo = 0, hi = 0;
+    if (m == 1) { hull[0] = pts[0]; return 1; }
+    for (i = 0; i < m; i++) {
+        while (k >= 2 && ocr__hpt_turn(&hull[k - 2], &hull[k - 1], &pts[i]) <= 0) k--;
         hull[k++] = pts[i];
     }
+    largest = k - 1;
     lower = k + 1;
-    for (i = n - 2; i >= 0; i--) {
-        while (k >= lower && ocr__cross3(hull[k - 2], hull[k - 1], pts[i]) <= 0) k--;
+    for (i = m - 2; i >= 0; i--) {
+        while (k >= lower && ocr__hpt_turn(&hull[k - 2], &hull[k - 1], &pts[i]) <= 0) k--;
         hull[k++] = pts[i];
     }
-    if (n == 1) return 1;
-    return k - 1; /* the last point repeats the first */
+    k--; /* the last point repeats the first */
+    ocr__hpt_rotate(hull, k, largest);
+    if (k < 3) return k;
+    for (i = 0; i < k; i++) {
+        rises += hull[i].idx < hull[(i + 1) % k].idx;
+        if (hull[i].idx < hull[lo].idx) lo = i;
+        if (hull[i].idx > hull[hi].idx) hi = i;
+    }
+    if (rises == k - 1) ocr__hpt_rotate(hull, k, lo);
+    else if (rises == 1) ocr__hpt_rotate(hull, k, hi);
+    return k;
+}
+
+/* A rotated rectangle as cv2.RotatedRect holds it: centre, size (w along the angle), angle in degrees. */
+typedef struct { float cx, cy, w, h, angle; } ocr__rrect;
+
+/* Radians to degrees as minAreaRect does it: the float angle times 180 stays float, the division is double. */
+static float ocr__rrect_degrees(float radians) {
+    float scaled = radians * 180.0f;
+    return (float)((double)scaled / OCR__GEOM_PI);
+}
+
+/* Rotating calipers over a counter-clockwise hull of n >= 3 points, in float32 as cv2.minAreaRect: four calipers
+   start on the lowest, rightmost, highest and leftmost vertices (first of equals) with the first one pointing
+   along +x. At each step the caliper whose next hull edge turns least from its own direction (compared by the
+   sign of a cross product) moves onto that edge, the others turn with it, and the rectangle they span is kept
+   when its area is <= the smallest so far. vx, vy, inv_len: room for n floats each. */
+static void ocr__calipers_rect(const ocr__hpt *h, int n, float *vx, float *vy, float *inv_len, ocr__rrect *r) {
+    int i, k, s[4] = {0, 0, 0, 0}, best_left = 0, best_low = 0;
+    float a = 1.0f, b = 0.0f, min_area = 0.0f, best_a = 1.0f, best_b = 0.0f, best_w = 0.0f, best_h = 0.0f;
+    float c1, c2, inv_det, ox, oy, ux, uy, wx, wy, t1, t2;
+    for (i = 0; i < n; i++) {
+        const ocr__hpt *next = &h[i + 1 < n ? i + 1 : 0];
+        double dx, dy;
+        if (h[i].y < h[s[0]].y) s[0] = i;
+        if (h[i].x > h[s[1]].x) s[1] = i;
+        if (h[i].y > h[s[2]].y) s[2] = i;
+        if (h[i].x < h[s[3]].x) s[3] = i;
+        vx[i] = next->x - h[i].x;
+        vy[i] = next->y - h[i].y;
+        dx = vx[i];
+        dy = vy[i];
+        inv_len[i] = (float)(1.0 / sqrt(dx * dx + dy * dy));
+    }
+    for (k = 0; k < n; k++) {
+        /* each caliper's next edge, turned into the frame of caliper 0 */
+        float ex[4], ey[4], dx, dy, width, height, area;
+        int lead = 0, j, e;
+        ex[0] = vx[s[0]];  ey[0] = vy[s[0]];
+        ex[1] = vy[s[1]];  ey[1] = -vx[s[1]];
+        ex[2] = -vx[s[2]]; ey[2] = -vy[s[2]];
+        ex[3] = -vy[s[3]]; ey[3] = vx[s[3]];
+        for (j = 1; j < 4; j++)
+            if ((double)ex[j] * ey[lead] - (double)ey[j] * ex[lead] > 0) lead = j;
+        e = s[lead];
+        a = ex[lead] * inv_len[e];
+        b = ey[lead] * inv_len[e];
+        s[lead] = s[lead] + 1 < n ? s[lead] + 1 : 0;
+        dx = h[s[1]].x - h[s[3]].x;
+        dy = h[s[1]].y - h[s[3]].y;
+        t1 = dx * a;
+        t2 = dy * b;
+        width = t1 + t2;
+        dx = h[s[2]].x - h[s[0]].x;
+        dy = h[s[2]].y - h[s[0]].y;
+        t1 = dy * a;
+        t2 = dx * b;
+        height = t1 - t2;
+        area = width * height;
+        if (k == 0 || area <= min_area) {
+            min_area = area;
+            best_left = s[3]; best_low = s[0];
+            best_a = a; best_b = b; best_w = width; best_h = height;
+        }
+    }
+    /* The corner where the side through the leftmost support point (direction (a, b)) meets the side through
+       the lowest one (direction (-b, a)), then the two side vectors from it. */
+    a = best_a;
+    b = best_b;
+    t1 = a * h[best_left].x; t2 = h[best_left].y * b; c1 = t1 + t2;
+    t1 = -b * h[best_low].x; t2 = h[best_low].y * a; c2 = t1 + t2;
+    t1 = a * a; t2 = b * b; inv_det = 1.0f / (t1 + t2);
+    t1 = c1 * a; t2 = c2 * b; ox = (t1 - t2) * inv_det;
+    t1 = a * c2; t2 = b * c1; oy = (t1 + t2) * inv_det;
+    ux = a * best_w;  uy = b * best_w;
+    wx = -b * best_h; wy = a * best_h;
+    r->cx = ox + (ux + wx) * 0.5f;
+    r->cy = oy + (uy + wy) * 0.5f;
+    r->w = (float)sqrt((double)ux * ux + (double)uy * uy);
+    r->h = (float)sqrt((double)wx * wx + (double)wy * wy);
+    r->angle = ocr__rrect_degrees((float)atan2((double)uy, (double)ux));
+}
+
+/* cv2.boxPoints: the corners from centre, size and angle, the last two mirrored through the centre. */
+static void ocr__rrect_corners(const ocr__rrect *r, ocr_point p[4]) {
+    double rad = (double)r->angle * OCR__GEOM_PI / 180.0;
+    float b = (float)cos(rad) * 0.5f, a = (float)sin(rad) * 0.5f, ah = a * r->h, aw = a * r->w, bh = b * r->h, bw = b * r->w;
+    p[0].x = r->cx - ah - bw;
+    p[0].y = r->cy + bh - aw;
+    p[1].x = r->cx + ah - bw;
+    p[1].y = r->cy - bh - aw;
+    p[2].x = 2.0f * r->cx - p[0].x;
+    p[2].y = 2.0f * r->cy - p[0].y;
+    p[3].x = 2.0f * r->cx - p[1].x;
+    p[3].y = 2.0f * r->cy - p[1].y;
 }
 
 /* get_mini_boxes: corners sorted by x (stably); of the two left ones the upper is TL, of the two right ones
@@ -2241,83 +2553,61 @@ static void ocr__order_box(const ocr_point corners[4], ocr_point box[4]) {
     if (s[3].y > s[2].y) { box[1] = s[2]; box[2] = s[3]; } else { box[1] = s[3]; box[2] = s[2]; }
 }
 
-/* Rotating calipers: for each hull edge the rectangle with a side on it; the three support points (farthest
-   along the edge, farthest from it, farthest against it) only ever move forward around the hull. */
-static float ocr__min_rect_of_hull(const ocr__dpt *h, int n, ocr_point corners[4]) {
-    int i, far_u = 0, far_n = 0, near_u = 0, best = -1;
-    double best_area = 0, bu0 = 0, bu1 = 0, bn = 0;
-    ocr__dpt bo = h[0], bu = h[0], bv = h[0];
-    for (i = 0; i < n; i++) {
-        ocr__dpt o = h[i], e;
-        double len, a, b, c, area;
-        e.x = h[(i + 1) % n].x - o.x;
-        e.y = h[(i + 1) % n].y - o.y;
-        len = sqrt(e.x * e.x + e.y * e.y);
-        e.x /= len;
-        e.y /= len;
-#define OCR__PROJ_U(k) ((h[(k) % n].x - o.x) * e.x + (h[(k) % n].y - o.y) * e.y)
-#define OCR__PROJ_N(k) ((h[(k) % n].y - o.y) * e.x - (h[(k) % n].x - o.x) * e.y)
-        if (i == 0) {
-            int k;
-            for (k = 1; k < n; k++) {
-                if (OCR__PROJ_U(k) > OCR__PROJ_U(far_u)) far_u = k;
-                if (OCR__PROJ_N(k) > OCR__PROJ_N(far_n)) far_n = k;
-                if (OCR__PROJ_U(k) < OCR__PROJ_U(near_u)) near_u = k;
-            }
-        } else {
-            while (OCR__PROJ_U(far_u + 1) > OCR__PROJ_U(far_u)) far_u = (far_u + 1) % n;
-            while (OCR__PROJ_N(far_n + 1) > OCR__PROJ_N(far_n)) far_n = (far_n + 1) % n;
-            while (OCR__PROJ_U(near_u + 1) < OCR__PROJ_U(near_u)) near_u = (near_u + 1) % n;
-        }
-        a = OCR__PROJ_U(near_u);
-        b = OCR__PROJ_U(far_u);
-        c = OCR__PROJ_N(far_n);
-#undef OCR__PROJ_U
-#undef OCR__PROJ_N
-        area = (b - a) * c;
-        if (best < 0 || area < best_area) {
-            best = i; best_area = area; bo = o; bu0 = a; bu1 = b; bn = c;
-            bu = e;
-            bv.x = -e.y; bv.y = e.x;
-        }
-    }
-    corners[0].x = (float)(bo.x + bu0 * bu.x);            corners[0].y = (float)(bo.y + bu0 * bu.y);
-    corners[1].x = (float)(bo.x + bu1 * bu.x);            corners[1].y = (float)(bo.y + bu1 * bu.y);
-    corners[2].x = (float)(bo.x + bu1 * bu.x + bn * bv.x); corners[2].y = (float)(bo.y + bu1 * bu.y + bn * bv.y);
-    corners[3].x = (float)(bo.x + bu0 * bu.x + bn * bv.x); corners[3].y = (float)(bo.y + bu0 * bu.y + bn * bv.y);
-    return (float)(bu1 - bu0 < bn ? bu1 - bu0 : bn);
-}
-
-OCRDEF int ocr_min_area_box(ocr_ctx *ctx, const ocr_point *pts, int n, ocr_point box[4], float *short_side) {
+/* ocr_min_area_box with its work memory in *work (grown as needed, the caller frees it). */
+static int ocr__min_area_box(ocr_ctx *ctx, const ocr_point *pts, int n, ocr_point box[4], float *short_side, void **work, size_t *cap) {
     const char *fn = "ocr_min_area_box";
-    ocr__dpt *work, *hull;
+    ocr__hpt *cand, *hull;
+    ocr__rrect r;
     ocr_point corners[4];
     size_t bytes;
     int i, nh;
-    float side = 0.0f;
     if (!pts || !box || n < 1) return ocr_error(ctx, OCR_EINVAL, "%s: need at least one point (got %d) and a box", fn, n);
     for (i = 0; i < n; i++)
         if (!isfinite(pts[i].x) || !isfinite(pts[i].y))
             return ocr_error(ctx, OCR_ENONFINITE, "%s: point %d is (%g, %g)", fn, i, pts[i].x, pts[i].y);
-    if (!ocr_size_mul((size_t)n * 2 + 2, sizeof(ocr__dpt), &bytes))
+    /* candidates (n), hull (n + 1), three floats per hull vertex, two ints per column (2 (n + 64)) */
+    if (!ocr_size_mul((size_t)n + 64, 2 * sizeof(ocr__hpt) + 3 * sizeof(float) + 2 * sizeof(int), &bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "%s: %d points is too many", fn, n);
-    work = (ocr__dpt *)OCR_MALLOC(bytes);
-    if (!work) return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate %zu bytes", fn, bytes);
-    hull = work + n;
-    for (i = 0; i < n; i++) { work[i].x = pts[i].x; work[i].y = pts[i].y; }
-    nh = ocr__convex_hull(work, n, hull);
-    if (nh >= 3) {
-        side = ocr__min_rect_of_hull(hull, nh, corners);
-    } else { /* a point or a segment: a flat rectangle, as OpenCV returns */
-        ocr__dpt b = hull[nh > 1 ? 1 : 0];
-        corners[0].x = corners[3].x = (float)hull[0].x; corners[0].y = corners[3].y = (float)hull[0].y;
-        corners[1].x = corners[2].x = (float)b.x;       corners[1].y = corners[2].y = (float)b.y;
+    if (*cap < bytes) {
+        void *grown = OCR_REALLOC(*work, bytes);
+        if (!grown) return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate %zu bytes", fn, bytes);
+        *work = grown;
+        *cap = bytes;
     }
-    OCR_FREE(work);
+    cand = (ocr__hpt *)*work;
+    hull = cand + n;
+    nh = ocr__convex_hull(cand, ocr__hull_candidates(pts, n, cand, (int *)(void *)(hull + n + 1)), hull);
+    if (nh >= 3) {
+        float *vx = (float *)(void *)(hull + n + 1);
+        ocr__calipers_rect(hull, nh, vx, vx + nh, vx + 2 * nh, &r);
+    } else { /* a point or a segment: a flat rectangle along it */
+        const ocr__hpt *p = &hull[0], *q = &hull[nh - 1];
+        float fx = q->x - p->x, fy = q->y - p->y;
+        r.cx = (p->x + q->x) * 0.5f;
+        r.cy = (p->y + q->y) * 0.5f;
+        r.w = (float)sqrt((double)fx * fx + (double)fy * fy);
+        r.h = 0.0f;
+        r.angle = nh == 2 ? ocr__rrect_degrees((float)atan2((double)fy, (double)fx)) : 0.0f;
+    }
+    ocr__rrect_corners(&r, corners);
     ocr__order_box(corners, box);
-    if (short_side) *short_side = side;
+    if (short_side) *short_side = r.w < r.h ? r.w : r.h;
     return OCR_OK;
 }
+
+OCRDEF int ocr_min_area_box(ocr_ctx *ctx, const ocr_point *pts, int n, ocr_point box[4], float *short_side) {
+    void *work = NULL;
+    size_t cap = 0;
+    int rc = ocr__min_area_box(ctx, pts, n, box, short_side, &work, &cap);
+    OCR_FREE(work);
+    return rc;
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#elif defined(__clang__)
+#pragma STDC FP_CONTRACT DEFAULT
+#endif
 
 /* ---------------------------------------------------------------- Douglas-Peucker (closed) */
 
@@ -2418,11 +2708,12 @@ typedef struct {
     float *mask; int mask_cap;
     ocr_point *shifted; int shifted_cap;  /* a polygon moved into the mask's frame */
     ocr_point *pts; int pts_cap;          /* truncated / approximated points */
+    void *rect; size_t rect_cap;          /* ocr__min_area_box's work */
     ocr_polyset grown;
 } ocr__post_work;
 
 static void ocr__post_work_free(ocr__post_work *w) {
-    OCR_FREE(w->mask); OCR_FREE(w->shifted); OCR_FREE(w->pts);
+    OCR_FREE(w->mask); OCR_FREE(w->shifted); OCR_FREE(w->pts); OCR_FREE(w->rect);
     ocr_polyset_free(&w->grown);
 }
 
@@ -2472,9 +2763,20 @@ static int ocr__box_score(ocr_ctx *ctx, ocr__post_work *w, const float *pred, in
         w->shifted[i].y = pts[i].y - (float)y0;
     }
     if ((rc = ocr_poly_fill(ctx, w->mask, (int)mh, (int)mw, w->shifted, n, 1.0f))) return rc;
-    for (i = 0; i < mh; i++)
-        for (j = 0; j < mw; j++)
-            if (w->mask[i * mw + j]) { sum += pred[(y0 + i) * width + x0 + j]; count++; }
+    /* the mask holds exactly 0 or 1: mask * pred is exact, and four partial sums break the add chain */
+    for (i = 0; i < mh; i++) {
+        const float *m = w->mask + i * mw, *p = pred + (y0 + i) * width + x0;
+        double part[4] = {0.0, 0.0, 0.0, 0.0};
+        float in = 0.0f;
+        for (j = 0; j + 4 <= mw; j += 4) {
+            part[0] += m[j] * p[j]; part[1] += m[j + 1] * p[j + 1];
+            part[2] += m[j + 2] * p[j + 2]; part[3] += m[j + 3] * p[j + 3];
+            in += (m[j] + m[j + 1]) + (m[j + 2] + m[j + 3]);
+        }
+        for (; j < mw; j++) { part[0] += m[j] * p[j]; in += m[j]; }
+        sum += (part[0] + part[1]) + (part[2] + part[3]);
+        count += (int64_t)in;
+    }
     *score = count ? sum / (double)count : 0.0;
     return OCR_OK;
 }
@@ -2530,6 +2832,52 @@ OCRDEF void ocr_detections_free(ocr_detections *d) {
     memset(d, 0, sizeof *d);
 }
 
+#if !defined(OCR_NO_SIMD) && defined(__SSE2__)
+#define OCR__POST_SSE2 1
+#include <emmintrin.h>
+#endif
+
+/* pred > thresh into the interior of the work image (ocr__contour_image); 0 when a value lies outside [0, 1]
+   (NaN included), checked in the same pass. SSE2 does 16 pixels a step (gcc -O2 does not vectorise this). */
+static int ocr__binarize(const float *pred, int64_t W, int64_t H, float thresh, uint8_t *img) {
+    int64_t x, y;
+    int in_range = 1;
+    for (y = 0; y < H; y++) {
+        const float *src = pred + y * W;
+        uint8_t *dst = img + (y + 1) * (W + 2) + 1;
+        int row_ok = 1;
+        x = 0;
+#ifdef OCR__POST_SSE2
+        {
+            const __m128 t = _mm_set1_ps(thresh), zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
+            const __m128i low_bit = _mm_set1_epi8(1);
+            __m128 ok = _mm_cmpeq_ps(zero, zero);
+            for (; x + 16 <= W; x += 16) {
+                __m128 v[4];
+                __m128i above[4];
+                int k;
+                for (k = 0; k < 4; k++) {
+                    v[k] = _mm_loadu_ps(src + x + 4 * k);
+                    ok = _mm_and_ps(ok, _mm_and_ps(_mm_cmpge_ps(v[k], zero), _mm_cmple_ps(v[k], one)));
+                    above[k] = _mm_castps_si128(_mm_cmpgt_ps(v[k], t));
+                }
+                /* all-ones / zero lanes narrowed to bytes, then to 1 / 0 */
+                _mm_storeu_si128((__m128i *)(void *)(dst + x),
+                                 _mm_and_si128(_mm_packs_epi16(_mm_packs_epi32(above[0], above[1]), _mm_packs_epi32(above[2], above[3])), low_bit));
+            }
+            row_ok = _mm_movemask_ps(ok) == 0xF;
+        }
+#endif
+        for (; x < W; x++) {
+            float v = src[x];
+            row_ok &= (v >= 0.0f) & (v <= 1.0f);
+            dst[x] = (uint8_t)(v > thresh);
+        }
+        in_range &= row_ok;
+    }
+    return in_range;
+}
+
 OCRDEF int ocr_postprocess(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_tensor *prob, int dest_width, int dest_height,
                            ocr_detections *out) {
     const char *fn = "ocr_postprocess";
@@ -2537,8 +2885,8 @@ OCRDEF int ocr_postprocess(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_t
     ocr_polyset contours;
     ocr__post_work w;
     const float *pred;
-    uint8_t *bitmap;
-    int64_t H, W, i, n_cand;
+    uint8_t *img;
+    int64_t H, W, n_cand;
     int rc, c, first = 0;
     if (!cfg || !out) return ocr_error(ctx, OCR_EINVAL, "%s: cfg and out must not be NULL", fn);
     if ((rc = ocr_check_dtype(ctx, fn, prob, OCR_F32)) || (rc = ocr_check_device(ctx, fn, prob, OCR_DEVICE_CPU))) return rc;
@@ -2548,7 +2896,6 @@ OCRDEF int ocr_postprocess(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_t
         H < 1 || W < 1 || H > (1 << 24) || W > (1 << 24))
         return ocr_error(ctx, OCR_ESHAPE, "%s: probability map '%s' has shape %s; expected [H,W], [1,H,W] or [1,1,H,W], H,W >= 1", fn,
                          prob->name, ocr_shape_str(prob->shape, sb, sizeof sb));
-    if ((rc = ocr_check_range(ctx, fn, prob, 0.0, 1.0))) return rc;
     if (!(cfg->thresh >= 0 && cfg->thresh <= 1) || !isfinite(cfg->box_thresh) || !(cfg->unclip_ratio > 0) ||
         !isfinite(cfg->unclip_ratio) || !(cfg->poly_epsilon >= 0) || !isfinite(cfg->poly_epsilon) || cfg->max_candidates < 0 ||
         cfg->min_size < 0 || (cfg->mode != OCR_POST_BOX && cfg->mode != OCR_POST_POLYGON) ||
@@ -2561,14 +2908,13 @@ OCRDEF int ocr_postprocess(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_t
     if (dest_width < 1 || dest_height < 1 || dest_width > (1 << 24) || dest_height > (1 << 24))
         return ocr_error(ctx, OCR_EINVAL, "%s: original image size %dx%d must be 1..2^24 on each side", fn, dest_width, dest_height);
     pred = (const float *)prob->data;
-    bitmap = (uint8_t *)OCR_MALLOC((size_t)(H * W));
-    if (!bitmap) return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate a %lldx%lld bitmap", fn, (long long)H, (long long)W);
-    for (i = 0; i < H * W; i++) bitmap[i] = pred[i] > cfg->thresh;
+    if (!(img = ocr__contour_image(ctx, fn, (int)W, (int)H))) return ctx->last_status;
+    /* an out-of-range value is reported by ocr_check_range, which finds the same first one */
+    if (!ocr__binarize(pred, W, H, cfg->thresh, img)) return ocr_check_range(ctx, fn, prob, 0.0, 1.0);
     memset(&contours, 0, sizeof contours);
     memset(&w, 0, sizeof w);
     out->n = out->n_points = 0;
-    rc = ocr_find_contours(ctx, bitmap, (int)W, (int)H, &contours);
-    OCR_FREE(bitmap);
+    rc = ocr__trace_borders(ctx, img, (int)W, (int)H, &contours);
     n_cand = contours.n_polys < cfg->max_candidates ? contours.n_polys : cfg->max_candidates;
     for (c = 0; c < n_cand && rc == OCR_OK; first += contours.counts[c], c++) {
         const ocr_point *cpts = contours.pts + first;
@@ -2577,14 +2923,14 @@ OCRDEF int ocr_postprocess(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_t
         float side;
         double score;
         if (cfg->mode == OCR_POST_BOX) {
-            if ((rc = ocr_min_area_box(ctx, cpts, cn, box, &side))) break;
+            if ((rc = ocr__min_area_box(ctx, cpts, cn, box, &side, &w.rect, &w.rect_cap))) break;
             if (side < (float)cfg->min_size) continue;
             rc = cfg->score_mode == OCR_SCORE_FAST ? ocr__box_score(ctx, &w, pred, (int)W, (int)H, box, 4, &score)
                                                    : ocr__box_score(ctx, &w, pred, (int)W, (int)H, cpts, cn, &score);
             if (rc || cfg->box_thresh > score) continue;
             if ((rc = ocr__unclip(ctx, &w, box, 4, cfg->unclip_ratio)) || w.grown.n_pts == 0) continue;
             /* Every piece of the offset together, as the official reshape(-1, 1, 2) does. */
-            if ((rc = ocr_min_area_box(ctx, w.grown.pts, w.grown.n_pts, box, &side))) break;
+            if ((rc = ocr__min_area_box(ctx, w.grown.pts, w.grown.n_pts, box, &side, &w.rect, &w.rect_cap))) break;
             if (side < (float)(cfg->min_size + 2)) continue;
             /* float32 arithmetic and np.round (half to even), as numpy does it on the float32 box. */
             for (k = 0; k < 4; k++) {
@@ -2611,7 +2957,7 @@ OCRDEF int ocr_postprocess(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_t
             }
             /* A split (or vanished) offset is dropped, as the official code drops len(box) > 1. */
             if (rc || score < 0 || w.grown.n_polys != 1) continue;
-            if ((rc = ocr_min_area_box(ctx, w.grown.pts, w.grown.n_pts, box, &side))) break;
+            if ((rc = ocr__min_area_box(ctx, w.grown.pts, w.grown.n_pts, box, &side, &w.rect, &w.rect_cap))) break;
             if (side < (float)(cfg->min_size + 2)) continue;
             for (k = 0; k < w.grown.n_pts; k++) {
                 double x = rint((double)w.grown.pts[k].x / (double)W * dest_width), y = rint((double)w.grown.pts[k].y / (double)H * dest_height);

@@ -50,6 +50,10 @@ OCRDEF int ocr_nn_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_te
                                  ocr_conv_params p, ocr_tensor *y);
 OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
                                   ocr_conv_params p, ocr_tensor *dx, ocr_tensor *dw, ocr_tensor *db);
+/* y = max(conv2d(x, w) + b, 0): the forward above with the ReLU applied to each piece of the output while it is still
+   in cache (inference with BatchNorm folded into w and b). Equal to conv2d_forward then relu_forward. */
+OCRDEF int ocr_nn_conv2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                      ocr_conv_params p, ocr_tensor *y);
 /* x [N,Cin,H,W], w [Cin,Cout/groups,kh,kw], b [Cout] or NULL -> y [N,Cout,OH,OW] (as torch.nn.ConvTranspose2d) */
 OCRDEF int ocr_nn_conv_transpose2d_out_shape(ocr_ctx *ctx, ocr_shape x, ocr_shape w, ocr_conv_params p, ocr_shape *y);
 OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
@@ -109,7 +113,13 @@ typedef struct {
     ocr_param_info *info;
     int count, cap;
     int allocated;
+    ocr_device device;    /* where data and grad live: the CPU after ocr_params_alloc, then ocr_params_to_device */
 } ocr_params;
+
+/* n zero-filled floats on dev (64-byte aligned on the CPU): the raw buffers of parameters, optimizer state and model
+   activations. NULL with an error naming name on failure. */
+OCRDEF float *ocr_floats_alloc(ocr_ctx *ctx, ocr_device dev, size_t n, const char *name);
+OCRDEF void ocr_floats_free(float *p, ocr_device dev);
 
 OCRDEF void ocr_params_init(ocr_params *P);
 OCRDEF int ocr_params_add(ocr_ctx *ctx, ocr_params *P, const char *name, ocr_shape shape, int trainable, int *index);
@@ -118,12 +128,21 @@ OCRDEF void ocr_params_free(ocr_params *P);
 OCRDEF int ocr_params_find(const ocr_params *P, const char *name);
 OCRDEF ocr_tensor ocr_params_value(const ocr_params *P, int index);
 OCRDEF ocr_tensor ocr_params_grad(const ocr_params *P, int index);   /* named "<name>.grad" */
+/* Views carry P->device. On the CUDA device a failure to zero can only follow an earlier sticky CUDA error, which the
+   next checked call reports. */
 OCRDEF void ocr_params_zero_grad(ocr_params *P);
+/* Moves values and gradients to dev (copying both; a no-op when already there). Optimizers are initialised after. */
+OCRDEF int ocr_params_to_device(ocr_ctx *ctx, ocr_params *P, ocr_device dev);
+/* A CPU copy of P's table and values (gradients zero), e.g. to save or inspect device parameters; ocr_params_free it. */
+OCRDEF int ocr_params_host_copy(ocr_ctx *ctx, const ocr_params *P, ocr_params *host);
+/* Copies every value of src into dst, which has the same table; the two may be on different devices. */
+OCRDEF int ocr_params_copy_values(ocr_ctx *ctx, ocr_params *dst, const ocr_params *src);
 OCRDEF size_t ocr_params_trainable_count(const ocr_params *P);
 enum { OCR_LOAD_ALLOW_MISSING = 1, OCR_LOAD_ALLOW_UNEXPECTED = 2 };
 /* Loads every param whose name starts with prefix from the entry named (name without prefix), e.g. prefix
    "backbone." takes a torchvision ResNet file. Strict unless flags relax it; F16/BF16 are converted.
-   Names, shapes and dtypes are all checked first: a refused load leaves every parameter as it was. */
+   Names, shapes and dtypes are all checked first: a refused load leaves every parameter as it was. Device parameters
+   load through a host copy; saving writes the values wherever they live. */
 OCRDEF int ocr_params_load(ocr_ctx *ctx, ocr_params *P, const ocr_safetensors *st, const char *prefix, unsigned flags);
 OCRDEF int ocr_params_save(ocr_ctx *ctx, const ocr_params *P, const char *path,
                            const char *const *meta_keys, const char *const *meta_values, int n_meta);
@@ -140,6 +159,7 @@ typedef struct {
     int64_t step;            /* updates done */
     float *m, *v;            /* SGD: momentum buffer in m; AdamW: first and second moments */
     size_t numel;
+    ocr_device device;       /* of m and v: the parameters' device at ocr_optim_init */
 } ocr_optimizer;
 OCRDEF ocr_optim_config ocr_optim_sgd(float momentum, float weight_decay, int nesterov);
 OCRDEF ocr_optim_config ocr_optim_adamw(float beta1, float beta2, float eps, float weight_decay);
@@ -191,6 +211,8 @@ OCRDEF int ocr_cuda_adamw_update(ocr_ctx *ctx, float *param, const float *grad, 
                                  float beta1, float beta2, float eps, float weight_decay, int64_t steps_done);
 OCRDEF int ocr_cuda_sum_squares(ocr_ctx *ctx, const float *x, int64_t n, double *out);
 OCRDEF int ocr_cuda_scale(ocr_ctx *ctx, float *x, int64_t n, float s);
+/* Zeroes bytes of device memory without a context (ocr_params_zero_grad); returns the CUDA status as OCR_OK/OCR_ECUDA. */
+OCRDEF int ocr_cuda_zero_bytes(void *ptr, size_t bytes);
 #endif
 
 #ifdef __cplusplus
@@ -768,6 +790,20 @@ static void ocr__conv_items(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
+/* What a forward convolution does to each finished piece of its output while the piece is still in cache: add the
+   bias of its channel, then clamp at 0 (relu). Same results as a separate bias pass and ReLU op. */
+typedef struct { const float *bias; int relu; } ocr__conv_epilogue;
+
+static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, float shift, int relu);
+
+/* rows channels (first one first_channel) of cols outputs each, ld apart */
+static void ocr__conv_epilogue_apply(const ocr__conv_epilogue *ep, float *y, int64_t ld, int64_t first_channel, int64_t rows, int64_t cols) {
+    int64_t r;
+    if (!ep->bias && !ep->relu) return;
+    for (r = 0; r < rows; r++)
+        ocr__affine_row(y + r * ld, y + r * ld, cols, 1.0f, ep->bias ? ep->bias[first_channel + r] : 0.0f, ep->relu);
+}
+
 /* One output-row segment of a B panel: panel columns [q, q+len) are output pixels (oh, ow0..ow0+len). */
 typedef struct { int64_t oh, ow0, len, q; } ocr__seg;
 
@@ -811,6 +847,7 @@ typedef struct {
     const float *x, *pa;   /* pa: the weights of every group packed once into mr-row panels over the whole kdim */
     float *y;
     int accumulate;
+    ocr__conv_epilogue ep;
     int64_t chunk, n_chunks, pb_floats;
     ocr__ukernel uk;
     float *pb[OCR_MAX_THREADS];  /* per thread: the B panels of one chunk */
@@ -854,6 +891,7 @@ static void ocr__conv_fwd_items(void *arg, int64_t begin, int64_t end, int tid) 
                 }
             }
         }
+        if (!j->accumulate) ocr__conv_epilogue_apply(&j->ep, yc, P, gr * Kg, Kg, cols);
     }
 }
 
@@ -893,6 +931,7 @@ typedef struct {
     float *y;
     const int64_t *off;      /* per k step: offset of its pixels in the padded band */
     int accumulate;
+    ocr__conv_epilogue ep;
     /* The padded band is split into stride_h x stride_w phases (rows and columns of one remainder modulo the
        stride), so every kernel tap reads consecutive floats even for strided convolutions. Wp: floats per phase
        row; band_rows: phase rows a full band reads. */
@@ -946,6 +985,7 @@ static void ocr__conv_implicit_items(void *arg, int64_t begin, int64_t end, int 
                     ocr__ukernel_avx512_implicit(kdim, j->pa + ip * kdim, b, j->off, j->y + (n * g->K + ip) * P + oh * g->OW + ow, P,
                                                  g->K - ip < 8 ? g->K - ip : 8, g->OW - ow, j->accumulate);
             }
+        if (!j->accumulate) ocr__conv_epilogue_apply(&j->ep, j->y + n * g->K * P + oh0 * g->OW, P, 0, g->K, (oh1 - oh0) * g->OW);
     }
 }
 
@@ -1029,7 +1069,8 @@ static int ocr__conv_implicit_ok(const ocr__conv_geom *g, const ocr__ukernel *uk
 
 /* Stride-1 convolution without im2col: forward (w given: y = or += conv(x, w)) or weight gradient (dw given:
    dw += dy (x) x, with y holding dy), over (image, band of output rows) items. */
-static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *dw, float *y, int accumulate) {
+static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *dw, float *y, int accumulate,
+                              const ocr__conv_epilogue *ep) {
     int64_t kdim = g->C * g->kh * g->kw, kpad = (g->K + 7) / 8 * 8, r, c, i, kk, t, rows, dw_floats = 0;
     ocr__conv_implicit_job j;
     ocr__gemm_job pk;
@@ -1038,6 +1079,7 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     size_t bytes;
     memset(&j, 0, sizeof j);
     j.g = g; j.x = x; j.y = y; j.accumulate = accumulate;
+    if (ep) j.ep = *ep;
     j.Wp = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
     /* bands of output rows whose outputs (forward) or output gradients (weight gradient, whose 16-lane partial
        sums are reduced once per band, hence the larger band) stay in L2 while every weight panel or block passes
@@ -1087,7 +1129,8 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
 
 /* y (= or +=, per accumulate) conv(x, w), every piece on one thread with its own B panels. A batch too small to
    give each thread a piece is cut into smaller chunks instead. */
-static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *y, int accumulate) {
+static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *y, int accumulate,
+                             const ocr__conv_epilogue *ep) {
     int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, kdim = Cg * g->kh * g->kw, P = g->OH * g->OW, gr, t, kg_pad;
     ocr__conv_fwd_job j;
     ocr__gemm_job pk;
@@ -1095,9 +1138,10 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     size_t bytes;
     memset(&j, 0, sizeof j);
     j.g = g; j.x = x; j.y = y; j.accumulate = accumulate;
+    if (ep) j.ep = *ep;
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
-    if (ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, w, NULL, y, accumulate);
+    if (ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, w, NULL, y, accumulate, ep);
 #endif
     j.chunk = ocr__conv_chunk(g);
     if (g->N * g->groups * ((P + j.chunk - 1) / j.chunk) < ctx->n_threads) {
@@ -1135,11 +1179,11 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float 
     ocr__conv_job j;
     size_t block_floats, bytes;
     int rc;
-    if (mode == OCR__CONV_FWD) return ocr__conv_forward(ctx, g, x, w, y, accumulate);
+    if (mode == OCR__CONV_FWD) return ocr__conv_forward(ctx, g, x, w, y, accumulate, NULL);
     memset(&j, 0, sizeof j);
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
-    if (mode == OCR__CONV_BWD_WEIGHT && g->K <= OCR__WGRAD_IMPLICIT_MAX_K && ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1);
+    if (mode == OCR__CONV_BWD_WEIGHT && g->K <= OCR__WGRAD_IMPLICIT_MAX_K && ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1, NULL);
 #endif
     j.g = g; j.mode = mode; j.accumulate = accumulate; j.x = x; j.w = w; j.y = y;
     j.pointwise = ocr__conv_is_pointwise(g);
@@ -1317,21 +1361,36 @@ static void ocr__bias_grad(const float *dy, float *db, int64_t N, int64_t C, int
     }
 }
 
-OCRDEF int ocr_nn_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
-                                 ocr_conv_params p, ocr_tensor *y) {
-    const char *fn = "ocr_nn_conv2d_forward";
+/* conv2d forward, the bias and the ReLU (when relu) applied by the convolution itself as each piece completes */
+static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                               ocr_conv_params p, int relu, ocr_tensor *y) {
     ocr__conv_geom g;
+    ocr__conv_epilogue ep;
     ocr_shape ys;
     int rc;
     if ((rc = ocr__conv_check(ctx, fn, x, w, b, p, 0, &g, &ys)) || (rc = ocr_check_f32(ctx, fn, y)) ||
         (rc = ocr_check_shape(ctx, fn, y, ys)))
         return rc;
 #ifdef OCR_CUDA
-    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv2d_forward(ctx, x, w, b, p, y), fn, "forward", y, NULL, NULL);
+    if (ctx->device == OCR_DEVICE_CUDA) {
+        if ((rc = ocr__cuda_done(ctx, ocr_cuda_conv2d_forward(ctx, x, w, b, p, y), fn, "forward", y, NULL, NULL)) || !relu) return rc;
+        return ocr__cuda_done(ctx, ocr_cuda_relu_forward(ctx, y, y), fn, "forward", y, NULL, NULL);
+    }
 #endif
-    if ((rc = ocr__conv_run(ctx, &g, OCR__CONV_FWD, (float *)x->data, (float *)w->data, (float *)y->data, 0))) return rc;
-    if (b) ocr__bias_add((float *)y->data, (const float *)b->data, g.N, g.K, g.OH * g.OW);
+    ep.bias = b ? (const float *)b->data : NULL;
+    ep.relu = relu;
+    if ((rc = ocr__conv_forward(ctx, &g, (const float *)x->data, (const float *)w->data, (float *)y->data, 0, &ep))) return rc;
     return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                 ocr_conv_params p, ocr_tensor *y) {
+    return ocr__conv2d_forward(ctx, "ocr_nn_conv2d_forward", x, w, b, p, 0, y);
+}
+
+OCRDEF int ocr_nn_conv2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                      ocr_conv_params p, ocr_tensor *y) {
+    return ocr__conv2d_forward(ctx, "ocr_nn_conv2d_relu_forward", x, w, b, p, 1, y);
 }
 
 OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
@@ -1356,6 +1415,70 @@ OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_t
     return ocr__watch(ctx, fn, "backward", db);
 }
 
+/* A transposed convolution whose kernel equals its stride (no padding, dilation or groups; DBNet's 2x2/2 heads)
+   writes every output exactly once: per (image, chunk of input rows), one GEMM W^T X into an L2-sized column buffer,
+   then each column value plus its bias goes straight to its output pixel. No zeroing, scatter-adding or bias pass
+   over the output, and the same sums as the general path (which adds the columns into a zeroed output). */
+typedef struct {
+    const ocr__conv_geom *g;   /* conv2d sense: C, H, W the output; K, OH, OW the input */
+    const float *x, *w, *bias;
+    float *y;
+    int64_t rows, n_chunks;     /* input rows per chunk */
+    ocr__ukernel uk;
+    size_t pa_floats, pb_floats;
+    float *block[OCR_MAX_THREADS];   /* per thread: packed A | packed B | columns */
+} ocr__convt_job;
+
+static int ocr__convt_is_unfold(const ocr__conv_geom *g) {
+    return g->groups == 1 && g->kh == g->sh && g->kw == g->sw && g->ph == 0 && g->pw == 0 && g->dh == 1 && g->dw == 1 &&
+           g->H == g->OH * g->sh && g->W == g->OW * g->sw;
+}
+
+static void ocr__convt_items(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__convt_job *j = (const ocr__convt_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t kdim = g->C * g->kh * g->kw, P = g->OH * g->OW, item, co, i, jj, r, q;
+    float *pa = j->block[tid], *pb = pa + j->pa_floats, *col = pb + j->pb_floats;
+    for (item = begin; item < end; item++) {
+        int64_t n = item / j->n_chunks, oh0 = (item % j->n_chunks) * j->rows, oh1 = oh0 + j->rows < g->OH ? oh0 + j->rows : g->OH;
+        int64_t cols = (oh1 - oh0) * g->OW;
+        ocr__gemm_serial(&j->uk, 1, 0, kdim, cols, g->K, 1.0f, j->w, kdim, j->x + n * g->K * P + oh0 * g->OW, P, 0.0f, col, cols, pa, pb);
+        for (co = 0; co < g->C; co++) {
+            float b = j->bias ? j->bias[co] : 0.0f;
+            for (i = 0; i < g->kh; i++)
+                for (r = oh0; r < oh1; r++) {
+                    float *yrow = j->y + ((n * g->C + co) * g->H + r * g->sh + i) * g->W;
+                    for (jj = 0; jj < g->kw; jj++) {
+                        const float *src = col + ((co * g->kh + i) * g->kw + jj) * cols + (r - oh0) * g->OW;
+                        for (q = 0; q < g->OW; q++) yrow[q * g->sw + jj] = (0.0f + src[q]) + b;
+                    }
+                }
+        }
+    }
+}
+
+static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, const float *bias, float *y) {
+    int64_t kdim = g->C * g->kh * g->kw, t;
+    size_t bytes;
+    ocr__convt_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g; j.x = x; j.w = w; j.bias = bias; j.y = y;
+    j.uk = ocr__pick_ukernel(ctx);
+    /* chunks of input rows whose columns (kdim floats per input pixel) stay near 256 KB, at least one per thread */
+    j.rows = ((int64_t)1 << 16) / (kdim * g->OW);
+    j.rows = j.rows < 1 ? 1 : j.rows > g->OH ? g->OH : j.rows;
+    if (g->N * ((g->OH + j.rows - 1) / j.rows) < ctx->n_threads) j.rows = (g->OH + ctx->n_threads - 1) / ctx->n_threads;
+    j.n_chunks = (g->OH + j.rows - 1) / j.rows;
+    ocr__gemm_buffer_floats(&j.uk, kdim, j.rows * g->OW, g->K, &j.pa_floats, &j.pb_floats);
+    if (!ocr_size_mul((size_t)kdim, (size_t)(j.rows * g->OW), &bytes) || !ocr_size_add(bytes, j.pa_floats + j.pb_floats, &bytes) ||
+        !ocr_size_mul(bytes, sizeof(float), &bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "conv_transpose: work buffers too large");
+    for (t = 0; t < ctx->n_threads; t++)
+        if (!(j.block[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
+    ocr_parallel_for(ctx, g->N * j.n_chunks, 1, ocr__convt_items, &j);
+    return OCR_OK;
+}
+
 OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
                                            ocr_conv_params p, ocr_tensor *y) {
     const char *fn = "ocr_nn_conv_transpose2d_forward";
@@ -1368,6 +1491,12 @@ OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, co
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_forward(ctx, x, w, b, p, y), fn, "forward", y, NULL, NULL);
 #endif
+    if (ocr__convt_is_unfold(&g)) {
+        if ((rc = ocr__convt_unfold(ctx, &g, (const float *)x->data, (const float *)w->data, b ? (const float *)b->data : NULL,
+                                    (float *)y->data)))
+            return rc;
+        return ocr__watch(ctx, fn, "forward", y);
+    }
     /* A transposed convolution is the data gradient of the convolution it transposes. */
     memset(y->data, 0, ocr_tensor_bytes(y));
     if ((rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_DATA, (float *)y->data, (float *)w->data, (float *)x->data, 1))) return rc;
@@ -1403,9 +1532,99 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
    x86 gets SSE (4 lanes, branch-free) and other targets plain C with the same results. Sums run in double with
    four independent accumulators, so they are exact enough for parity without a serial dependency per element. */
 
+#ifdef OCR__HAVE_AVX2
+/* AVX-512 forms of the row helpers below, chosen at run time: 16 floats a step, sums in 8-lane doubles (so as exact
+   as the scalar double sums), the same per-element float arithmetic as the SSE forms. The normalisation ops spent
+   most of their time in the scalar double sums. */
+static int ocr__rows_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+
+__attribute__((target("avx512f")))
+static double ocr__sum_row_avx512(const float *x, int64_t n) {
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    double s = 0.0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(x + i)));
+        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)));
+    }
+    for (; i < n; i++) s += x[i];
+    return _mm512_reduce_add_pd(_mm512_add_pd(a0, a1)) + s;
+}
+
+__attribute__((target("avx512f")))
+static double ocr__sqdev_row_avx512(const float *x, int64_t n, double mean) {
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd(), vm = _mm512_set1_pd(mean), d0, d1;
+    double s = 0.0, d;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        d0 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i)), vm);
+        d1 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)), vm);
+        a0 = _mm512_fmadd_pd(d0, d0, a0);
+        a1 = _mm512_fmadd_pd(d1, d1, a1);
+    }
+    for (; i < n; i++) { d = x[i] - mean; s += d * d; }
+    return _mm512_reduce_add_pd(_mm512_add_pd(a0, a1)) + s;
+}
+
+/* dy masked where the ReLU output is not > 0 (NaN and Inf gradients included) */
+__attribute__((target("avx512f")))
+static __m512 ocr__relu_mask16(const float *relu_y, const float *dy) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(relu_y), _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_loadu_ps(dy));
+}
+
+__attribute__((target("avx512f")))
+static void ocr__bn_grad_sums_row_avx512(const float *x, const float *dy, const float *relu_y, int64_t n, float m, float inv,
+                                         double *sdy, double *sdyx) {
+    __m512d a = _mm512_setzero_pd(), b = _mm512_setzero_pd();
+    __m512 vm = _mm512_set1_ps(m), vinv = _mm512_set1_ps(inv);
+    double sa = 0.0, sb = 0.0;
+    int64_t i = 0;
+    float g;
+    for (; i + 16 <= n; i += 16) {
+        __m512 gv = relu_y ? ocr__relu_mask16(relu_y + i, dy + i) : _mm512_loadu_ps(dy + i);
+        __m512 p = _mm512_mul_ps(gv, _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), vinv));
+        a = _mm512_add_pd(a, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(gv)),
+                                           _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(gv), 1)))));
+        b = _mm512_add_pd(b, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(p)),
+                                           _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1)))));
+    }
+    for (; i < n; i++) {
+        g = relu_y ? (relu_y[i] > 0.0f ? dy[i] : 0.0f) : dy[i];
+        sa += g; sb += g * ((x[i] - m) * inv);
+    }
+    *sdy += _mm512_reduce_add_pd(a) + sa;
+    *sdyx += _mm512_reduce_add_pd(b) + sb;
+}
+
+__attribute__((target("avx512f")))
+static int64_t ocr__affine_row_avx512(const float *x, float *y, int64_t n, float scale, float shift, int relu) {
+    __m512 vs = _mm512_set1_ps(scale), vb = _mm512_set1_ps(shift), z = _mm512_setzero_ps();
+    int64_t i = 0;
+    if (relu) for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_max_ps(z, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), vb)));
+    else for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), vb));
+    return i;
+}
+
+__attribute__((target("avx512f")))
+static int64_t ocr__bn_dx_row_avx512(const float *x, const float *dy, const float *relu_y, float *dx, int64_t n, float k, float a,
+                                     float m, float ib) {
+    __m512 vk = _mm512_set1_ps(k), va = _mm512_set1_ps(a), vm = _mm512_set1_ps(m), vib = _mm512_set1_ps(ib);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 g = relu_y ? ocr__relu_mask16(relu_y + i, dy + i) : _mm512_loadu_ps(dy + i);
+        __m512 t = _mm512_sub_ps(_mm512_sub_ps(g, va), _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), vib));
+        _mm512_storeu_ps(dx + i, _mm512_add_ps(_mm512_loadu_ps(dx + i), _mm512_mul_ps(vk, t)));
+    }
+    return i;
+}
+#endif
+
 static double ocr__sum_row(const float *x, int64_t n) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     int64_t i;
+#ifdef OCR__HAVE_AVX2
+    if (ocr__rows_avx512()) return ocr__sum_row_avx512(x, n);
+#endif
     for (i = 0; i + 4 <= n; i += 4) { s0 += x[i]; s1 += x[i + 1]; s2 += x[i + 2]; s3 += x[i + 3]; }
     for (; i < n; i++) s0 += x[i];
     return (s0 + s1) + (s2 + s3);
@@ -1414,6 +1633,9 @@ static double ocr__sum_row(const float *x, int64_t n) {
 static double ocr__sqdev_row(const float *x, int64_t n, double mean) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, d0, d1, d2, d3;
     int64_t i;
+#ifdef OCR__HAVE_AVX2
+    if (ocr__rows_avx512()) return ocr__sqdev_row_avx512(x, n, mean);
+#endif
     for (i = 0; i + 4 <= n; i += 4) {
         d0 = x[i] - mean; d1 = x[i + 1] - mean; d2 = x[i + 2] - mean; d3 = x[i + 3] - mean;
         s0 += d0 * d0; s1 += d1 * d1; s2 += d2 * d2; s3 += d3 * d3;
@@ -1441,6 +1663,9 @@ static void ocr__bn_grad_sums_row(const float *x, const float *dy, const float *
     double a0 = 0.0, a1 = 0.0, b0 = 0.0, b1 = 0.0;
     int64_t i;
     float g0, g1;
+#ifdef OCR__HAVE_AVX2
+    if (ocr__rows_avx512()) { ocr__bn_grad_sums_row_avx512(x, dy, relu_y, n, m, inv, sdy, sdyx); return; }
+#endif
     for (i = 0; i + 2 <= n; i += 2) {
         g0 = relu_y ? ocr__relu_grad(relu_y[i], dy[i]) : dy[i];
         g1 = relu_y ? ocr__relu_grad(relu_y[i + 1], dy[i + 1]) : dy[i + 1];
@@ -1458,6 +1683,9 @@ static void ocr__bn_grad_sums_row(const float *x, const float *dy, const float *
 /* y = x * scale + shift, clamped at 0 when relu; a NaN stays NaN (max(0, v) returns v when v is NaN) */
 static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, float shift, int relu) {
     int64_t i = 0;
+#ifdef OCR__HAVE_AVX2
+    if (ocr__rows_avx512()) i = ocr__affine_row_avx512(x, y, n, scale, shift, relu);
+#endif
 #ifdef OCR__SSE
     __m128 vs = _mm_set1_ps(scale), vb = _mm_set1_ps(shift), z = _mm_setzero_ps();
     if (relu) for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(z, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x + i), vs), vb)));
@@ -1473,6 +1701,9 @@ static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, fl
 static void ocr__bn_dx_row(const float *x, const float *dy, const float *relu_y, float *dx, int64_t n, float k, float a, float m,
                            float ib) {
     int64_t i = 0;
+#ifdef OCR__HAVE_AVX2
+    if (ocr__rows_avx512()) i = ocr__bn_dx_row_avx512(x, dy, relu_y, dx, n, k, a, m, ib);
+#endif
 #ifdef OCR__SSE
     __m128 vk = _mm_set1_ps(k), va = _mm_set1_ps(a), vm = _mm_set1_ps(m), vib = _mm_set1_ps(ib);
     for (; i + 4 <= n; i += 4) {
@@ -2050,6 +2281,24 @@ OCRDEF int ocr_nn_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor
 
 /* ---------------------------------------------------------------- parameters */
 
+/* Device memory comes through ocr_tensor_alloc, so this header holds no CUDA code. */
+OCRDEF float *ocr_floats_alloc(ocr_ctx *ctx, ocr_device dev, size_t n, const char *name) {
+    ocr_tensor t;
+    if (ocr_tensor_alloc(ctx, &t, name, OCR_F32, dev, ocr_shape1((int64_t)(n ? n : 1)))) return NULL;
+    return (float *)t.data;
+}
+
+OCRDEF void ocr_floats_free(float *p, ocr_device dev) {
+    ocr_tensor t = ocr_tensor_view("buffer", OCR_F32, dev, ocr_shape1(1), p);
+    t.owns_data = p != NULL;
+    ocr_tensor_free(&t);
+}
+
+/* A whole buffer of P (values or gradients) as one flat tensor, for copies between devices. */
+static ocr_tensor ocr__params_flat(const ocr_params *P, float *buf, const char *name) {
+    return ocr_tensor_view(name, OCR_F32, P->device, ocr_shape1((int64_t)(P->numel ? P->numel : 1)), buf);
+}
+
 OCRDEF void ocr_params_init(ocr_params *P) { memset(P, 0, sizeof *P); }
 
 OCRDEF int ocr_params_add(ocr_ctx *ctx, ocr_params *P, const char *name, ocr_shape shape, int trainable, int *index) {
@@ -2102,8 +2351,8 @@ OCRDEF int ocr_params_alloc(ocr_ctx *ctx, ocr_params *P) {
 
 OCRDEF void ocr_params_free(ocr_params *P) {
     if (!P) return;
-    ocr_aligned_free(P->data);
-    ocr_aligned_free(P->grad);
+    ocr_floats_free(P->data, P->device);
+    ocr_floats_free(P->grad, P->device);
     OCR_FREE(P->info);
     memset(P, 0, sizeof *P);
 }
@@ -2116,19 +2365,71 @@ OCRDEF int ocr_params_find(const ocr_params *P, const char *name) {
 
 OCRDEF ocr_tensor ocr_params_value(const ocr_params *P, int index) {
     const ocr_param_info *pi = &P->info[index];
-    return ocr_tensor_f32(pi->name, pi->shape, P->data ? P->data + pi->offset : NULL);
+    return ocr_tensor_view(pi->name, OCR_F32, P->device, pi->shape, P->data ? P->data + pi->offset : NULL);
 }
 
 OCRDEF ocr_tensor ocr_params_grad(const ocr_params *P, int index) {
     const ocr_param_info *pi = &P->info[index];
-    ocr_tensor t = ocr_tensor_f32(pi->name, pi->shape, P->grad ? P->grad + pi->offset : NULL);
+    ocr_tensor t = ocr_tensor_view(pi->name, OCR_F32, P->device, pi->shape, P->grad ? P->grad + pi->offset : NULL);
     size_t n = strlen(t.name);
     if (n + 5 < sizeof t.name) memcpy(t.name + n, ".grad", 6);
     return t;
 }
 
 OCRDEF void ocr_params_zero_grad(ocr_params *P) {
-    if (P->grad) memset(P->grad, 0, P->numel * sizeof(float));
+    if (!P->grad) return;
+#ifdef OCR_CUDA
+    if (P->device == OCR_DEVICE_CUDA) { (void)ocr_cuda_zero_bytes(P->grad, P->numel * sizeof(float)); return; }
+#endif
+    memset(P->grad, 0, P->numel * sizeof(float));
+}
+
+OCRDEF int ocr_params_to_device(ocr_ctx *ctx, ocr_params *P, ocr_device dev) {
+    const char *fn = "ocr_params_to_device";
+    ocr_params moved = *P;
+    ocr_tensor from, to;
+    int rc;
+    if (!P->allocated) return ocr_error(ctx, OCR_ESTATE, "%s: parameters not allocated", fn);
+    if (dev == P->device) return OCR_OK;
+    moved.device = dev;
+    moved.data = ocr_floats_alloc(ctx, dev, P->numel, "params.data");
+    moved.grad = moved.data ? ocr_floats_alloc(ctx, dev, P->numel, "params.grad") : NULL;
+    if (!moved.grad) { ocr_floats_free(moved.data, dev); return ctx->last_status; }
+    from = ocr__params_flat(P, P->data, "params.data");
+    to = ocr__params_flat(&moved, moved.data, "params.data");
+    if (!(rc = ocr_tensor_copy(ctx, &to, &from))) {
+        from = ocr__params_flat(P, P->grad, "params.grad");
+        to = ocr__params_flat(&moved, moved.grad, "params.grad");
+        rc = ocr_tensor_copy(ctx, &to, &from);
+    }
+    if (rc) { ocr_floats_free(moved.data, dev); ocr_floats_free(moved.grad, dev); return rc; }
+    ocr_floats_free(P->data, P->device);
+    ocr_floats_free(P->grad, P->device);
+    *P = moved;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_params_host_copy(ocr_ctx *ctx, const ocr_params *P, ocr_params *host) {
+    int rc;
+    ocr_params_init(host);
+    if (!P->allocated) return ocr_error(ctx, OCR_ESTATE, "ocr_params_host_copy: parameters not allocated");
+    if (!(host->info = (ocr_param_info *)OCR_MALLOC((size_t)(P->count ? P->count : 1) * sizeof *host->info)))
+        return ocr_error(ctx, OCR_ENOMEM, "ocr_params_host_copy: out of memory");
+    if (P->count) memcpy(host->info, P->info, (size_t)P->count * sizeof *host->info);
+    host->count = host->cap = P->count;
+    host->numel = P->numel;
+    if ((rc = ocr_params_alloc(ctx, host)) || (rc = ocr_params_copy_values(ctx, host, P))) ocr_params_free(host);
+    return rc;
+}
+
+OCRDEF int ocr_params_copy_values(ocr_ctx *ctx, ocr_params *dst, const ocr_params *src) {
+    ocr_tensor to, from;
+    if (!dst->allocated || !src->allocated || dst->numel != src->numel || dst->count != src->count)
+        return ocr_error(ctx, OCR_EINVAL, "ocr_params_copy_values: both sets must be allocated with the same table (%zu vs %zu floats)",
+                         dst->numel, src->numel);
+    to = ocr__params_flat(dst, dst->data, "params.data");
+    from = ocr__params_flat(src, src->data, "params.data");
+    return ocr_tensor_copy(ctx, &to, &from);
 }
 
 OCRDEF size_t ocr_params_trainable_count(const ocr_params *P) {
@@ -2143,6 +2444,13 @@ OCRDEF int ocr_params_load(ocr_ctx *ctx, ocr_params *P, const ocr_safetensors *s
     size_t plen = prefix ? strlen(prefix) : 0;
     int i, rc, used = 0;
     if (!P->allocated) return ocr_error(ctx, OCR_ESTATE, "%s: parameters not allocated", fn);
+    if (P->device != OCR_DEVICE_CPU) {
+        ocr_params host;
+        if ((rc = ocr_params_host_copy(ctx, P, &host))) return rc;
+        if (!(rc = ocr_params_load(ctx, &host, st, prefix, flags))) rc = ocr_params_copy_values(ctx, P, &host);
+        ocr_params_free(&host);
+        return rc;
+    }
     /* names, shapes and dtypes are all checked before the first value is copied: a refused load changes nothing */
     for (i = 0; i < P->count; i++) {
         const char *key = P->info[i].name;
@@ -2188,6 +2496,13 @@ OCRDEF int ocr_params_save(ocr_ctx *ctx, const ocr_params *P, const char *path, 
     const ocr_tensor **ptrs;
     int i, rc;
     if (!P->allocated) return ocr_error(ctx, OCR_ESTATE, "ocr_params_save: parameters not allocated");
+    if (P->device != OCR_DEVICE_CPU) {
+        ocr_params host;
+        if ((rc = ocr_params_host_copy(ctx, P, &host))) return rc;
+        rc = ocr_params_save(ctx, &host, path, meta_keys, meta_values, n_meta);
+        ocr_params_free(&host);
+        return rc;
+    }
     views = (ocr_tensor *)OCR_MALLOC((size_t)(P->count + 1) * sizeof *views);
     ptrs = (const ocr_tensor **)OCR_MALLOC((size_t)(P->count + 1) * sizeof *ptrs);
     if (!views || !ptrs) { OCR_FREE(views); OCR_FREE((void *)ptrs); return ocr_error(ctx, OCR_ENOMEM, "ocr_params_save: out of memory"); }
@@ -2216,7 +2531,6 @@ OCRDEF ocr_optim_config ocr_optim_adamw(float beta1, float beta2, float eps, flo
 
 OCRDEF int ocr_optim_init(ocr_ctx *ctx, ocr_optimizer *opt, const ocr_params *P, ocr_optim_config cfg) {
     const char *fn = "ocr_optim_init";
-    size_t bytes;
     memset(opt, 0, sizeof *opt);
     if (!P->allocated) return ocr_error(ctx, OCR_ESTATE, "%s: parameters not allocated", fn);
     if (cfg.kind == OCR_OPTIM_SGD) {
@@ -2230,21 +2544,45 @@ OCRDEF int ocr_optim_init(ocr_ctx *ctx, ocr_optimizer *opt, const ocr_params *P,
     }
     opt->cfg = cfg;
     opt->numel = P->numel;
-    if (!ocr_size_mul(P->numel ? P->numel : 1, sizeof(float), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "%s: too large", fn);
-    opt->m = (float *)ocr_aligned_alloc(bytes);
-    opt->v = cfg.kind == OCR_OPTIM_ADAMW ? (float *)ocr_aligned_alloc(bytes) : NULL;
-    if (!opt->m || (cfg.kind == OCR_OPTIM_ADAMW && !opt->v)) { ocr_optim_free(opt); return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); }
-    memset(opt->m, 0, bytes);
-    if (opt->v) memset(opt->v, 0, bytes);
+    opt->device = P->device;
+    opt->m = ocr_floats_alloc(ctx, P->device, P->numel, "optim.m");
+    opt->v = opt->m && cfg.kind == OCR_OPTIM_ADAMW ? ocr_floats_alloc(ctx, P->device, P->numel, "optim.v") : NULL;
+    if (!opt->m || (cfg.kind == OCR_OPTIM_ADAMW && !opt->v)) {
+        int rc = ctx->last_status; /* ocr_tensor_alloc's message names optim.m or optim.v */
+        ocr_optim_free(opt);
+        return rc;
+    }
     return OCR_OK;
 }
 
 OCRDEF void ocr_optim_free(ocr_optimizer *opt) {
     if (!opt) return;
-    ocr_aligned_free(opt->m);
-    ocr_aligned_free(opt->v);
+    ocr_floats_free(opt->m, opt->device);
+    ocr_floats_free(opt->v, opt->device);
     opt->m = opt->v = NULL;
 }
+
+#ifdef OCR_CUDA
+/* ocr_optim_step on device parameters: the same formulas per trainable entry, in ocr_cuda.cu's kernels. */
+static int ocr__optim_step_cuda(ocr_ctx *ctx, ocr_optimizer *opt, ocr_params *P, float lr) {
+    const ocr_optim_config *c = &opt->cfg;
+    int i, rc;
+    for (i = 0; i < P->count; i++) {
+        const ocr_param_info *pi = &P->info[i];
+        int64_t n = ocr_shape_numel(pi->shape);
+        float wd = pi->decay ? c->weight_decay : 0.0f;
+        if (!pi->trainable) continue;
+        rc = c->kind == OCR_OPTIM_SGD
+                 ? ocr_cuda_sgd_update(ctx, P->data + pi->offset, P->grad + pi->offset, opt->m + pi->offset, n, lr, c->momentum,
+                                       c->dampening, wd, c->nesterov, opt->step == 0)
+                 : ocr_cuda_adamw_update(ctx, P->data + pi->offset, P->grad + pi->offset, opt->m + pi->offset, opt->v + pi->offset, n,
+                                         lr, c->beta1, c->beta2, c->eps, wd, opt->step);
+        if (rc) return rc;
+    }
+    opt->step++;
+    return OCR_OK;
+}
+#endif
 
 OCRDEF int ocr_optim_step(ocr_ctx *ctx, ocr_optimizer *opt, ocr_params *P, float lr) {
     const ocr_optim_config *c = &opt->cfg;
@@ -2252,6 +2590,12 @@ OCRDEF int ocr_optim_step(ocr_ctx *ctx, ocr_optimizer *opt, ocr_params *P, float
     size_t k;
     if (!opt->m || opt->numel != P->numel) return ocr_error(ctx, OCR_ESTATE, "ocr_optim_step: optimizer not initialised for these parameters");
     if (!isfinite(lr) || lr < 0.0f) return ocr_error(ctx, OCR_EINVAL, "ocr_optim_step: learning rate %g must be finite and >= 0", lr);
+    if (opt->device != P->device)
+        return ocr_error(ctx, OCR_EDEVICE, "ocr_optim_step: the optimizer state is on %s but the parameters on %s (ocr_optim_init after "
+                         "ocr_params_to_device)", ocr_device_name(opt->device), ocr_device_name(P->device));
+#ifdef OCR_CUDA
+    if (P->device == OCR_DEVICE_CUDA) return ocr__optim_step_cuda(ctx, opt, P, lr);
+#endif
     for (i = 0; i < P->count; i++) {
         const ocr_param_info *pi = &P->info[i];
         size_t n = (size_t)ocr_shape_numel(pi->shape);
@@ -2294,12 +2638,20 @@ OCRDEF float ocr_lr_poly(float base_lr, int64_t step, int64_t total, float power
 
 OCRDEF int ocr_clip_grad_norm(ocr_ctx *ctx, ocr_params *P, float max_norm, float *norm_out) {
     double ss = 0.0, norm;
-    int i;
+    int i, rc;
     size_t k;
     for (i = 0; i < P->count; i++) {
         const float *g = P->grad + P->info[i].offset;
         size_t n = (size_t)ocr_shape_numel(P->info[i].shape);
         if (!P->info[i].trainable) continue;
+#ifdef OCR_CUDA
+        if (P->device == OCR_DEVICE_CUDA) {
+            double part;
+            if ((rc = ocr_cuda_sum_squares(ctx, g, (int64_t)n, &part))) return rc;
+            ss += part;
+            continue;
+        }
+#endif
         for (k = 0; k < n; k++) ss += (double)g[k] * g[k];
     }
     norm = sqrt(ss);
@@ -2308,7 +2660,7 @@ OCRDEF int ocr_clip_grad_norm(ocr_ctx *ctx, ocr_params *P, float max_norm, float
         /* name the first offending parameter so the user knows where to look */
         for (i = 0; i < P->count; i++) {
             ocr_tensor g = ocr_params_grad(P, i);
-            if (P->info[i].trainable && ocr_find_nonfinite(&g) >= 0) return ocr_check_finite(ctx, "ocr_clip_grad_norm", &g);
+            if (P->info[i].trainable && (rc = ocr_check_finite(ctx, "ocr_clip_grad_norm", &g))) return rc;
         }
         return ocr_error(ctx, OCR_ENONFINITE, "ocr_clip_grad_norm: gradient norm overflowed");
     }
@@ -2318,6 +2670,12 @@ OCRDEF int ocr_clip_grad_norm(ocr_ctx *ctx, ocr_params *P, float max_norm, float
             float *g = P->grad + P->info[i].offset;
             size_t n = (size_t)ocr_shape_numel(P->info[i].shape);
             if (!P->info[i].trainable) continue;
+#ifdef OCR_CUDA
+            if (P->device == OCR_DEVICE_CUDA) {
+                if ((rc = ocr_cuda_scale(ctx, g, (int64_t)n, coef))) return rc;
+                continue;
+            }
+#endif
             for (k = 0; k < n; k++) g[k] *= coef;
         }
     }

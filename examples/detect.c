@@ -3,8 +3,9 @@
    Each image is resized as the official inference does (aspect kept, short or long side set, multiples of 32), the
    model runs in eval mode and the probability map is post-processed back to the original size. With --out DIR,
    DIR/<stem>.png shows the detections drawn on the image and DIR/res_<stem>.txt holds them in the ICDAR submission
-   format (what `eval_dbnet --pred DIR` reads). Exit status: 0, 1 when an image or the model failed, 2 on a usage
-   error. */
+   format (what `eval_dbnet --pred DIR` reads). --device cuda (the CUDA build, build/cuda/detect) runs the model on the
+   GPU; the probability map is downloaded for post-processing. Exit status: 0, 1 when an image, the model or the
+   device failed, 2 on a usage error. */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
@@ -84,7 +85,7 @@ static int write_dump(ocr_ctx *ctx, const char *dir, const char *stem, const cha
 }
 
 int main(int argc, char **argv) {
-    const char *model_path = NULL, *out_dir = NULL, *dump_dir = NULL;
+    const char *model_path = NULL, *out_dir = NULL, *dump_dir = NULL, *device = "cpu";
     int poly = 0, short_side = 736, long_side = 0, threads = 0, n_images, i, j, failed = 0;
     float thresh = 0.3f, box_thresh = 0.6f, unclip = 0.0f;
     ocr_ex_flag flags[] = {
@@ -98,13 +99,14 @@ int main(int argc, char **argv) {
         {"--out", OCR_EX_STRING, &out_dir, "write DIR/<stem>.png (detections drawn) and DIR/res_<stem>.txt (ICDAR format)"},
         {"--dump", OCR_EX_STRING, &dump_dir, "write DIR/<stem>.safetensors: network input and probability map"},
         {"--threads", OCR_EX_INT, &threads, "CPU threads; 0: all cores"},
+        {"--device", OCR_EX_STRING, &device, "cpu, or cuda in the CUDA build"},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     ocr_ctx ctx;
     ocr_dbnet model;
     ocr_post_config post;
     ocr_detections dets;
-    ocr_tensor x;
+    ocr_tensor x, prob_host;
     char stem[1024], other[1024];
 
     n_images = ocr_ex_parse(argc, argv, SYNOPSIS, flags, n_flags);
@@ -136,6 +138,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", argv[0], ocr_ctx_last_error(&ctx));
         return 1;
     }
+    if ((i = ocr_ex_set_device(&ctx, argv[0], device)) != 0) {
+        ocr_ctx_free(&ctx);
+        return i;
+    }
     if (ocr_ex_load_model(&ctx, model_path, &model) != OCR_OK) {
         fprintf(stderr, "%s: cannot load the model '%s': %s\n", argv[0], model_path, ocr_ctx_last_error(&ctx));
         ocr_ctx_free(&ctx);
@@ -147,6 +153,7 @@ int main(int argc, char **argv) {
     if (unclip > 0) post.unclip_ratio = unclip;
     memset(&dets, 0, sizeof dets);
     memset(&x, 0, sizeof x);
+    memset(&prob_host, 0, sizeof prob_host);
     for (i = 0; i < n_images; i++) {
         const char *path = argv[1 + i];
         ocr_image img;
@@ -155,7 +162,7 @@ int main(int argc, char **argv) {
         memset(&img, 0, sizeof img);
         stem_of(path, stem, sizeof stem);
         if (ocr_image_load(&ctx, path, &img) || ocr_ex_input_size(&ctx, img.width, img.height, short_side, long_side, &in_w, &in_h) ||
-            ocr_ex_infer(&ctx, &model, &img, path, in_w, in_h, &x, &prob) ||
+            ocr_ex_infer(&ctx, &model, &img, path, in_w, in_h, &x, &prob) || ocr_ex_on_host(&ctx, &prob, &prob_host, &prob) ||
             ocr_postprocess(&ctx, &post, &prob, img.width, img.height, &dets) ||
             (dump_dir && write_dump(&ctx, dump_dir, stem, path, &img, &x, &prob))) {
             fprintf(stderr, "%s: '%s': %s\n", argv[0], path, ocr_ctx_last_error(&ctx));
@@ -170,6 +177,7 @@ int main(int argc, char **argv) {
         ocr_image_free(&img);
     }
     ocr_tensor_free(&x);
+    ocr_tensor_free(&prob_host);
     ocr_detections_free(&dets);
     ocr_dbnet_free(&model);
     ocr_ctx_free(&ctx);

@@ -150,6 +150,47 @@ OCR_EX_UNUSED static void ocr_ex_polygon_legible(unsigned char *rgb, int w, int 
     ocr_ex_polygon(rgb, w, h, pts, n, color, thickness);
 }
 
+/* ---------------------------------------------------------------- device */
+#ifdef OCR_TENSOR_H
+/* --device: "cpu", or "cuda" in a CUDA build (ocr_cuda_init, which says clearly when there is no usable GPU).
+   Returns 0, else prints why and returns the exit status: 2 for a usage error, 1 when the device cannot be used. */
+OCR_EX_UNUSED static int ocr_ex_set_device(ocr_ctx *ctx, const char *prog, const char *device) {
+    if (strcmp(device, "cpu") == 0) return 0;
+    if (strcmp(device, "cuda") != 0) {
+        fprintf(stderr, "%s: --device must be cpu or cuda, not '%s'\n", prog, device);
+        return 2;
+    }
+#ifdef OCR_CUDA
+    if (ocr_cuda_init(ctx, 0) != OCR_OK) {
+        fprintf(stderr, "%s: --device cuda: %s\n", prog, ocr_ctx_last_error(ctx));
+        return 1;
+    }
+    fprintf(stderr, "%s: running on %s\n", prog, ocr_cuda_backend_name(ctx));
+    return 0;
+#else
+    (void)ctx;
+    fprintf(stderr, "%s: --device cuda: this CPU build has no CUDA backend; use the CUDA build (build/cuda/, made by ./build.sh "
+                    "where nvcc is installed) or --device cpu\n", prog);
+    return 1;
+#endif
+}
+
+/* t itself when it is on the CPU, else its copy in *staging (reallocated when the shape changes; ocr_tensor_free it):
+   the explicit download of a device result for host-side work such as post-processing. */
+OCR_EX_UNUSED static int ocr_ex_on_host(ocr_ctx *ctx, const ocr_tensor *t, ocr_tensor *staging, ocr_tensor *out) {
+    int rc;
+    if (t->device == OCR_DEVICE_CPU) { *out = *t; out->owns_data = 0; return OCR_OK; }
+    if (!staging->data || !ocr_shape_equal(staging->shape, t->shape) || staging->dtype != t->dtype) {
+        ocr_tensor_free(staging);
+        if ((rc = ocr_tensor_alloc(ctx, staging, t->name, t->dtype, OCR_DEVICE_CPU, t->shape))) return rc;
+    }
+    if ((rc = ocr_tensor_copy(ctx, staging, t))) return rc;
+    *out = *staging;
+    out->owns_data = 0;
+    return OCR_OK;
+}
+#endif
+
 /* ---------------------------------------------------------------- inference (needs ocr_dbnet.h and ocr_data.h) */
 #if defined(OCR_DBNET_H) && defined(OCR_DATA_H)
 #include <sys/stat.h>

@@ -1,4 +1,6 @@
-/* train_dbnet - trains a DBNet text detector on the CPU.
+/* train_dbnet - trains a DBNet text detector on the CPU, or on a GPU with --device cuda in the CUDA build
+   (build/cuda/train_dbnet): model, loss and optimizer then run on the device; batches are uploaded, probability maps
+   downloaded for validation, and checkpoints are the CPU build's files.
 
    With no arguments it trains a small DB-ResNet-18 on synthetic scenes rendered on the fly and validates on a fixed
    held-out synthetic set, writing a run directory:
@@ -62,6 +64,17 @@ static int train_transform(ocr_ctx *ctx, void *user, ocr_sample *s, int64_t inde
                              &fields[F_GT_THRESH], &fields[F_MASK_THRESH], NULL);
 }
 
+/* The batch's target maps where the loss runs: the loader's host tensors, or their upload into the device buffers. */
+static void loss_targets(ocr_ctx *ctx, const ocr_batch *batch, ocr_tensor *dev, ocr_tensor *out) {
+    int f;
+    for (f = F_GT_SHRINK; f < F_COUNT; f++) {
+        out[f] = batch->fields[f];
+        if (ctx->device == OCR_DEVICE_CPU) continue;
+        if (ocr_tensor_slice(ctx, &dev[f], 0, batch->size, &out[f]) || ocr_tensor_copy(ctx, &out[f], &batch->fields[f]))
+            die(ctx, "uploading the target maps");
+    }
+}
+
 /* "synth" (scenes rendered on the fly) or any dataset ocr_ex_open_dataset reads */
 static int open_dataset(ocr_ctx *ctx, const char *spec, const ocr_synth *synth, uint64_t seed, int64_t count, int size,
                         ocr_dataset *ds, int *is_synth) {
@@ -78,6 +91,7 @@ typedef struct {
     int count, size;
     ocr_sample *samples;         /* decoded once: validation must not cost a re-render each time */
     ocr_tensor input;            /* [vb, 3, size, size] */
+    ocr_tensor prob_host;        /* the probability maps downloaded from the device for post-processing */
     int vb;
 } val_set;
 
@@ -106,6 +120,7 @@ static void val_free(val_set *v) {
     for (i = 0; i < v->count; i++) ocr_sample_free(&v->samples[i]);
     free(v->samples);
     ocr_tensor_free(&v->input);
+    ocr_tensor_free(&v->prob_host);
     ocr_dataset_close(&v->ds);
 }
 
@@ -139,7 +154,7 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
             if (ocr_tensor_slice(ctx, &in, b, 1, &row) || ocr_image_normalize(ctx, &v->samples[i + b].image, OCR_NORM_DBNET, &row))
                 die(ctx, "validation input");
         }
-        if (ocr_dbnet_forward(ctx, m, &in, 0, &prob, NULL)) die(ctx, "validation forward");
+        if (ocr_dbnet_forward(ctx, m, &in, 0, &prob, NULL) || ocr_ex_on_host(ctx, &prob, &v->prob_host, &prob)) die(ctx, "validation forward");
         for (b = 0; b < nb; b++) {
             const ocr_sample *s = &v->samples[i + b];
             if (ocr_tensor_slice(ctx, &prob, b, 1, &one) ||
@@ -228,7 +243,7 @@ static void save_checkpoint(ocr_ctx *ctx, const char *run_dir, const char *name,
     char path[4096], values[32][256];
     const char *keys[32], *vals[32];
     int n = 0, i;
-    ocr_tensor mt, vt;
+    ocr_tensor mt, vt, staged[2];
     const ocr_tensor *tensors[2];
     args_to_meta(a, values);
     for (i = 0; i < 20; i++) {
@@ -247,14 +262,31 @@ static void save_checkpoint(ocr_ctx *ctx, const char *run_dir, const char *name,
     keys[n] = "train.seconds"; vals[n++] = values[23];
     snprintf(values[24], 256, "%lld", (long long)opt->step);
     keys[n] = "train.optim_step"; vals[n++] = values[24];
-    mt = ocr_tensor_f32("optim.m", ocr_shape1((int64_t)opt->numel), opt->m);
-    vt = ocr_tensor_f32("optim.v", ocr_shape1((int64_t)opt->numel), opt->v ? opt->v : opt->m);
+    mt = ocr_tensor_view("optim.m", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->m);
+    vt = ocr_tensor_view("optim.v", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->v ? opt->v : opt->m);
+    memset(staged, 0, sizeof staged);
+    if (ocr_ex_on_host(ctx, &mt, &staged[0], &mt) || ocr_ex_on_host(ctx, &vt, &staged[1], &vt)) die(ctx, "downloading the optimizer state");
     tensors[0] = &mt;
     tensors[1] = &vt;
     snprintf(path, sizeof path, "%s/%s.optim.safetensors", run_dir, name);
     if (opt->m && ocr_safetensors_save(ctx, path, tensors, opt->v ? 2 : 1, keys + 20, vals + 20, 1)) die(ctx, "saving the optimizer state");
+    ocr_tensor_free(&staged[0]);
+    ocr_tensor_free(&staged[1]);
     snprintf(path, sizeof path, "%s/%s.safetensors", run_dir, name);
     if (ocr_dbnet_save(ctx, m, path, keys, vals, n)) die(ctx, "saving a checkpoint");
+}
+
+/* The file's tensor named as dst into dst, through a host copy when dst is device memory. */
+static void read_state(ocr_ctx *ctx, const ocr_safetensors *st, ocr_tensor *dst) {
+    ocr_tensor host;
+    if (dst->device == OCR_DEVICE_CPU) {
+        if (ocr_safetensors_read_into(ctx, st, dst->name, dst)) die(ctx, "reading the optimizer state");
+        return;
+    }
+    if (ocr_tensor_alloc(ctx, &host, dst->name, OCR_F32, OCR_DEVICE_CPU, dst->shape) || ocr_safetensors_read_into(ctx, st, dst->name, &host) ||
+        ocr_tensor_copy(ctx, dst, &host))
+        die(ctx, "reading the optimizer state");
+    ocr_tensor_free(&host);
 }
 
 static void load_optimizer(ocr_ctx *ctx, const char *run_dir, ocr_optimizer *opt, int64_t step, int64_t optim_step) {
@@ -269,11 +301,11 @@ static void load_optimizer(ocr_ctx *ctx, const char *run_dir, ocr_optimizer *opt
         fprintf(stderr, "train_dbnet: %s is from step %s but last.safetensors from step %lld\n", path, s ? s : "?", (long long)step);
         exit(1);
     }
-    mt = ocr_tensor_f32("optim.m", ocr_shape1((int64_t)opt->numel), opt->m);
-    if (ocr_safetensors_read_into(ctx, &st, "optim.m", &mt)) die(ctx, "reading optim.m");
+    mt = ocr_tensor_view("optim.m", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->m);
+    read_state(ctx, &st, &mt);
     if (opt->v) {
-        vt = ocr_tensor_f32("optim.v", ocr_shape1((int64_t)opt->numel), opt->v);
-        if (ocr_safetensors_read_into(ctx, &st, "optim.v", &vt)) die(ctx, "reading optim.v");
+        vt = ocr_tensor_view("optim.v", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->v);
+        read_state(ctx, &st, &vt);
     }
     opt->step = optim_step;
     ocr_safetensors_close(&st);
@@ -299,7 +331,7 @@ int main(int argc, char **argv) {
     val_set val;
     train_state st;
     ocr_safetensors resume_st;
-    ocr_tensor d_logits, d_thresh;
+    ocr_tensor d_logits, d_thresh, targets_dev[F_COUNT];
     ocr_eval_result last_eval;
     char run_dir[2048], path[4096];
     int64_t batches_per_epoch, total_steps;
@@ -310,6 +342,7 @@ int main(int argc, char **argv) {
     int64_t saved_step = -1;
 
     memset(&a, 0, sizeof a);
+    memset(targets_dev, 0, sizeof targets_dev);
     a.data = "synth"; a.val = "synth"; a.out = NULL; a.device = "cpu"; a.optimizer = "adamw"; a.backbone = "resnet18";
     a.steps = 1000; a.batch = 8; a.size = 320; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 250;
     a.log_every = 10; a.val_count = 200; a.val_size = 320; a.lr = 2e-3f; a.width = 0.25f; a.weight_decay = 1e-4f;
@@ -350,13 +383,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train_dbnet: unexpected argument '%s' (see --help)\n", argv[1]);
         return 2;
     }
-    if (strcmp(a.device, "cuda") == 0) {
-        fprintf(stderr, "train_dbnet: --device cuda: this build has no CUDA backend (ocr_cuda.cu is not written yet); use --device cpu\n");
-        return 1;
-    }
-    if (strcmp(a.device, "cpu") != 0) { fprintf(stderr, "train_dbnet: --device must be cpu or cuda\n"); return 2; }
-
     if (ocr_ctx_init(&ctx, a.threads, (uint64_t)a.seed) != OCR_OK) die(&ctx, "starting");
+    if ((i = ocr_ex_set_device(&ctx, "train_dbnet", a.device)) != 0) return i;
     ctx.log_fn = ocr_log_stderr;
     ctx.log_user = &log_level;
     if (a.check_numerics) ctx.debug_flags |= OCR_DEBUG_CHECK_NUMERICS;
@@ -436,9 +464,13 @@ int main(int argc, char **argv) {
     total_steps = (!is_synth && a.epochs > 0) ? (int64_t)a.epochs * batches_per_epoch : a.steps;
     val_open(&ctx, &val, a.val, &synth, (uint64_t)a.seed * 7919u + 1000003u, a.val_count, a.val_size);
 
-    if (ocr_tensor_alloc(&ctx, &d_logits, "d_prob_logits", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(a.batch, 1, a.size, a.size)) ||
-        ocr_tensor_alloc(&ctx, &d_thresh, "d_thresh", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(a.batch, 1, a.size, a.size)))
+    if (ocr_tensor_alloc(&ctx, &d_logits, "d_prob_logits", OCR_F32, ctx.device, ocr_shape4(a.batch, 1, a.size, a.size)) ||
+        ocr_tensor_alloc(&ctx, &d_thresh, "d_thresh", OCR_F32, ctx.device, ocr_shape4(a.batch, 1, a.size, a.size)))
         die(&ctx, "allocating gradients");
+    for (i = F_GT_SHRINK; i < F_COUNT; i++) /* the target maps' upload buffers (the loss runs where the model does) */
+        if (ctx.device != OCR_DEVICE_CPU &&
+            ocr_tensor_alloc(&ctx, &targets_dev[i], lcfg.field_names[i], OCR_F32, ctx.device, ocr_shape4(a.batch, 1, a.size, a.size)))
+            die(&ctx, "allocating target maps");
     if (ocr_metrics_open(&ctx, &metrics, run_dir)) die(&ctx, "metrics");
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -454,7 +486,7 @@ int main(int argc, char **argv) {
         int64_t epoch = -1;
         while (st.step < total_steps && !g_stop) {
             ocr_batch *batch = NULL;
-            ocr_tensor logits, thresh, dl, dt;
+            ocr_tensor logits, thresh, dl, dt, targets[F_COUNT];
             ocr_db_loss_terms terms;
             float lr, norm = 0;
             int64_t want_epoch = st.step / batches_per_epoch, want_number = st.step % batches_per_epoch;
@@ -479,8 +511,9 @@ int main(int argc, char **argv) {
             if (ocr_tensor_slice(&ctx, &d_logits, 0, batch->size, &dl) || ocr_tensor_slice(&ctx, &d_thresh, 0, batch->size, &dt) ||
                 ocr_tensor_zero(&ctx, &dl) || ocr_tensor_zero(&ctx, &dt))
                 die(&ctx, "gradients");
-            if (ocr_loss_db(&ctx, &loss_cfg, &logits, &thresh, &batch->fields[F_GT_SHRINK], &batch->fields[F_MASK_SHRINK],
-                            &batch->fields[F_GT_THRESH], &batch->fields[F_MASK_THRESH], &terms, &dl, &dt))
+            loss_targets(&ctx, batch, targets_dev, targets);
+            if (ocr_loss_db(&ctx, &loss_cfg, &logits, &thresh, &targets[F_GT_SHRINK], &targets[F_MASK_SHRINK], &targets[F_GT_THRESH],
+                            &targets[F_MASK_THRESH], &terms, &dl, &dt))
                 die(&ctx, "loss");
             ocr_params_zero_grad(&model.params);
             if (ocr_dbnet_backward(&ctx, &model, &dl, &dt)) die(&ctx, "backward");
@@ -556,6 +589,7 @@ int main(int argc, char **argv) {
     ocr_synth_free(&synth);
     ocr_tensor_free(&d_logits);
     ocr_tensor_free(&d_thresh);
+    for (i = 0; i < F_COUNT; i++) ocr_tensor_free(&targets_dev[i]);
     ocr_optim_free(&opt);
     ocr_dbnet_free(&model);
     if (a.resume) ocr_safetensors_close(&resume_st);

@@ -2,7 +2,8 @@
    itself on known kernels (warp operations, divergent barriers, a race ThreadSanitizer must flag, an overrun
    AddressSanitizer must flag, each sanitizer case in a child process), then every op of ocr_nn.h and ocr_loss.h
    dispatched to the device against the CPU backend on random inputs of several odd shapes, with guard values
-   around every device output to catch overruns. On a real GPU the same program is the parity suite
+   around every device output to catch overruns; then one whole DBNet training step and an eval forward on the device
+   against the same model on the CPU, and its checkpoints. On a real GPU the same program is the parity suite
    (tools/cuda_parity.sh). Built by build.sh's CUDA section:
        g++ -x c++ -DOCR_CUDA_EMULATE -c ocr_cuda.cu && g++ -DOCR_CUDA tests/test_cuda_emu.cpp ocr_cuda.o */
 #define OCR_IMPLEMENTATION
@@ -15,6 +16,7 @@
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
 #include "ocr_loss.h"
+#include "ocr_dbnet.h"
 #include "ocr_test.h"
 
 #if defined(__SANITIZE_THREAD__)
@@ -561,6 +563,162 @@ static void test_numerics_watch_on_device(void) {
     ocr_tensor_free(&a); ocr_tensor_free(&b);
 }
 
+/* ---------------------------------------------------------------- the whole model */
+
+/* A device tensor's values on the host (malloc'd). */
+static float *download(const ocr_tensor *t) {
+    int64_t n = ocr_tensor_numel(t);
+    float *h = (float *)malloc((size_t)(n ? n : 1) * 4);
+    ocr_tensor v = ocr_tensor_f32(t->name, t->shape, h);
+    OCR_CHECK_OK(&gpu, ocr_tensor_copy(&gpu, &v, t));
+    return h;
+}
+
+static void expect_tensor(const char *what, const ocr_tensor *dev, const ocr_tensor *ref, double rel) {
+    float *got = download(dev);
+    double err = ocr_test_rel_err(got, (const float *)ref->data, (long long)ocr_tensor_numel(ref), 1e-6);
+    OCR_CHECK_MSG(err <= rel, "%s '%s': relative error %.3g > %.3g", what, ref->name, err, rel);
+    free(got);
+}
+
+/* Every parameter of the device model against the CPU model's, each tensor on its own scale. */
+static void expect_params(const ocr_params *dev, const ocr_params *ref, double rel) {
+    int i;
+    for (i = 0; i < ref->count; i++) {
+        ocr_tensor d = ocr_params_value(dev, i), r = ocr_params_value(ref, i);
+        OCR_CHECK(d.device == OCR_DEVICE_CUDA);
+        expect_tensor("after the step", &d, &r, rel);
+    }
+}
+
+/* The whole gradient on the scale of its largest entry: the bias of a conv that feeds a training-mode BN has a
+   gradient of exactly 0 in exact arithmetic, so alone it is rounding noise on both backends. */
+static void expect_grads(const ocr_params *dev, const ocr_params *ref, double rel) {
+    ocr_tensor d = ocr_tensor_view("gradient", OCR_F32, dev->device, ocr_shape1((int64_t)dev->numel), dev->grad);
+    ocr_tensor r = ocr_tensor_f32("gradient", ocr_shape1((int64_t)ref->numel), ref->grad);
+    expect_tensor("every gradient", &d, &r, rel);
+}
+
+static int files_equal(const char *a, const char *b) {
+    unsigned char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    int same;
+    OCR_CHECK_OK(&cpu, ocr_read_file(&cpu, a, (size_t)1 << 30, &x, &nx));
+    OCR_CHECK_OK(&cpu, ocr_read_file(&cpu, b, (size_t)1 << 30, &y, &ny));
+    same = x && y && nx == ny && memcmp(x, y, nx) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* Targets of a DB batch: one text rectangle per image, thresh targets in a band around it. */
+static void make_db_targets(ocr_shape s, ocr_tensor t[4]) {
+    static const char *const names[4] = {"gt_shrink", "mask_shrink", "gt_thresh", "mask_thresh"};
+    int64_t b, y, x, H = s.dim[2], W = s.dim[3];
+    int k;
+    for (k = 0; k < 4; k++) OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &t[k], names[k], OCR_F32, OCR_DEVICE_CPU, s));
+    for (b = 0; b < s.dim[0]; b++)
+        for (y = 0; y < H; y++)
+            for (x = 0; x < W; x++) {
+                int64_t i = (b * H + y) * W + x, x0 = 8 + 4 * b;
+                int inside = y >= H / 4 && y < H / 2 && x >= x0 && x < W - 8, near = y >= H / 4 - 4 && y < H / 2 + 4 && x >= x0 - 4 && x < W - 4;
+                ((float *)t[0].data)[i] = inside ? 1.0f : 0.0f;
+                ((float *)t[1].data)[i] = (x == 2 && y == 2) ? 0.0f : 1.0f;
+                ((float *)t[2].data)[i] = near ? 0.3f + 0.4f * (float)((x + y) % 5) / 4.0f : 0.3f;
+                ((float *)t[3].data)[i] = near ? 1.0f : 0.0f;
+            }
+}
+
+/* One DBNet training step (forward, the official DB loss with OHEM, backward, gradient clipping, SGD) through the
+   device backend and the CPU backend from the same initial weights: loss, maps, every gradient and every parameter
+   (BN running statistics included) after the step agree within 1e-4; so does an eval forward after it. Checkpoints
+   of the device model are the CPU model's bytes, and a CPU checkpoint loads into the device model exactly. */
+static void test_dbnet_training_step(void) {
+    ocr_shape xs = ocr_shape4(2, 3, 64, 64), ms = ocr_shape4(2, 1, 64, 64);
+    ocr_dbnet_config cfg = ocr_dbnet_config_default();
+    ocr_db_loss_config loss = ocr_db_loss_defaults();
+    ocr_dbnet mc, mg;
+    ocr_optimizer oc, og;
+    ocr_tensor x = host_rand("images", xs, -2, 2), tc[4], tg[4], dlc, dtc, dlg, dtg, pc, thc, pg, thg;
+    ocr_db_loss_terms lc, lg;
+    ocr_params gp;
+    char path_c[256], path_g[256];
+    float nc = 0, ng = 0;
+    int k;
+#ifdef TSAN_BUILD
+    /* minutes under TSan (every emulated thread an OS thread): its kernels are race-checked by the op tests above */
+    printf("     (TSan build: the model step runs in the plain and ASan builds)\n");
+    return;
+#endif
+    cfg.width = 0.125f; /* 8 to 64 channels: each BN channel is a block of emulated threads */
+    cfg.prior_prob = 0.1f;
+    ocr_rng_seed(&cpu.rng, 11);
+    ocr_rng_seed(&gpu.rng, 11);
+    OCR_CHECK_OK(&cpu, ocr_dbnet_init(&cpu, &mc, &cfg));
+    OCR_CHECK_OK(&gpu, ocr_dbnet_init(&gpu, &mg, &cfg));
+    OCR_CHECK(mc.params.device == OCR_DEVICE_CPU && mg.params.device == OCR_DEVICE_CUDA);
+    OCR_CHECK_OK(&cpu, ocr_optim_init(&cpu, &oc, &mc.params, ocr_optim_sgd(0.9f, 1e-4f, 0)));
+    OCR_CHECK_OK(&gpu, ocr_optim_init(&gpu, &og, &mg.params, ocr_optim_sgd(0.9f, 1e-4f, 0)));
+    OCR_CHECK(og.device == OCR_DEVICE_CUDA);
+    snprintf(path_c, sizeof path_c, "/tmp/ocr_cuda_emu_%d_cpu.safetensors", (int)getpid());
+    snprintf(path_g, sizeof path_g, "/tmp/ocr_cuda_emu_%d_gpu.safetensors", (int)getpid());
+    OCR_CHECK_OK(&cpu, ocr_dbnet_save(&cpu, &mc, path_c, NULL, NULL, 0));
+    OCR_CHECK_OK(&gpu, ocr_dbnet_save(&gpu, &mg, path_g, NULL, NULL, 0));
+    OCR_CHECK_MSG(files_equal(path_c, path_g), "the device model's checkpoint differs from the CPU model's");
+
+    make_db_targets(ms, tc);
+    for (k = 0; k < 4; k++) {
+        OCR_CHECK_OK(&gpu, ocr_tensor_alloc(&gpu, &tg[k], tc[k].name, OCR_F32, OCR_DEVICE_CUDA, ms));
+        OCR_CHECK_OK(&gpu, ocr_tensor_copy(&gpu, &tg[k], &tc[k]));
+    }
+    OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &dlc, "d_prob_logits", OCR_F32, OCR_DEVICE_CPU, ms));
+    OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &dtc, "d_thresh", OCR_F32, OCR_DEVICE_CPU, ms));
+    OCR_CHECK_OK(&gpu, ocr_tensor_alloc(&gpu, &dlg, "d_prob_logits", OCR_F32, OCR_DEVICE_CUDA, ms));
+    OCR_CHECK_OK(&gpu, ocr_tensor_alloc(&gpu, &dtg, "d_thresh", OCR_F32, OCR_DEVICE_CUDA, ms));
+
+    /* the step: the device model takes the host batch (uploaded by the forward) */
+    OCR_CHECK_OK(&cpu, ocr_dbnet_forward(&cpu, &mc, &x, 1, &pc, &thc));
+    OCR_CHECK_OK(&gpu, ocr_dbnet_forward(&gpu, &mg, &x, 1, &pg, &thg));
+    OCR_CHECK(pg.device == OCR_DEVICE_CUDA);
+    expect_tensor("training forward", &pg, &pc, 1e-4);
+    expect_tensor("training forward", &thg, &thc, 1e-4);
+    OCR_CHECK_OK(&cpu, ocr_loss_db(&cpu, &loss, &pc, &thc, &tc[0], &tc[1], &tc[2], &tc[3], &lc, &dlc, &dtc));
+    OCR_CHECK_OK(&gpu, ocr_loss_db(&gpu, &loss, &pg, &thg, &tg[0], &tg[1], &tg[2], &tg[3], &lg, &dlg, &dtg));
+    OCR_CHECK_MSG(fabs(lc.total - lg.total) <= 1e-4 * fabs(lc.total), "loss: cpu %.9g device %.9g", lc.total, lg.total);
+    ocr_params_zero_grad(&mc.params);
+    ocr_params_zero_grad(&mg.params);
+    OCR_CHECK_OK(&cpu, ocr_dbnet_backward(&cpu, &mc, &dlc, &dtc));
+    OCR_CHECK_OK(&gpu, ocr_dbnet_backward(&gpu, &mg, &dlg, &dtg));
+    expect_grads(&mg.params, &mc.params, 1e-4);
+    OCR_CHECK_OK(&cpu, ocr_clip_grad_norm(&cpu, &mc.params, 0.5f, &nc));
+    OCR_CHECK_OK(&gpu, ocr_clip_grad_norm(&gpu, &mg.params, 0.5f, &ng));
+    OCR_CHECK_MSG(nc > 0.5f && fabsf(nc - ng) <= 1e-4f * nc, "gradient norm: cpu %.9g device %.9g (the clip must act)", nc, ng);
+    OCR_CHECK_OK(&cpu, ocr_optim_step(&cpu, &oc, &mc.params, 0.05f));
+    OCR_CHECK_OK(&gpu, ocr_optim_step(&gpu, &og, &mg.params, 0.05f));
+    expect_params(&mg.params, &mc.params, 1e-4);
+
+    /* eval mode: running statistics, no threshold head, sigmoid applied */
+    OCR_CHECK_OK(&cpu, ocr_dbnet_forward(&cpu, &mc, &x, 0, &pc, NULL));
+    OCR_CHECK_OK(&gpu, ocr_dbnet_forward(&gpu, &mg, &x, 0, &pg, NULL));
+    expect_tensor("eval forward", &pg, &pc, 1e-4);
+
+    /* a CPU checkpoint loads into the device model exactly; the device model refuses a CPU context */
+    OCR_CHECK_OK(&cpu, ocr_dbnet_save(&cpu, &mc, path_c, NULL, NULL, 0));
+    OCR_CHECK_OK(&gpu, ocr_dbnet_load(&gpu, &mg, path_c));
+    OCR_CHECK_OK(&gpu, ocr_params_host_copy(&gpu, &mg.params, &gp));
+    OCR_CHECK(gp.numel == mc.params.numel && memcmp(gp.data, mc.params.data, gp.numel * 4) == 0);
+    OCR_CHECK_OK(&gpu, ocr_dbnet_save(&gpu, &mg, path_g, NULL, NULL, 0));
+    OCR_CHECK_MSG(files_equal(path_c, path_g), "a loaded and saved device model differs from its CPU checkpoint");
+    EXPECT_ERR(&cpu, ocr_dbnet_forward(&cpu, &mg, &x, 0, &pg, NULL), OCR_EDEVICE, "ocr_dbnet_forward", "lives on cuda", "runs on cpu");
+    remove(path_c);
+    remove(path_g);
+    ocr_params_free(&gp);
+    for (k = 0; k < 4; k++) { ocr_tensor_free(&tc[k]); ocr_tensor_free(&tg[k]); }
+    ocr_tensor_free(&dlc); ocr_tensor_free(&dtc); ocr_tensor_free(&dlg); ocr_tensor_free(&dtg); ocr_tensor_free(&x);
+    ocr_optim_free(&oc); ocr_optim_free(&og);
+    ocr_dbnet_free(&mc); ocr_dbnet_free(&mg);
+}
+
 int main(int argc, char **argv) {
     self_exe = argv[0];
 #ifdef OCR_CUDA_EMULATE
@@ -595,6 +753,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_losses);
     OCR_TEST_RUN(test_optimizers);
     OCR_TEST_RUN(test_numerics_watch_on_device);
+    OCR_TEST_RUN(test_dbnet_training_step);
     ocr_ctx_free(&gpu);
     ocr_ctx_free(&cpu);
     return ocr_test_finish();

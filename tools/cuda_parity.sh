@@ -3,7 +3,9 @@
 #     tools/cuda_parity.sh
 # Builds the real CUDA variants (./build.sh does, when nvcc is present), then runs every op of ocr_nn.h and
 # ocr_loss.h on the GPU against the CPU backend (cuDNN + cuBLAS path, then the own kernels with cuDNN and cuBLAS
-# switched off), and the cuDNN isolation tool on the model's convolution shapes. Exit status 0 when all agree.
+# switched off), one whole DBNet training step and eval forward against the CPU model (the same test program), the
+# cuDNN isolation tool on the model's convolution shapes, and a short train_dbnet + detect run with --device cuda.
+# Exit status 0 when all agree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./build.sh
@@ -26,5 +28,14 @@ done <<'SHAPES'
 --n 2 --cin 256 --h 160 --w 160 --cout 64 --k 3 --pad 1
 --n 2 --cin 64 --h 40 --w 40 --cout 64 --k 2 --stride 2 --pad 0 --transposed
 SHAPES
+echo "== train_dbnet on the GPU (a short run that validates and checkpoints), then detect with its checkpoint"
+run=build/cuda/parity_run
+rm -rf $run
+if OCR_CUDA_SYNC_DEBUG=1 $d/train_dbnet --device cuda --steps 20 --batch 2 --size 128 --val-count 4 --val-size 128 --width 0.25 \
+        --eval-every 10 --out $run; then
+    $d/detect --device cuda --model $run/last.safetensors --out $run/detect $run/overlays/*.png >/dev/null || fail=1
+else
+    fail=1
+fi
 [ $fail = 0 ] && echo "cuda_parity: every check agrees" || echo "cuda_parity: FAILURES above"
 exit $fail
