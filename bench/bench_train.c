@@ -1,10 +1,12 @@
 /* bench_train - DBNet training step (forward, DB loss, backward, SGD step) and inference, ocr-c against PyTorch on
    the same architecture (tools/bench_torch.py over tools/dbnet_ref.py) in the same run: one warm-up each, then the
    two (three with Debian's libjemalloc2 preloaded into a second PyTorch) alternate rep by rep; the median of at
-   least 5 is reported. Prints a table and, last, one JSON line with every figure and ratio.
-   usage: bench_train [--reps N] [--issue] [--no-torch] [--layers]
-     default   DB-ResNet-18 width 0.25, 320x320, batch 16, 2 threads (the CPU training recipe)
+   least 5 is reported. Peak resident memory (VmHWM) of each side comes from a fresh process per config that sets up
+   and runs two steps. Prints a table and, last, one JSON line with every figure and ratio.
+   usage: bench_train [--reps N] [--issue] [--only TEXT] [--no-torch] [--layers]
+     default   DB-ResNet-18 width 0.25, 320x320, batch 8, 2 threads (train_dbnet's defaults)
      --issue   adds issue 8's set: width 1 at 640x640, batch 1 and 4, 1 and 2 threads; inference 736x1280 batch 1
+     --only    the configs (of the whole set) whose name contains TEXT, e.g. "infer" or "b4 t2"
      --layers  per-op forward and backward times of our model (summed over the timed reps, then per step) */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -42,7 +44,20 @@ static void die(ocr_ctx *ctx, const char *what) {
     exit(1);
 }
 
-/* Starts tools/bench_torch.py with its stdin and stdout on pipes; preload: a library for LD_PRELOAD or NULL. */
+/* In a child: becomes tools/bench_torch.py (stdin and stdout already redirected); preload: a library for LD_PRELOAD
+   or NULL. */
+static void exec_torch(const char *preload) {
+    if (preload) {
+        setenv("LD_PRELOAD", preload, 1);
+        /* jemalloc tuned as in the issue: freed pages stay mapped */
+        setenv("MALLOC_CONF", "dirty_decay_ms:-1,muzzy_decay_ms:-1", 1);
+    }
+    setenv("PYTHONPATH", "tools", 1);
+    execl("/usr/bin/python3", "python3", "tools/bench_torch.py", (char *)NULL);
+    _exit(127);
+}
+
+/* Starts tools/bench_torch.py with its stdin and stdout on pipes. */
 static int peer_start(peer *p, const char *label, const char *preload) {
     int to_child[2], from_child[2];
     memset(p, 0, sizeof *p);
@@ -54,20 +69,63 @@ static int peer_start(peer *p, const char *label, const char *preload) {
         dup2(to_child[0], 0);
         dup2(from_child[1], 1);
         close(to_child[0]); close(to_child[1]); close(from_child[0]); close(from_child[1]);
-        if (preload) {
-            setenv("LD_PRELOAD", preload, 1);
-            /* jemalloc tuned as in the issue: freed pages stay mapped */
-            setenv("MALLOC_CONF", "dirty_decay_ms:-1,muzzy_decay_ms:-1", 1);
-        }
-        setenv("PYTHONPATH", "tools", 1);
-        execl("/usr/bin/python3", "python3", "tools/bench_torch.py", (char *)NULL);
-        _exit(127);
+        exec_torch(preload);
     }
     close(to_child[0]);
     close(from_child[1]);
     p->in = fdopen(to_child[1], "w");
     p->out = fdopen(from_child[0], "r");
     return p->in && p->out;
+}
+
+/* VmHWM of this process in KiB, -1 if unknown */
+static long peak_rss_kib_self(void) {
+    char line[256];
+    long kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) kib = atol(line + 6);
+    fclose(f);
+    return kib;
+}
+
+/* Peak resident memory in MiB of a fresh process that sets up one config and runs two steps (the first grows every
+   buffer, the second shows whether a step allocates more): this program again with --mem-child INDEX, or the PyTorch
+   peer fed "setup", "run", "run", "mem" (torch_cmd, preload). Each reports its own VmHWM, which covers only the
+   program after its exec (a fork's wait4 ru_maxrss would include the forking parent's pages). 0 when it failed. */
+static double peak_rss_mb(int config_index, const char *torch_cmd, const char *preload) {
+    int status = 0, in_pipe[2], out_pipe[2];
+    char line[256];
+    long kib = 0;
+    pid_t pid;
+    FILE *out;
+    if (pipe(in_pipe) || pipe(out_pipe)) return 0;
+    pid = fork();
+    if (pid < 0) return 0;
+    if (pid == 0) {
+        dup2(in_pipe[0], 0);
+        dup2(out_pipe[1], 1);
+        close(in_pipe[0]); close(in_pipe[1]); close(out_pipe[0]); close(out_pipe[1]);
+        if (torch_cmd) exec_torch(preload);
+        snprintf(line, sizeof line, "%d", config_index);
+        execl("/proc/self/exe", "bench_train", "--mem-child", line, (char *)NULL);
+        _exit(127);
+    }
+    close(in_pipe[0]);
+    close(out_pipe[1]);
+    if (torch_cmd) {
+        FILE *f = fdopen(in_pipe[1], "w");
+        if (f) { fprintf(f, "%s\nrun\nrun\nmem\nquit\n", torch_cmd); fclose(f); }
+    } else {
+        close(in_pipe[1]);
+    }
+    if ((out = fdopen(out_pipe[0], "r"))) {
+        while (fgets(line, sizeof line, out)) kib = atol(line); /* the last answer is the peak */
+        fclose(out);
+    }
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 0;
+    return (double)kib / 1024.0;
 }
 
 /* Sends one command and reads the one-line answer; 0 when the peer is gone. */
@@ -192,7 +250,7 @@ static void print_layers(const ours *o, const double *sec, int steps) {
 
 int main(int argc, char **argv) {
     static const config configs[] = {
-        {"train r18 w0.25 320x320 b16 t2", 1, 0.25f, 16, 320, 320, 2},
+        {"train r18 w0.25 320x320 b8 t2", 1, 0.25f, 8, 320, 320, 2},
         {"train r18 w1 640x640 b1 t1", 1, 1.0f, 1, 640, 640, 1},
         {"train r18 w1 640x640 b1 t2", 1, 1.0f, 1, 640, 640, 2},
         {"train r18 w1 640x640 b4 t1", 1, 1.0f, 4, 640, 640, 1},
@@ -200,7 +258,9 @@ int main(int argc, char **argv) {
         {"infer r18 w1 736x1280 b1 t2", 0, 1.0f, 1, 736, 1280, 2},
     };
     const char *jemalloc_paths[] = {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"};
-    int reps = 5, issue = 0, use_torch = 1, layers = 0, n_configs, i, c, r, n_peers = 0;
+    int reps = 5, issue = 0, use_torch = 1, layers = 0, n_configs, i, c, r, n_peers = 0, mem_child = -1, n_done = 0, measured[16] = {0};
+    const char *preloads[2] = {NULL, NULL}, *only = NULL;
+    double mem_ours[16], mem_peer[16][2];
     peer peers[2];
     ocr_ctx ctx;
     char json[8192], line[256], cmd[256];
@@ -210,21 +270,31 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--issue") == 0) issue = 1;
         else if (strcmp(argv[i], "--no-torch") == 0) use_torch = 0;
         else if (strcmp(argv[i], "--layers") == 0) layers = 1;
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+        else if (strcmp(argv[i], "--mem-child") == 0 && i + 1 < argc) mem_child = atoi(argv[++i]);
         else {
-            printf("usage: %s [--reps N (>= 5)] [--issue] [--no-torch] [--layers]\n", argv[0]);
+            printf("usage: %s [--reps N (>= 5)] [--issue] [--only TEXT] [--no-torch] [--layers]\n", argv[0]);
             return strcmp(argv[i], "--help") == 0 ? 0 : 2;
         }
     }
     if (reps < 5) reps = 5;
     if (reps > MAX_REPS) reps = MAX_REPS;
-    n_configs = issue ? (int)(sizeof configs / sizeof configs[0]) : 1;
+    n_configs = issue || only ? (int)(sizeof configs / sizeof configs[0]) : 1;
     signal(SIGPIPE, SIG_IGN);
     if (ocr_ctx_init(&ctx, 2, 1) != OCR_OK) die(&ctx, "context");
+    if (mem_child >= 0 && mem_child < (int)(sizeof configs / sizeof configs[0])) {
+        ours o;
+        ours_setup(&ctx, &o, &configs[mem_child]);
+        (void)ours_run(&ctx, &o);
+        (void)ours_run(&ctx, &o);
+        printf("%ld\n", peak_rss_kib_self());
+        return 0;
+    }
     if (use_torch) {
         const char *je = NULL;
         for (i = 0; i < 2; i++) if (access(jemalloc_paths[i], R_OK) == 0) je = jemalloc_paths[i];
         if (peer_start(&peers[n_peers], "pytorch", NULL)) n_peers++;
-        if (je && peer_start(&peers[n_peers], "pytorch+jemalloc", je)) n_peers++;
+        if (je && peer_start(&peers[n_peers], "pytorch+jemalloc", je)) preloads[n_peers++] = je;
         if (!je) printf("bench_train: libjemalloc2 not installed, PyTorch runs with the stock allocator only\n");
     }
     {
@@ -236,12 +306,14 @@ int main(int argc, char **argv) {
         jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"train\",\"cores\":%d,\"kernel\":\"%s\",\"load\":%.2f,\"reps\":%d,\"results\":[",
                               ocr_cpu_count(), ocr_gemm_kernel_name(&ctx), la[0], reps);
     }
-    printf("%-32s %10s %12s %12s %12s %10s\n", "config", "ours s", "ours img/s", "torch s", "torch+je s", "ours/best");
+    printf("%-32s %8s %10s %8s %10s %9s | %8s %8s %10s %9s\n", "config", "ours s", "ours img/s", "torch s", "torch+je s", "ours/best",
+           "ours MiB", "torch MiB", "torch+je MiB", "ours/best");
     for (c = 0; c < n_configs; c++) {
         const config *cf = &configs[c];
-        double t_ours[MAX_REPS], t_peer[2][MAX_REPS], med_ours, med_peer[2] = {0, 0}, best = 0, *sec = NULL;
-        int ok[2] = {0, 0}, p;
+        double t_ours[MAX_REPS], t_peer[2][MAX_REPS], med_ours, med_peer[2] = {0, 0}, best = 0, best_mem = 0, *sec = NULL;
+        int ok[2] = {0, 0}, p, same;
         ours o;
+        if (only && !strstr(cf->name, only)) continue;
         ours_setup(&ctx, &o, cf);
         snprintf(cmd, sizeof cmd, "setup %s 18 %g %d %d %d %d", cf->train ? "train" : "infer", cf->width, cf->N, cf->H, cf->W, cf->threads);
         for (p = 0; p < n_peers; p++) ok[p] = peer_ask(&peers[p], cmd, line, sizeof line) && peer_ask(&peers[p], "run", line, sizeof line);
@@ -259,14 +331,30 @@ int main(int argc, char **argv) {
         med_ours = median(t_ours, reps);
         for (p = 0; p < n_peers; p++)
             if (ok[p]) { med_peer[p] = median(t_peer[p], reps); if (best == 0 || med_peer[p] < best) best = med_peer[p]; }
-        printf("%-32s %10.3f %12.2f %12.3f %12.3f %10.2f\n", cf->name, med_ours, cf->N / med_ours, med_peer[0], med_peer[1],
-               best > 0 ? med_ours / best : 0.0);
+        /* memory hardly depends on the thread count: configs differing only in it share one measurement */
+        for (same = 0; same < c; same++)
+            if (configs[same].train == cf->train && configs[same].width == cf->width && configs[same].N == cf->N &&
+                configs[same].H == cf->H && configs[same].W == cf->W && measured[same])
+                break;
+        if (same < c) {
+            mem_ours[c] = mem_ours[same]; mem_peer[c][0] = mem_peer[same][0]; mem_peer[c][1] = mem_peer[same][1];
+        } else {
+            mem_ours[c] = peak_rss_mb(c, NULL, NULL);
+            for (p = 0; p < 2; p++) mem_peer[c][p] = p < n_peers ? peak_rss_mb(c, cmd, preloads[p]) : 0;
+        }
+        measured[c] = 1;
+        for (p = 0; p < n_peers; p++) if (mem_peer[c][p] > 0 && (best_mem == 0 || mem_peer[c][p] < best_mem)) best_mem = mem_peer[c][p];
+        printf("%-32s %8.3f %10.2f %8.3f %10.3f %9.2f | %8.0f %8.0f %10.0f %9.2f\n", cf->name, med_ours, cf->N / med_ours, med_peer[0],
+               med_peer[1], best > 0 ? med_ours / best : 0.0, mem_ours[c], mem_peer[c][0], mem_peer[c][1],
+               best_mem > 0 ? mem_ours[c] / best_mem : 0.0);
         fflush(stdout);
         jl += (size_t)snprintf(json + jl, sizeof json - jl,
                                "%s{\"config\":\"%s\",\"ours_s\":%.4f,\"ours_img_per_s\":%.3f,\"torch_s\":%.4f,\"torch_jemalloc_s\":%.4f,"
-                               "\"torch_best_img_per_s\":%.3f,\"ratio_ours_over_best_torch\":%.3f}",
-                               c ? "," : "", cf->name, med_ours, cf->N / med_ours, med_peer[0], med_peer[1], best > 0 ? cf->N / best : 0.0,
-                               best > 0 ? med_ours / best : 0.0);
+                               "\"torch_best_img_per_s\":%.3f,\"ratio_ours_over_best_torch\":%.3f,\"ours_peak_rss_mib\":%.1f,"
+                               "\"torch_peak_rss_mib\":%.1f,\"torch_jemalloc_peak_rss_mib\":%.1f,\"ratio_rss_ours_over_best_torch\":%.3f}",
+                               n_done++ ? "," : "", cf->name, med_ours, cf->N / med_ours, med_peer[0], med_peer[1], best > 0 ? cf->N / best : 0.0,
+                               best > 0 ? med_ours / best : 0.0, mem_ours[c], mem_peer[c][0], mem_peer[c][1],
+                               best_mem > 0 ? mem_ours[c] / best_mem : 0.0);
         if (layers) { print_layers(&o, sec, reps); free(sec); }
         ours_free(&o);
     }

@@ -3,10 +3,15 @@
    flipped-kernel convolution, the weight gradient from dot products (implicit and from im2col) and from the packed
    GEMM, the packed im2col path, 1x1 convolutions, groups, output-channel counts that leave partial 8-row panels and
    widths that leave partial 48-pixel blocks; each on 1 and 2 threads and with every micro-kernel this CPU runs.
-   And the fused BatchNorm + ReLU against the two ops it replaces (bit for bit, NaN and Inf included). */
+   And the fused BatchNorm + ReLU against the two ops it replaces (bit for bit, NaN and Inf included), the convolution
+   with its bias and ReLU in the output pass against conv then ReLU (bit for bit), transposed convolutions with
+   kernel = stride (and one general) against double loops, and DBNet's eval forward with every
+   BN folded into its convolution against the same forward running each BN as its own op (1e-4 relative). */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
+#include "ocr_loss.h"
+#include "ocr_dbnet.h"
 #include "ocr_test.h"
 
 typedef struct { const char *name; int N, C, K, H, W, kh, kw, sh, sw, ph, pw, dil, groups; } geom;
@@ -39,6 +44,32 @@ static void reference(const geom *t, int OH, int OW, const float *x, const float
 static void to_float(const double *d, float *f, long n) {
     long i;
     for (i = 0; i < n; i++) f[i] = (float)d[i];
+}
+
+/* The bias and ReLU applied by the convolution's own output pass equal conv2d_forward (bias added) then relu_forward,
+   bit for bit. */
+static void conv_relu_case(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, ocr_conv_params p, const char *what) {
+    ocr_tensor b, y1, y2;
+    ocr_shape ys;
+    memset(&b, 0, sizeof b); y1 = y2 = b;
+    OCR_CHECK_OK(ctx, ocr_nn_conv2d_out_shape(ctx, x->shape, w->shape, p, &ys));
+    OCR_CHECK_OK(ctx, ocr_tensor_alloc(ctx, &b, "b", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(ys.dim[1])));
+    OCR_CHECK_OK(ctx, ocr_tensor_alloc(ctx, &y1, "y1", OCR_F32, OCR_DEVICE_CPU, ys));
+    OCR_CHECK_OK(ctx, ocr_tensor_alloc(ctx, &y2, "y2", OCR_F32, OCR_DEVICE_CPU, ys));
+    if (!ocr_test__case_failed) {
+        ocr_tensor_fill_uniform(ctx, &b, -0.3f, 0.3f);
+        ocr_tensor_fill(ctx, &y2, 123.0); /* the fused op overwrites */
+        OCR_CHECK_OK(ctx, ocr_nn_conv2d_forward(ctx, x, w, &b, p, &y1));
+        OCR_CHECK_OK(ctx, ocr_nn_relu_forward(ctx, &y1, &y1));
+        OCR_CHECK_OK(ctx, ocr_nn_conv2d_relu_forward(ctx, x, w, &b, p, &y2));
+        OCR_CHECK_MSG(memcmp(y1.data, y2.data, ocr_tensor_bytes(&y1)) == 0, "%s: conv2d_relu_forward differs from conv2d_forward + relu",
+                      what);
+        OCR_CHECK_OK(ctx, ocr_nn_conv2d_relu_forward(ctx, x, w, NULL, p, &y2));
+        OCR_CHECK_OK(ctx, ocr_nn_conv2d_forward(ctx, x, w, NULL, p, &y1));
+        OCR_CHECK_OK(ctx, ocr_nn_relu_forward(ctx, &y1, &y1));
+        OCR_CHECK_MSG(memcmp(y1.data, y2.data, ocr_tensor_bytes(&y1)) == 0, "%s: conv2d_relu_forward without bias differs", what);
+    }
+    ocr_tensor_free(&b); ocr_tensor_free(&y1); ocr_tensor_free(&y2);
 }
 
 static void run_case(const geom *t, int threads, int kernel) {
@@ -89,6 +120,7 @@ static void run_case(const geom *t, int threads, int kernel) {
                   ocr_test_rel_err((const float *)dx.data, fdx, nx, 1e-6));
     OCR_CHECK_MSG(ocr_test_rel_err((const float *)dw.data, fdw, nw, 1e-6) <= 2e-6, "%s: dw off by %g", what,
                   ocr_test_rel_err((const float *)dw.data, fdw, nw, 1e-6));
+    conv_relu_case(&ctx, &x, &w, p, what);
 done:
     free(ry); free(rdx); free(rdw); free(fy); free(fdx); free(fdw);
     ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&y); ocr_tensor_free(&dy); ocr_tensor_free(&dx); ocr_tensor_free(&dw);
@@ -173,9 +205,129 @@ static void test_bn_relu_fused(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* Transposed convolutions whose kernel equals the stride (one GEMM per chunk of input rows, each output written
+   once) and a general one, against the data gradient of the convolution they transpose, computed in double. */
+static void test_conv_transpose_paths(void) {
+    static const geom cases[] = {
+        /* name, N, C = output channels, K = input channels, H, W (output), kernel, stride, pad, dilation, groups */
+        {"2x2/2, 16->16, 80x96 out (DBNet head)", 2, 16, 16, 80, 96, 2, 2, 2, 2, 0, 0, 1, 1},
+        {"2x2/2, 16->1, 64x40 out (the last head layer)", 3, 1, 16, 64, 40, 2, 2, 2, 2, 0, 0, 1, 1},
+        {"3x2/3x2, 5->7, 27x14 out", 1, 7, 5, 27, 14, 3, 2, 3, 2, 0, 0, 1, 1},
+        {"3x3/2 pad 1 (general path), 4->6", 2, 6, 4, 15, 17, 3, 3, 2, 2, 1, 1, 1, 1},
+    };
+    int c, threads;
+    for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+        for (threads = 1; threads <= 2; threads++) {
+            const geom *t = &cases[c];
+            ocr_ctx ctx;
+            ocr_conv_params p = ocr_conv_params_make(t->sh, t->ph, 1, 1);
+            ocr_tensor xin, w, b, y;
+            int OH = (t->H + 2 * t->ph - t->kh) / t->sh + 1, OW = (t->W + 2 * t->pw - t->kw) / t->sw + 1;
+            long nx = (long)t->N * t->C * t->H * t->W, ny = (long)t->N * t->K * OH * OW, nw = (long)t->K * t->C * t->kh * t->kw, i;
+            double *ry = (double *)calloc((size_t)ny, sizeof(double)), *rdx = (double *)calloc((size_t)nx, sizeof(double));
+            double *rdw = (double *)calloc((size_t)nw, sizeof(double));
+            float *zeros = (float *)calloc((size_t)nx, sizeof(float)), *fdx = (float *)malloc((size_t)nx * sizeof(float));
+            memset(&xin, 0, sizeof xin); w = b = y = xin;
+            p.stride_w = t->sw; p.pad_w = t->pw;
+            OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, threads, 5));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &xin, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->K, OH, OW)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->K, t->C, t->kh, t->kw)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &b, "b", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(t->C)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y, "y", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->C, t->H, t->W)));
+            if (!ocr_test__case_failed && ry && rdx && rdw && zeros && fdx) {
+                ocr_tensor_fill_uniform(&ctx, &xin, -1.0f, 1.0f);
+                ocr_tensor_fill_uniform(&ctx, &w, -0.5f, 0.5f);
+                ocr_tensor_fill_uniform(&ctx, &b, -0.5f, 0.5f);
+                ocr_tensor_fill(&ctx, &y, 7.0); /* every output must be written */
+                OCR_CHECK_OK(&ctx, ocr_nn_conv_transpose2d_forward(&ctx, &xin, &w, &b, p, &y));
+                /* conv2d with weight [K, C, kh, kw] maps [N, C, H, W] to [N, K, OH, OW]; its dx for dy = x is the answer */
+                reference(t, OH, OW, zeros, (const float *)w.data, (const float *)xin.data, ry, rdx, rdw);
+                for (i = 0; i < nx; i++) rdx[i] += ((const float *)b.data)[(i / ((long)t->H * t->W)) % t->C];
+                to_float(rdx, fdx, nx);
+                OCR_CHECK_MSG(ocr_test_rel_err((const float *)y.data, fdx, nx, 1e-6) <= 2e-6, "%s, %d thread(s): off by %g", t->name, threads,
+                              ocr_test_rel_err((const float *)y.data, fdx, nx, 1e-6));
+            }
+            free(ry); free(rdx); free(rdw); free(zeros); free(fdx);
+            ocr_tensor_free(&xin); ocr_tensor_free(&w); ocr_tensor_free(&b); ocr_tensor_free(&y);
+            ocr_ctx_free(&ctx);
+        }
+}
+
+/* Eval forward with BN folded into the convolutions against the unfolded one, with BN statistics and affine
+   parameters drawn away from their initial values so that every fold does something. */
+static void test_dbnet_bn_fold(void) {
+    ocr_ctx ctx;
+    ocr_dbnet m;
+    ocr_dbnet_config cfg = ocr_dbnet_config_default();
+    ocr_tensor x, prob, logits;
+    float *ref_prob = NULL, *ref_logits = NULL;
+    int i, threads;
+    memset(&ctx, 0, sizeof ctx);
+    memset(&x, 0, sizeof x);
+    memset(&m, 0, sizeof m);
+    cfg.width = 0.25f;
+    for (threads = 1; threads <= 2; threads++) {
+        OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, threads, 11));
+        OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &m, &cfg));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, 64, 96)));
+        if (ocr_test__case_failed) break;
+        ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
+        for (i = 0; i < m.n_ops; i++) {
+            const ocr__dbnet_op *op = &m.ops[i];
+            ocr_tensor g, b, rm, rv;
+            if (op->kind != OCR__DB_BN) continue;
+            g = ocr_params_value(&m.params, op->w); b = ocr_params_value(&m.params, op->b);
+            rm = ocr_params_value(&m.params, op->mean); rv = ocr_params_value(&m.params, op->var);
+            ocr_tensor_fill_uniform(&ctx, &g, 0.5f, 1.5f);
+            ocr_tensor_fill_uniform(&ctx, &b, -0.2f, 0.2f);
+            ocr_tensor_fill_uniform(&ctx, &rm, -0.2f, 0.2f);
+            ocr_tensor_fill_uniform(&ctx, &rv, 0.5f, 2.0f);
+        }
+        m.bn_fold_off = 1;
+        OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &m, &x, 0, &prob, NULL));
+        if (ocr_test__case_failed) break;
+        logits = ocr__db_val(&m, m.act_prob_logits);
+        ref_prob = (float *)malloc(ocr_tensor_bytes(&prob));
+        ref_logits = (float *)malloc(ocr_tensor_bytes(&logits));
+        if (!ref_prob || !ref_logits) { OCR_CHECK_MSG(0, "out of memory"); break; }
+        memcpy(ref_prob, prob.data, ocr_tensor_bytes(&prob));
+        memcpy(ref_logits, logits.data, ocr_tensor_bytes(&logits));
+        m.bn_fold_off = 0;
+        OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &m, &x, 0, &prob, NULL));
+        printf("     %d thread(s): folded eval forward vs unfolded: logits %.2e, probability map %.2e (relative)\n", threads,
+               ocr_test_rel_err((const float *)logits.data, ref_logits, (long long)ocr_tensor_numel(&logits), 1e-6),
+               ocr_test_rel_err((const float *)prob.data, ref_prob, (long long)ocr_tensor_numel(&prob), 1e-6));
+        OCR_CHECK_MSG(ocr_test_rel_err((const float *)logits.data, ref_logits, (long long)ocr_tensor_numel(&logits), 1e-6) <= 1e-4,
+                      "%d thread(s): folded logits off by %g", threads,
+                      ocr_test_rel_err((const float *)logits.data, ref_logits, (long long)ocr_tensor_numel(&logits), 1e-6));
+        OCR_CHECK_MSG(ocr_test_rel_err((const float *)prob.data, ref_prob, (long long)ocr_tensor_numel(&prob), 1e-6) <= 1e-4,
+                      "%d thread(s): folded probability map off by %g", threads,
+                      ocr_test_rel_err((const float *)prob.data, ref_prob, (long long)ocr_tensor_numel(&prob), 1e-6));
+        /* the fold reads the parameters of this call: a changed BN shows at once (nothing folded is cached) */
+        ocr_tensor_fill(&ctx, &logits, 0.0);
+        {
+            ocr_tensor beta = ocr_params_value(&m.params, ocr_params_find(&m.params, "decoder.binarize.4.bias"));
+            ocr_tensor_fill(&ctx, &beta, -1e3);
+        }
+        OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &m, &x, 0, &prob, NULL));
+        OCR_CHECK_MSG(memcmp(logits.data, ref_logits, ocr_tensor_bytes(&logits)) != 0, "a changed BN bias did not change the folded forward");
+        free(ref_prob); free(ref_logits);
+        ref_prob = ref_logits = NULL;
+        ocr_tensor_free(&x);
+        ocr_dbnet_free(&m);
+        ocr_ctx_free(&ctx);
+    }
+    free(ref_prob); free(ref_logits);
+    ocr_tensor_free(&x);
+    ocr_dbnet_free(&m);
+    ocr_ctx_free(&ctx);
+}
+
 int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
     OCR_TEST_RUN(test_conv_paths);
     OCR_TEST_RUN(test_bn_relu_fused);
+    OCR_TEST_RUN(test_conv_transpose_paths);
+    OCR_TEST_RUN(test_dbnet_bn_fold);
     return ocr_test_finish();
 }

@@ -6,6 +6,7 @@ Commands (one per line; each answers one line on stdout):
     setup train|infer DEPTH WIDTH N H W THREADS   builds model, data and optimizer -> "ok"
     run                                            one training step (forward, DB loss, backward, SGD step), or
                                                    one inference (eval, no_grad) -> "<seconds>"
+    mem                                            peak resident memory of this process so far (VmHWM) -> "<KiB>"
     quit
 The loss is the official one: 5 * OHEM BCE(P) + Dice(B) + 10 * masked L1(T). Data are fixed random images with
 rectangular text regions, as in bench_train.c.
@@ -92,6 +93,9 @@ def main():
             print("ok", flush=True)
         elif f[0] == "run":
             print("%.6f" % b.run(), flush=True)
+        elif f[0] == "mem":
+            with open("/proc/self/status") as status:
+                print(next(l.split()[1] for l in status if l.startswith("VmHWM:")), flush=True)
         elif f[0] == "quit":
             break
         else:
