@@ -1,7 +1,8 @@
 /* DBNet post-processing against the official code path run live by tools/dbnet_post_ref.py (OpenCV,
    pyclipper, shapely) on seeded random probability maps: contours, fill masks and approxPolyDP exactly,
-   minimum-area boxes to 1e-3, and whole detections (box and polygon mode, fast and slow score): the same
-   count, each matched with IoU >= 0.95 and the score within 1e-4. Plus hand-computed cases and bad inputs. */
+   minimum-area boxes bit for bit (float32 corners of every contour and of random point clouds), and whole
+   detections (box and polygon mode, fast and slow score): the same count, each matched with IoU >= 0.95 and
+   the score within 1e-4, with no exception. Plus hand-computed cases and bad inputs. */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -14,8 +15,11 @@
 
 #define N_SMOOTH 70
 #define N_CHAOS 4
-#define N_MAPS (N_SMOOTH + N_CHAOS)
+#define N_TEXT 40
+#define N_MAPS (N_SMOOTH + N_CHAOS + N_TEXT)
 #define N_FILL 400
+#define N_CLOUD 3000
+#define CLOUD_MAX 40
 #define N_RUNS 4
 
 static const char *const run_names[N_RUNS] = {"box_fast", "box_slow", "poly_fast", "poly_slow"};
@@ -33,9 +37,11 @@ typedef struct {
 } tmap;
 
 typedef struct { int w, h, n; int xy[16]; char *mask; } tfill;
+typedef struct { int n; int xy[2 * CLOUD_MAX]; float rect[9]; } tcloud;
 
 static tmap maps[N_MAPS];
 static tfill fills[N_FILL];
+static tcloud clouds[N_CLOUD];
 static int ref_state; /* 0 not run, 1 ok, -1 failed */
 
 /* ---------------------------------------------------------------- inputs */
@@ -65,13 +71,44 @@ static void add_blob(float *p, int H, int W, ocr_rng *r) {
         }
 }
 
+/* A confident text line, as a trained model outputs: a rotated bar whose box mostly scores above box_thresh. */
+static void add_text_line(float *p, int H, int W, ocr_rng *r) {
+    float cx = uni(r, 0, (float)W), cy = uni(r, 0, (float)H), ang = uni(r, -0.6f, 0.6f) + (ocr_rng_below(r, 4) == 0 ? 1.5708f : 0);
+    float half_len = uni(r, 6, 0.3f * W), half_h = uni(r, 2, 8), peak = uni(r, 0.8f, 1.0f), sharp = uni(r, 1.5f, 5.0f);
+    float ca = cosf(ang), sa = sinf(ang);
+    int x, y;
+    for (y = 0; y < H; y++)
+        for (x = 0; x < W; x++) {
+            float u = (x - cx) * ca + (y - cy) * sa, v = -(x - cx) * sa + (y - cy) * ca;
+            float val = peak / (1 + expf(-fminf(half_len - fabsf(u), half_h - fabsf(v)) * sharp));
+            if (val > p[y * W + x]) p[y * W + x] = val;
+        }
+}
+
+/* Distinct integer points: few or many, on a small grid (collinear runs, ties for every extreme) or spread up
+   to 2^20; a fifth lie on one line. */
+static void make_cloud(tcloud *c, ocr_rng *r) {
+    static const int ranges[5] = {3, 6, 20, 300, 1 << 20};
+    int range = ranges[ocr_rng_below(r, 5)], line = ocr_rng_below(r, 5) == 0, k, j, tries;
+    c->n = 1 + (int)ocr_rng_below(r, CLOUD_MAX);
+    for (k = 0; k < c->n; k++) {
+        for (tries = 0; tries < 100; tries++) {
+            int x = (int)ocr_rng_below(r, (uint32_t)range), y = line ? 2 * x + 1 : (int)ocr_rng_below(r, (uint32_t)range);
+            for (j = 0; j < k && (c->xy[2 * j] != x || c->xy[2 * j + 1] != y); j++) {}
+            if (j == k) { c->xy[2 * k] = x; c->xy[2 * k + 1] = y; break; }
+        }
+        if (tries == 100) break; /* the grid is full */
+    }
+    c->n = k;
+}
+
 static void make_inputs(ocr_rng *r) {
     int m, i, k;
     for (m = 0; m < N_MAPS; m++) {
         tmap *t = &maps[m];
-        int chaos = m >= N_SMOOTH;
-        t->H = chaos ? 16 + (int)ocr_rng_below(r, 24) : 40 + (int)ocr_rng_below(r, 100);
-        t->W = chaos ? 16 + (int)ocr_rng_below(r, 24) : 40 + (int)ocr_rng_below(r, 100);
+        int chaos = m >= N_SMOOTH && m < N_SMOOTH + N_CHAOS, text = m >= N_SMOOTH + N_CHAOS;
+        t->H = chaos ? 16 + (int)ocr_rng_below(r, 24) : 40 + (int)ocr_rng_below(r, text ? 160 : 100);
+        t->W = chaos ? 16 + (int)ocr_rng_below(r, 24) : 40 + (int)ocr_rng_below(r, text ? 160 : 100);
         t->dest_w = t->W / 2 + (int)ocr_rng_below(r, (uint32_t)(3 * t->W));
         t->dest_h = t->H / 2 + (int)ocr_rng_below(r, (uint32_t)(3 * t->H));
         t->p = (float *)calloc((size_t)(t->H * t->W), sizeof(float));
@@ -79,7 +116,10 @@ static void make_inputs(ocr_rng *r) {
             for (i = 0; i < t->H * t->W; i++) t->p[i] = ocr_rng_uniform(r);
             continue;
         }
-        for (k = 1 + (int)ocr_rng_below(r, 6); k > 0; k--) add_blob(t->p, t->H, t->W, r);
+        if (text)
+            for (k = 2 + (int)ocr_rng_below(r, 7); k > 0; k--) add_text_line(t->p, t->H, t->W, r);
+        else
+            for (k = 1 + (int)ocr_rng_below(r, 6); k > 0; k--) add_blob(t->p, t->H, t->W, r);
         for (i = 0; i < t->H * t->W; i++) {
             float v = t->p[i] + 0.08f * ocr_rng_uniform(r);
             if (ocr_rng_below(r, 200) == 0) v = uni(r, 0.3f, 1.0f); /* isolated specks */
@@ -97,6 +137,7 @@ static void make_inputs(ocr_rng *r) {
             f->xy[2 * k + 1] = k && ocr_rng_below(r, 4) == 0 ? f->xy[2 * k - 1] : (int)ocr_rng_below(r, (uint32_t)(f->h + 16)) - 8;
         }
     }
+    for (i = 0; i < N_CLOUD; i++) make_cloud(&clouds[i], r);
 }
 
 static int write_inputs(const char *dir) {
@@ -117,6 +158,14 @@ static int write_inputs(const char *dir) {
     for (i = 0; i < N_FILL; i++) {
         fprintf(f, "%d %d %d", fills[i].w, fills[i].h, fills[i].n);
         for (k = 0; k < 2 * fills[i].n; k++) fprintf(f, " %d", fills[i].xy[k]);
+        fputc('\n', f);
+    }
+    fclose(f);
+    snprintf(path, sizeof path, "%s/clouds.txt", dir);
+    if (!(f = fopen(path, "w"))) return 0;
+    for (i = 0; i < N_CLOUD; i++) {
+        fprintf(f, "%d", clouds[i].n);
+        for (k = 0; k < 2 * clouds[i].n; k++) fprintf(f, " %d", clouds[i].xy[k]);
         fputc('\n', f);
     }
     fclose(f);
@@ -184,6 +233,10 @@ static int parse_ref(void) {
         char *s;
         if (!expect("fill") || !(s = tok()) || (int)strlen(s) != fills[i].w * fills[i].h) return 0;
         fills[i].mask = s;
+    }
+    for (i = 0; i < N_CLOUD; i++) {
+        if (!expect("cloud")) return 0;
+        for (k = 0; k < 9; k++) clouds[i].rect[k] = (float)num();
     }
     return expect("end");
 }
@@ -303,46 +356,47 @@ static void test_fill_matches_opencv(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* One box against OpenCV's float32 answer (short side, then TL, TR, BR, BL): every value bit for bit. */
+static int same_box(ocr_ctx *ctx, const int *xy, int n, const float ref[9], const char *what, int index) {
+    ocr_point *pts = to_points(xy, n), box[4];
+    float side = -1;
+    int k, ok;
+    ok = ocr_min_area_box(ctx, pts, n, box, &side) == OCR_OK && side == ref[0];
+    for (k = 0; k < 4 && ok; k++) ok = box[k].x == ref[1 + 2 * k] && box[k].y == ref[2 + 2 * k];
+    if (!ok)
+        fprintf(stderr, "  %s %d (%d points): side %.9g box (%.9g,%.9g) (%.9g,%.9g) (%.9g,%.9g) (%.9g,%.9g)\n"
+                        "      OpenCV side %.9g box (%.9g,%.9g) (%.9g,%.9g) (%.9g,%.9g) (%.9g,%.9g)\n",
+                what, index, n, side, box[0].x, box[0].y, box[1].x, box[1].y, box[2].x, box[2].y, box[3].x, box[3].y, ref[0], ref[1],
+                ref[2], ref[3], ref[4], ref[5], ref[6], ref[7], ref[8]);
+    free(pts);
+    return ok;
+}
+
+/* Does the contour visit a point twice (a one-pixel-wide neck)? Then the hull order hangs on which visit
+   OpenCV's sort keeps: counted to show these are covered. */
+static int has_repeats(const int *xy, int n) {
+    int a, b;
+    for (a = 0; a < n; a++)
+        for (b = a + 1; b < n; b++)
+            if (xy[2 * a] == xy[2 * b] && xy[2 * a + 1] == xy[2 * b + 1]) return 1;
+    return 0;
+}
+
 static void test_min_area_box_matches_opencv(void) {
     ocr_ctx ctx;
-    int m, c, k, total = 0, shifted = 0, ties = 0;
+    int m, c, total = 0, bad = 0, repeats = 0, i;
     if (!reference()) { OCR_CHECK_MSG(0, "no reference"); return; }
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
-    for (m = 0; m < N_MAPS; m++) {
-        tmap *t = &maps[m];
-        for (c = 0; c < t->n_contours; c++) {
-            ocr_point *pts = to_points(t->contours[c].xy, t->contours[c].n), box[4];
-            float side = -1, *ref = t->rect[c];
-            double tol = 1e-3 * (1 + fabs(ref[0]) + fabs(ref[1]) + fabs(ref[2]));
-            int shift, best_shift = -1;
-            OCR_CHECK_OK(&ctx, ocr_min_area_box(&ctx, pts, t->contours[c].n, box, &side));
-            if (!(fabs(side - ref[0]) <= 1e-3 * (1 + ref[0]))) {
-                /* a rectangle of exactly the same area, which OpenCV's float32 noise preferred */
-                double ours = hypot(box[1].x - box[0].x, box[1].y - box[0].y) * hypot(box[2].x - box[1].x, box[2].y - box[1].y);
-                double theirs = hypot(ref[3] - ref[1], ref[4] - ref[2]) * hypot(ref[5] - ref[3], ref[6] - ref[4]);
-                OCR_CHECK_MSG(fabs(ours - theirs) <= 1e-4 * theirs, "map %d contour %d: short side %g area %g, OpenCV %g area %g", m, c, side,
-                              ours, ref[0], theirs);
-                ties++;
-                free(pts);
-                continue;
-            }
-            /* the same corners in the same order; only an exact tie in x (a 45 degree box) may start elsewhere */
-            for (shift = 0; shift < 4 && best_shift < 0; shift++) {
-                for (k = 0; k < 4; k++)
-                    if (fabs(box[(k + shift) % 4].x - ref[1 + 2 * k]) > tol || fabs(box[(k + shift) % 4].y - ref[2 + 2 * k]) > tol) break;
-                if (k == 4) best_shift = shift;
-            }
-            OCR_CHECK_MSG(best_shift >= 0, "map %d contour %d: box (%g,%g) (%g,%g) (%g,%g) (%g,%g), OpenCV (%g,%g) (%g,%g) (%g,%g) (%g,%g)", m, c,
-                          box[0].x, box[0].y, box[1].x, box[1].y, box[2].x, box[2].y, box[3].x, box[3].y, ref[1], ref[2], ref[3], ref[4],
-                          ref[5], ref[6], ref[7], ref[8]);
-            if (best_shift > 0) shifted++;
-            total++;
-            free(pts);
+    for (m = 0; m < N_MAPS; m++)
+        for (c = 0; c < maps[m].n_contours; c++, total++) {
+            char what[32];
+            snprintf(what, sizeof what, "map %d contour", m);
+            bad += !same_box(&ctx, maps[m].contours[c].xy, maps[m].contours[c].n, maps[m].rect[c], what, c);
+            repeats += has_repeats(maps[m].contours[c].xy, maps[m].contours[c].n);
         }
-    }
-    printf("     %d boxes compared, %d starting at another corner (x ties), %d equal-area ties resolved otherwise\n", total, shifted, ties);
-    OCR_CHECK_MSG(ties * 100 <= total, "too many equal-area ties: %d of %d", ties, total);
-    OCR_CHECK_MSG(shifted * 20 <= total, "too many boxes start at another corner: %d of %d", shifted, total);
+    for (i = 0; i < N_CLOUD; i++, total++) bad += !same_box(&ctx, clouds[i].xy, clouds[i].n, clouds[i].rect, "cloud", i);
+    printf("     %d boxes compared bit for bit (%d contours with a repeated point, %d point clouds)\n", total, repeats, N_CLOUD);
+    OCR_CHECK_MSG(bad == 0, "%d of %d boxes differ from cv2.boxPoints(cv2.minAreaRect())", bad, total);
     ocr_ctx_free(&ctx);
 }
 
@@ -374,15 +428,13 @@ static double iou_of(ocr_ctx *ctx, const ocr_point *a, int na, const ocr_point *
     return aa + ab - inter > 0 ? inter / (aa + ab - inter) : 0;
 }
 
-/* Polygon mode must agree on every detection. In box mode OpenCV computes minAreaRect and boxPoints in float32:
-   a corner that is exactly an integer comes out as e.g. 44.999996 and truncates to 44 in the score mask and the
-   unclip, and float noise decides between rectangles of exactly equal area; ocr-c computes them exactly. Those
-   candidates (measured: 4 of 31 fast, 3 of 90 slow; printed) may differ; at least 85% must agree. */
+/* Every detection must agree, box mode included: ocr_min_area_box rounds as OpenCV's float32 minAreaRect and
+   boxPoints do, so a corner meant to be an integer truncates as there in the score mask and the unclip. */
 static void check_run(int run) {
     ocr_ctx ctx;
     ocr_post_config cfg = ocr_post_config_default(run < 2 ? OCR_POST_BOX : OCR_POST_POLYGON);
     ocr_detections d;
-    int m, total = 0, identical = 0, disagree = 0, strict = run >= 2;
+    int m, total = 0, identical = 0, disagree = 0;
     double worst_iou = 1, worst_score = 0;
     if (!reference()) { OCR_CHECK_MSG(0, "no reference"); return; }
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
@@ -442,8 +494,7 @@ static void check_run(int run) {
     printf("     %s: %d detections, %d with identical points, %d disagreeing, worst IoU %.4f, worst score difference %.2g\n",
            run_names[run], total, identical, disagree, worst_iou, worst_score);
     OCR_CHECK_MSG(total >= 15, "only %d reference detections: the maps test too little", total);
-    if (strict) OCR_CHECK_MSG(disagree == 0, "%d detections disagree with the reference", disagree);
-    else OCR_CHECK_MSG(disagree * 100 <= 15 * total, "%d of %d detections disagree with the reference (at most 15%% allowed)", disagree, total);
+    OCR_CHECK_MSG(disagree == 0, "%d detections disagree with the reference", disagree);
     ocr_detections_free(&d);
     ocr_ctx_free(&ctx);
 }
@@ -608,6 +659,7 @@ static void test_bad_inputs(void) {
     ocr_detections d;
     ocr_point box[4];
     memset(p, 0, sizeof p);
+    memset(box, 0, sizeof box);
     memset(&d, 0, sizeof d);
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
     p[13] = NAN;

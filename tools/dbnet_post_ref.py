@@ -6,6 +6,7 @@ shapely, applied to inputs the C test writes.
 usage: dbnet_post_ref.py DIR
   reads  DIR/maps.bin   int32 count, then per map int32 H, W, dest_w, dest_h and H*W float32 probabilities
          DIR/polys.txt  one polygon per line: mask_w mask_h n x0 y0 ... (integers), for cv2.fillPoly
+         DIR/clouds.txt one point set per line: n x0 y0 ... (integers), for get_mini_boxes
   writes DIR/ref.txt    whitespace-separated records (see write_map below)
 
 Deviation from the official code, where it would raise instead: an unclip that returns no polygon drops the
@@ -160,6 +161,10 @@ def main():
             mask = np.zeros((mh, mw), dtype=np.uint8)
             cv2.fillPoly(mask, np.array(v[3:3 + 2 * n], dtype=np.int32).reshape(1, -1, 2), 1)
             f.write("fill %s\n" % "".join(str(int(b)) for b in mask.reshape(-1)))
+        for line in open(folder + "/clouds.txt"):
+            v = [int(t) for t in line.split()]
+            box, sside = mini_box(np.array(v[1:1 + 2 * v[0]], dtype=np.int32).reshape(-1, 1, 2))
+            f.write("cloud %.9g %s\n" % (sside, " ".join("%.9g %.9g" % (p[0], p[1]) for p in box)))
         f.write("end\n")
 
 
