@@ -2055,10 +2055,13 @@ OCRDEF int ocr_cuda_loss_db(ocr_ctx *ctx, const ocr_db_loss_config *cfg, const o
     if (cfg->l1_weight > 0.0f &&
         (rc = ocr__l1_dev(ctx, T, OCR__F(gt_thresh), OCR__F(mask_thresh), n, cfg->l1_weight * cfg->grad_scale, dT, &r.l1)))
         return rc;
+    if (cfg->prob_dice_weight > 0.0f && n > 0 &&
+        (rc = ocr__dice_dev(ctx, cfg->dice_eps, x, 1, gs, ms, NULL, n, cfg->prob_dice_weight * cfg->grad_scale, dx, &r.dice_prob)))
+        return rc;
     if (need_z && grads)
         OCR__LAUNCH(ctx, ocr__k_step_bwd, (ocr__grid(n)), (OCR__BLOCK), x, T, cfg->k, (const float *)z, (const float *)dz, 0, dx, dT, n);
     r.total = (double)cfg->bce_weight * r.bce + (double)cfg->dice_weight * r.dice + (double)cfg->l1_weight * r.l1 +
-              (double)cfg->binary_bce_weight * r.bce_binary;
+              (double)cfg->binary_bce_weight * r.bce_binary + (double)cfg->prob_dice_weight * r.dice_prob;
     if (out) *out = r;
     return OCR_OK;
 }

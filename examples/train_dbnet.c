@@ -27,7 +27,7 @@ typedef struct {
     const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone;
     int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, stop_at;
     int check_numerics, save_every;
-    float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip;
+    float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice;
 } train_args;
 
 static volatile sig_atomic_t g_stop;
@@ -187,7 +187,8 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
 /* The run's settings, stored in every checkpoint so --resume continues the same run. */
 static const char *const kArgNames[] = {"data", "val", "init", "optimizer", "backbone", "steps", "batch", "size", "seed",
                                         "eval_every", "val_count", "val_size", "lr", "width", "weight_decay",
-                                        "balanced_fraction", "pos_weight", "prior", "clip", "epochs"};
+                                        "balanced_fraction", "pos_weight", "prior", "clip", "epochs", "prob_dice"};
+enum { N_ARGS = sizeof kArgNames / sizeof kArgNames[0] };
 
 static void args_to_meta(const train_args *a, char values[][256]) {
     snprintf(values[0], 256, "%s", a->data);
@@ -210,23 +211,25 @@ static void args_to_meta(const train_args *a, char values[][256]) {
     snprintf(values[17], 256, "%.9g", a->prior);
     snprintf(values[18], 256, "%.9g", a->clip);
     snprintf(values[19], 256, "%d", a->epochs);
+    snprintf(values[20], 256, "%.9g", a->prob_dice);
 }
 
 /* Strings stay alive in the checkpoint's metadata for the whole run (the file is kept open). */
 static void args_from_meta(const ocr_safetensors *st, train_args *a) {
-    const char *v[20];
+    const char *v[N_ARGS];
     int i;
-    for (i = 0; i < 20; i++) {
+    for (i = 0; i < N_ARGS; i++) {
         char key[64];
         snprintf(key, sizeof key, "train.%s", kArgNames[i]);
         v[i] = ocr_safetensors_meta(st, key);
+        if (!v[i] && strcmp(kArgNames[i], "prob_dice") == 0) v[i] = "0"; /* runs from before the Dice(P) term */
         if (!v[i]) { fprintf(stderr, "train_dbnet: the checkpoint lacks '%s'; not a train_dbnet checkpoint\n", key); exit(1); }
     }
     a->data = v[0]; a->val = v[1]; a->init = v[2][0] ? v[2] : NULL; a->optimizer = v[3]; a->backbone = v[4];
     a->steps = atoi(v[5]); a->batch = atoi(v[6]); a->size = atoi(v[7]); a->seed = atoi(v[8]); a->eval_every = atoi(v[9]);
     a->val_count = atoi(v[10]); a->val_size = atoi(v[11]); a->lr = (float)atof(v[12]); a->width = (float)atof(v[13]);
     a->weight_decay = (float)atof(v[14]); a->balanced_fraction = (float)atof(v[15]); a->pos_weight = (float)atof(v[16]);
-    a->prior = (float)atof(v[17]); a->clip = (float)atof(v[18]); a->epochs = atoi(v[19]);
+    a->prior = (float)atof(v[17]); a->clip = (float)atof(v[18]); a->epochs = atoi(v[19]); a->prob_dice = (float)atof(v[20]);
 }
 
 typedef struct {
@@ -246,22 +249,22 @@ static void save_checkpoint(ocr_ctx *ctx, const char *run_dir, const char *name,
     ocr_tensor mt, vt, staged[2];
     const ocr_tensor *tensors[2];
     args_to_meta(a, values);
-    for (i = 0; i < 20; i++) {
-        static char key_store[20][64];
+    for (i = 0; i < N_ARGS; i++) {
+        static char key_store[N_ARGS][64];
         snprintf(key_store[i], sizeof key_store[i], "train.%s", kArgNames[i]);
         keys[n] = key_store[i];
         vals[n++] = values[i];
     }
-    snprintf(values[20], 256, "%lld", (long long)st->step);
-    keys[n] = "train.step"; vals[n++] = values[20];
-    snprintf(values[21], 256, "%.9g", st->best_hmean);
-    keys[n] = "train.best_hmean"; vals[n++] = values[21];
-    snprintf(values[22], 256, "%lld", (long long)st->best_step);
-    keys[n] = "train.best_step"; vals[n++] = values[22];
-    snprintf(values[23], 256, "%.3f", st->seconds);
-    keys[n] = "train.seconds"; vals[n++] = values[23];
-    snprintf(values[24], 256, "%lld", (long long)opt->step);
-    keys[n] = "train.optim_step"; vals[n++] = values[24];
+    snprintf(values[N_ARGS + 0], 256, "%lld", (long long)st->step);
+    keys[n] = "train.step"; vals[n++] = values[N_ARGS + 0];
+    snprintf(values[N_ARGS + 1], 256, "%.9g", st->best_hmean);
+    keys[n] = "train.best_hmean"; vals[n++] = values[N_ARGS + 1];
+    snprintf(values[N_ARGS + 2], 256, "%lld", (long long)st->best_step);
+    keys[n] = "train.best_step"; vals[n++] = values[N_ARGS + 2];
+    snprintf(values[N_ARGS + 3], 256, "%.3f", st->seconds);
+    keys[n] = "train.seconds"; vals[n++] = values[N_ARGS + 3];
+    snprintf(values[N_ARGS + 4], 256, "%lld", (long long)opt->step);
+    keys[n] = "train.optim_step"; vals[n++] = values[N_ARGS + 4];
     mt = ocr_tensor_view("optim.m", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->m);
     vt = ocr_tensor_view("optim.v", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->v ? opt->v : opt->m);
     memset(staged, 0, sizeof staged);
@@ -269,7 +272,7 @@ static void save_checkpoint(ocr_ctx *ctx, const char *run_dir, const char *name,
     tensors[0] = &mt;
     tensors[1] = &vt;
     snprintf(path, sizeof path, "%s/%s.optim.safetensors", run_dir, name);
-    if (opt->m && ocr_safetensors_save(ctx, path, tensors, opt->v ? 2 : 1, keys + 20, vals + 20, 1)) die(ctx, "saving the optimizer state");
+    if (opt->m && ocr_safetensors_save(ctx, path, tensors, opt->v ? 2 : 1, keys + N_ARGS, vals + N_ARGS, 1)) die(ctx, "saving the optimizer state");
     ocr_tensor_free(&staged[0]);
     ocr_tensor_free(&staged[1]);
     snprintf(path, sizeof path, "%s/%s.safetensors", run_dir, name);
@@ -346,7 +349,7 @@ int main(int argc, char **argv) {
     a.data = "synth"; a.val = "synth"; a.out = NULL; a.device = "cpu"; a.optimizer = "adamw"; a.backbone = "resnet18";
     a.steps = 1000; a.batch = 8; a.size = 320; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 250;
     a.log_every = 10; a.val_count = 200; a.val_size = 320; a.lr = 2e-3f; a.width = 0.25f; a.weight_decay = 1e-4f;
-    a.balanced_fraction = 0.2f; a.pos_weight = 3.0f; a.prior = 0.03f; a.clip = 5.0f; a.save_every = 100;
+    a.balanced_fraction = 0.2f; a.pos_weight = 3.0f; a.prior = 0.03f; a.clip = 5.0f; a.prob_dice = 1.0f; a.save_every = 100;
 
 #define FLAG(n, t, v, h) (flags[nf].name = n, flags[nf].type = t, flags[nf].value = v, flags[nf].help = h, nf++)
     FLAG("--data", OCR_EX_STRING, &a.data, "training data: synth, icdar:DIR (images/ and gts/, or IMAGES,GTS) or lmdb:PATH");
@@ -363,6 +366,7 @@ int main(int argc, char **argv) {
     FLAG("--prior", OCR_EX_FLOAT, &a.prior, "initial text probability of the probability head's bias (0: official init)");
     FLAG("--balanced-fraction", OCR_EX_FLOAT, &a.balanced_fraction, "fraction of the steps trained with class-balanced BCE; then positive-weighted BCE");
     FLAG("--pos-weight", OCR_EX_FLOAT, &a.pos_weight, "positive-class weight of the BCE after the balanced phase (0: official OHEM)");
+    FLAG("--prob-dice", OCR_EX_FLOAT, &a.prob_dice, "weight of a Dice loss on the probability map itself (0: the official loss only)");
     FLAG("--clip", OCR_EX_FLOAT, &a.clip, "global gradient-norm clip (0: none)");
     FLAG("--threads", OCR_EX_INT, &a.threads, "compute threads (0: all cores)");
     FLAG("--workers", OCR_EX_INT, &a.workers, "data loader threads");
@@ -480,6 +484,7 @@ int main(int argc, char **argv) {
             (long long)total_steps, a.batch, a.size, a.size, ctx.n_threads, ocr_gemm_kernel_name(&ctx), run_dir);
 
     loss_cfg = ocr_db_loss_defaults();
+    loss_cfg.prob_dice_weight = a.prob_dice; /* sharpens P between neighbouring words: see ocr_loss.h */
     memset(&last_eval, 0, sizeof last_eval);
     t_start = now_seconds();
     {
@@ -531,12 +536,13 @@ int main(int argc, char **argv) {
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/bce", terms.bce) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/dice", terms.dice) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/l1", terms.l1) ||
+                    (a.prob_dice > 0 && ocr_metrics_scalar(&ctx, &metrics, st.step, "train/dice_prob", terms.dice_prob)) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/lr", lr) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/grad_norm", norm) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/images_per_second", ips))
                     die(&ctx, "metrics");
-                snprintf(line, sizeof line, "loss %.4f (bce %.4f dice %.4f l1 %.4f) lr %.2e %.1f img/s", terms.total, terms.bce,
-                         terms.dice, terms.l1, lr, ips);
+                snprintf(line, sizeof line, "loss %.4f (bce %.4f dice %.4f l1 %.4f dice(P) %.4f) lr %.2e %.1f img/s", terms.total,
+                         terms.bce, terms.dice, terms.l1, terms.dice_prob, lr, ips);
                 if (tty) ocr_ex_progress(stderr, (long)st.step, (long)total_steps, el, line);
                 else { printf("step %lld/%lld %s\n", (long long)st.step, (long long)total_steps, line); fflush(stdout); }
             }

@@ -477,14 +477,16 @@ static void test_losses(void) {
             dev_free(&gp);
             ocr_tensor_free(&p);
         }
-        for (mode = 0; mode < 2; mode++) {
-            ocr_db_loss_config cfg = mode ? ocr_db_loss_paper() : ocr_db_loss_defaults();
+        for (mode = 0; mode < 3; mode++) { /* official, paper, and train_dbnet's recipe (pos-weighted BCE + Dice(P)) */
+            ocr_db_loss_config cfg = mode == 1 ? ocr_db_loss_paper() : ocr_db_loss_defaults();
             ocr_db_loss_terms tc, tg;
+            if (mode == 2) { cfg.bce.mode = OCR_LOSS_BCE_POS_WEIGHT; cfg.bce.pos_weight = 3.0f; cfg.prob_dice_weight = 1.0f; }
             OCR_CHECK_OK(&cpu, ocr_loss_db(&cpu, &cfg, &x, &t, &gt, &m, &gtt, &mt, &tc, &dx, &dt));
             OCR_CHECK_OK(&gpu, ocr_loss_db(&gpu, &cfg, &gx.t, &gtn.t, &ggt.t, &gm.t, &ggtt.t, &gmt.t, &tg, &gdx.t, &gdt.t));
             OCR_CHECK_MSG(fabs(tc.total - tg.total) <= 1e-6 * fabs(tc.total), "db loss %s: cpu %.9g cuda %.9g (bce %.9g/%.9g dice %.9g/%.9g "
-                          "l1 %.9g/%.9g binary %.9g/%.9g)", mode ? "paper" : "official", tc.total, tg.total, tc.bce, tg.bce, tc.dice,
-                          tg.dice, tc.l1, tg.l1, tc.bce_binary, tg.bce_binary);
+                          "l1 %.9g/%.9g binary %.9g/%.9g dice(P) %.9g/%.9g)", mode == 0 ? "official" : mode == 1 ? "paper" : "recipe",
+                          tc.total, tg.total, tc.bce, tg.bce, tc.dice, tg.dice, tc.l1, tg.l1, tc.bce_binary, tg.bce_binary, tc.dice_prob,
+                          tg.dice_prob);
             expect_same("db loss d_prob_logits", &gdx, &dx, 1e-5);
             expect_same("db loss d_thresh", &gdt, &dt, 1e-5);
         }

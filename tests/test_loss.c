@@ -300,6 +300,11 @@ static void test_finite_differences(void) {
     fd_run(&p, "db loss, official weights", 1, 1, 1.0 / 1024);
     p.cfg = ocr_db_loss_paper();
     fd_run(&p, "db loss, paper weights", 1, 1, 1.0 / 1024);
+    p.cfg = ocr_db_loss_defaults();
+    p.cfg.bce.mode = OCR_LOSS_BCE_POS_WEIGHT;
+    p.cfg.bce.pos_weight = 3.0f;
+    p.cfg.prob_dice_weight = 1.0f;
+    fd_run(&p, "db loss with Dice(P), train_dbnet's recipe", 1, 1, 1.0 / 1024);
     p.term = FD_STEP;
     fd_run(&p, "step", 1, 1, 1.0 / 1024);
     p.term = FD_L1;
@@ -308,6 +313,47 @@ static void test_finite_differences(void) {
     for (i = 0; i < FD_P; i++) p.x[i] = 0.05f + 0.9f * (float)((i * 37) % 64) / 64.0f;
     p.term = FD_DICE;
     fd_run(&p, "dice", 1, 0, 1.0 / 1024);
+    ocr_ctx_free(&ctx);
+}
+
+/* Dice(P) alone against the formula in double: 1 - 2 sum(p g m) / (sum(p m) + sum(g m) + eps), p = sigmoid(x), and its
+   logit gradient -2 m p (1-p) (g (S) - I) / S^2 with S the denominator and I the intersection. */
+static void test_prob_dice(void) {
+    enum { N = 777 };
+    static float x[N], g[N], m[N], d[N];
+    ocr_ctx ctx;
+    ocr_shape s = ocr_shape4(1, 1, 1, N);
+    ocr_tensor X = ocr_tensor_f32("x", s, x), G = ocr_tensor_f32("gt", s, g), M = ocr_tensor_f32("mask", s, m);
+    ocr_tensor D = ocr_tensor_f32("d", s, d), T = ocr_tensor_f32("thresh", s, g);
+    ocr_db_loss_config cfg = ocr_db_loss_defaults();
+    ocr_db_loss_terms terms;
+    double inter = 0, sp = 0, sg = 0, S, worst = 0;
+    int i;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 5));
+    for (i = 0; i < N; i++) {
+        x[i] = 3.0f * ocr_rng_normal(&ctx.rng);
+        g[i] = ocr_rng_uniform(&ctx.rng) < 0.3f ? 1.0f : 0.0f;
+        m[i] = ocr_rng_uniform(&ctx.rng) < 0.1f ? 0.0f : 1.0f;
+        d[i] = 0.0f;
+    }
+    for (i = 0; i < N; i++) {
+        double p = 1.0 / (1.0 + exp(-(double)x[i]));
+        inter += p * g[i] * m[i]; sp += p * m[i]; sg += (double)g[i] * m[i];
+    }
+    S = sp + sg + (double)cfg.dice_eps;
+    cfg.bce_weight = cfg.dice_weight = cfg.l1_weight = 0.0f;
+    cfg.prob_dice_weight = 2.0f;
+    OCR_CHECK_OK(&ctx, ocr_loss_db(&ctx, &cfg, &X, &T, &G, &M, &G, &M, &terms, &D, NULL));
+    close_scalar("Dice(P) value", terms.dice_prob, 1.0 - 2.0 * inter / S, 1e-6, 1e-9);
+    close_scalar("Dice(P) weighted total", terms.total, 2.0 * (1.0 - 2.0 * inter / S), 1e-6, 1e-9);
+    OCR_CHECK(terms.bce == 0.0 && terms.dice == 0.0 && terms.l1 == 0.0);
+    for (i = 0; i < N; i++) {
+        double p = 1.0 / (1.0 + exp(-(double)x[i]));
+        double ref = 2.0 * -2.0 * m[i] * p * (1.0 - p) * ((double)g[i] * S - inter) / (S * S);
+        double err = fabs(d[i] - ref) / (fabs(ref) + 1e-7);
+        if (err > worst) worst = err;
+    }
+    OCR_CHECK_MSG(worst < 1e-4, "Dice(P) gradient: worst relative error %.3g", worst);
     ocr_ctx_free(&ctx);
 }
 
@@ -730,6 +776,7 @@ int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
     OCR_TEST_RUN(test_parity_reference);
     OCR_TEST_RUN(test_finite_differences);
+    OCR_TEST_RUN(test_prob_dice);
     OCR_TEST_RUN(test_ohem_selection_matches_sort);
     OCR_TEST_RUN(test_ohem_tiny_losses);
     OCR_TEST_RUN(test_edge_cases);
