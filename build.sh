@@ -137,6 +137,22 @@ cuda_emu_build() {
         g++ $CXXWARN $INC $flags -DOCR_CUDA -DOCR_CUDA_EMULATE tests/test_cuda_emu.cpp "$dir/ocr_cuda_emu.o" -o "$dir/test_cuda_emu" \
             $LIBS 2>>"$dir/ocr_cuda_emu.log" ||
         { cat "$dir/ocr_cuda_emu.log" >&2; say "build.sh: FAILED to build the CUDA emulation test in $dir" >&2; return 1; }
+    # [repro] the repro programs' --device cuda variants on the emulator, DIR/repro_NAME_emu, run by tests/test_repro.c;
+    # repro_nonfinite (whole DBNet steps) in the plain build only: minutes under the sanitizers
+    local f repros="" pids=""
+    case "$dir" in
+    build) repros="repro_step_overflow repro_loss_bad_input repro_nonfinite" ;;
+    build/san) repros="repro_step_overflow repro_loss_bad_input" ;;
+    esac
+    for f in $repros; do
+        { $CC $WARN $INC $flags -DOCR_CUDA -DOCR_CUDA_EMULATE -c examples/$f.c -o "$dir/${f}_emu.o" &&
+            g++ $flags "$dir/${f}_emu.o" "$dir/ocr_cuda_emu.o" -o "$dir/${f}_emu" $LIBS; } 2>"$dir/${f}_emu.log" &
+        pids="$pids $!"
+    done
+    for f in $pids; do
+        wait "$f" || { cat "$dir"/repro_*_emu.log >&2; say "build.sh: FAILED to build the emulated repro programs in $dir" >&2; return 1; }
+    done
+    # [repro] end
     [ "$dir" = build ] || return 0
     # the cuDNN isolation tool on the emulator (own kernels against the CPU), and the headers' CUDA declarations as C99
     $CC $WARN $INC $flags -DOCR_CUDA -DOCR_CUDA_EMULATE -c examples/repro_cudnn_isolate.c -o build/repro_cudnn_isolate_emu.o &&
@@ -146,8 +162,9 @@ cuda_emu_build() {
         { say "build.sh: FAILED: repro_cudnn_isolate (emulated) or the headers with -DOCR_CUDA" >&2; return 1; }
 }
 # The real CUDA build with nvcc (cuDNN + cuBLAS, sm_80 + sm_90 + PTX, warnings as errors) into build/cuda:
-# ocr_cuda.o, the GPU variants of train_dbnet and detect, the parity test and repro_cudnn_isolate. Linked, not run
-# here: without a GPU they can only report that (checked below). Skipped with a message when nvcc is absent.
+# ocr_cuda.o, the GPU variants of train_dbnet, detect and the repro programs that have one, the parity test and
+# repro_cudnn_isolate. Linked, not run here: without a GPU they can only report that (checked below). Skipped with a
+# message when nvcc is absent.
 cuda_nvcc_build() {
     local d=build/cuda f
     local cuflags="-O2 -std=c++17 -DOCR_CUDNN -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror $INC
@@ -160,13 +177,13 @@ cuda_nvcc_build() {
     g++ $CXXWARN $INC -O2 -DOCR_CUDA -c tests/test_cuda_emu.cpp -o $d/test_cuda_parity.o 2>$d/host.log &&
         $CC $WARN $INC -O2 -DOCR_CUDA -c examples/repro_cudnn_isolate.c -o $d/repro_cudnn_isolate.o 2>>$d/host.log ||
         { wait $nv || true; cat $d/host.log >&2; say "build.sh: FAILED to compile the CUDA host programs" >&2; return 1; }
-    for f in train_dbnet detect; do
+    for f in train_dbnet detect repro_step_overflow repro_loss_bad_input repro_nonfinite; do
         [ -f examples/$f.c ] || continue
         $CC $WARN $INC -O2 -DOCR_CUDA -c examples/$f.c -o $d/$f.o 2>>$d/host.log ||
             { wait $nv || true; cat $d/host.log >&2; say "build.sh: FAILED to compile the CUDA variant of examples/$f.c" >&2; return 1; }
     done
     wait $nv || { cat $d/ocr_cuda.log >&2; say "build.sh: nvcc FAILED on ocr_cuda.cu" >&2; return 1; }
-    for f in test_cuda_parity repro_cudnn_isolate train_dbnet detect; do
+    for f in test_cuda_parity repro_cudnn_isolate train_dbnet detect repro_step_overflow repro_loss_bad_input repro_nonfinite; do
         [ -f $d/$f.o ] || continue
         g++ $d/$f.o $d/ocr_cuda.o -o $d/$f $culibs 2>>$d/host.log || { cat $d/host.log >&2; say "build.sh: FAILED to link $d/$f" >&2; return 1; }
     done
@@ -178,7 +195,8 @@ cuda_nvcc_build() {
         if [ "$rc" = 0 ] || [ "$rc" -gt 128 ] || ! printf '%s' "$out" | grep -q "no usable CUDA device"; then
             say "build.sh: the CUDA build on this GPU-less machine did not report it cleanly (exit $rc): $out" >&2; return 1
         fi
-        for f in "train_dbnet --device cuda" "detect --device cuda --model none.safetensors none.png"; do
+        for f in "train_dbnet --device cuda" "detect --device cuda --model none.safetensors none.png" "repro_step_overflow --device cuda" \
+            "repro_loss_bad_input --device cuda" "repro_nonfinite --device cuda"; do
             [ -x "$d/${f%% *}" ] || continue
             # shellcheck disable=SC2086
             set +e; out=$($d/$f 2>&1); rc=$?; set -e

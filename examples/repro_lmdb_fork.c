@@ -198,6 +198,8 @@ static void naive_body(void *arg, int fd) { child_args *a = (child_args *)arg; n
 static void ocr_body(void *arg, int fd) { child_args *a = (child_args *)arg; ocr_child(a->ocr, a->records, fd); }
 
 int main(int argc, char **argv) {
+    static const char synopsis[] = "[flags]\n\nHost-only by nature (no --device): LMDB environments and fork() belong to host "
+                                   "processes;\na GPU training run's data loader workers meet the same failure, and the same fix.";
     int records = 64, children = 4, naive_failed, ocr_failed, rc, parent_ok = 1;
     const char *dir = NULL;
     char tmp[64] = "/tmp/repro_lmdb_fork.XXXXXX", path[4200];
@@ -211,7 +213,7 @@ int main(int argc, char **argv) {
     ocr_sample s;
     naive_dataset naive;
     child_args args;
-    if (ocr_ex_parse(argc, argv, "[flags]", flags, (int)(sizeof flags / sizeof flags[0])) != 0) {
+    if (ocr_ex_parse(argc, argv, synopsis, flags, (int)(sizeof flags / sizeof flags[0])) != 0) {
         fprintf(stderr, "%s: takes no positional arguments\n", argv[0]);
         return 2;
     }

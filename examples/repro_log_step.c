@@ -85,6 +85,8 @@ static int log_with_ocr(ocr_ctx *ctx, const char *dir, const record *r, int n) {
 }
 
 int main(int argc, char **argv) {
+    static const char synopsis[] = "[flags]\n\nHost-only by nature (no --device): the metrics file is written on the host, "
+                                   "whatever device\ncomputed the values.";
     int steps = 12, per_epoch = 5, val_at = 7, n, i, bad = 0, n_steps, back, refused;
     const char *dir = NULL;
     char tmp[64] = "/tmp/repro_log_step.XXXXXX", path[4300];
@@ -98,7 +100,7 @@ int main(int argc, char **argv) {
     int64_t file_steps[1001], val_step;
     ocr_ctx ctx;
     FILE *f;
-    if (ocr_ex_parse(argc, argv, "[flags]", flags, (int)(sizeof flags / sizeof flags[0])) != 0) {
+    if (ocr_ex_parse(argc, argv, synopsis, flags, (int)(sizeof flags / sizeof flags[0])) != 0) {
         fprintf(stderr, "%s: takes no positional arguments\n", argv[0]);
         return 2;
     }

@@ -126,6 +126,8 @@ static void remove_tree(const char *dir) {
 }
 
 int main(int argc, char **argv) {
+    static const char synopsis[] = "[flags]\n\nHost-only by nature (no --device): the data loader builds and caches the target "
+                                   "maps on the host,\nwhatever device trains on them.";
     ocr_dbnet_target_config cfgs[3];
     float shrink = 0.6f, tmin = 0.3f, tmax = 0.7f;
     const char *dir = NULL;
@@ -143,7 +145,7 @@ int main(int argc, char **argv) {
     ocr_hash128 content;
     maps fresh, naive, cached;
     int n_polys = 0, run, bad = 0, naive_stale = 0;
-    if (ocr_ex_parse(argc, argv, "[flags]", flags, (int)(sizeof flags / sizeof flags[0])) != 0) {
+    if (ocr_ex_parse(argc, argv, synopsis, flags, (int)(sizeof flags / sizeof flags[0])) != 0) {
         fprintf(stderr, "%s: takes no positional arguments\n", argv[0]);
         return 2;
     }

@@ -8,10 +8,15 @@
    ocr-c's step (ocr_loss_db_step_forward/backward) evaluates only exp(-|z|) <= 1 and the derivative as
    s / (1 + s)^2: finite everywhere and equal to the exact sigmoid computed in double.
 
+   With --device cuda (a CUDA build) the sweep runs through the device's step kernels, which must agree with the
+   exact sigmoid as the CPU's do: a fast-math exp or a fused reformulation on the GPU would show here.
+
        repro_step_overflow                  the sweep P - T in [-2, 2], a table and a summary
        repro_step_overflow --from -1 --to 1 --points 41 --k 50
+       build/cuda/repro_step_overflow --device cuda
 
-   Exit status: 0 when ocr-c's step and gradient are finite and exact at every point, 1 otherwise, 2 bad flags. */
+   Exit status: 0 when ocr-c's step and gradient are finite and exact at every point, 1 otherwise (or no usable GPU),
+   2 bad flags (--device cuda in a build without CUDA). */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_loss.h"
@@ -41,15 +46,18 @@ typedef struct { int nonfinite_exp, nan_grad, flushed_grad; double last_nan, fir
 
 int main(int argc, char **argv) {
     float from = -2.0f, to = 2.0f, k = 50.0f;
-    int points = 81, fp, i, bad = 0;
+    const char *device = "cpu";
+    int points = 81, fp, i, bad = 0, rc;
     ocr_ex_flag flags[] = {
         {"--from", OCR_EX_FLOAT, &from, "smallest P - T of the sweep"},
         {"--to", OCR_EX_FLOAT, &to, "largest P - T of the sweep"},
         {"--points", OCR_EX_INT, &points, "points of the sweep (2..100000)"},
         {"--k", OCR_EX_FLOAT, &k, "steepness k of the step (0 < k <= 1e4)"},
+        {"--device", OCR_EX_STRING, &device, "where ocr-c's step runs: cpu, or cuda in a CUDA build"},
     };
     ocr_ctx ctx;
-    ocr_tensor logits, thresh, binary, d_binary, d_logits, d_thresh;
+    /* the step's tensors live on the context's device; T is written and the results read on the host */
+    ocr_tensor logits, thresh, binary, d_binary, d_logits, d_thresh, host_T, staging[3], out[3];
     if (ocr_ex_parse(argc, argv, "[flags]", flags, (int)(sizeof flags / sizeof flags[0])) != 0) {
         fprintf(stderr, "%s: takes no positional arguments\n", argv[0]);
         return 2;
@@ -59,33 +67,43 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (ocr_ctx_init(&ctx, 1, 0) != OCR_OK) { fprintf(stderr, "%s\n", ocr_ctx_last_error(&ctx)); return 1; }
-    /* P = sigmoid(0) = 0.5 exactly, so P - T is set through T alone */
-    if (ocr_tensor_alloc(&ctx, &logits, "prob_logits", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 1, 1, points)) ||
-        ocr_tensor_alloc(&ctx, &thresh, "thresh", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 1, 1, points)) ||
-        ocr_tensor_alloc(&ctx, &binary, "binary", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 1, 1, points)) ||
-        ocr_tensor_alloc(&ctx, &d_binary, "d_binary", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 1, 1, points)) ||
-        ocr_tensor_alloc(&ctx, &d_logits, "d_prob_logits", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 1, 1, points)) ||
-        ocr_tensor_alloc(&ctx, &d_thresh, "d_thresh", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 1, 1, points))) {
+    if ((rc = ocr_ex_set_device(&ctx, argv[0], device)) != 0) {
+        ocr_ctx_free(&ctx);
+#ifndef OCR_CUDA
+        rc = 2; /* no CUDA in this build: --device cuda is a usage error */
+#endif
+        return rc;
+    }
+    memset(staging, 0, sizeof staging);
+    /* P = sigmoid(0) = 0.5 exactly (fresh tensors are zero), so P - T is set through T alone */
+    if (ocr_tensor_alloc(&ctx, &logits, "prob_logits", OCR_F32, ctx.device, ocr_shape4(1, 1, 1, points)) ||
+        ocr_tensor_alloc(&ctx, &thresh, "thresh", OCR_F32, ctx.device, ocr_shape4(1, 1, 1, points)) ||
+        ocr_tensor_alloc(&ctx, &binary, "binary", OCR_F32, ctx.device, ocr_shape4(1, 1, 1, points)) ||
+        ocr_tensor_alloc(&ctx, &d_binary, "d_binary", OCR_F32, ctx.device, ocr_shape4(1, 1, 1, points)) ||
+        ocr_tensor_alloc(&ctx, &d_logits, "d_prob_logits", OCR_F32, ctx.device, ocr_shape4(1, 1, 1, points)) ||
+        ocr_tensor_alloc(&ctx, &d_thresh, "d_thresh", OCR_F32, ctx.device, ocr_shape4(1, 1, 1, points)) ||
+        ocr_tensor_alloc(&ctx, &host_T, "thresh", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 1, 1, points)) ||
+        ocr_tensor_fill(&ctx, &d_binary, 1.0)) {
         fprintf(stderr, "%s\n", ocr_ctx_last_error(&ctx));
         return 1;
     }
-    printf("B = 1/(1+exp(-k(P-T))), k = %g, P = 0.5, %d points of P-T in [%g, %g]\n", k, points, from, to);
+    printf("B = 1/(1+exp(-k(P-T))), k = %g, P = 0.5, %d points of P-T in [%g, %g]; ocr-c's step runs on %s\n", k, points, from, to,
+           ocr_device_name(ctx.device));
     for (fp = 0; fp < 2; fp++) {
         round_fn r = fp ? as_fp16 : as_fp32;
         const char *prec = fp ? "fp16" : "fp32";
         naive_stats ns;
         double worst_rel = 0.0;
         int ocr_bad = 0;
-        float *T = (float *)thresh.data;
+        float *T = (float *)host_T.data;
         memset(&ns, 0, sizeof ns);
-        for (i = 0; i < points; i++) {
+        for (i = 0; i < points; i++)
             T[i] = r(0.5f - (from + (to - from) * (float)i / (float)(points - 1))); /* stored as the precision stores it */
-            ((float *)d_binary.data)[i] = 1.0f;
-        }
-        ocr_tensor_zero(&ctx, &d_logits);
-        ocr_tensor_zero(&ctx, &d_thresh);
-        if (ocr_loss_db_step_forward(&ctx, k, &logits, &thresh, &binary) ||
-            ocr_loss_db_step_backward(&ctx, k, &logits, &thresh, &d_binary, &d_logits, &d_thresh)) {
+        if (ocr_tensor_copy(&ctx, &thresh, &host_T) || ocr_tensor_zero(&ctx, &d_logits) || ocr_tensor_zero(&ctx, &d_thresh) ||
+            ocr_loss_db_step_forward(&ctx, k, &logits, &thresh, &binary) ||
+            ocr_loss_db_step_backward(&ctx, k, &logits, &thresh, &d_binary, &d_logits, &d_thresh) ||
+            ocr_ex_on_host(&ctx, &binary, &staging[0], &out[0]) || ocr_ex_on_host(&ctx, &d_thresh, &staging[1], &out[1]) ||
+            ocr_ex_on_host(&ctx, &d_logits, &staging[2], &out[2])) {
             printf("ocr-c %s: the step failed: %s\n", prec, ocr_ctx_last_error(&ctx));
             bad = 1;
             continue;
@@ -95,7 +113,7 @@ int main(int argc, char **argv) {
             /* exact in double; B (1 - B) as s / (1 + s)^2, since 1 - B cancels where B rounds to 1 */
             double d = 0.5 - (double)T[i], s = exp(-fabs((double)k * d)), b = d >= 0 ? 1.0 / (1.0 + s) : s / (1.0 + s);
             double g = -(double)k * s / ((1.0 + s) * (1.0 + s)), gl = -0.25 * g; /* dB/dlogit = k B (1-B) P (1-P) */
-            float ob = ((float *)binary.data)[i], og = ((float *)d_thresh.data)[i], ol = ((float *)d_logits.data)[i];
+            float ob = ((float *)out[0].data)[i], og = ((float *)out[1].data)[i], ol = ((float *)out[2].data)[i];
             naive_result n = naive_step(r, k, 0.5f, T[i]);
             int ok = isfinite(ob) && isfinite(og) && isfinite(ol) && fabs(ob - b) <= 1e-5 * b + 1e-37 &&
                      fabs(og - g) <= 1e-5 * fabs(g) + 1e-37 && fabs(ol - gl) <= 1e-5 * fabs(gl) + 1e-37;
@@ -134,7 +152,9 @@ int main(int argc, char **argv) {
     }
     ocr_tensor_free(&logits); ocr_tensor_free(&thresh); ocr_tensor_free(&binary);
     ocr_tensor_free(&d_binary); ocr_tensor_free(&d_logits); ocr_tensor_free(&d_thresh);
+    ocr_tensor_free(&host_T); ocr_tensor_free(&staging[0]); ocr_tensor_free(&staging[1]); ocr_tensor_free(&staging[2]);
+    printf("\n%s on %s\n", bad ? "FAIL: ocr-c's step is not finite and exact everywhere" : "OK: ocr-c's step and its gradient are finite and exact",
+           ocr_device_name(ctx.device));
     ocr_ctx_free(&ctx);
-    printf("\n%s\n", bad ? "FAIL: ocr-c's step is not finite and exact everywhere" : "OK: ocr-c's step and its gradient are finite and exact");
     return bad;
 }

@@ -3,7 +3,10 @@
    Plain run: ./examples/repro_* (build.sh builds them). Sanitizer run (OCR_SANITIZED=1): build/san/repro_*, built
    with AddressSanitizer and UBSan, so repro_loss_bad_input also shows that no bad input is read out of bounds and
    every program that no sanitizer fires. The references are inside the programs: the exact sigmoid in double, the
-   records written, freshly computed target maps, the files read back. Usage errors exit 2. */
+   records written, freshly computed target maps, the files read back. Usage errors exit 2.
+   The --device cuda variants run on the emulated CUDA backend (build.sh's CUDA section links them to ocr_cuda.cu
+   built with -DOCR_CUDA_EMULATE as build/repro_NAME_emu, and as build/san/repro_NAME_emu under the sanitizers, where
+   a read out of bounds in a kernel is a heap overflow); the CPU build refuses --device cuda as a usage error. */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_test.h"
@@ -12,13 +15,15 @@
 
 static ocr_ctx ctx;
 static const char *bin_dir; /* "./examples" or "build/san" */
+static const char *emu_dir; /* "build" or "build/san": the emulated CUDA builds */
+static int sanitized;       /* OCR_SANITIZED=1: the sanitizer builds */
 
-/* Runs repro_<name> with args; checks exit status `code`, a clean stderr and every needle in stdout. */
-static void expect_run(const char *name, const char *args, int code, const char *const *needles) {
+/* Runs dir/repro_<name> with args; checks exit status `code`, a clean stderr and every needle in stdout. */
+static void expect_run_in(const char *dir, const char *name, const char *args, int code, const char *const *needles) {
     char cmd[1024], path[256];
     char *out, *err;
     int rc, i;
-    snprintf(path, sizeof path, "%s/repro_%s", bin_dir, name);
+    snprintf(path, sizeof path, "%s/repro_%s", dir, name);
     if (access(path, X_OK) != 0) {
         OCR_CHECK_MSG(0, "%s is not built (./build.sh builds it)", path);
         return;
@@ -30,6 +35,23 @@ static void expect_run(const char *name, const char *args, int code, const char 
     for (i = 0; needles && needles[i]; i++) OCR_CHECK_MSG(strstr(out, needles[i]) != NULL, "'%s': stdout lacks \"%s\":\n%s", cmd, needles[i], out);
     free(out);
     free(err);
+}
+
+static void expect_run(const char *name, const char *args, int code, const char *const *needles) {
+    expect_run_in(bin_dir, name, args, code, needles);
+}
+
+/* A program without a device side says so in its --help. */
+static void expect_host_only(const char *name) {
+    static const char *const needles[] = {"Host-only by nature (no --device)", NULL};
+    expect_run(name, "--help", 0, needles);
+}
+
+/* The CPU build has no CUDA backend: --device cuda is a usage error that says so. */
+static void expect_no_cuda(const char *name) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s/repro_%s --device cuda", bin_dir, name);
+    ocr_test_expect_exit(cmd, 2, "this CPU build has no CUDA backend");
 }
 
 static void expect_usage(const char *name) {
@@ -58,6 +80,20 @@ static void test_step_overflow(void) {
     expect_usage("step_overflow");
 }
 
+/* The device's step kernels over the same sweep: finite and exact where the naive form overflows. */
+static void test_step_overflow_device(void) {
+    static const char *const sweep[] = {
+        "ocr-c's step runs on cuda", "naive fp32: exp(-k(P-T)) overflows to Inf at 5 of 81 points",
+        "ocr-c fp32: B, dB/dT and dB/dlogit finite and equal to the exact sigmoid at all 81 points",
+        "ocr-c fp16: B, dB/dT and dB/dlogit finite and equal to the exact sigmoid at all 81 points",
+        "OK: ocr-c's step and its gradient are finite and exact on cuda", NULL};
+    static const char *const steep[] = {"ocr-c fp32: B, dB/dT and dB/dlogit finite and equal to the exact sigmoid at all 301 points",
+                                        "ocr-c fp16: B, dB/dT and dB/dlogit finite", "exact on cuda", NULL};
+    expect_run_in(emu_dir, "step_overflow_emu", "--device cuda", 0, sweep);
+    expect_run_in(emu_dir, "step_overflow_emu", "--device cuda --k 10000 --from -3 --to 3 --points 301", 0, steep);
+    expect_no_cuda("step_overflow");
+}
+
 static void test_loss_bad_input(void) {
     static const char *const needles[] = {
         "argument mask_shrink: tensor 'mask_shrink' (F32 [1,1,16,16], cpu), expected shape [1,1,32,32] (ESHAPE)",
@@ -70,6 +106,23 @@ static void test_loss_bad_input(void) {
     expect_run("loss_bad_input", "", 0, needles);
     expect_run("loss_bad_input", "--threads 2", 0, needles);
     expect_usage("loss_bad_input");
+}
+
+/* The same cases against the device loss: values checked by a kernel, a target left on the host refused naming both
+   devices. */
+static void test_loss_bad_input_device(void) {
+    static const char *const needles[] = {
+        "valid inputs [1,1,32,32] on cuda: loss 2.634818",
+        "argument mask_shrink: tensor 'mask_shrink' (F32 [1,1,16,16], cuda), expected shape [1,1,32,32] (ESHAPE)",
+        "gt_shrink on cpu, the context and the predictions on cuda",
+        "argument gt_shrink: tensor 'gt_shrink' (F32 [1,1,32,32], cpu) is on cpu, expected cuda (EDEVICE)",
+        "argument prob_logits: tensor 'prob_logits' (F32 [1,1,32,32], cuda) has non-finite value nan at index 167 [0,0,5,7] (ENONFINITE)",
+        "argument gt_shrink: tensor 'gt_shrink' (F32 [1,1,32,32], cuda) has value 255 at index 264 [0,0,8,8], outside [0, 1] (ERANGE)",
+        "argument mask_thresh: tensor 'mask_thresh' has no data (not allocated, or already freed) (EINVAL)",
+        "naive: L1 = sum / mask.sum() = 0 / 0 = nan", "every gradient finite",
+        "OK: every bad input refused before any memory was read, with its message on cuda", NULL};
+    expect_run_in(emu_dir, "loss_bad_input_emu", "--device cuda", 0, needles);
+    expect_no_cuda("loss_bad_input");
 }
 
 static void test_lmdb_fork(void) {
@@ -93,6 +146,7 @@ static void test_lmdb_fork(void) {
     snprintf(args, sizeof args, "--records 300 --children 6 --dir %s/lmdb2", ocr_test_cli_dir);
     expect_run("lmdb_fork", args, 0, more);
     expect_usage("lmdb_fork");
+    expect_host_only("lmdb_fork");
 }
 
 static void test_stale_cache(void) {
@@ -107,6 +161,7 @@ static void test_stale_cache(void) {
     /* the same configuration twice is a usage error: nothing to show */
     expect_run("stale_cache", "--shrink-ratio 0.4", 2, NULL);
     expect_usage("stale_cache");
+    expect_host_only("stale_cache");
 }
 
 static void test_nonfinite(void) {
@@ -127,6 +182,25 @@ static void test_nonfinite(void) {
     expect_usage("nonfinite");
 }
 
+/* The watch on the device: the model's weights and gradients in device memory, found by a kernel after each layer.
+   The emulator runs a DBNet step in seconds, not milliseconds: the watched runs only, on the last layer, where the
+   watched forward runs to the end and the watched backward stops at once. Minutes under the sanitizers: plain only. */
+static void test_nonfinite_device(void) {
+    static const char *const needles[] = {
+        "DBNet resnet18 width 0.125 on cuda",
+        "ocr_dbnet_forward: layer 'decoder.thresh.6': ocr_nn_conv_transpose2d_forward: tensor 'decoder.thresh.6' (F32 [1,1,64,64], cuda) "
+        "has non-finite value nan at index",
+        "ocr_dbnet_backward: layer 'decoder.thresh.6': ocr_nn_conv_transpose2d_backward: tensor 'decoder.thresh.6.weight.grad' "
+        "(F32 [8,1,2,2], cuda) has non-finite value nan at index 10 [2,0,1,0]",
+        "OK: the watch named the layer, phase, tensor and index, forward and backward on cuda", NULL};
+    expect_no_cuda("nonfinite");
+    if (sanitized) {
+        printf("     (sanitizer build: the emulated device variant runs in the plain build)\n");
+        return;
+    }
+    expect_run_in(emu_dir, "nonfinite_emu", "--device cuda --watched-only --layer decoder.thresh.6 --index 10", 0, needles);
+}
+
 static void test_log_step(void) {
     static const char *const needles[] = {
         "naive steps in the file: 1 2 3 4 5 6 7 10 !8 9 10 11 12",
@@ -140,22 +214,28 @@ static void test_log_step(void) {
     expect_run("log_step", "--steps 30 --steps-per-epoch 8 --val-at 13", 0, longer);
     expect_run("log_step", "--val-at 10", 2, NULL); /* an epoch's end is not inside an epoch */
     expect_usage("log_step");
+    expect_host_only("log_step");
 }
 
 int main(int argc, char **argv) {
     char cmd[128];
     const char *san = getenv("OCR_SANITIZED");
     ocr_test_init(argc, argv);
-    bin_dir = san && san[0] && strcmp(san, "0") != 0 ? "build/san" : "./examples";
+    sanitized = san && san[0] && strcmp(san, "0") != 0;
+    bin_dir = sanitized ? "build/san" : "./examples";
+    emu_dir = sanitized ? "build/san" : "build";
     if (ocr_ctx_init(&ctx, 1, 7) != OCR_OK) return 1;
     ocr_test_cli_ctx = &ctx;
     snprintf(ocr_test_cli_dir, sizeof ocr_test_cli_dir, "/tmp/ocr_test_repro.XXXXXX");
     if (!mkdtemp(ocr_test_cli_dir)) { fprintf(stderr, "test_repro: mkdtemp failed\n"); return 1; }
     OCR_TEST_RUN(test_step_overflow);
+    OCR_TEST_RUN(test_step_overflow_device);
     OCR_TEST_RUN(test_loss_bad_input);
+    OCR_TEST_RUN(test_loss_bad_input_device);
     OCR_TEST_RUN(test_lmdb_fork);
     OCR_TEST_RUN(test_stale_cache);
     OCR_TEST_RUN(test_nonfinite);
+    OCR_TEST_RUN(test_nonfinite_device);
     OCR_TEST_RUN(test_log_step);
     snprintf(cmd, sizeof cmd, "rm -rf %s", ocr_test_cli_dir);
     if (system(cmd) != 0) fprintf(stderr, "test_repro: could not remove %s\n", ocr_test_cli_dir);
