@@ -2,7 +2,8 @@
    the same architecture (tools/bench_torch.py over tools/dbnet_ref.py) in the same run: one warm-up each, then the
    two (three with Debian's libjemalloc2 preloaded into a second PyTorch) alternate rep by rep; the median of at
    least 5 is reported. Peak resident memory (VmHWM) of each side comes from a fresh process per config that sets up
-   and runs two steps. Prints a table and, last, one JSON line with every figure and ratio.
+   and runs two steps; under each row, our activation values and gradients (arenas shared by liveness, and what they
+   would take unshared). Prints a table and, last, one JSON line with every figure and ratio.
    usage: bench_train [--reps N] [--issue] [--only TEXT] [--no-torch] [--layers]
      default   DB-ResNet-18 width 0.25, 320x320, batch 8, 2 threads (train_dbnet's defaults)
      --issue   adds issue 8's set: width 1 at 640x640, batch 1 and 4, 1 and 2 threads; inference 736x1280 batch 1
@@ -226,6 +227,22 @@ static void ours_free(ours *o) {
     for (k = 0; k < 4; k++) ocr_tensor_free(&o->targets[k]);
 }
 
+/* MiB of our activation values and gradients: the model's two arenas, shared by liveness, and what every value and
+   gradient would take in a range of its own (mib[2], mib[3]). */
+static void arena_mib(const ocr_dbnet *m, int training, double mib[4]) {
+    int i;
+    mib[0] = (double)m->values_cap * 4.0 / 1048576.0;
+    mib[1] = (double)m->grads_cap * 4.0 / 1048576.0;
+    mib[2] = mib[3] = 0.0;
+    for (i = 0; i < m->n_acts; i++) {
+        const ocr__dbnet_act *a = &m->acts[i];
+        double size = (double)m->N * a->channels * (double)(m->H / a->div) * (double)(m->W / a->div) * 4.0 / 1048576.0;
+        if (!ocr__db_runs(a->mode, training)) continue;
+        if (a->alias < 0) mib[2] += size;
+        if (training && !(a->flags & OCR__DB_ACT_NOGRAD)) mib[3] += size;
+    }
+}
+
 static const char *op_kind_name(int kind) {
     static const char *names[] = {"conv", "convT", "bn", "relu", "maxpool", "upsample", "add", "concat", "sigmoid"};
     return kind >= 0 && kind < (int)(sizeof names / sizeof names[0]) ? names[kind] : "?";
@@ -310,7 +327,7 @@ int main(int argc, char **argv) {
            "ours MiB", "torch MiB", "torch+je MiB", "ours/best");
     for (c = 0; c < n_configs; c++) {
         const config *cf = &configs[c];
-        double t_ours[MAX_REPS], t_peer[2][MAX_REPS], med_ours, med_peer[2] = {0, 0}, best = 0, best_mem = 0, *sec = NULL;
+        double t_ours[MAX_REPS], t_peer[2][MAX_REPS], med_ours, med_peer[2] = {0, 0}, best = 0, best_mem = 0, *sec = NULL, arena[4];
         int ok[2] = {0, 0}, p, same;
         ours o;
         if (only && !strstr(cf->name, only)) continue;
@@ -347,14 +364,18 @@ int main(int argc, char **argv) {
         printf("%-32s %8.3f %10.2f %8.3f %10.3f %9.2f | %8.0f %8.0f %10.0f %9.2f\n", cf->name, med_ours, cf->N / med_ours, med_peer[0],
                med_peer[1], best > 0 ? med_ours / best : 0.0, mem_ours[c], mem_peer[c][0], mem_peer[c][1],
                best_mem > 0 ? mem_ours[c] / best_mem : 0.0);
+        arena_mib(&o.m, cf->train, arena);
+        printf("  ours: activations %.0f MiB + gradients %.0f MiB, shared by liveness (%.0f + %.0f MiB unshared)\n", arena[0], arena[1],
+               arena[2], arena[3]);
         fflush(stdout);
         jl += (size_t)snprintf(json + jl, sizeof json - jl,
                                "%s{\"config\":\"%s\",\"ours_s\":%.4f,\"ours_img_per_s\":%.3f,\"torch_s\":%.4f,\"torch_jemalloc_s\":%.4f,"
                                "\"torch_best_img_per_s\":%.3f,\"ratio_ours_over_best_torch\":%.3f,\"ours_peak_rss_mib\":%.1f,"
-                               "\"torch_peak_rss_mib\":%.1f,\"torch_jemalloc_peak_rss_mib\":%.1f,\"ratio_rss_ours_over_best_torch\":%.3f}",
+                               "\"torch_peak_rss_mib\":%.1f,\"torch_jemalloc_peak_rss_mib\":%.1f,\"ratio_rss_ours_over_best_torch\":%.3f,"
+                               "\"ours_activations_mib\":%.1f,\"ours_activation_grads_mib\":%.1f}",
                                n_done++ ? "," : "", cf->name, med_ours, cf->N / med_ours, med_peer[0], med_peer[1], best > 0 ? cf->N / best : 0.0,
                                best > 0 ? med_ours / best : 0.0, mem_ours[c], mem_peer[c][0], mem_peer[c][1],
-                               best_mem > 0 ? mem_ours[c] / best_mem : 0.0);
+                               best_mem > 0 ? mem_ours[c] / best_mem : 0.0, arena[0], arena[1]);
         if (layers) { print_layers(&o, sec, reps); free(sec); }
         ours_free(&o);
     }

@@ -8,7 +8,8 @@
    - fixture: a tiny ResNet-34 DBNet initialised and run by PyTorch (tools/make_dbnet_fixtures.py) loads with
      ocr_dbnet_read_config + ocr_dbnet_load and is reproduced the same way.
    - hand-computed: parameter names, shapes and counts (ResNet-18/34 totals of torchvision), initialisation
-     statistics, checkpoint round trip and refusals, bad inputs, buffer reuse across input sizes. */
+     statistics, checkpoint round trip and refusals, bad inputs, buffer reuse across input sizes.
+   - against itself: activation memory shared by liveness equals the same model with sharing off, bit for bit. */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -539,12 +540,84 @@ static void test_dbnet_buffers_and_batches(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* Eval forwards of m[0] and m[1]: 1 when both succeed with the same map, bit for bit. */
+static int eval_both(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, ocr_tensor *prob) {
+    int k, ok = 1;
+    for (k = 0; k < 2; k++) {
+        int rc = ocr_dbnet_forward(ctx, &m[k], x, 0, &prob[k], NULL);
+        OCR_CHECK_OK(ctx, rc);
+        ok = ok && rc == OCR_OK;
+    }
+    return ok && memcmp(prob[0].data, prob[1].data, ocr_tensor_bytes(&prob[0])) == 0;
+}
+
+/* Activation values and gradients share memory by liveness (ocr__db_layout). The same model with share_off gives each
+   a range of its own: both run eval and training steps on three input sizes (the arenas grow, then a smaller input
+   reuses them without allocating) and must agree bit for bit in the outputs, every parameter gradient, the running statistics and the eval
+   map; a second backward of the same forward must give the same gradients again (no backward overwrites a value). */
+static void test_dbnet_shared_buffers_bit_exact(void) {
+    static const int64_t sizes[3][3] = {{2, 64, 96}, {3, 96, 64}, {1, 64, 64}};
+    ocr_ctx ctx;
+    ocr_dbnet m[2];
+    ocr_dbnet_config cfg = make_config(18, 0.25f, 0.03f);
+    float *first = NULL, *arenas[2] = {NULL, NULL};
+    int s, k;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 21));
+    for (k = 0; k < 2; k++) {
+        ocr_rng_seed(&ctx.rng, 21);
+        OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &m[k], &cfg));
+    }
+    m[1].share_off = 1;
+    first = (float *)malloc(m[0].params.numel * sizeof(float));
+    OCR_CHECK(first != NULL && m[0].params.numel == m[1].params.numel);
+    for (s = 0; s < 3 && first && !ocr_test__case_failed; s++) {
+        int64_t N = sizes[s][0], H = sizes[s][1], W = sizes[s][2];
+        ocr_tensor x, dp, dt, prob[2], thresh[2];
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, 3, H, W)));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dp, "d_prob_logits", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, 1, H, W)));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dt, "d_thresh", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, 1, H, W)));
+        if (ocr_test__case_failed) break;
+        ocr_tensor_fill_normal(&ctx, &x, 0.0f, 1.0f);
+        ocr_tensor_fill_normal(&ctx, &dp, 0.0f, 1e-3f);
+        ocr_tensor_fill_normal(&ctx, &dt, 0.0f, 1e-3f);
+        OCR_CHECK_MSG(eval_both(&ctx, m, &x, prob), "eval map before training differs at size %d", s);
+        for (k = 0; k < 2; k++) {
+            OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &m[k], &x, 1, &prob[k], &thresh[k]));
+            ocr_params_zero_grad(&m[k].params);
+            OCR_CHECK_OK(&ctx, ocr_dbnet_backward(&ctx, &m[k], &dp, &dt));
+        }
+        if (ocr_test__case_failed) { ocr_tensor_free(&x); ocr_tensor_free(&dp); ocr_tensor_free(&dt); break; }
+        OCR_CHECK_MSG(memcmp(prob[0].data, prob[1].data, ocr_tensor_bytes(&prob[0])) == 0 &&
+                      memcmp(thresh[0].data, thresh[1].data, ocr_tensor_bytes(&thresh[0])) == 0, "training outputs differ at size %d", s);
+        OCR_CHECK_MSG(memcmp(m[0].params.grad, m[1].params.grad, m[0].params.numel * sizeof(float)) == 0, "gradients differ at size %d", s);
+        OCR_CHECK_MSG(memcmp(m[0].params.data, m[1].params.data, m[0].params.numel * sizeof(float)) == 0, "running statistics differ at size %d", s);
+        memcpy(first, m[0].params.grad, m[0].params.numel * sizeof(float));
+        ocr_params_zero_grad(&m[0].params);
+        OCR_CHECK_OK(&ctx, ocr_dbnet_backward(&ctx, &m[0], &dp, &dt));
+        OCR_CHECK_MSG(memcmp(first, m[0].params.grad, m[0].params.numel * sizeof(float)) == 0, "a second backward differs at size %d", s);
+        OCR_CHECK_MSG(eval_both(&ctx, m, &x, prob), "eval map after training differs at size %d", s);
+        if (s == 1) { arenas[0] = m[0].values; arenas[1] = m[0].grads; }
+        ocr_tensor_free(&x);
+        ocr_tensor_free(&dp);
+        ocr_tensor_free(&dt);
+    }
+    /* the largest size set the arenas: sharing must have saved most of the gradients' memory and some of the values' */
+    printf("     arenas of 3x3x96x64 at width 0.25: values %.2f MiB shared vs %.2f MiB not, gradients %.2f vs %.2f MiB\n",
+           m[0].values_cap * 4.0 / 1048576, m[1].values_cap * 4.0 / 1048576, m[0].grads_cap * 4.0 / 1048576, m[1].grads_cap * 4.0 / 1048576);
+    OCR_CHECK(m[0].values_cap < m[1].values_cap && 3 * m[0].grads_cap < m[1].grads_cap);
+    OCR_CHECK_MSG(m[0].values == arenas[0] && m[0].grads == arenas[1], "the smaller third input reallocated an arena");
+    free(first);
+    for (k = 0; k < 2; k++) ocr_dbnet_free(&m[k]);
+    ocr_ctx_free(&ctx);
+}
+
 int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
     OCR_TEST_RUN(test_dbnet_names_and_counts);
     OCR_TEST_RUN(test_dbnet_official_init);
     OCR_TEST_RUN(test_dbnet_bad_input);
     OCR_TEST_RUN(test_dbnet_buffers_and_batches);
+    OCR_TEST_RUN(test_dbnet_shared_buffers_bit_exact);
     OCR_TEST_RUN(test_dbnet_checkpoint_roundtrip);
     OCR_TEST_RUN(test_dbnet_fixture_from_pytorch);
     OCR_TEST_RUN(test_dbnet_parity_pytorch_live);
