@@ -148,7 +148,9 @@ OCRDEF double ocr_poly_perimeter(const ocr_point *pts, int n);
    ET_CLOSEDPOLYGON (delta > 0 grows, < 0 shrinks; a shrink may split or erase the polygon). As pyclipper, the
    input is truncated toward zero to integers (orientation does not matter) and the output has integer vertices:
    outer pieces have area > 0, holes area < 0, ordered as pyclipper usually orders them (lowest bottom first), so
-   piece 0 is what DBNet's `Execute(d)[0]` takes. Fewer than 3 distinct points give an empty set. */
+   piece 0 is what DBNet's `Execute(d)[0]` takes. Rings that touch at a point (a hole pinched onto its outer
+   ring, two pieces meeting at a corner) come out as one ring through that point twice, as pyclipper's do.
+   Fewer than 3 distinct points give an empty set. */
 OCRDEF int ocr_poly_offset(ocr_ctx *ctx, const ocr_point *pts, int n, double delta, ocr_polyset *out);
 
 /* Largest |coordinate| (and |delta|) the geometry accepts: integer predicates stay exact and every offset
