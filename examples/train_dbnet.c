@@ -347,7 +347,7 @@ int main(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     memset(targets_dev, 0, sizeof targets_dev);
     a.data = "synth"; a.val = "synth"; a.out = NULL; a.device = "cpu"; a.optimizer = "adamw"; a.backbone = "resnet18";
-    a.steps = 1300; a.batch = 8; a.size = 320; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 250;
+    a.steps = 1200; a.batch = 8; a.size = 320; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 250;
     a.log_every = 10; a.val_count = 200; a.val_size = 320; a.lr = 2e-3f; a.width = 0.25f; a.weight_decay = 1e-4f;
     a.balanced_fraction = 0.2f; a.pos_weight = 1.0f; a.prior = 0.03f; a.clip = 5.0f; a.prob_dice = 1.0f; a.save_every = 100;
 
