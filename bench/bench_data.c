@@ -12,6 +12,7 @@
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_data.h"
+#include "bench_common.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,13 +26,6 @@
 
 /* One encoded scene and its labels (the bytes carry none). */
 typedef struct { unsigned char *data; size_t size; const ocr_sample *labels; } blob;
-
-static double clock_s(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static double now(void) { return clock_s(CLOCK_MONOTONIC); }
 
 static void append(void *user, void *data, int size) {
     blob *b = (blob *)user;

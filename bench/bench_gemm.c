@@ -6,23 +6,13 @@
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
+#include "bench_common.h"
 #include <dlfcn.h>
 #include <time.h>
 
 typedef void (*sgemm_fn)(int order, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                          int ldb, float beta, float *C, int ldc);
 typedef void (*set_threads_fn)(int);
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
     /* M = output channels, N = output pixels per chunk, K = Cin*kh*kw: forward convs of DBNet-ResNet-18 at 640x640 */

@@ -13,6 +13,7 @@
 #include "ocr_nn.h"
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
+#include "bench_common.h"
 #include <signal.h>
 #include <unistd.h>
 #include <sys/types.h>
@@ -25,22 +26,6 @@
 #define MAX_REPS 64
 
 typedef struct { FILE *in, *out; pid_t pid; } peer;
-
-static double clock_s(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void die(ocr_ctx *ctx, const char *what) {
     fprintf(stderr, "bench_post: %s: %s\n", what, ocr_ctx_last_error(ctx));

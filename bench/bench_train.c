@@ -14,6 +14,7 @@
 #include "ocr_nn.h"
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
+#include "bench_common.h"
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -23,22 +24,6 @@
 typedef struct { const char *name; int train; float width; int N, H, W, threads; } config;
 
 typedef struct { FILE *in, *out; pid_t pid; const char *label; } peer;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void die(ocr_ctx *ctx, const char *what) {
     fprintf(stderr, "bench_train: %s: %s\n", what, ocr_ctx_last_error(ctx));
