@@ -43,6 +43,25 @@ static void tb_points(text_buf *b, const ocr_point *p, int n) {
     tb_printf(b, "]");
 }
 
+/* Writes js into the fresh temporary directory dir (a mkdtemp template), runs tools/dbnet_targets_ref.py on it and
+   opens its output in *st; 0 when the reference could not run. in_path and out_path (128 bytes each) get the two
+   files' names for the caller to remove. */
+static int run_reference(ocr_ctx *ctx, const text_buf *js, char *dir, char *in_path, char *out_path, ocr_safetensors *st) {
+    char cmd[512];
+    int rc;
+    if (!mkdtemp(dir)) { OCR_CHECK_MSG(0, "mkdtemp failed"); return 0; }
+    snprintf(in_path, 128, "%s/in.json", dir);
+    snprintf(out_path, 128, "%s/out.safetensors", dir);
+    OCR_CHECK_OK(ctx, ocr_write_file_atomic(ctx, in_path, js->s, js->n));
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/dbnet_targets_ref.py %s %s", in_path, out_path);
+    rc = system(cmd);
+    OCR_CHECK_MSG(rc == 0, "'%s' exited with status %d: the reference needs /usr/bin/python3 with python3-opencv, "
+                  "python3-pyclipper, python3-shapely and python3-numpy, run from the repository root", cmd, rc);
+    if (rc != 0) return 0;
+    OCR_CHECK_OK(ctx, ocr_safetensors_open(ctx, st, out_path));
+    return 1;
+}
+
 static float rnd(ocr_rng *r, float lo, float hi) { return lo + (hi - lo) * ocr_rng_uniform(r); }
 
 /* Mostly arbitrary floats, sometimes whole or half pixels: edges through pixel centres are where the
@@ -480,11 +499,11 @@ static void test_targets_vs_reference(void) {
     fill_case *fills = (fill_case *)calloc(N_FILLS, sizeof(fill_case));
     offset_case *offs = (offset_case *)calloc(N_OFFSETS, sizeof(offset_case));
     text_buf js = {NULL, 0, 0};
-    char dir[] = "/tmp/ocr_targets_XXXXXX", in_path[128], out_path[128], cmd[512];
+    char dir[] = "/tmp/ocr_targets_XXXXXX", in_path[128], out_path[128];
     ocr_safetensors st;
     ocr_tensor t_gt, t_mask, t_tmask, t_thresh, t_nan, t_ign, t_fill, t_off;
     int64_t total_px = 0, total_polys = 0, total_fill = 0, at = 0, at_poly = 0, i;
-    int s, k, rc;
+    int s, k;
     int64_t bad_gt = 0, bad_mask = 0, bad_tmask = 0, nan_px = 0, nan_fixed = 0, exact_scenes = 0, ign_mismatch = 0;
     double abs_sum = 0, max_abs = 0, worst_scene_agree = 1, worst_scene_mae = 0;
     int64_t fill_bad_cases = 0, fill_bad_px = 0, off_exact = 0, off_count_same = 0, off_first_same = 0, off_area_close = 0;
@@ -548,16 +567,7 @@ static void test_targets_vs_reference(void) {
     tb_printf(&js, "]}\n");
 
     /* the reference */
-    if (!mkdtemp(dir)) { OCR_CHECK_MSG(0, "mkdtemp failed"); goto out; }
-    snprintf(in_path, sizeof in_path, "%s/in.json", dir);
-    snprintf(out_path, sizeof out_path, "%s/out.safetensors", dir);
-    OCR_CHECK_OK(&ctx, ocr_write_file_atomic(&ctx, in_path, js.s, js.n));
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/dbnet_targets_ref.py %s %s", in_path, out_path);
-    rc = system(cmd);
-    OCR_CHECK_MSG(rc == 0, "'%s' exited with status %d: the reference needs /usr/bin/python3 with python3-opencv, "
-                  "python3-pyclipper, python3-shapely and python3-numpy, run from the repository root", cmd, rc);
-    if (rc != 0) goto out;
-    OCR_CHECK_OK(&ctx, ocr_safetensors_open(&ctx, &st, out_path));
+    if (!run_reference(&ctx, &js, dir, in_path, out_path, &st)) goto out;
     if (!read_tensor(&ctx, &st, "gt", OCR_U8, total_px, &t_gt) || !read_tensor(&ctx, &st, "mask", OCR_U8, total_px, &t_mask) ||
         !read_tensor(&ctx, &st, "thresh_mask", OCR_U8, total_px, &t_tmask) ||
         !read_tensor(&ctx, &st, "thresh", OCR_F32, total_px, &t_thresh) ||
@@ -789,12 +799,12 @@ static void test_offset_vs_pyclipper(void) {
     ocr_ctx ctx;
     contour_case *cases = (contour_case *)calloc((size_t)n_cases, sizeof(contour_case));
     text_buf js = {NULL, 0, 0};
-    char dir[] = "/tmp/ocr_offsets_XXXXXX", in_path[128], out_path[128], cmd[512];
+    char dir[] = "/tmp/ocr_offsets_XXXXXX", in_path[128], out_path[128];
     ocr_safetensors st;
     ocr_tensor t_off;
     ocr_polyset ps;
     ocr_point *ref_pts = (ocr_point *)malloc(sizeof(ocr_point) * 4096);
-    int s = 0, rc, n_contours = 0;
+    int s = 0, n_contours = 0;
     int64_t pos = 0, n_ref = 0, count_same = 0, area_close = 0, area_2pct = 0, pieces_checked = 0, pieces_good = 0;
     memset(&st, 0, sizeof st);
     memset(&t_off, 0, sizeof t_off);
@@ -817,16 +827,7 @@ static void test_offset_vs_pyclipper(void) {
         tb_printf(&js, "}");
     }
     tb_printf(&js, "]}\n");
-    if (!mkdtemp(dir)) { OCR_CHECK_MSG(0, "mkdtemp failed"); goto out; }
-    snprintf(in_path, sizeof in_path, "%s/in.json", dir);
-    snprintf(out_path, sizeof out_path, "%s/out.safetensors", dir);
-    OCR_CHECK_OK(&ctx, ocr_write_file_atomic(&ctx, in_path, js.s, js.n));
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/dbnet_targets_ref.py %s %s", in_path, out_path);
-    rc = system(cmd);
-    OCR_CHECK_MSG(rc == 0, "'%s' exited with status %d: the reference needs /usr/bin/python3 with python3-opencv, "
-                  "python3-pyclipper, python3-shapely and python3-numpy, run from the repository root", cmd, rc);
-    if (rc != 0) goto out;
-    OCR_CHECK_OK(&ctx, ocr_safetensors_open(&ctx, &st, out_path));
+    if (!run_reference(&ctx, &js, dir, in_path, out_path, &st)) goto out;
     if (ocr_safetensors_read(&ctx, &st, "offset", &t_off) != OCR_OK) { OCR_CHECK_MSG(0, "reference output has no 'offset'"); goto out; }
     n_ref = ocr_tensor_numel(&t_off);
     for (s = 0; s < n_cases && pos < n_ref; s++) {
