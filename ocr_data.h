@@ -251,6 +251,9 @@ typedef struct {
     int batch_size;            /* default 8 */
     int n_workers;             /* worker threads, default 2 */
     int prefetch;              /* batches being made or waiting ahead of the consumer, default 2 * n_workers */
+    int worker_nice;           /* 0..19 added to the workers' nice value (default 0). A training loop whose compute
+                                  threads use every core should set it: a worker that takes a core mid-op delays the
+                                  op's slowest thread and with it the whole op; a niced one fills the cores' idle gaps */
     int shuffle;               /* a new permutation every epoch (default 1) */
     int drop_last;             /* leave out a last partial batch (default 0) */
     uint64_t seed;
@@ -324,6 +327,7 @@ extern "C" {
 #include <dirent.h>
 #include <sys/types.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <lmdb.h>
 /* The system stb headers (libstb-dev), compiled here as static functions so they never clash with a copy the
    user links; only the decoders ocr-c accepts are built. OCR_DATA_NO_STB_IMPLEMENTATION uses the user's copy. */
@@ -3502,6 +3506,14 @@ static void *ocr__loader_worker(void *arg) {
     ocr_ctx *ctx = &L->wctx[((ocr__worker_start *)arg)->index];
     int64_t B = L->cfg.batch_size;
     OCR_FREE(arg);
+    /* On Linux the nice value belongs to the thread (who = 0 is the caller), so only the worker yields; elsewhere
+       the whole process would, which costs speed but never changes a result. Raising it cannot be refused. */
+    if (L->cfg.worker_nice > 0) {
+        int base;
+        errno = 0;
+        base = getpriority(PRIO_PROCESS, 0);
+        if (errno == 0) (void)setpriority(PRIO_PROCESS, 0, base + L->cfg.worker_nice > 19 ? 19 : base + L->cfg.worker_nice);
+    }
     pthread_mutex_lock(&L->mu);
     for (;;) {
         ocr__slot *slot;
@@ -3601,6 +3613,8 @@ OCRDEF int ocr_loader_create(ocr_ctx *ctx, ocr_loader **out, ocr_dataset *ds, co
     if (cfg->n_workers < 1 || cfg->n_workers > OCR_MAX_THREADS)
         return ocr_error(ctx, OCR_ERANGE, "%s: n_workers %d outside 1..%d", fn, cfg->n_workers, OCR_MAX_THREADS);
     if (cfg->prefetch < 0 || cfg->prefetch > 1024) return ocr_error(ctx, OCR_ERANGE, "%s: prefetch %d outside 0..1024", fn, cfg->prefetch);
+    if (cfg->worker_nice < 0 || cfg->worker_nice > 19)
+        return ocr_error(ctx, OCR_ERANGE, "%s: worker_nice %d outside 0..19", fn, cfg->worker_nice);
     if (cfg->n_fields < 1 || cfg->n_fields > OCR_LOADER_MAX_FIELDS)
         return ocr_error(ctx, OCR_ERANGE, "%s: n_fields %d outside 1..%d", fn, cfg->n_fields, OCR_LOADER_MAX_FIELDS);
     for (f = 0; f < cfg->n_fields; f++) {

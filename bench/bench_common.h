@@ -1,9 +1,15 @@
-/* bench_common.h - the timing helpers every bench/ program shares: clocks and the median of repeated runs.
+/* bench_common.h - what every bench/ program shares: clocks, the median of repeated runs, and the peer process (a
+   Python reference, or this program again) driven line by line over pipes.
    Included after the ocr-c headers (which bring in time.h and stdlib.h under the POSIX feature macro). */
 #ifndef OCR_BENCH_COMMON_H
 #define OCR_BENCH_COMMON_H
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 
 static inline double clock_s(clockid_t id) {
     struct timespec ts;
@@ -22,5 +28,70 @@ static inline int cmp_double(const void *a, const void *b) {
 static inline double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* A child process whose stdin and stdout are pipes: commands go to in, one-line answers come from out. */
+typedef struct { FILE *in, *out; pid_t pid; const char *label; } bench_peer;
+
+/* Starts path with argv (NULL-terminated); env: NULL-terminated name, value pairs set in the child first (NULL: none).
+   Returns 1 when it runs. */
+static inline int bench_peer_start(bench_peer *p, const char *label, const char *path, char *const argv[],
+                                   const char *const env[]) {
+    int to_child[2], from_child[2], i;
+    memset(p, 0, sizeof *p);
+    p->label = label;
+    if (pipe(to_child)) return 0;
+    if (pipe(from_child)) { close(to_child[0]); close(to_child[1]); return 0; }
+    p->pid = fork();
+    if (p->pid == 0) {
+        dup2(to_child[0], 0);
+        dup2(from_child[1], 1);
+        close(to_child[0]); close(to_child[1]); close(from_child[0]); close(from_child[1]);
+        for (i = 0; env && env[i] && env[i + 1]; i += 2) setenv(env[i], env[i + 1], 1);
+        execv(path, argv);
+        _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    if (p->pid < 0) { close(to_child[1]); close(from_child[0]); return 0; }
+    p->in = fdopen(to_child[1], "w");
+    p->out = fdopen(from_child[0], "r");
+    return p->in && p->out;
+}
+
+/* Sends one command line and reads the one-line answer into answer; 0 (after saying so on stderr, and with the pipes
+   closed so later asks fail at once) when the peer is gone or answers "error...". */
+static inline int bench_peer_ask(bench_peer *p, const char *cmd, char *answer, size_t cap) {
+    answer[0] = 0;
+    if (!p->in) return 0;
+    fprintf(p->in, "%s\n", cmd);
+    fflush(p->in);
+    if (!fgets(answer, (int)cap, p->out) || strncmp(answer, "error", 5) == 0) {
+        fprintf(stderr, "%s failed on '%s'%s%s", p->label, cmd, answer[0] ? ": " : "\n", answer);
+        fclose(p->in); fclose(p->out);
+        p->in = NULL; p->out = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+/* Closes the peer's stdin (sending "quit" first when quit is set), reads what it still writes (the last line into
+   last, when given), and waits for it. Returns 1 when it exited with status 0. */
+static inline int bench_peer_stop(bench_peer *p, int quit, char *last, size_t cap) {
+    char line[256];
+    int status = 0;
+    if (last) last[0] = 0;
+    if (p->in) {
+        if (quit) fprintf(p->in, "quit\n");
+        fclose(p->in);
+    }
+    if (p->out) {
+        while (fgets(line, sizeof line, p->out))
+            if (last) snprintf(last, cap, "%s", line);
+        fclose(p->out);
+    }
+    p->in = p->out = NULL;
+    if (p->pid <= 0) return 0;
+    return waitpid(p->pid, &status, 0) == p->pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 #endif

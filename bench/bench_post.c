@@ -15,17 +15,12 @@
 #include "ocr_dbnet.h"
 #include "bench_common.h"
 #include <signal.h>
-#include <unistd.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 
 #define MAP_H 736
 #define MAP_W 1280
 #define DEST_W 1280
 #define DEST_H 720
 #define MAX_REPS 64
-
-typedef struct { FILE *in, *out; pid_t pid; } peer;
 
 static void die(ocr_ctx *ctx, const char *what) {
     fprintf(stderr, "bench_post: %s: %s\n", what, ocr_ctx_last_error(ctx));
@@ -58,51 +53,26 @@ static void make_map(float *p, ocr_rng *r) {
         draw_bar(p, uni(r, 0, MAP_W), uni(r, 0, MAP_H), uni(r, 0, 3.14f), uni(r, 5, 15), uni(r, 3, 6), 0.5f, 2.0f);
 }
 
-/* Starts tools/bench_post_ref.py MAP with its stdin and stdout on pipes. */
-static int peer_start(peer *p, const char *map_path) {
-    int to_child[2], from_child[2];
+/* Starts tools/bench_post_ref.py MAP. */
+static int peer_start(bench_peer *p, char *map_path) {
     char w[16], h[16];
-    memset(p, 0, sizeof *p);
-    if (pipe(to_child) || pipe(from_child)) return 0;
-    p->pid = fork();
-    if (p->pid < 0) return 0;
-    if (p->pid == 0) {
-        dup2(to_child[0], 0);
-        dup2(from_child[1], 1);
-        close(to_child[0]); close(to_child[1]); close(from_child[0]); close(from_child[1]);
-        snprintf(w, sizeof w, "%d", DEST_W);
-        snprintf(h, sizeof h, "%d", DEST_H);
-        setenv("PYTHONPATH", "tools", 1);
-        execl("/usr/bin/python3", "python3", "tools/bench_post_ref.py", map_path, w, h, (char *)NULL);
-        _exit(127);
-    }
-    close(to_child[0]);
-    close(from_child[1]);
-    p->in = fdopen(to_child[1], "w");
-    p->out = fdopen(from_child[0], "r");
-    return p->in && p->out;
+    char *argv[] = {"python3", "tools/bench_post_ref.py", map_path, w, h, NULL};
+    const char *env[] = {"PYTHONPATH", "tools", NULL};
+    snprintf(w, sizeof w, "%d", DEST_W);
+    snprintf(h, sizeof h, "%d", DEST_H);
+    return bench_peer_start(p, "bench_post: the Python peer", "/usr/bin/python3", argv, env);
 }
 
 /* One timed run of the peer: wall seconds (0 when it failed), CPU seconds and its detection count. */
-static double peer_run(peer *p, const char *mode, double *cpu, int *n_dets) {
+static double peer_run(bench_peer *p, const char *mode, double *cpu, int *n_dets) {
     char line[128];
     double s;
-    line[0] = 0;
-    if (!p->in) return 0;
-    fprintf(p->in, "%s\n", mode);
-    fflush(p->in);
-    if (!fgets(line, sizeof line, p->out) || sscanf(line, "%lf %lf %d", &s, cpu, n_dets) != 3) {
-        fprintf(stderr, "bench_post: the Python peer failed on '%s'%s%s", mode, line[0] ? ": " : "\n", line);
-        fclose(p->in); fclose(p->out);
-        p->in = NULL; p->out = NULL;
+    if (!bench_peer_ask(p, mode, line, sizeof line)) return 0;
+    if (sscanf(line, "%lf %lf %d", &s, cpu, n_dets) != 3) {
+        fprintf(stderr, "bench_post: the Python peer answered '%s' to '%s'\n", line, mode);
         return 0;
     }
     return s;
-}
-
-static void peer_stop(peer *p) {
-    if (p->in) { fprintf(p->in, "quit\n"); fclose(p->in); fclose(p->out); }
-    if (p->pid > 0) waitpid(p->pid, NULL, 0);
 }
 
 static double ours_run(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_tensor *prob, ocr_detections *d, double *cpu) {
@@ -117,7 +87,7 @@ int main(int argc, char **argv) {
     ocr_ctx ctx;
     ocr_tensor prob;
     ocr_detections d;
-    peer py;
+    bench_peer py;
     char map_path[] = "/tmp/ocr_bench_post_XXXXXX", json[2048];
     int reps = 7, use_python = 1, i, m, r, fd, have_py = 0;
     size_t jl;
@@ -173,7 +143,7 @@ int main(int argc, char **argv) {
                                m ? "," : "", modes[m], 1e3 * med_ours, 1e3 * med_py, med_py > 0 ? med_ours / med_py : 0.0, 1e3 * cpu_ours,
                                1e3 * cpu_py, cpu_py > 0 ? cpu_ours / cpu_py : 0.0, d.n, py_dets);
     }
-    if (have_py) peer_stop(&py);
+    if (have_py) bench_peer_stop(&py, 1, NULL, 0);
     if (use_python) unlink(map_path);
     snprintf(json + jl, sizeof json - jl, "]}");
     printf("%s\n", json);

@@ -16,52 +16,23 @@
 #include "ocr_dbnet.h"
 #include "bench_common.h"
 #include <signal.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 
 #define MAX_REPS 64
 
 typedef struct { const char *name; int train; float width; int N, H, W, threads; } config;
-
-typedef struct { FILE *in, *out; pid_t pid; const char *label; } peer;
 
 static void die(ocr_ctx *ctx, const char *what) {
     fprintf(stderr, "bench_train: %s: %s\n", what, ocr_ctx_last_error(ctx));
     exit(1);
 }
 
-/* In a child: becomes tools/bench_torch.py (stdin and stdout already redirected); preload: a library for LD_PRELOAD
-   or NULL. */
-static void exec_torch(const char *preload) {
-    if (preload) {
-        setenv("LD_PRELOAD", preload, 1);
-        /* jemalloc tuned as in the issue: freed pages stay mapped */
-        setenv("MALLOC_CONF", "dirty_decay_ms:-1,muzzy_decay_ms:-1", 1);
-    }
-    setenv("PYTHONPATH", "tools", 1);
-    execl("/usr/bin/python3", "python3", "tools/bench_torch.py", (char *)NULL);
-    _exit(127);
-}
-
-/* Starts tools/bench_torch.py with its stdin and stdout on pipes. */
-static int peer_start(peer *p, const char *label, const char *preload) {
-    int to_child[2], from_child[2];
-    memset(p, 0, sizeof *p);
-    p->label = label;
-    if (pipe(to_child) || pipe(from_child)) return 0;
-    p->pid = fork();
-    if (p->pid < 0) return 0;
-    if (p->pid == 0) {
-        dup2(to_child[0], 0);
-        dup2(from_child[1], 1);
-        close(to_child[0]); close(to_child[1]); close(from_child[0]); close(from_child[1]);
-        exec_torch(preload);
-    }
-    close(to_child[0]);
-    close(from_child[1]);
-    p->in = fdopen(to_child[1], "w");
-    p->out = fdopen(from_child[0], "r");
-    return p->in && p->out;
+/* Starts tools/bench_torch.py; preload: a library for LD_PRELOAD, or NULL. */
+static int torch_start(bench_peer *p, const char *label, const char *preload) {
+    /* jemalloc tuned as in the issue: freed pages stay mapped */
+    const char *env[] = {"PYTHONPATH", "tools", "LD_PRELOAD", preload, "MALLOC_CONF", "dirty_decay_ms:-1,muzzy_decay_ms:-1", NULL};
+    char *argv[] = {"python3", "tools/bench_torch.py", NULL};
+    if (!preload) env[2] = NULL;
+    return bench_peer_start(p, label, "/usr/bin/python3", argv, env);
 }
 
 /* VmHWM of this process in KiB, -1 if unknown */
@@ -81,56 +52,16 @@ static long peak_rss_kib_self(void) {
    peer fed "setup", "run", "run", "mem" (torch_cmd, preload). Each reports its own VmHWM, which covers only the
    program after its exec (a fork's wait4 ru_maxrss would include the forking parent's pages). 0 when it failed. */
 static double peak_rss_mb(int config_index, const char *torch_cmd, const char *preload) {
-    int status = 0, in_pipe[2], out_pipe[2];
-    char line[256];
-    long kib = 0;
-    pid_t pid;
-    FILE *out;
-    if (pipe(in_pipe) || pipe(out_pipe)) return 0;
-    pid = fork();
-    if (pid < 0) return 0;
-    if (pid == 0) {
-        dup2(in_pipe[0], 0);
-        dup2(out_pipe[1], 1);
-        close(in_pipe[0]); close(in_pipe[1]); close(out_pipe[0]); close(out_pipe[1]);
-        if (torch_cmd) exec_torch(preload);
-        snprintf(line, sizeof line, "%d", config_index);
-        execl("/proc/self/exe", "bench_train", "--mem-child", line, (char *)NULL);
-        _exit(127);
-    }
-    close(in_pipe[0]);
-    close(out_pipe[1]);
-    if (torch_cmd) {
-        FILE *f = fdopen(in_pipe[1], "w");
-        if (f) { fprintf(f, "%s\nrun\nrun\nmem\nquit\n", torch_cmd); fclose(f); }
-    } else {
-        close(in_pipe[1]);
-    }
-    if ((out = fdopen(out_pipe[0], "r"))) {
-        while (fgets(line, sizeof line, out)) kib = atol(line); /* the last answer is the peak */
-        fclose(out);
-    }
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 0;
-    return (double)kib / 1024.0;
-}
-
-/* Sends one command and reads the one-line answer; 0 when the peer is gone. */
-static int peer_ask(peer *p, const char *cmd, char *answer, size_t cap) {
-    if (!p->in) return 0;
-    fprintf(p->in, "%s\n", cmd);
-    fflush(p->in);
-    if (!fgets(answer, (int)cap, p->out) || strncmp(answer, "error", 5) == 0) {
-        fprintf(stderr, "bench_train: PyTorch peer (%s) failed on '%s'\n", p->label, cmd);
-        fclose(p->in); fclose(p->out);
-        p->in = NULL; p->out = NULL;
+    char index[32], last[256];
+    char *argv[] = {"bench_train", "--mem-child", index, NULL};
+    bench_peer p;
+    snprintf(index, sizeof index, "%d", config_index);
+    if (!(torch_cmd ? torch_start(&p, "PyTorch peer (memory)", preload)
+                    : bench_peer_start(&p, "bench_train --mem-child", "/proc/self/exe", argv, NULL)))
         return 0;
-    }
-    return 1;
-}
-
-static void peer_stop(peer *p) {
-    if (p->in) { fprintf(p->in, "quit\n"); fclose(p->in); fclose(p->out); }
-    if (p->pid > 0) waitpid(p->pid, NULL, 0);
+    if (torch_cmd) fprintf(p.in, "%s\nrun\nrun\nmem\n", torch_cmd);
+    if (!bench_peer_stop(&p, torch_cmd != NULL, last, sizeof last)) return 0;
+    return (double)atol(last) / 1024.0; /* the last answer is the peak */
 }
 
 /* Fixed targets: a few text rectangles per image (gt and threshold band), everything else background. */
@@ -263,7 +194,7 @@ int main(int argc, char **argv) {
     int reps = 5, issue = 0, use_torch = 1, layers = 0, n_configs, i, c, r, n_peers = 0, mem_child = -1, n_done = 0, measured[16] = {0};
     const char *preloads[2] = {NULL, NULL}, *only = NULL;
     double mem_ours[16], mem_peer[16][2];
-    peer peers[2];
+    bench_peer peers[2];
     ocr_ctx ctx;
     char json[8192], line[256], cmd[256];
     size_t jl;
@@ -295,8 +226,8 @@ int main(int argc, char **argv) {
     if (use_torch) {
         const char *je = NULL;
         for (i = 0; i < 2; i++) if (access(jemalloc_paths[i], R_OK) == 0) je = jemalloc_paths[i];
-        if (peer_start(&peers[n_peers], "pytorch", NULL)) n_peers++;
-        if (je && peer_start(&peers[n_peers], "pytorch+jemalloc", je)) preloads[n_peers++] = je;
+        if (torch_start(&peers[n_peers], "PyTorch peer (pytorch)", NULL)) n_peers++;
+        if (je && torch_start(&peers[n_peers], "PyTorch peer (pytorch+jemalloc)", je)) preloads[n_peers++] = je;
         if (!je) printf("bench_train: libjemalloc2 not installed, PyTorch runs with the stock allocator only\n");
     }
     {
@@ -318,7 +249,7 @@ int main(int argc, char **argv) {
         if (only && !strstr(cf->name, only)) continue;
         ours_setup(&ctx, &o, cf);
         snprintf(cmd, sizeof cmd, "setup %s 18 %g %d %d %d %d", cf->train ? "train" : "infer", cf->width, cf->N, cf->H, cf->W, cf->threads);
-        for (p = 0; p < n_peers; p++) ok[p] = peer_ask(&peers[p], cmd, line, sizeof line) && peer_ask(&peers[p], "run", line, sizeof line);
+        for (p = 0; p < n_peers; p++) ok[p] = bench_peer_ask(&peers[p], cmd, line, sizeof line) && bench_peer_ask(&peers[p], "run", line, sizeof line);
         (void)ours_run(&ctx, &o); /* warm-up: buffers grow, pages fault in */
         if (layers) {
             sec = (double *)calloc(2 * (size_t)o.m.n_ops, sizeof *sec);
@@ -328,7 +259,7 @@ int main(int argc, char **argv) {
         for (r = 0; r < reps; r++) {
             t_ours[r] = ours_run(&ctx, &o);
             for (p = 0; p < n_peers; p++)
-                if (ok[p]) ok[p] = peer_ask(&peers[p], "run", line, sizeof line) && (t_peer[p][r] = atof(line)) > 0;
+                if (ok[p]) ok[p] = bench_peer_ask(&peers[p], "run", line, sizeof line) && (t_peer[p][r] = atof(line)) > 0;
         }
         med_ours = median(t_ours, reps);
         for (p = 0; p < n_peers; p++)
@@ -364,7 +295,7 @@ int main(int argc, char **argv) {
         if (layers) { print_layers(&o, sec, reps); free(sec); }
         ours_free(&o);
     }
-    for (i = 0; i < n_peers; i++) peer_stop(&peers[i]);
+    for (i = 0; i < n_peers; i++) bench_peer_stop(&peers[i], 1, NULL, 0);
     snprintf(json + jl, sizeof json - jl, "]}");
     printf("%s\n", json);
     ocr_ctx_free(&ctx);

@@ -153,7 +153,8 @@ OCR_EX_UNUSED static void ocr_ex_polygon_legible(unsigned char *rgb, int w, int 
 /* ---------------------------------------------------------------- device */
 #ifdef OCR_TENSOR_H
 /* --device: "cpu", or "cuda" in a CUDA build (ocr_cuda_init, which says clearly when there is no usable GPU).
-   Returns 0, else prints why and returns the exit status: 2 for a usage error, 1 when the device cannot be used. */
+   Returns 0, else prints why and returns the exit status: 2 for a usage error (an unknown device, or cuda in a build
+   without CUDA), 1 when the CUDA build finds no usable GPU. */
 OCR_EX_UNUSED static int ocr_ex_set_device(ocr_ctx *ctx, const char *prog, const char *device) {
     if (strcmp(device, "cpu") == 0) return 0;
     if (strcmp(device, "cuda") != 0) {
@@ -171,7 +172,7 @@ OCR_EX_UNUSED static int ocr_ex_set_device(ocr_ctx *ctx, const char *prog, const
     (void)ctx;
     fprintf(stderr, "%s: --device cuda: this CPU build has no CUDA backend; use the CUDA build (build/cuda/, made by ./build.sh "
                     "where nvcc is installed) or --device cpu\n", prog);
-    return 1;
+    return 2; /* a flag value this build cannot take: a usage error, like any other */
 #endif
 }
 

@@ -128,9 +128,6 @@ int main(int argc, char **argv) {
     memset(&x, 0, sizeof x); d_prob = d_thresh = gt = mask = clean = staging = x;
     if (ocr_ctx_init(&ctx, threads, 1) != OCR_OK) { fprintf(stderr, "%s: %s\n", argv[0], ocr_ctx_last_error(&ctx)); return 1; }
     if ((status = ocr_ex_set_device(&ctx, argv[0], device)) != 0) {
-#ifndef OCR_CUDA
-        status = 2; /* no CUDA in this build: --device cuda is a usage error */
-#endif
         goto done;
     }
     if (ocr_dbnet_init(&ctx, &m, &cfg) != OCR_OK || alloc_normal(&ctx, &x, "images", ocr_shape4(1, 3, size, size), 1.0f) != OCR_OK ||

@@ -69,9 +69,6 @@ int main(int argc, char **argv) {
     if (ocr_ctx_init(&ctx, 1, 0) != OCR_OK) { fprintf(stderr, "%s\n", ocr_ctx_last_error(&ctx)); return 1; }
     if ((rc = ocr_ex_set_device(&ctx, argv[0], device)) != 0) {
         ocr_ctx_free(&ctx);
-#ifndef OCR_CUDA
-        rc = 2; /* no CUDA in this build: --device cuda is a usage error */
-#endif
         return rc;
     }
     memset(staging, 0, sizeof staging);

@@ -27,7 +27,7 @@ typedef struct {
     const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone;
     int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, stop_at;
     int check_numerics, save_every;
-    float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice;
+    float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines;
 } train_args;
 
 static volatile sig_atomic_t g_stop;
@@ -187,7 +187,7 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
 /* The run's settings, stored in every checkpoint so --resume continues the same run. */
 static const char *const kArgNames[] = {"data", "val", "init", "optimizer", "backbone", "steps", "batch", "size", "seed",
                                         "eval_every", "val_count", "val_size", "lr", "width", "weight_decay",
-                                        "balanced_fraction", "pos_weight", "prior", "clip", "epochs", "prob_dice"};
+                                        "balanced_fraction", "pos_weight", "prior", "clip", "epochs", "prob_dice", "synth_lines"};
 enum { N_ARGS = sizeof kArgNames / sizeof kArgNames[0] };
 
 static void args_to_meta(const train_args *a, char values[][256]) {
@@ -212,6 +212,7 @@ static void args_to_meta(const train_args *a, char values[][256]) {
     snprintf(values[18], 256, "%.9g", a->clip);
     snprintf(values[19], 256, "%d", a->epochs);
     snprintf(values[20], 256, "%.9g", a->prob_dice);
+    snprintf(values[21], 256, "%.9g", a->synth_lines);
 }
 
 /* Strings stay alive in the checkpoint's metadata for the whole run (the file is kept open). */
@@ -223,6 +224,7 @@ static void args_from_meta(const ocr_safetensors *st, train_args *a) {
         snprintf(key, sizeof key, "train.%s", kArgNames[i]);
         v[i] = ocr_safetensors_meta(st, key);
         if (!v[i] && strcmp(kArgNames[i], "prob_dice") == 0) v[i] = "0"; /* runs from before the Dice(P) term */
+        if (!v[i] && strcmp(kArgNames[i], "synth_lines") == 0) v[i] = "30"; /* runs from before denser training scenes */
         if (!v[i]) { fprintf(stderr, "train_dbnet: the checkpoint lacks '%s'; not a train_dbnet checkpoint\n", key); exit(1); }
     }
     a->data = v[0]; a->val = v[1]; a->init = v[2][0] ? v[2] : NULL; a->optimizer = v[3]; a->backbone = v[4];
@@ -230,6 +232,7 @@ static void args_from_meta(const ocr_safetensors *st, train_args *a) {
     a->val_count = atoi(v[10]); a->val_size = atoi(v[11]); a->lr = (float)atof(v[12]); a->width = (float)atof(v[13]);
     a->weight_decay = (float)atof(v[14]); a->balanced_fraction = (float)atof(v[15]); a->pos_weight = (float)atof(v[16]);
     a->prior = (float)atof(v[17]); a->clip = (float)atof(v[18]); a->epochs = atoi(v[19]); a->prob_dice = (float)atof(v[20]);
+    a->synth_lines = (float)atof(v[21]);
 }
 
 typedef struct {
@@ -321,7 +324,8 @@ int main(int argc, char **argv) {
     ocr_ex_flag flags[40];
     int nf = 0, is_synth, i;
     ocr_ctx ctx;
-    ocr_synth synth;
+    ocr_synth synth, train_synth; /* validation scenes keep the defaults; training ones may be denser */
+    ocr_synth_config train_synth_cfg;
     ocr_dataset train_ds;
     ocr_loader *loader = NULL;
     ocr_loader_config lcfg;
@@ -347,9 +351,10 @@ int main(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     memset(targets_dev, 0, sizeof targets_dev);
     a.data = "synth"; a.val = "synth"; a.out = NULL; a.device = "cpu"; a.optimizer = "adamw"; a.backbone = "resnet18";
-    a.steps = 1200; a.batch = 8; a.size = 320; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 250;
+    a.steps = 3000; a.batch = 4; a.size = 256; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 500;
     a.log_every = 10; a.val_count = 200; a.val_size = 320; a.lr = 2e-3f; a.width = 0.25f; a.weight_decay = 1e-4f;
-    a.balanced_fraction = 0.2f; a.pos_weight = 1.0f; a.prior = 0.03f; a.clip = 5.0f; a.prob_dice = 1.0f; a.save_every = 100;
+    a.balanced_fraction = 0.2f; a.pos_weight = 1.0f; a.prior = 0.03f; a.clip = 5.0f; a.prob_dice = 6.0f; a.save_every = 100;
+    a.synth_lines = 90.0f;
 
 #define FLAG(n, t, v, h) (flags[nf].name = n, flags[nf].type = t, flags[nf].value = v, flags[nf].help = h, nf++)
     FLAG("--data", OCR_EX_STRING, &a.data, "training data: synth, icdar:DIR (images/ and gts/, or IMAGES,GTS) or lmdb:PATH");
@@ -367,6 +372,7 @@ int main(int argc, char **argv) {
     FLAG("--balanced-fraction", OCR_EX_FLOAT, &a.balanced_fraction, "fraction of the steps trained with class-balanced BCE; then positive-weighted BCE");
     FLAG("--pos-weight", OCR_EX_FLOAT, &a.pos_weight, "positive-class weight of the BCE after the balanced phase (0: official OHEM)");
     FLAG("--prob-dice", OCR_EX_FLOAT, &a.prob_dice, "weight of a Dice loss on the probability map itself (0: the official loss only)");
+    FLAG("--synth-lines", OCR_EX_FLOAT, &a.synth_lines, "text lines tried per megapixel in synthetic training scenes (validation keeps the default)");
     FLAG("--clip", OCR_EX_FLOAT, &a.clip, "global gradient-norm clip (0: none)");
     FLAG("--threads", OCR_EX_INT, &a.threads, "compute threads (0: all cores)");
     FLAG("--workers", OCR_EX_INT, &a.workers, "data loader threads");
@@ -443,7 +449,10 @@ int main(int argc, char **argv) {
 
     /* data */
     if (ocr_synth_init(&ctx, &synth, NULL)) die(&ctx, "loading fonts for synthetic scenes");
-    if (open_dataset(&ctx, a.data, &synth, (uint64_t)a.seed * 7919u + 1, (int64_t)a.steps * a.batch, a.size, &train_ds, &is_synth))
+    train_synth_cfg = ocr_synth_defaults();
+    train_synth_cfg.lines_per_mpix = a.synth_lines;
+    if (ocr_synth_init(&ctx, &train_synth, &train_synth_cfg)) die(&ctx, "--synth-lines");
+    if (open_dataset(&ctx, a.data, &train_synth, (uint64_t)a.seed * 7919u + 1, (int64_t)a.steps * a.batch, a.size, &train_ds, &is_synth))
         die(&ctx, "--data");
     memset(&tcfg, 0, sizeof tcfg);
     tcfg.augment = !is_synth;
@@ -452,6 +461,7 @@ int main(int argc, char **argv) {
     lcfg = ocr_loader_config_default();
     lcfg.batch_size = a.batch;
     lcfg.n_workers = a.workers;
+    lcfg.worker_nice = ctx.device == OCR_DEVICE_CPU ? 19 : 0; /* the step's threads own the cores; rendering fills gaps */
     lcfg.shuffle = !is_synth;  /* synthetic scenes are already independent draws */
     lcfg.drop_last = 1;
     lcfg.seed = (uint64_t)a.seed;
@@ -593,6 +603,7 @@ int main(int argc, char **argv) {
     ocr_dataset_close(&train_ds);
     val_free(&val);
     ocr_synth_free(&synth);
+    ocr_synth_free(&train_synth);
     ocr_tensor_free(&d_logits);
     ocr_tensor_free(&d_thresh);
     for (i = 0; i < F_COUNT; i++) ocr_tensor_free(&targets_dev[i]);

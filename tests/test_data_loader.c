@@ -1,13 +1,14 @@
 /* ocr_data.h [cache] and [loader]: the versioned cache (hits, a miss for every changed setting, corrupt and
    truncated entries detected and rebuilt), and the loader (identical batches for 1, 2 and 4 workers, order and
    augmentation set by (seed, epoch, index) only, a bad sample skipped and reported once, restart and shutdown in
-   the middle of an epoch, cached transforms, a caller that holds every batch). The reference is an in-memory
+   the middle of an epoch, cached transforms, a caller that holds every batch, workers niced without the caller). The reference is an in-memory
    dataset whose every pixel is known, and a serial re-computation of each batch. */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_data.h"
 #include "ocr_test.h"
+#include <sys/resource.h>
 
 static char g_tmp[256];
 
@@ -492,6 +493,42 @@ static void test_loader_config_errors(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* aux[0] = the nice value of the thread running the transform */
+static int nice_transform(ocr_ctx *ctx, void *user, ocr_sample *s, int64_t index, ocr_rng *rng, ocr_tensor *fields) {
+    (void)ctx; (void)user; (void)s; (void)index; (void)rng;
+    ((float *)fields[1].data)[0] = (float)getpriority(PRIO_PROCESS, 0);
+    return OCR_OK;
+}
+
+/* worker_nice lowers the workers' priority only (Linux: nice is per thread), by the amount asked, capped at 19. */
+static void test_loader_worker_nice(void) {
+    ocr_ctx ctx;
+    ocr_dataset ds;
+    mem_ds m;
+    ocr_loader *L;
+    ocr_loader_config cfg;
+    ocr_batch *b;
+    int base = getpriority(PRIO_PROCESS, 0), want = base + 7 > 19 ? 19 : base + 7, i;
+    ocr_ctx_init(&ctx, 1, 0);
+    mem_open(&ds, &m, 8, -1);
+    cfg = base_config(2, 4);
+    cfg.transform = nice_transform;
+    cfg.worker_nice = 20;
+    OCR_CHECK_ERR(&ctx, ocr_loader_create(&ctx, &L, &ds, &cfg), OCR_ERANGE, "worker_nice 20 outside 0..19");
+    cfg.worker_nice = 7;
+    OCR_CHECK_OK(&ctx, ocr_loader_create(&ctx, &L, &ds, &cfg));
+    if (L) {
+        OCR_CHECK_OK(&ctx, ocr_loader_start_epoch(&ctx, L, 0));
+        while (ocr_loader_next(&ctx, L, &b) == OCR_OK && b) {
+            for (i = 0; i < b->size; i++) OCR_CHECK(((const float *)b->fields[1].data)[2 * i] == (float)want);
+            ocr_loader_release(L, b);
+        }
+        ocr_loader_free(L);
+    }
+    OCR_CHECK(getpriority(PRIO_PROCESS, 0) == base);
+    ocr_ctx_free(&ctx);
+}
+
 int main(int argc, char **argv) {
     char cmd[300];
     ocr_test_init(argc, argv);
@@ -504,6 +541,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_loader_shutdown);
     OCR_TEST_RUN(test_loader_cache);
     OCR_TEST_RUN(test_loader_config_errors);
+    OCR_TEST_RUN(test_loader_worker_nice);
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
     return ocr_test_finish();

@@ -3,7 +3,7 @@
      validation at its training step), a TensorBoard event file, last/best checkpoints that load back into a model
      with the run's config, overlays, and the final JSON line;
    - resume exactness: a run stopped at step 4 and resumed gives, bit for bit, the losses of the uninterrupted run;
-   - usage errors exit 2, missing inputs exit 1 naming them, --device cuda says this build has no CUDA. */
+   - usage errors exit 2, missing inputs exit 1 naming them, --device cuda says this build has no CUDA (a usage error, exit 2). */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
@@ -119,7 +119,7 @@ static void test_usage_errors(void) {
     expect_exit("--bogus 1", 2, "unknown flag '--bogus'");
     expect_exit("--size 100", 2, "multiples of 32");
     expect_exit("--optimizer adam", 2, "--optimizer must be sgd or adamw");
-    expect_exit("--device cuda", 1, "no CUDA");
+    expect_exit("--device cuda", 2, "no CUDA");
     snprintf(args, sizeof args, "--data icdar:%s/no_such_dir --out %s/x", dir, dir);
     expect_exit(args, 1, "no_such_dir");
     snprintf(args, sizeof args, "--data lmdb:%s/no_such_lmdb --out %s/y", dir, dir);
