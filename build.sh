@@ -214,6 +214,8 @@ run_tests() {
     for t in "$dir"/test_*; do
         [ -x "$t" ] || continue
         case "$t" in *.log) continue ;; esac
+        # only tests that still have a source: a binary left from a removed test must not count
+        [ -e "tests/$(basename "$t").c" ] || [ -e "tests/$(basename "$t").cpp" ] || continue
         out=$(mktemp)
         set +e
         timeout 600 "$t" ${OCR_TEST_FILTER:-} >"$out" 2>&1
