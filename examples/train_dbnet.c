@@ -420,9 +420,10 @@ int main(int argc, char **argv) {
         snprintf(run_dir, sizeof run_dir, "runs/dbnet-%s", stamp);
     }
     if (a.steps < 1 || a.batch < 1 || a.size < 32 || a.size % 32 || a.val_size < 32 || a.val_size % 32 || a.val_count < 0 ||
-        a.workers < 1 || a.log_every < 1 || a.eval_every < 0 || !(a.lr > 0) || !(a.width > 0) || a.save_every < 1) {
+        a.workers < 1 || a.log_every < 1 || a.eval_every < 0 || !(a.lr > 0) || !(a.width > 0) || a.save_every < 1 ||
+        !(a.synth_lines >= 0 && a.synth_lines <= 10000)) {
         fprintf(stderr, "train_dbnet: --steps, --batch, --workers, --log-every and --save-every must be >= 1, --lr and --width > 0, "
-                        "--size and --val-size positive multiples of 32\n");
+                        "--size and --val-size positive multiples of 32, --synth-lines in [0, 10000]\n");
         return 2;
     }
     if (strcmp(a.optimizer, "sgd") != 0 && strcmp(a.optimizer, "adamw") != 0) { fprintf(stderr, "train_dbnet: --optimizer must be sgd or adamw\n"); return 2; }

@@ -118,6 +118,7 @@ static void test_usage_errors(void) {
     expect_exit("--steps abc", 2, "--steps needs an integer");
     expect_exit("--bogus 1", 2, "unknown flag '--bogus'");
     expect_exit("--size 100", 2, "multiples of 32");
+    expect_exit("--synth-lines -5", 2, "--synth-lines in [0, 10000]");
     expect_exit("--optimizer adam", 2, "--optimizer must be sgd or adamw");
     expect_exit("--device cuda", 2, "no CUDA");
     snprintf(args, sizeof args, "--data icdar:%s/no_such_dir --out %s/x", dir, dir);
