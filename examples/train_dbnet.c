@@ -25,9 +25,9 @@
 
 typedef struct {
     const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone;
-    int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, stop_at;
+    int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, val_input, stop_at;
     int check_numerics, save_every;
-    float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines;
+    float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines, synth_text_scale;
 } train_args;
 
 static volatile sig_atomic_t g_stop;
@@ -90,17 +90,21 @@ typedef struct {
     ocr_dataset ds;
     int count, size;
     ocr_sample *samples;         /* decoded once: validation must not cost a re-render each time */
-    ocr_tensor input;            /* [vb, 3, size, size] */
+    ocr_image *net_images;       /* the samples resized to the network input (NULL when it is the image size) */
+    int input;                   /* network input side; detections are mapped back to the size x size images */
+    ocr_tensor input_batch;      /* [vb, 3, input, input] */
     ocr_tensor prob_host;        /* the probability maps downloaded from the device for post-processing */
     int vb;
 } val_set;
 
-static void val_open(ocr_ctx *ctx, val_set *v, const char *spec, const ocr_synth *synth, uint64_t seed, int count, int size) {
+static void val_open(ocr_ctx *ctx, val_set *v, const char *spec, const ocr_synth *synth, uint64_t seed, int count, int size,
+                     int input) {
     int i, is_synth;
     memset(v, 0, sizeof v[0]);
     if (open_dataset(ctx, spec, synth, seed, count, size, &v->ds, &is_synth)) die(ctx, "opening the validation set");
     v->count = (int)(v->ds.count < count ? v->ds.count : count);
     v->size = size;
+    v->input = input;
     v->vb = 4;
     v->samples = (ocr_sample *)calloc((size_t)v->count, sizeof(ocr_sample));
     if (!v->samples) { fprintf(stderr, "train_dbnet: out of memory\n"); exit(1); }
@@ -111,15 +115,31 @@ static void val_open(ocr_ctx *ctx, val_set *v, const char *spec, const ocr_synth
             ocr_sample_resize(ctx, &v->samples[i], size, size))
             die(ctx, "resizing a validation image");
     }
-    if (ocr_tensor_alloc(ctx, &v->input, "val.input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(v->vb, 3, size, size)))
+    if (input != size) {
+        v->net_images = (ocr_image *)calloc((size_t)v->count, sizeof(ocr_image));
+        if (!v->net_images) { fprintf(stderr, "train_dbnet: out of memory\n"); exit(1); }
+        for (i = 0; i < v->count; i++) {
+            ocr_sample copy;
+            memset(&copy, 0, sizeof copy);
+            if (ocr_image_alloc(ctx, &copy.image, size, size, 3)) die(ctx, "validation input");
+            memcpy(copy.image.pixels, v->samples[i].image.pixels, (size_t)size * size * 3);
+            if (ocr_sample_resize(ctx, &copy, input, input)) die(ctx, "resizing a validation image to --val-input");
+            v->net_images[i] = copy.image; /* the copy has no polygons: its image is all it owns */
+        }
+    }
+    if (ocr_tensor_alloc(ctx, &v->input_batch, "val.input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(v->vb, 3, input, input)))
         die(ctx, "allocating the validation batch");
 }
 
 static void val_free(val_set *v) {
     int i;
-    for (i = 0; i < v->count; i++) ocr_sample_free(&v->samples[i]);
+    for (i = 0; i < v->count; i++) {
+        ocr_sample_free(&v->samples[i]);
+        if (v->net_images) ocr_image_free(&v->net_images[i]);
+    }
     free(v->samples);
-    ocr_tensor_free(&v->input);
+    free(v->net_images);
+    ocr_tensor_free(&v->input_batch);
     ocr_tensor_free(&v->prob_host);
     ocr_dataset_close(&v->ds);
 }
@@ -148,10 +168,10 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
     for (i = 0; i < v->count; i += v->vb) {
         int nb = v->count - i < v->vb ? v->count - i : v->vb;
         ocr_tensor in, prob, one;
-        if (ocr_tensor_slice(ctx, &v->input, 0, nb, &in)) die(ctx, "validation");
+        if (ocr_tensor_slice(ctx, &v->input_batch, 0, nb, &in)) die(ctx, "validation");
         for (b = 0; b < nb; b++) {
             ocr_tensor row;
-            if (ocr_tensor_slice(ctx, &in, b, 1, &row) || ocr_image_normalize(ctx, &v->samples[i + b].image, OCR_NORM_DBNET, &row))
+            if (ocr_tensor_slice(ctx, &in, b, 1, &row) || ocr_image_normalize(ctx, v->net_images ? &v->net_images[i + b] : &v->samples[i + b].image, OCR_NORM_DBNET, &row))
                 die(ctx, "validation input");
         }
         if (ocr_dbnet_forward(ctx, m, &in, 0, &prob, NULL) || ocr_ex_on_host(ctx, &prob, &v->prob_host, &prob)) die(ctx, "validation forward");
@@ -187,7 +207,8 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
 /* The run's settings, stored in every checkpoint so --resume continues the same run. */
 static const char *const kArgNames[] = {"data", "val", "init", "optimizer", "backbone", "steps", "batch", "size", "seed",
                                         "eval_every", "val_count", "val_size", "lr", "width", "weight_decay",
-                                        "balanced_fraction", "pos_weight", "prior", "clip", "epochs", "prob_dice", "synth_lines"};
+                                        "balanced_fraction", "pos_weight", "prior", "clip", "epochs", "prob_dice", "synth_lines",
+                                        "synth_text_scale", "val_input"};
 enum { N_ARGS = sizeof kArgNames / sizeof kArgNames[0] };
 
 static void args_to_meta(const train_args *a, char values[][256]) {
@@ -213,6 +234,8 @@ static void args_to_meta(const train_args *a, char values[][256]) {
     snprintf(values[19], 256, "%d", a->epochs);
     snprintf(values[20], 256, "%.9g", a->prob_dice);
     snprintf(values[21], 256, "%.9g", a->synth_lines);
+    snprintf(values[22], 256, "%.9g", a->synth_text_scale);
+    snprintf(values[23], 256, "%d", a->val_input);
 }
 
 /* Strings stay alive in the checkpoint's metadata for the whole run (the file is kept open). */
@@ -225,6 +248,8 @@ static void args_from_meta(const ocr_safetensors *st, train_args *a) {
         v[i] = ocr_safetensors_meta(st, key);
         if (!v[i] && strcmp(kArgNames[i], "prob_dice") == 0) v[i] = "0"; /* runs from before the Dice(P) term */
         if (!v[i] && strcmp(kArgNames[i], "synth_lines") == 0) v[i] = "30"; /* runs from before denser training scenes */
+        if (!v[i] && strcmp(kArgNames[i], "synth_text_scale") == 0) v[i] = "1"; /* ... before larger training text */
+        if (!v[i] && strcmp(kArgNames[i], "val_input") == 0) v[i] = v[11];     /* ... before upscaled validation */
         if (!v[i]) { fprintf(stderr, "train_dbnet: the checkpoint lacks '%s'; not a train_dbnet checkpoint\n", key); exit(1); }
     }
     a->data = v[0]; a->val = v[1]; a->init = v[2][0] ? v[2] : NULL; a->optimizer = v[3]; a->backbone = v[4];
@@ -232,7 +257,7 @@ static void args_from_meta(const ocr_safetensors *st, train_args *a) {
     a->val_count = atoi(v[10]); a->val_size = atoi(v[11]); a->lr = (float)atof(v[12]); a->width = (float)atof(v[13]);
     a->weight_decay = (float)atof(v[14]); a->balanced_fraction = (float)atof(v[15]); a->pos_weight = (float)atof(v[16]);
     a->prior = (float)atof(v[17]); a->clip = (float)atof(v[18]); a->epochs = atoi(v[19]); a->prob_dice = (float)atof(v[20]);
-    a->synth_lines = (float)atof(v[21]);
+    a->synth_lines = (float)atof(v[21]); a->synth_text_scale = (float)atof(v[22]); a->val_input = atoi(v[23]);
 }
 
 typedef struct {
@@ -354,7 +379,7 @@ int main(int argc, char **argv) {
     a.steps = 3000; a.batch = 4; a.size = 256; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 500;
     a.log_every = 10; a.val_count = 200; a.val_size = 320; a.lr = 2e-3f; a.width = 0.25f; a.weight_decay = 1e-4f;
     a.balanced_fraction = 0.2f; a.pos_weight = 1.0f; a.prior = 0.03f; a.clip = 5.0f; a.prob_dice = 6.0f; a.save_every = 100;
-    a.synth_lines = 90.0f;
+    a.synth_lines = 90.0f; a.synth_text_scale = 1.0f; a.val_input = 0;
 
 #define FLAG(n, t, v, h) (flags[nf].name = n, flags[nf].type = t, flags[nf].value = v, flags[nf].help = h, nf++)
     FLAG("--data", OCR_EX_STRING, &a.data, "training data: synth, icdar:DIR (images/ and gts/, or IMAGES,GTS) or lmdb:PATH");
@@ -373,6 +398,7 @@ int main(int argc, char **argv) {
     FLAG("--pos-weight", OCR_EX_FLOAT, &a.pos_weight, "positive-class weight of the BCE after the balanced phase (0: official OHEM)");
     FLAG("--prob-dice", OCR_EX_FLOAT, &a.prob_dice, "weight of a Dice loss on the probability map itself (0: the official loss only)");
     FLAG("--synth-lines", OCR_EX_FLOAT, &a.synth_lines, "text lines tried per megapixel in synthetic training scenes (validation keeps the default)");
+    FLAG("--synth-text-scale", OCR_EX_FLOAT, &a.synth_text_scale, "text heights of synthetic training scenes times this (validation keeps the default)");
     FLAG("--clip", OCR_EX_FLOAT, &a.clip, "global gradient-norm clip (0: none)");
     FLAG("--threads", OCR_EX_INT, &a.threads, "compute threads (0: all cores)");
     FLAG("--workers", OCR_EX_INT, &a.workers, "data loader threads");
@@ -385,6 +411,7 @@ int main(int argc, char **argv) {
     FLAG("--save-every", OCR_EX_INT, &a.save_every, "write the last checkpoint every N steps");
     FLAG("--val-count", OCR_EX_INT, &a.val_count, "validation images");
     FLAG("--val-size", OCR_EX_INT, &a.val_size, "validation image size (multiple of 32)");
+    FLAG("--val-input", OCR_EX_INT, &a.val_input, "validation images are resized to this for the network (multiple of 32; 0: --val-size)");
     FLAG("--device", OCR_EX_STRING, &a.device, "cpu or cuda");
     FLAG("--check-numerics", OCR_EX_BOOL, &a.check_numerics, "check every layer's outputs and gradients for NaN/Inf");
     FLAG("--stop-at", OCR_EX_INT, &a.stop_at, "stop after this step as if interrupted (saves last; for tests)");
@@ -421,9 +448,11 @@ int main(int argc, char **argv) {
     }
     if (a.steps < 1 || a.batch < 1 || a.size < 32 || a.size % 32 || a.val_size < 32 || a.val_size % 32 || a.val_count < 0 ||
         a.workers < 1 || a.log_every < 1 || a.eval_every < 0 || !(a.lr > 0) || !(a.width > 0) || a.save_every < 1 ||
-        !(a.synth_lines >= 0 && a.synth_lines <= 10000)) {
+        !(a.synth_lines >= 0 && a.synth_lines <= 10000) || !(a.synth_text_scale >= 0.1f && a.synth_text_scale <= 10) ||
+        a.val_input < 0 || a.val_input % 32 || a.val_input > 4096) {
         fprintf(stderr, "train_dbnet: --steps, --batch, --workers, --log-every and --save-every must be >= 1, --lr and --width > 0, "
-                        "--size and --val-size positive multiples of 32, --synth-lines in [0, 10000]\n");
+                        "--size and --val-size positive multiples of 32, --val-input 0 or a multiple of 32 up to 4096, "
+                        "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10]\n");
         return 2;
     }
     if (strcmp(a.optimizer, "sgd") != 0 && strcmp(a.optimizer, "adamw") != 0) { fprintf(stderr, "train_dbnet: --optimizer must be sgd or adamw\n"); return 2; }
@@ -452,7 +481,9 @@ int main(int argc, char **argv) {
     if (ocr_synth_init(&ctx, &synth, NULL)) die(&ctx, "loading fonts for synthetic scenes");
     train_synth_cfg = ocr_synth_defaults();
     train_synth_cfg.lines_per_mpix = a.synth_lines;
-    if (ocr_synth_init(&ctx, &train_synth, &train_synth_cfg)) die(&ctx, "--synth-lines");
+    train_synth_cfg.min_text_px *= a.synth_text_scale;
+    train_synth_cfg.max_text_px *= a.synth_text_scale;
+    if (ocr_synth_init(&ctx, &train_synth, &train_synth_cfg)) die(&ctx, "synthetic training scenes (--synth-lines, --synth-text-scale)");
     if (open_dataset(&ctx, a.data, &train_synth, (uint64_t)a.seed * 7919u + 1, (int64_t)a.steps * a.batch, a.size, &train_ds, &is_synth))
         die(&ctx, "--data");
     memset(&tcfg, 0, sizeof tcfg);
@@ -477,7 +508,8 @@ int main(int argc, char **argv) {
     batches_per_epoch = train_ds.count / a.batch;
     if (batches_per_epoch < 1) { fprintf(stderr, "train_dbnet: the training set has fewer than --batch samples\n"); return 1; }
     total_steps = (!is_synth && a.epochs > 0) ? (int64_t)a.epochs * batches_per_epoch : a.steps;
-    val_open(&ctx, &val, a.val, &synth, (uint64_t)a.seed * 7919u + 1000003u, a.val_count, a.val_size);
+    val_open(&ctx, &val, a.val, &synth, (uint64_t)a.seed * 7919u + 1000003u, a.val_count, a.val_size,
+             a.val_input ? a.val_input : a.val_size);
 
     if (ocr_tensor_alloc(&ctx, &d_logits, "d_prob_logits", OCR_F32, ctx.device, ocr_shape4(a.batch, 1, a.size, a.size)) ||
         ocr_tensor_alloc(&ctx, &d_thresh, "d_thresh", OCR_F32, ctx.device, ocr_shape4(a.batch, 1, a.size, a.size)))
