@@ -25,9 +25,9 @@
 
 typedef struct {
     const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone;
-    int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, val_input, stop_at;
+    int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, stop_at;
     int check_numerics, save_every;
-    float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines, synth_text_scale;
+    float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines, synth_text_scale, val_scale;
 } train_args;
 
 static volatile sig_atomic_t g_stop;
@@ -123,7 +123,7 @@ static void val_open(ocr_ctx *ctx, val_set *v, const char *spec, const ocr_synth
             memset(&copy, 0, sizeof copy);
             if (ocr_image_alloc(ctx, &copy.image, size, size, 3)) die(ctx, "validation input");
             memcpy(copy.image.pixels, v->samples[i].image.pixels, (size_t)size * size * 3);
-            if (ocr_sample_resize(ctx, &copy, input, input)) die(ctx, "resizing a validation image to --val-input");
+            if (ocr_sample_resize(ctx, &copy, input, input)) die(ctx, "scaling a validation image by --val-scale");
             v->net_images[i] = copy.image; /* the copy has no polygons: its image is all it owns */
         }
     }
@@ -208,7 +208,7 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
 static const char *const kArgNames[] = {"data", "val", "init", "optimizer", "backbone", "steps", "batch", "size", "seed",
                                         "eval_every", "val_count", "val_size", "lr", "width", "weight_decay",
                                         "balanced_fraction", "pos_weight", "prior", "clip", "epochs", "prob_dice", "synth_lines",
-                                        "synth_text_scale", "val_input"};
+                                        "synth_text_scale", "val_scale"};
 enum { N_ARGS = sizeof kArgNames / sizeof kArgNames[0] };
 
 static void args_to_meta(const train_args *a, char values[][256]) {
@@ -235,7 +235,7 @@ static void args_to_meta(const train_args *a, char values[][256]) {
     snprintf(values[20], 256, "%.9g", a->prob_dice);
     snprintf(values[21], 256, "%.9g", a->synth_lines);
     snprintf(values[22], 256, "%.9g", a->synth_text_scale);
-    snprintf(values[23], 256, "%d", a->val_input);
+    snprintf(values[23], 256, "%.9g", a->val_scale);
 }
 
 /* Strings stay alive in the checkpoint's metadata for the whole run (the file is kept open). */
@@ -249,7 +249,7 @@ static void args_from_meta(const ocr_safetensors *st, train_args *a) {
         if (!v[i] && strcmp(kArgNames[i], "prob_dice") == 0) v[i] = "0"; /* runs from before the Dice(P) term */
         if (!v[i] && strcmp(kArgNames[i], "synth_lines") == 0) v[i] = "30"; /* runs from before denser training scenes */
         if (!v[i] && strcmp(kArgNames[i], "synth_text_scale") == 0) v[i] = "1"; /* ... before larger training text */
-        if (!v[i] && strcmp(kArgNames[i], "val_input") == 0) v[i] = v[11];     /* ... before upscaled validation */
+        if (!v[i] && strcmp(kArgNames[i], "val_scale") == 0) v[i] = "1";        /* ... before upscaled validation */
         if (!v[i]) { fprintf(stderr, "train_dbnet: the checkpoint lacks '%s'; not a train_dbnet checkpoint\n", key); exit(1); }
     }
     a->data = v[0]; a->val = v[1]; a->init = v[2][0] ? v[2] : NULL; a->optimizer = v[3]; a->backbone = v[4];
@@ -257,7 +257,7 @@ static void args_from_meta(const ocr_safetensors *st, train_args *a) {
     a->val_count = atoi(v[10]); a->val_size = atoi(v[11]); a->lr = (float)atof(v[12]); a->width = (float)atof(v[13]);
     a->weight_decay = (float)atof(v[14]); a->balanced_fraction = (float)atof(v[15]); a->pos_weight = (float)atof(v[16]);
     a->prior = (float)atof(v[17]); a->clip = (float)atof(v[18]); a->epochs = atoi(v[19]); a->prob_dice = (float)atof(v[20]);
-    a->synth_lines = (float)atof(v[21]); a->synth_text_scale = (float)atof(v[22]); a->val_input = atoi(v[23]);
+    a->synth_lines = (float)atof(v[21]); a->synth_text_scale = (float)atof(v[22]); a->val_scale = (float)atof(v[23]);
 }
 
 typedef struct {
@@ -379,7 +379,7 @@ int main(int argc, char **argv) {
     a.steps = 3000; a.batch = 4; a.size = 256; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 500;
     a.log_every = 10; a.val_count = 200; a.val_size = 320; a.lr = 2e-3f; a.width = 0.25f; a.weight_decay = 1e-4f;
     a.balanced_fraction = 0.2f; a.pos_weight = 1.0f; a.prior = 0.03f; a.clip = 5.0f; a.prob_dice = 6.0f; a.save_every = 100;
-    a.synth_lines = 90.0f; a.synth_text_scale = 1.0f; a.val_input = 0;
+    a.synth_lines = 90.0f; a.synth_text_scale = 1.0f; a.val_scale = 1.0f;
 
 #define FLAG(n, t, v, h) (flags[nf].name = n, flags[nf].type = t, flags[nf].value = v, flags[nf].help = h, nf++)
     FLAG("--data", OCR_EX_STRING, &a.data, "training data: synth, icdar:DIR (images/ and gts/, or IMAGES,GTS) or lmdb:PATH");
@@ -411,7 +411,7 @@ int main(int argc, char **argv) {
     FLAG("--save-every", OCR_EX_INT, &a.save_every, "write the last checkpoint every N steps");
     FLAG("--val-count", OCR_EX_INT, &a.val_count, "validation images");
     FLAG("--val-size", OCR_EX_INT, &a.val_size, "validation image size (multiple of 32)");
-    FLAG("--val-input", OCR_EX_INT, &a.val_input, "validation images are resized to this for the network (multiple of 32; 0: --val-size)");
+    FLAG("--val-scale", OCR_EX_FLOAT, &a.val_scale, "validation images are scaled by this for the network (sides rounded up to multiples of 32); detections are mapped back");
     FLAG("--device", OCR_EX_STRING, &a.device, "cpu or cuda");
     FLAG("--check-numerics", OCR_EX_BOOL, &a.check_numerics, "check every layer's outputs and gradients for NaN/Inf");
     FLAG("--stop-at", OCR_EX_INT, &a.stop_at, "stop after this step as if interrupted (saves last; for tests)");
@@ -449,9 +449,9 @@ int main(int argc, char **argv) {
     if (a.steps < 1 || a.batch < 1 || a.size < 32 || a.size % 32 || a.val_size < 32 || a.val_size % 32 || a.val_count < 0 ||
         a.workers < 1 || a.log_every < 1 || a.eval_every < 0 || !(a.lr > 0) || !(a.width > 0) || a.save_every < 1 ||
         !(a.synth_lines >= 0 && a.synth_lines <= 10000) || !(a.synth_text_scale >= 0.1f && a.synth_text_scale <= 10) ||
-        a.val_input < 0 || a.val_input % 32 || a.val_input > 4096) {
+        !(a.val_scale >= 0.25f && a.val_scale <= 4)) {
         fprintf(stderr, "train_dbnet: --steps, --batch, --workers, --log-every and --save-every must be >= 1, --lr and --width > 0, "
-                        "--size and --val-size positive multiples of 32, --val-input 0 or a multiple of 32 up to 4096, "
+                        "--size and --val-size positive multiples of 32, --val-scale in [0.25, 4], "
                         "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10]\n");
         return 2;
     }
@@ -509,7 +509,7 @@ int main(int argc, char **argv) {
     if (batches_per_epoch < 1) { fprintf(stderr, "train_dbnet: the training set has fewer than --batch samples\n"); return 1; }
     total_steps = (!is_synth && a.epochs > 0) ? (int64_t)a.epochs * batches_per_epoch : a.steps;
     val_open(&ctx, &val, a.val, &synth, (uint64_t)a.seed * 7919u + 1000003u, a.val_count, a.val_size,
-             a.val_input ? a.val_input : a.val_size);
+             (int)ceil(a.val_size * (double)a.val_scale / 32.0 - 1e-6) * 32); /* 1.4f must not round 448 up */
 
     if (ocr_tensor_alloc(&ctx, &d_logits, "d_prob_logits", OCR_F32, ctx.device, ocr_shape4(a.batch, 1, a.size, a.size)) ||
         ocr_tensor_alloc(&ctx, &d_thresh, "d_thresh", OCR_F32, ctx.device, ocr_shape4(a.batch, 1, a.size, a.size)))

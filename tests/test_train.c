@@ -58,7 +58,7 @@ static void test_short_run(void) {
     ocr_dbnet_config cfg;
     ocr_dbnet m;
     struct stat st;
-    snprintf(args, sizeof args, "%s %s --steps 12 --eval-every 5 --save-every 6 --lr 0.005 --val-input 96 --out %s/short", TRAIN, TINY, dir);
+    snprintf(args, sizeof args, "%s %s --steps 12 --eval-every 5 --save-every 6 --lr 0.005 --val-scale 1.5 --out %s/short", TRAIN, TINY, dir);
     rc = ocr_test_run(args, &out, &err);
     OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", args, rc, err);
     /* the last stdout line is the summary */
@@ -120,7 +120,7 @@ static void test_usage_errors(void) {
     expect_exit("--size 100", 2, "multiples of 32");
     expect_exit("--synth-lines -5", 2, "--synth-lines in [0, 10000]");
     expect_exit("--synth-text-scale 0", 2, "--synth-text-scale in [0.1, 10]");
-    expect_exit("--val-input 100", 2, "--val-input 0 or a multiple of 32");
+    expect_exit("--val-scale 0", 2, "--val-scale in [0.25, 4]");
     expect_exit("--optimizer adam", 2, "--optimizer must be sgd or adamw");
     expect_exit("--device cuda", 2, "no CUDA");
     snprintf(args, sizeof args, "--data icdar:%s/no_such_dir --out %s/x", dir, dir);
