@@ -478,12 +478,15 @@ int main(int argc, char **argv) {
     }
 
     /* data */
-    if (ocr_synth_init(&ctx, &synth, NULL)) die(&ctx, "loading fonts for synthetic scenes");
+    memset(&synth, 0, sizeof synth); /* fonts are loaded only for the sets that are synthetic */
+    memset(&train_synth, 0, sizeof train_synth);
+    if (strcmp(a.val, "synth") == 0 && ocr_synth_init(&ctx, &synth, NULL)) die(&ctx, "loading fonts for synthetic scenes");
     train_synth_cfg = ocr_synth_defaults();
     train_synth_cfg.lines_per_mpix = a.synth_lines;
     train_synth_cfg.min_text_px *= a.synth_text_scale;
     train_synth_cfg.max_text_px *= a.synth_text_scale;
-    if (ocr_synth_init(&ctx, &train_synth, &train_synth_cfg)) die(&ctx, "synthetic training scenes (--synth-lines, --synth-text-scale)");
+    if (strcmp(a.data, "synth") == 0 && ocr_synth_init(&ctx, &train_synth, &train_synth_cfg))
+        die(&ctx, "synthetic training scenes (--synth-lines, --synth-text-scale)");
     if (open_dataset(&ctx, a.data, &train_synth, (uint64_t)a.seed * 7919u + 1, (int64_t)a.steps * a.batch, a.size, &train_ds, &is_synth))
         die(&ctx, "--data");
     memset(&tcfg, 0, sizeof tcfg);
