@@ -379,7 +379,7 @@ int main(int argc, char **argv) {
     a.steps = 3000; a.batch = 4; a.size = 256; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 500;
     a.log_every = 10; a.val_count = 200; a.val_size = 320; a.lr = 2e-3f; a.width = 0.25f; a.weight_decay = 1e-4f;
     a.balanced_fraction = 0.2f; a.pos_weight = 1.0f; a.prior = 0.03f; a.clip = 5.0f; a.prob_dice = 6.0f; a.save_every = 100;
-    a.synth_lines = 90.0f; a.synth_text_scale = 1.0f; a.val_scale = 1.0f;
+    a.synth_lines = 90.0f; a.synth_text_scale = 1.0f; a.val_scale = 0.0f;
 
 #define FLAG(n, t, v, h) (flags[nf].name = n, flags[nf].type = t, flags[nf].value = v, flags[nf].help = h, nf++)
     FLAG("--data", OCR_EX_STRING, &a.data, "training data: synth, icdar:DIR (images/ and gts/, or IMAGES,GTS) or lmdb:PATH");
@@ -411,7 +411,8 @@ int main(int argc, char **argv) {
     FLAG("--save-every", OCR_EX_INT, &a.save_every, "write the last checkpoint every N steps");
     FLAG("--val-count", OCR_EX_INT, &a.val_count, "validation images");
     FLAG("--val-size", OCR_EX_INT, &a.val_size, "validation image size (multiple of 32)");
-    FLAG("--val-scale", OCR_EX_FLOAT, &a.val_scale, "validation images are scaled by this for the network (sides rounded up to multiples of 32); detections are mapped back");
+    FLAG("--val-scale", OCR_EX_FLOAT, &a.val_scale, "validation images are scaled by this for the network (sides rounded up to multiples of 32), detections mapped back; "
+                                              "0: 1.4 for synthetic validation scenes (their smallest words need it), 1 for datasets");
     FLAG("--device", OCR_EX_STRING, &a.device, "cpu or cuda");
     FLAG("--check-numerics", OCR_EX_BOOL, &a.check_numerics, "check every layer's outputs and gradients for NaN/Inf");
     FLAG("--stop-at", OCR_EX_INT, &a.stop_at, "stop after this step as if interrupted (saves last; for tests)");
@@ -449,12 +450,13 @@ int main(int argc, char **argv) {
     if (a.steps < 1 || a.batch < 1 || a.size < 32 || a.size % 32 || a.val_size < 32 || a.val_size % 32 || a.val_count < 0 ||
         a.workers < 1 || a.log_every < 1 || a.eval_every < 0 || !(a.lr > 0) || !(a.width > 0) || a.save_every < 1 ||
         !(a.synth_lines >= 0 && a.synth_lines <= 10000) || !(a.synth_text_scale >= 0.1f && a.synth_text_scale <= 10) ||
-        !(a.val_scale >= 0.25f && a.val_scale <= 4)) {
+        !(a.val_scale == 0 || (a.val_scale >= 0.25f && a.val_scale <= 4))) {
         fprintf(stderr, "train_dbnet: --steps, --batch, --workers, --log-every and --save-every must be >= 1, --lr and --width > 0, "
-                        "--size and --val-size positive multiples of 32, --val-scale in [0.25, 4], "
+                        "--size and --val-size positive multiples of 32, --val-scale 0 or in [0.25, 4], "
                         "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10]\n");
         return 2;
     }
+    if (a.val_scale == 0) a.val_scale = strcmp(a.val, "synth") == 0 ? 1.4f : 1.0f; /* stored resolved in checkpoints */
     if (strcmp(a.optimizer, "sgd") != 0 && strcmp(a.optimizer, "adamw") != 0) { fprintf(stderr, "train_dbnet: --optimizer must be sgd or adamw\n"); return 2; }
     if (strcmp(a.backbone, "resnet18") != 0 && strcmp(a.backbone, "resnet34") != 0) { fprintf(stderr, "train_dbnet: --backbone must be resnet18 or resnet34\n"); return 2; }
     if (mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_dbnet: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
@@ -525,9 +527,11 @@ int main(int argc, char **argv) {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
-    fprintf(stderr, "train_dbnet: %s DB-ResNet-%d width %g, %zu parameters, %lld steps of %d x %dx%d on %d threads (GEMM %s), run %s\n",
+    fprintf(stderr, "train_dbnet: %s DB-ResNet-%d width %g, %zu parameters, %lld steps of %d x %dx%d on %d threads (GEMM %s), "
+                    "validation %d images run at %dx%d, run %s\n",
             a.resume ? "resuming" : "training", mcfg.depth, a.width, ocr_params_trainable_count(&model.params),
-            (long long)total_steps, a.batch, a.size, a.size, ctx.n_threads, ocr_gemm_kernel_name(&ctx), run_dir);
+            (long long)total_steps, a.batch, a.size, a.size, ctx.n_threads, ocr_gemm_kernel_name(&ctx), val.count, val.input,
+            val.input, run_dir);
 
     loss_cfg = ocr_db_loss_defaults();
     loss_cfg.prob_dice_weight = a.prob_dice; /* sharpens P between neighbouring words: see ocr_loss.h */

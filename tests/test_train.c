@@ -120,7 +120,7 @@ static void test_usage_errors(void) {
     expect_exit("--size 100", 2, "multiples of 32");
     expect_exit("--synth-lines -5", 2, "--synth-lines in [0, 10000]");
     expect_exit("--synth-text-scale 0", 2, "--synth-text-scale in [0.1, 10]");
-    expect_exit("--val-scale 0", 2, "--val-scale in [0.25, 4]");
+    expect_exit("--val-scale 0.1", 2, "--val-scale 0 or in [0.25, 4]");
     expect_exit("--optimizer adam", 2, "--optimizer must be sgd or adamw");
     expect_exit("--device cuda", 2, "no CUDA");
     snprintf(args, sizeof args, "--data icdar:%s/no_such_dir --out %s/x", dir, dir);
