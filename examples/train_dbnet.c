@@ -90,7 +90,7 @@ typedef struct {
     ocr_dataset ds;
     int count, size;
     ocr_sample *samples;         /* decoded once: validation must not cost a re-render each time */
-    ocr_image *net_images;       /* the samples resized to the network input (NULL when it is the image size) */
+    ocr_sample scaled;           /* one image resized to the network input, remade per use (caching 200 would cost ~120 MB) */
     int input;                   /* network input side; detections are mapped back to the size x size images */
     ocr_tensor input_batch;      /* [vb, 3, input, input] */
     ocr_tensor prob_host;        /* the probability maps downloaded from the device for post-processing */
@@ -115,30 +115,26 @@ static void val_open(ocr_ctx *ctx, val_set *v, const char *spec, const ocr_synth
             ocr_sample_resize(ctx, &v->samples[i], size, size))
             die(ctx, "resizing a validation image");
     }
-    if (input != size) {
-        v->net_images = (ocr_image *)calloc((size_t)v->count, sizeof(ocr_image));
-        if (!v->net_images) { fprintf(stderr, "train_dbnet: out of memory\n"); exit(1); }
-        for (i = 0; i < v->count; i++) {
-            ocr_sample copy;
-            memset(&copy, 0, sizeof copy);
-            if (ocr_image_alloc(ctx, &copy.image, size, size, 3)) die(ctx, "validation input");
-            memcpy(copy.image.pixels, v->samples[i].image.pixels, (size_t)size * size * 3);
-            if (ocr_sample_resize(ctx, &copy, input, input)) die(ctx, "scaling a validation image by --val-scale");
-            v->net_images[i] = copy.image; /* the copy has no polygons: its image is all it owns */
-        }
-    }
     if (ocr_tensor_alloc(ctx, &v->input_batch, "val.input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(v->vb, 3, input, input)))
         die(ctx, "allocating the validation batch");
 }
 
+/* The network's view of validation image i: the image itself, or its copy scaled to the input size. */
+static const ocr_image *val_net_image(ocr_ctx *ctx, val_set *v, int i) {
+    const ocr_image *img = &v->samples[i].image;
+    if (img->width == v->input && img->height == v->input) return img;
+    ocr_sample_free(&v->scaled);
+    if (ocr_image_alloc(ctx, &v->scaled.image, img->width, img->height, img->channels)) die(ctx, "validation input");
+    memcpy(v->scaled.image.pixels, img->pixels, (size_t)img->width * img->height * img->channels);
+    if (ocr_sample_resize(ctx, &v->scaled, v->input, v->input)) die(ctx, "scaling a validation image by --val-scale");
+    return &v->scaled.image;
+}
+
 static void val_free(val_set *v) {
     int i;
-    for (i = 0; i < v->count; i++) {
-        ocr_sample_free(&v->samples[i]);
-        if (v->net_images) ocr_image_free(&v->net_images[i]);
-    }
+    for (i = 0; i < v->count; i++) ocr_sample_free(&v->samples[i]);
     free(v->samples);
-    free(v->net_images);
+    ocr_sample_free(&v->scaled);
     ocr_tensor_free(&v->input_batch);
     ocr_tensor_free(&v->prob_host);
     ocr_dataset_close(&v->ds);
@@ -171,7 +167,7 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
         if (ocr_tensor_slice(ctx, &v->input_batch, 0, nb, &in)) die(ctx, "validation");
         for (b = 0; b < nb; b++) {
             ocr_tensor row;
-            if (ocr_tensor_slice(ctx, &in, b, 1, &row) || ocr_image_normalize(ctx, v->net_images ? &v->net_images[i + b] : &v->samples[i + b].image, OCR_NORM_DBNET, &row))
+            if (ocr_tensor_slice(ctx, &in, b, 1, &row) || ocr_image_normalize(ctx, val_net_image(ctx, v, i + b), OCR_NORM_DBNET, &row))
                 die(ctx, "validation input");
         }
         if (ocr_dbnet_forward(ctx, m, &in, 0, &prob, NULL) || ocr_ex_on_host(ctx, &prob, &v->prob_host, &prob)) die(ctx, "validation forward");
