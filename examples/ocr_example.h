@@ -229,6 +229,16 @@ OCR_EX_UNUSED static int ocr_ex_input_size(ocr_ctx *ctx, int width, int height, 
     return OCR_OK;
 }
 
+/* A copy of img resized to in_w x in_h (bilinear, as cv2.resize) in out->image, whose old contents are freed first;
+   free with ocr_sample_free. */
+OCR_EX_UNUSED static int ocr_ex_resized_copy(ocr_ctx *ctx, const ocr_image *img, int in_w, int in_h, ocr_sample *out) {
+    int rc;
+    ocr_sample_free(out);
+    if ((rc = ocr_image_alloc(ctx, &out->image, img->width, img->height, img->channels))) return rc;
+    memcpy(out->image.pixels, img->pixels, (size_t)img->width * (size_t)img->height * (size_t)img->channels);
+    return ocr_sample_resize(ctx, out, in_w, in_h);
+}
+
 /* Resizes img to in_w x in_h (bilinear, as cv2.resize), normalises it as the official code (BGR mean, no std) into
    *x (reallocated; free with ocr_tensor_free) and runs the model in eval mode: *prob is the probability map
    [1,1,in_h,in_w], a view into the model valid until its next forward. id names the image in messages. */
@@ -238,10 +248,8 @@ OCR_EX_UNUSED static int ocr_ex_infer(ocr_ctx *ctx, ocr_dbnet *m, const ocr_imag
     int rc;
     memset(&s, 0, sizeof s);
     snprintf(s.id, sizeof s.id, "%s", id);
-    if ((rc = ocr_image_alloc(ctx, &s.image, img->width, img->height, img->channels))) return rc;
-    memcpy(s.image.pixels, img->pixels, (size_t)img->width * (size_t)img->height * (size_t)img->channels);
     ocr_tensor_free(x);
-    if (!(rc = ocr_sample_resize(ctx, &s, in_w, in_h)) &&
+    if (!(rc = ocr_ex_resized_copy(ctx, img, in_w, in_h, &s)) &&
         !(rc = ocr_tensor_alloc(ctx, x, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w))) &&
         !(rc = ocr_image_normalize(ctx, &s.image, OCR_NORM_DBNET, x)))
         rc = ocr_dbnet_forward(ctx, m, x, 0, prob, NULL);

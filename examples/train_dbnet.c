@@ -123,10 +123,7 @@ static void val_open(ocr_ctx *ctx, val_set *v, const char *spec, const ocr_synth
 static const ocr_image *val_net_image(ocr_ctx *ctx, val_set *v, int i) {
     const ocr_image *img = &v->samples[i].image;
     if (img->width == v->input && img->height == v->input) return img;
-    ocr_sample_free(&v->scaled);
-    if (ocr_image_alloc(ctx, &v->scaled.image, img->width, img->height, img->channels)) die(ctx, "validation input");
-    memcpy(v->scaled.image.pixels, img->pixels, (size_t)img->width * img->height * img->channels);
-    if (ocr_sample_resize(ctx, &v->scaled, v->input, v->input)) die(ctx, "scaling a validation image by --val-scale");
+    if (ocr_ex_resized_copy(ctx, img, v->input, v->input, &v->scaled)) die(ctx, "scaling a validation image by --val-scale");
     return &v->scaled.image;
 }
 
