@@ -75,10 +75,12 @@ static void loss_targets(ocr_ctx *ctx, const ocr_batch *batch, ocr_tensor *dev, 
     }
 }
 
+static int is_synth_spec(const char *spec) { return strcmp(spec, "synth") == 0; }
+
 /* "synth" (scenes rendered on the fly) or any dataset ocr_ex_open_dataset reads */
 static int open_dataset(ocr_ctx *ctx, const char *spec, const ocr_synth *synth, uint64_t seed, int64_t count, int size,
                         ocr_dataset *ds, int *is_synth) {
-    *is_synth = strcmp(spec, "synth") == 0;
+    *is_synth = is_synth_spec(spec);
     if (*is_synth) return ocr_dataset_open_synth(ctx, ds, synth, seed, count, size, size);
     if (!ocr_ex_dataset_spec_ok(spec)) return ocr_error(ctx, OCR_EINVAL, "dataset '%s': expected synth, icdar:DIR or lmdb:PATH", spec);
     return ocr_ex_open_dataset(ctx, spec, OCR_GT_POLYGON, ds);
@@ -449,7 +451,7 @@ int main(int argc, char **argv) {
                         "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10]\n");
         return 2;
     }
-    if (a.val_scale == 0) a.val_scale = strcmp(a.val, "synth") == 0 ? 1.4f : 1.0f; /* stored resolved in checkpoints */
+    if (a.val_scale == 0) a.val_scale = is_synth_spec(a.val) ? 1.4f : 1.0f; /* stored resolved in checkpoints */
     if (strcmp(a.optimizer, "sgd") != 0 && strcmp(a.optimizer, "adamw") != 0) { fprintf(stderr, "train_dbnet: --optimizer must be sgd or adamw\n"); return 2; }
     if (strcmp(a.backbone, "resnet18") != 0 && strcmp(a.backbone, "resnet34") != 0) { fprintf(stderr, "train_dbnet: --backbone must be resnet18 or resnet34\n"); return 2; }
     if (mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_dbnet: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
@@ -475,12 +477,12 @@ int main(int argc, char **argv) {
     /* data */
     memset(&synth, 0, sizeof synth); /* fonts are loaded only for the sets that are synthetic */
     memset(&train_synth, 0, sizeof train_synth);
-    if (strcmp(a.val, "synth") == 0 && ocr_synth_init(&ctx, &synth, NULL)) die(&ctx, "loading fonts for synthetic scenes");
+    if (is_synth_spec(a.val) && ocr_synth_init(&ctx, &synth, NULL)) die(&ctx, "loading fonts for synthetic scenes");
     train_synth_cfg = ocr_synth_defaults();
     train_synth_cfg.lines_per_mpix = a.synth_lines;
     train_synth_cfg.min_text_px *= a.synth_text_scale;
     train_synth_cfg.max_text_px *= a.synth_text_scale;
-    if (strcmp(a.data, "synth") == 0 && ocr_synth_init(&ctx, &train_synth, &train_synth_cfg))
+    if (is_synth_spec(a.data) && ocr_synth_init(&ctx, &train_synth, &train_synth_cfg))
         die(&ctx, "synthetic training scenes (--synth-lines, --synth-text-scale)");
     if (open_dataset(&ctx, a.data, &train_synth, (uint64_t)a.seed * 7919u + 1, (int64_t)a.steps * a.batch, a.size, &train_ds, &is_synth))
         die(&ctx, "--data");
