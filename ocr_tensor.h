@@ -32,7 +32,7 @@
        OCR_MALLOC/OCR_REALLOC/OCR_FREE   all or none: replace the allocator
        OCR_MAX_THREADS             thread-pool cap (default 64)
        OCR_SAFETENSORS_MAX_HEADER  header length cap for files from outside (default 100,000,000 bytes)
-   Environment read by ocr_ctx_init: OCR_CHECK_NUMERICS=1 and OCR_CUDA_SYNC_DEBUG=1 set the debug flags;
+   Environment read by ocr_ctx_init: OCR_CHECK_NUMERICS=1, OCR_CUDA_SYNC_DEBUG=1 and OCR_NO_WINOGRAD=1 set the debug flags;
    OCR_CPU_KERNEL=portable|avx2|avx512 forces a GEMM micro-kernel (default: the best the CPU supports).
    Dependencies: C99, POSIX threads, libm.
 */
@@ -111,7 +111,8 @@ typedef enum { OCR_DEVICE_CPU = 0, OCR_DEVICE_CUDA = 1 } ocr_device;
 
 enum {
     OCR_DEBUG_CHECK_NUMERICS = 1u << 0, /* every layer checks outputs and gradients for NaN/Inf */
-    OCR_DEBUG_CUDA_SYNC = 1u << 1       /* synchronise after every CUDA launch and name the kernel */
+    OCR_DEBUG_CUDA_SYNC = 1u << 1,      /* synchronise after every CUDA launch and name the kernel */
+    OCR_DEBUG_NO_WINOGRAD = 1u << 2     /* 3x3 convolutions on the direct path only (to compare numerics or speed) */
 };
 
 enum { OCR_LOG_DEBUG = 0, OCR_LOG_INFO = 1, OCR_LOG_WARN = 2, OCR_LOG_ERROR = 3 };
@@ -715,6 +716,7 @@ OCRDEF int ocr_ctx_init(ocr_ctx *ctx, int n_threads, uint64_t seed) {
     ocr_rng_seed(&ctx->rng, seed);
     if (ocr__env_flag("OCR_CHECK_NUMERICS")) ctx->debug_flags |= OCR_DEBUG_CHECK_NUMERICS;
     if (ocr__env_flag("OCR_CUDA_SYNC_DEBUG")) ctx->debug_flags |= OCR_DEBUG_CUDA_SYNC;
+    if (ocr__env_flag("OCR_NO_WINOGRAD")) ctx->debug_flags |= OCR_DEBUG_NO_WINOGRAD;
     {
         const char *k = getenv("OCR_CPU_KERNEL");
         if (k && strcmp(k, "portable") == 0) ctx->cpu_kernel = OCR_CPU_KERNEL_PORTABLE;
