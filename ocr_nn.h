@@ -363,6 +363,32 @@ static void ocr__pack_a(const ocr__gemm_job *g, int64_t i0, int64_t mc, int64_t 
     }
 }
 
+#ifdef OCR__HAVE_AVX2
+/* dst[j * ldd + i] = src[i * lds + j] for a 16 x 16 block: pairs of rows interleaved, then pairs of pairs, then the
+   128-bit lanes of each group of four moved into place. */
+__attribute__((target("avx512f")))
+static void ocr__transpose16(const float *src, int64_t lds, float *dst, int64_t ldd) {
+    __m512 r[16], a[16], b[16];
+    int i, m;
+    for (i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
+    for (i = 0; i < 16; i += 2) { a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]); a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]); }
+    for (i = 0; i < 16; i += 4) { /* b[i + m], lane L: column 4L + m, rows i..i+3 */
+        b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a[i]), _mm512_castps_pd(a[i + 2])));
+        b[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a[i]), _mm512_castps_pd(a[i + 2])));
+        b[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a[i + 1]), _mm512_castps_pd(a[i + 3])));
+        b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a[i + 1]), _mm512_castps_pd(a[i + 3])));
+    }
+    for (m = 0; m < 4; m++) {
+        __m512 c0 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0x44), c1 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0xEE);
+        __m512 c2 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0x44), c3 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0xEE);
+        _mm512_storeu_ps(dst + m * ldd, _mm512_shuffle_f32x4(c0, c2, 0x88));
+        _mm512_storeu_ps(dst + (4 + m) * ldd, _mm512_shuffle_f32x4(c0, c2, 0xDD));
+        _mm512_storeu_ps(dst + (8 + m) * ldd, _mm512_shuffle_f32x4(c1, c3, 0x88));
+        _mm512_storeu_ps(dst + (12 + m) * ldd, _mm512_shuffle_f32x4(c1, c3, 0xDD));
+    }
+}
+#endif
+
 /* Packs op(B)[k0:k0+kc, j0:j0+nc] into nr-column panels. */
 static void ocr__pack_b(const ocr__gemm_job *g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
     int64_t jp, k, j, nr = g->uk.nr;
@@ -372,7 +398,14 @@ static void ocr__pack_b(const ocr__gemm_job *g, int64_t k0, int64_t kc, int64_t 
             for (k = 0; k < kc; k++, dst += nr) memcpy(dst, g->B + (k0 + k) * g->ldb + j0 + jp, (size_t)nr * sizeof(float));
             continue;
         }
-        for (k = 0; k < kc; k++, dst += nr) {
+        k = 0;
+#ifdef OCR__HAVE_AVX2
+        if (g->trans_b && nr == 48 && cols == nr) { /* B^T: 16 x 16 blocks transposed in registers (AVX-512 kernel) */
+            for (; k + 16 <= kc; k += 16, dst += 16 * nr)
+                for (j = 0; j < 48; j += 16) ocr__transpose16(g->B + (j0 + jp + j) * g->ldb + k0 + k, g->ldb, dst + j, nr);
+        }
+#endif
+        for (; k < kc; k++, dst += nr) {
             for (j = 0; j < cols; j++) {
                 int64_t row = k0 + k, c = j0 + jp + j;
                 dst[j] = g->trans_b ? g->B[c * g->ldb + row] : g->B[row * g->ldb + c];
@@ -1142,6 +1175,7 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
 #define OCR__WINO_MIN_IN 16
 #define OCR__WINO_MIN_OUT 32
 #define OCR__WINO_MIN_TILES 64
+#define OCR__WINO_WGRAD_MIN_IN 64  /* the weight gradient's GEMMs run over the tiles: with few input channels they are thin */
 
 /* a mask of the first n lanes (none for n <= 0, all for n >= 16) */
 static __mmask16 ocr__lanes(int64_t n) { return (__mmask16)(n <= 0 ? 0 : n >= 16 ? 0xFFFF : (1u << n) - 1u); }
@@ -1182,6 +1216,10 @@ typedef struct {
     size_t pad_floats, v_floats;
     float *buf[OCR_MAX_THREADS];  /* per thread: padded input band | V [36][Tp/48][C][48] | M [36][Kp][Tp] */
     int64_t item;            /* phases-in-parallel mode: the item its phases work on (buffers of thread 0) */
+    int wgrad;               /* weight gradient: y holds dy, V and the dy transforms are plain rows, sums go to mw */
+    float *mw, *dw;          /* weight gradient: the 36 sums [36][K][C], then dw += Gt (sums) G */
+    float *gemm_buf;         /* weight gradient: per thread, GEMM packing buffers of gemm_pa + gemm_pb floats */
+    size_t gemm_pa, gemm_pb;
 } ocr__wino_job;
 
 /* G w Gt, written straight into the packed A layout: element (k, c) of point xi is at
@@ -1240,13 +1278,15 @@ static void ocr__wino_item_range(const ocr__wino_job *j, int64_t item, int64_t *
 }
 
 /* Input channels [c0, c1) of an item: zero-padded copy of the band's rows, then Bt d B of every tile, 16 tiles per
-   vector (gathered), into V. */
+   vector, into V: packed into 48-tile B panels [36][Tp/48][C][48] for the forward GEMM, or plain rows [36][C][Tp] for
+   the weight gradient's dot products. */
 __attribute__((target("avx512f")))
 static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, int64_t c0, int64_t c1) {
     const ocr__conv_geom *g = j->g;
-    int64_t n, th0, T, Tp, c, r, t0, i, rows, Wp = j->Wp;
+    int64_t n, th0, T, Tp, c, r, t0, i, rows, pw, Wp = j->Wp;
     float *xp = buf, *V = buf + j->pad_floats;
     ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
+    pw = j->wgrad ? Tp : 48;
     rows = T / j->TW * 4 + 2;
     for (c = c0; c < c1; c++) {
         float *src = xp + c * rows * Wp;
@@ -1274,7 +1314,7 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
                     OCR__WINO_BT(d0, d1, d2, d3, d4, d5, e + i * 6);
                 }
                 for (i = 0; i < 6; i++) {
-                    float *v = V + (t0 / 48) * g->C * 48 + c * 48 + t0 % 48 + i * Tp * g->C;
+                    float *v = V + (t0 / pw) * g->C * pw + c * pw + t0 % pw + i * Tp * g->C;
                     OCR__WINO_BT(e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
                     for (r = 0; r < 6; r++) _mm512_storeu_ps(v + r * 6 * Tp * g->C, o[r]);
                 }
@@ -1287,7 +1327,7 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
             int64_t tc0;
             for (tc0 = 0; tc0 < j->TW; tc0 += 16) {
                 int nl = j->TW - tc0 < 16 ? (int)(j->TW - tc0) : 16;
-                int64_t t = t0 + tc0, q = t % 48, nf = 4 * (int64_t)nl + 2;
+                int64_t t = t0 + tc0, q = t % pw, nf = 4 * (int64_t)nl + 2;
                 __m512 e[36], o[6];
                 for (i = 0; i < 6; i++) {
                     const float *row = src + ((t0 / j->TW) * 4 + i) * Wp + tc0 * 4;
@@ -1308,23 +1348,21 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
                 for (i = 0; i < 6; i++) {
                     OCR__WINO_BT(e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
                     for (r = 0; r < 6; r++) {
-                        float *plane = V + (r * 6 + i) * Tp * g->C, *dst = plane + (t / 48) * g->C * 48 + c * 48 + q;
-                        if (q + nl <= 48) _mm512_mask_storeu_ps(dst, ocr__lanes(nl), o[r]);
+                        float *plane = V + (r * 6 + i) * Tp * g->C, *dst = plane + (t / pw) * g->C * pw + c * pw + q;
+                        if (q + nl <= pw) _mm512_mask_storeu_ps(dst, ocr__lanes(nl), o[r]);
                         else { /* the group crosses into the next 48-tile panel */
-                            _mm512_mask_storeu_ps(dst, ocr__lanes(48 - q), o[r]);
-                            _mm512_mask_compressstoreu_ps(plane + (t / 48 + 1) * g->C * 48 + c * 48,
-                                                          (__mmask16)(ocr__lanes(nl) & ~ocr__lanes(48 - q)), o[r]);
+                            _mm512_mask_storeu_ps(dst, ocr__lanes(pw - q), o[r]);
+                            _mm512_mask_compressstoreu_ps(plane + (t / pw + 1) * g->C * pw + c * pw,
+                                                          (__mmask16)(ocr__lanes(nl) & ~ocr__lanes(pw - q)), o[r]);
                         }
                     }
                 }
             }
         }
-        if (T < Tp) /* the last panel's unused columns: zeros, not whatever the buffer held (denormals would slow the GEMM) */
+        if (T < Tp && !j->wgrad) /* the last panel's unused columns: zeros, not whatever the buffer held (denormals would slow the GEMM) */
             for (i = 0; i < OCR__WINO_POINTS; i++) {
-                float *dst = V + i * Tp * g->C + (T / 48) * g->C * 48 + c * 48;
-                _mm512_mask_storeu_ps(dst + (T % 48), ocr__lanes(48 - T % 48), _mm512_setzero_ps());
-                if (T % 48 < 32) _mm512_mask_storeu_ps(dst + 16 + (T % 48), ocr__lanes(32 - T % 48), _mm512_setzero_ps());
-                if (T % 48 < 16) _mm512_storeu_ps(dst + 32, _mm512_setzero_ps());
+                float *dst = V + i * Tp * g->C + (T / pw) * g->C * pw + c * pw + T % pw;
+                for (r = 0; r < Tp - T; r += 16) _mm512_mask_storeu_ps(dst + r, ocr__lanes(Tp - T - r), _mm512_setzero_ps());
             }
     }
 }
@@ -1450,6 +1488,119 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
     }
 }
 
+/* Weight gradient, the adjoint of the forward: dw += Gt [ sum over tiles of (A dy At) . (Bt x B) ] G, where A dy At
+   maps a 4x4 output-gradient tile to the 36 points. Output channels [k0, k1) of an item: A dy At of every tile into
+   plain rows [36][K][Tp] (zeros outside the image). */
+#define OCR__WINO_A(y0, y1, y2, y3, o) /* out[r] = sum_i A[r][i] y_i for A = At transposed */                   \
+    do {                                                                                                         \
+        __m512 s02_ = _mm512_add_ps(y0, y2), s13_ = _mm512_add_ps(y1, y3);                                      \
+        __m512 p_ = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), y2, y0), q_ = _mm512_fmadd_ps(_mm512_set1_ps(8.0f), y3, _mm512_add_ps(y1, y1)); \
+        (o)[0] = y0; (o)[1] = _mm512_add_ps(s02_, s13_); (o)[2] = _mm512_sub_ps(s02_, s13_);                      \
+        (o)[3] = _mm512_add_ps(p_, q_); (o)[4] = _mm512_sub_ps(p_, q_); (o)[5] = y3;                              \
+    } while (0)
+__attribute__((target("avx512f")))
+static void ocr__wino_dy(const ocr__wino_job *j, int64_t item, float *buf, int64_t k0, int64_t k1) {
+    const ocr__conv_geom *g = j->g;
+    int64_t n, th0, T, Tp, k, t0, i, r, P = g->OH * g->OW;
+    float *D = buf + j->pad_floats + j->v_floats;
+    const __m512i sel0 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+    ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
+    for (k = k0; k < k1; k++) {
+        const float *yk = j->y + (n * g->K + k) * P;
+        for (t0 = 0; t0 < T; t0 += 16) {
+            /* a group of 16 tiles: side by side in one tile row (rows of at least 16 tiles), else gathered */
+            int64_t tr = t0 / j->TW, tc0 = t0 % j->TW, nl = T - t0 < 16 ? T - t0 : 16, oh0;
+            __m512 d[16], e[24], o[6];
+            if (j->TW >= 16) {
+                nl = j->TW - tc0 < 16 ? j->TW - tc0 : 16;
+                oh0 = (th0 + tr) * 4;
+                for (i = 0; i < 4; i++) {
+                    int64_t cols = g->OW - tc0 * 4 < 4 * nl ? g->OW - tc0 * 4 : 4 * nl;
+                    const float *row = yk + (oh0 + i) * g->OW + tc0 * 4;
+                    __m512 a[4];
+                    for (r = 0; r < 4; r++)
+                        a[r] = oh0 + i < g->OH ? _mm512_maskz_loadu_ps(ocr__lanes(cols - 16 * r), row + 16 * r) : _mm512_setzero_ps();
+                    for (r = 0; r < 4; r++) {
+                        __m512i sel = _mm512_add_epi32(sel0, _mm512_set1_epi32((int)r));
+                        d[i * 4 + r] = _mm512_shuffle_f32x4(_mm512_permutex2var_ps(a[0], sel, a[1]), _mm512_permutex2var_ps(a[2], sel, a[3]), 0x44);
+                    }
+                }
+            } else {
+                int32_t bl[16], rl[16], cl[16];
+                __m512i base, oh, ow;
+                for (i = 0; i < 16; i++) {
+                    int64_t t = t0 + i < T ? t0 + i : t0;
+                    rl[i] = (int32_t)((th0 + t / j->TW) * 4);
+                    cl[i] = (int32_t)((t % j->TW) * 4);
+                    bl[i] = (int32_t)(rl[i] * g->OW + cl[i]);
+                }
+                base = _mm512_loadu_si512(bl); oh = _mm512_loadu_si512(rl); ow = _mm512_loadu_si512(cl);
+                for (i = 0; i < 16; i++) {
+                    __mmask16 mk = (__mmask16)(ocr__lanes(nl) &
+                                               _mm512_cmplt_epi32_mask(_mm512_add_epi32(oh, _mm512_set1_epi32((int)(i / 4))), _mm512_set1_epi32((int)g->OH)) &
+                                               _mm512_cmplt_epi32_mask(_mm512_add_epi32(ow, _mm512_set1_epi32((int)(i % 4))), _mm512_set1_epi32((int)g->OW)));
+                    d[i] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, _mm512_add_epi32(base, _mm512_set1_epi32((int)((i / 4) * g->OW + i % 4))), yk, 4);
+                }
+            }
+            for (i = 0; i < 4; i++) OCR__WINO_A(d[i * 4], d[i * 4 + 1], d[i * 4 + 2], d[i * 4 + 3], e + i * 6);
+            for (i = 0; i < 6; i++) {
+                OCR__WINO_A(e[i], e[6 + i], e[12 + i], e[18 + i], o);
+                for (r = 0; r < 6; r++) _mm512_mask_storeu_ps(D + ((r * 6 + i) * j->Kp + k) * Tp + t0, ocr__lanes(nl), o[r]);
+            }
+            if (j->TW >= 16) t0 += nl - 16; /* the next group starts the next tile row */
+        }
+    }
+}
+
+/* Points [xi0, xi1) of an item: mw[xi] += D[xi] V[xi]^T (a GEMM over the tiles, on the calling thread). */
+static void ocr__wino_wgemm(const ocr__wino_job *j, int64_t item, float *buf, int64_t xi0, int64_t xi1, int tid) {
+    int64_t n, th0, T, Tp, xi, C = j->g->C, K = j->g->K;
+    const float *V = buf + j->pad_floats, *D = V + j->v_floats;
+    float *pa = j->gemm_buf + (size_t)tid * (j->gemm_pa + j->gemm_pb);
+    ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
+    for (xi = xi0; xi < xi1; xi++)
+        ocr__gemm_serial(&j->uk, 0, 1, K, C, T, 1.0f, D + xi * j->Kp * Tp, Tp, V + xi * C * Tp, Tp, 1.0f, j->mw + xi * K * C, C,
+                         pa, pa + j->gemm_pa);
+}
+
+/* Output channels [k0, k1): dw[k, c] += Gt W G with W the 36 sums of (k, c), 16 input channels per vector.
+   Gt = [1/4 -1/6 -1/6 1/24 1/24 0; 0 -1/6 1/6 1/12 -1/12 0; 0 -1/6 -1/6 1/6 1/6 1] */
+#define OCR__WINO_GT(x0, x1, x2, x3, x4, x5, o)                                                                  \
+    do {                                                                                                         \
+        __m512 s12_ = _mm512_add_ps(x1, x2), s34_ = _mm512_add_ps(x3, x4);                                      \
+        __m512 m6_ = _mm512_set1_ps(-1.0f / 6);                                                                  \
+        (o)[0] = _mm512_fmadd_ps(_mm512_set1_ps(0.25f), x0, _mm512_fmadd_ps(m6_, s12_, _mm512_mul_ps(_mm512_set1_ps(1.0f / 24), s34_))); \
+        (o)[1] = _mm512_fmadd_ps(m6_, _mm512_sub_ps(x1, x2), _mm512_mul_ps(_mm512_set1_ps(1.0f / 12), _mm512_sub_ps(x3, x4))); \
+        (o)[2] = _mm512_add_ps(_mm512_fmadd_ps(m6_, s12_, _mm512_mul_ps(_mm512_set1_ps(1.0f / 6), s34_)), x5);  \
+    } while (0)
+__attribute__((target("avx512f")))
+static void ocr__wino_wfinal_part(void *arg, int64_t k0, int64_t k1, int tid) {
+    const ocr__wino_job *j = (const ocr__wino_job *)arg;
+    int64_t C = j->g->C, KC = j->g->K * C, k, c0, i, r, l;
+    (void)tid;
+    for (k = k0; k < k1; k++)
+        for (c0 = 0; c0 < C; c0 += 16) {
+            __mmask16 lm = ocr__lanes(C - c0);
+            const float *w = j->mw + k * C + c0;
+            __m512 t[18], o[3];
+            float out[9][16];
+            for (i = 0; i < 6; i++) { /* column i of Gt W */
+                OCR__WINO_GT(_mm512_maskz_loadu_ps(lm, w + i * KC), _mm512_maskz_loadu_ps(lm, w + (6 + i) * KC),
+                             _mm512_maskz_loadu_ps(lm, w + (12 + i) * KC), _mm512_maskz_loadu_ps(lm, w + (18 + i) * KC),
+                             _mm512_maskz_loadu_ps(lm, w + (24 + i) * KC), _mm512_maskz_loadu_ps(lm, w + (30 + i) * KC), o);
+                for (r = 0; r < 3; r++) t[r * 6 + i] = o[r];
+            }
+            for (r = 0; r < 3; r++) {
+                OCR__WINO_GT(t[r * 6], t[r * 6 + 1], t[r * 6 + 2], t[r * 6 + 3], t[r * 6 + 4], t[r * 6 + 5], o);
+                for (i = 0; i < 3; i++) _mm512_storeu_ps(out[r * 3 + i], o[i]);
+            }
+            for (l = 0; l < 16 && c0 + l < C; l++)
+                for (i = 0; i < 9; i++) j->dw[(k * C + c0 + l) * 9 + i] += out[i][l];
+        }
+}
+static void ocr__wino_dy_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; ocr__wino_dy(j, j->item, j->buf[0], b, e); }
+static void ocr__wino_wgemm_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; ocr__wino_wgemm(j, j->item, j->buf[0], b, e, tid); }
+
 static void ocr__wino_items(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__wino_job *j = (const ocr__wino_job *)arg;
     int64_t item;
@@ -1515,6 +1666,48 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
 }
 #endif
 
+#ifdef OCR__HAVE_AVX2
+/* dw += the weight gradient of y = conv(x, w) given dy, by F(4x4, 3x3): per work item (image, band of tile rows) the
+   input and output-gradient transforms, then the 36 sums over its tiles, each phase spread over the threads; the
+   sums of all items are transformed back once. */
+static int ocr__conv_winograd_wgrad(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *dy, float *dw) {
+    ocr__wino_job j;
+    int64_t per_row, band_tiles_pad, n_items, item;
+    size_t bytes, mw_bytes;
+    memset(&j, 0, sizeof j);
+    j.g = g; j.x = x; j.y = (float *)dy; j.dw = dw; j.wgrad = 1;
+    j.uk = ocr__pick_ukernel(ctx);
+    j.TH = (g->OH + 3) / 4; j.TW = (g->OW + 3) / 4;
+    j.Kp = g->K;
+    j.Wp = j.TW * 4 + 2;
+    per_row = OCR__WINO_POINTS * (g->C + j.Kp) * j.TW * (int64_t)sizeof(float);
+    j.band = ((int64_t)2 << 20) / per_row;
+    j.band = j.band < 1 ? 1 : j.band > j.TH ? j.TH : j.band;
+    j.n_bands = (j.TH + j.band - 1) / j.band;
+    n_items = g->N * j.n_bands;
+    band_tiles_pad = (j.band * j.TW + 47) / 48 * 48;
+    j.pad_floats = (size_t)((g->C * (j.band * 4 + 2) * j.Wp + 15) & ~(int64_t)15);
+    j.v_floats = (size_t)(OCR__WINO_POINTS * g->C * band_tiles_pad);
+    if (!ocr_size_mul((size_t)(OCR__WINO_POINTS * g->K), (size_t)g->C * sizeof(float), &mw_bytes) ||
+        !ocr_size_mul(j.pad_floats + j.v_floats + (size_t)(OCR__WINO_POINTS * j.Kp * band_tiles_pad), sizeof(float), &bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
+    ocr__gemm_buffer_floats(&j.uk, g->K, g->C, band_tiles_pad, &j.gemm_pa, &j.gemm_pb);
+    if (!(j.mw = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, mw_bytes)) ||
+        !(j.buf[0] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0, bytes)) ||
+        !(j.gemm_buf = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, (j.gemm_pa + j.gemm_pb) * (size_t)ctx->n_threads * sizeof(float))))
+        return ctx->last_status;
+    memset(j.mw, 0, mw_bytes);
+    for (item = 0; item < n_items; item++) {
+        j.item = item;
+        ocr_parallel_for(ctx, g->C, 1, ocr__wino_input_part, &j);
+        ocr_parallel_for(ctx, g->K, 1, ocr__wino_dy_part, &j);
+        ocr_parallel_for(ctx, OCR__WINO_POINTS, 1, ocr__wino_wgemm_part, &j);
+    }
+    ocr_parallel_for(ctx, g->K, 1, ocr__wino_wfinal_part, &j);
+    return OCR_OK;
+}
+#endif
+
 /* y (= or +=, per accumulate) conv(x, w), every piece on one thread with its own B panels. A batch too small to
    give each thread a piece is cut into smaller chunks instead. */
 static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *y, int accumulate,
@@ -1572,6 +1765,8 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float 
     memset(&j, 0, sizeof j);
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
+    if (mode == OCR__CONV_BWD_WEIGHT && ocr__conv_winograd_ok(ctx, g, &j.uk) && g->C >= OCR__WINO_WGRAD_MIN_IN)
+        return ocr__conv_winograd_wgrad(ctx, g, x, y, w);
     if (mode == OCR__CONV_BWD_WEIGHT && g->K <= OCR__WGRAD_IMPLICIT_MAX_K && ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1, NULL);
 #endif
     j.g = g; j.mode = mode; j.accumulate = accumulate; j.x = x; j.w = w; j.y = y;

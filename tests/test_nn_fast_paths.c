@@ -2,7 +2,7 @@
    path for rows at least 32 wide at stride 1 and 2 with padding and dilation, the data gradient computed as a
    flipped-kernel convolution, the weight gradient from dot products (implicit and from im2col) and from the packed
    GEMM, the packed im2col path, 1x1 convolutions, groups, output-channel counts that leave partial 8-row panels and
-   widths that leave partial 48-pixel blocks, Winograd F(4x4, 3x3) forward and data gradient (gathered and row-loaded
+   widths that leave partial 48-pixel blocks, Winograd F(4x4, 3x3) forward, data and weight gradients (gathered and row-loaded
    tiles, partial tiles, pads 0-2, several K blocks, one work item per image or the phases spread over the threads);
    each on 1 and 2 threads and with every micro-kernel this CPU runs.
    And the fused BatchNorm + ReLU against the two ops it replaces (bit for bit, NaN and Inf included), the convolution
@@ -120,7 +120,7 @@ static void run_case(const geom *t, int threads, int kernel, double tol) {
                   ocr_test_rel_err((const float *)y.data, fy, ny, 1e-6));
     OCR_CHECK_MSG(ocr_test_rel_err((const float *)dx.data, fdx, nx, 1e-6) <= tol, "%s: dx off by %g", what,
                   ocr_test_rel_err((const float *)dx.data, fdx, nx, 1e-6));
-    OCR_CHECK_MSG(ocr_test_rel_err((const float *)dw.data, fdw, nw, 1e-6) <= 2e-6, "%s: dw off by %g", what,
+    OCR_CHECK_MSG(ocr_test_rel_err((const float *)dw.data, fdw, nw, 1e-6) <= tol, "%s: dw off by %g", what,
                   ocr_test_rel_err((const float *)dw.data, fdw, nw, 1e-6));
     conv_relu_case(&ctx, &x, &w, p, what);
 done:
@@ -148,13 +148,14 @@ static void test_conv_paths(void) {
         {"3x3 groups 2, 40 wide", 1, 4, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 2},
     };
     /* Winograd F(4x4, 3x3) (AVX-512; the other kernels run these on the direct paths): its transforms round more
-       than a direct sum, so y and dx get 2e-5 (measured: under 1e-5) */
+       than a direct sum, so y, dx and dw get 2e-5 (measured: under 1e-5) */
     static const geom winograd[] = {
         {"Winograd: 16->32, 30x70 (rows of 18 tiles: partial groups, groups across 48-tile panels)", 1, 16, 32, 30, 70, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 32->40 (a partial 8-row panel; data gradient too), 2 images 21x27 (gathered tiles)", 2, 32, 40, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: pad 0, 24->32, 40x75", 1, 24, 32, 40, 75, 3, 3, 1, 1, 0, 0, 1, 1},
         {"Winograd: pad 2, 16->32, 9x66", 1, 16, 32, 9, 66, 3, 3, 1, 1, 2, 2, 1, 1},
-        {"Winograd: 264->32 (two K blocks), 16x68", 1, 264, 32, 16, 68, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"Winograd: 264->32 (two K blocks; weight gradient over two work items), 16x68", 1, 264, 32, 16, 68, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"Winograd: 64->40 (weight gradient from gathered tiles), 2 images 21x27", 2, 64, 40, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 8 images 12x64 (one work item each)", 8, 16, 32, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1},
     };
     static const int kernels[3] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2, OCR_CPU_KERNEL_PORTABLE};
