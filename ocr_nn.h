@@ -345,7 +345,7 @@ typedef struct {
     /* the current (jc, pc) block, packed once and shared by every thread */
     int64_t jc, nc, pc, kc;
     float *pa, *pb;          /* packed op(A)[:, pc:pc+kc] and op(B)[pc:pc+kc, jc:jc+nc] */
-    int64_t mc, nchunk, m_blocks, n_chunks;
+    int64_t mc, nchunk, m_blocks, n_chunks, a_panels;
 } ocr__gemm_job;
 
 /* Packs op(A)[i0:i0+mc, k0:k0+kc] into mr-row panels, k-major inside a panel. */
@@ -421,6 +421,15 @@ static void ocr__gemm_pack_a_part(void *arg, int64_t begin, int64_t end, int tid
     int64_t mr = g->uk.mr, m0 = begin * mr, m1 = end * mr < g->M ? end * mr : g->M;
     (void)tid;
     ocr__pack_a(g, m0, m1 - m0, g->pc, g->kc, g->pa + m0 * g->kc);
+}
+
+/* Work items over the mr-row panels of A, then the nr-column panels of B: both packings in one dispatch. */
+static void ocr__gemm_pack_b_part(void *arg, int64_t begin, int64_t end, int tid);
+static void ocr__gemm_pack_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__gemm_job *g = (const ocr__gemm_job *)arg;
+    int64_t na = g->a_panels;
+    if (begin < na) ocr__gemm_pack_a_part(arg, begin, end < na ? end : na, tid);
+    if (end > na) ocr__gemm_pack_b_part(arg, (begin > na ? begin : na) - na, end - na, tid);
 }
 
 /* Work items over nr-column panels of B: pack them. */
@@ -500,16 +509,23 @@ static void ocr__gemm_run(ocr_ctx *ctx, ocr__gemm_job *g) {
         int64_t b_panels, items;
         g->jc = jc;
         g->nc = g->N - jc < OCR__NC ? g->N - jc : OCR__NC;
-        g->n_chunks = (g->nc + g->nchunk - 1) / g->nchunk;
         b_panels = (g->nc + g->uk.nr - 1) / g->uk.nr;
+        if (ctx && g->m_blocks * ((g->nc + g->nchunk - 1) / g->nchunk) < 2 * ctx->n_threads) {
+            /* few row blocks (a weight gradient has as many rows as output channels): narrower column chunks, so
+               every thread gets work */
+            int64_t want = (2 * ctx->n_threads + g->m_blocks - 1) / g->m_blocks;
+            int64_t panels = (b_panels + want - 1) / want;
+            g->nchunk = (panels < 1 ? 1 : panels) * g->uk.nr;
+        }
+        g->n_chunks = (g->nc + g->nchunk - 1) / g->nchunk;
         items = g->m_blocks * g->n_chunks;
         for (pc = 0; pc < g->K; pc += OCR__KC) {
             g->pc = pc;
             g->kc = g->K - pc < OCR__KC ? g->K - pc : OCR__KC;
             if (ctx) {
                 /* small problems stay on one thread: the dispatches would cost more than they save */
-                ocr_parallel_for(ctx, a_panels, 8, ocr__gemm_pack_a_part, g);
-                ocr_parallel_for(ctx, b_panels, 8, ocr__gemm_pack_b_part, g);
+                g->a_panels = a_panels;
+                ocr_parallel_for(ctx, a_panels + b_panels, 8, ocr__gemm_pack_part, g);
                 ocr_parallel_for(ctx, items, g->M * g->nc * g->kc > 32 * 32 * 32 ? 1 : items, ocr__gemm_compute_part, g);
             } else {
                 ocr__gemm_pack_a_part(g, 0, a_panels, 0);

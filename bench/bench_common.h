@@ -24,6 +24,14 @@ static inline int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Waits 0.2 s before the other side's timed run: a library's worker threads keep spinning on the cores for a while
+   after a call (OpenBLAS's for far longer than one of these runs), and timing one side while the other still spins
+   measures half a machine. */
+static inline void bench_settle(void) {
+    struct timespec ts = {0, 200000000L};
+    nanosleep(&ts, NULL);
+}
+
 /* Sorts v in place. */
 static inline double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);

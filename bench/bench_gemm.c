@@ -1,7 +1,8 @@
 /* bench_gemm - ocr_gemm against OpenBLAS's cblas_sgemm in the same run, at 1024^3 and at the GEMM shapes the DBNet
    convolutions lower to. OpenBLAS is loaded at run time (libopenblas-dev is for benchmarks only), so this program
-   builds without it and says so when it is missing. Alternates the two, excludes warm-up, prints the median of
-   at least 5 runs, and a last JSON line with every figure and ratio.
+   builds without it and says so when it is missing. Alternates the two (with a pause before each timed call, so
+   neither runs while the other's threads still spin), excludes warm-up, prints the median of at least 5 runs, and a
+   last JSON line with every figure and ratio.
    usage: bench_gemm [--threads N] [--reps N] */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -64,10 +65,13 @@ int main(int argc, char **argv) {
         for (i = 0; i < M * K; i++) A[i] = ocr_rng_uniform(&ctx.rng) - 0.5f;
         for (i = 0; i < K * N; i++) B[i] = ocr_rng_uniform(&ctx.rng) - 0.5f;
         for (r = -1; r < reps && r < 64; r++) { /* r = -1 is the warm-up */
-            double t0 = now();
+            double t0;
+            bench_settle();
+            t0 = now();
             ocr_gemm(&ctx, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
             if (r >= 0) t_ocr[r] = now() - t0;
             if (blas) {
+                bench_settle();
                 t0 = now();
                 blas(101, ta ? 112 : 111, tb ? 112 : 111, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N); /* row-major */
                 if (r >= 0) t_blas[r] = now() - t0;
