@@ -257,6 +257,7 @@ typedef struct { ocr__ukernel_fn fn; int mr, nr; const char *name; } ocr__ukerne
    counts (measured on DBNet's shapes) the packed GEMM amortises its packing better. */
 #define OCR__WGRAD_DOT_MAX_K 32       /* from an im2col buffer */
 #define OCR__WGRAD_IMPLICIT_MAX_K 64  /* straight from the padded image */
+#define OCR__WGRAD_PARTIAL_MAX ((size_t)1 << 18) /* floats of a per-thread weight-gradient partial (1 MB) */
 
 static void ocr__ukernel_portable(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
     float acc[6][16];
@@ -1796,7 +1797,9 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float 
     ocr__gemm_buffer_floats(&j.uk, M, N, K, &j.pa_floats, &j.pb_floats);
     j.col_floats = j.pointwise ? 0 : (size_t)((kdim * j.chunk + 15) & ~(int64_t)15);
     j.dw_floats = mode == OCR__CONV_BWD_WEIGHT ? (size_t)((g->K * kdim + 15) & ~(int64_t)15) : 0;
-    if (ctx->n_threads > 1 && n_items >= ctx->n_threads) {
+    /* whole pieces per thread, unless a weight gradient's per-thread partial sums would cost more memory traffic
+       (zeroing and summing n_threads copies of dw) than splitting each GEMM over the threads */
+    if (ctx->n_threads > 1 && n_items >= ctx->n_threads && j.dw_floats <= OCR__WGRAD_PARTIAL_MAX) {
         block_floats = j.pa_floats + j.pb_floats + j.col_floats + j.dw_floats;
         if (!ocr_size_mul(block_floats, sizeof(float), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "conv: work buffers too large");
         for (t = 0; t < ctx->n_threads; t++) {
@@ -2665,40 +2668,91 @@ OCRDEF int ocr_nn_add_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *d
 
 /* ---------------------------------------------------------------- pooling, upsampling, concat */
 
-typedef struct { const float *x; float *y; int32_t *idx; int64_t H, W, OH, OW; int k, s, p; } ocr__pool_job;
+typedef struct { const float *x; float *y; int32_t *idx; int64_t H, W, OH, OW; int k, s, p, vector; } ocr__pool_job;
+
+/* One output of one plane: the window clipped to the plane, then a branch-free running maximum (the data decide
+   "v > best" at random, which a branch would mispredict). */
+static void ocr__maxpool_one(const ocr__pool_job *j, const float *xp, int64_t oh, int64_t ow, float *y, int32_t *idx) {
+    int64_t h0 = oh * j->s - j->p, h1 = h0 + j->k, w0 = ow * j->s - j->p, w1 = w0 + j->k, arg_best, ih, iw;
+    float best;
+    h0 = h0 < 0 ? 0 : h0;
+    h1 = h1 > j->H ? j->H : h1;
+    w0 = w0 < 0 ? 0 : w0;
+    w1 = w1 > j->W ? j->W : w1;
+    arg_best = h0 * j->W + w0;
+    best = xp[arg_best];
+    for (ih = h0; ih < h1 && !isnan(best); ih++)
+        for (iw = ih == h0 ? w0 + 1 : w0; iw < w1; iw++) {
+            float v = xp[ih * j->W + iw];
+            int take = v > best;
+            /* NaN wins, as in PyTorch, so it is never hidden by pooling */
+            if (isnan(v)) { best = v; arg_best = ih * j->W + iw; break; }
+            best = take ? v : best;
+            arg_best = take ? ih * j->W + iw : arg_best;
+        }
+    *y = best;
+    if (idx) *idx = (int32_t)arg_best;
+}
+
+#ifdef OCR__HAVE_AVX2
+/* The ResNet stem's 3x3 window at stride 2 (pad 1) for outputs [ow0, ow1) of row oh whose windows lie inside the
+   plane's columns, 16 per vector: the three window columns of 16 outputs are the even, odd and next-even floats of
+   33 consecutive ones. Same scan order, ties and NaN rule as ocr__maxpool_one. */
+__attribute__((target("avx512f")))
+static void ocr__maxpool_s2k3_avx512(const ocr__pool_job *j, const float *xp, int64_t oh, int64_t ow0, int64_t ow1, float *yrow,
+                                     int32_t *irow) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
+    int64_t h0 = oh * 2 - 1, h1 = h0 + 3, ow, ih;
+    h0 = h0 < 0 ? 0 : h0;
+    h1 = h1 > j->H ? j->H : h1;
+    for (ow = ow0; ow < ow1; ow += 16) {
+        int64_t n = ow1 - ow < 16 ? ow1 - ow : 16, nin = 2 * n + 1, c;
+        int first = 1;
+        __m512 best = _mm512_setzero_ps();
+        __m512i arg = _mm512_setzero_si512(), col0 = _mm512_add_epi32(even, _mm512_set1_epi32((int)(2 * ow - 1))); /* 2(ow+lane)-1 */
+        for (ih = h0; ih < h1; ih++) {
+            const float *row = xp + ih * j->W + 2 * ow - 1;
+            __m512 a0 = _mm512_maskz_loadu_ps(ocr__lanes(nin), row), a1 = _mm512_maskz_loadu_ps(ocr__lanes(nin - 16), row + 16);
+            __m512 a2 = _mm512_maskz_loadu_ps(ocr__lanes(nin - 32), row + 32), v[3];
+            v[0] = _mm512_permutex2var_ps(a0, even, a1);
+            v[1] = _mm512_permutex2var_ps(a0, odd, a1);
+            v[2] = _mm512_permutex2var_ps(v[0], next, a2);
+            for (c = 0; c < 3; c++) {
+                __m512i at = _mm512_add_epi32(col0, _mm512_set1_epi32((int)(ih * j->W + c)));
+                __mmask16 take;
+                if (first) { best = v[c]; arg = at; first = 0; continue; }
+                take = (__mmask16)(_mm512_cmp_ps_mask(v[c], best, _CMP_GT_OQ) |
+                                   (_mm512_cmp_ps_mask(v[c], v[c], _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q)));
+                best = _mm512_mask_mov_ps(best, take, v[c]);
+                arg = _mm512_mask_mov_epi32(arg, take, at);
+            }
+        }
+        _mm512_mask_storeu_ps(yrow + ow, ocr__lanes(n), best);
+        if (irow) _mm512_mask_storeu_epi32(irow + ow, ocr__lanes(n), arg);
+    }
+}
+#endif
 
 static void ocr__maxpool_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__pool_job *j = (const ocr__pool_job *)arg;
-    int64_t plane, oh, ow, ih, iw;
+    int64_t plane, oh, ow, lo = 0, hi = 0;
     (void)tid;
+    if (j->vector) { lo = 1; hi = (j->W - 2) / 2 + 1; hi = hi > j->OW ? j->OW : hi; } /* outputs whose 3 columns are inside */
     for (plane = begin; plane < end; plane++) {
         const float *xp = j->x + plane * j->H * j->W;
         float *yp = j->y + plane * j->OH * j->OW;
         int32_t *ip = j->idx ? j->idx + plane * j->OH * j->OW : NULL;
         for (oh = 0; oh < j->OH; oh++) {
-            /* the window clipped to the plane once per output, then a branch-free running maximum (the data decide
-               "v > best" at random, which a branch would mispredict) */
-            int64_t h0 = oh * j->s - j->p, h1 = h0 + j->k;
-            h0 = h0 < 0 ? 0 : h0;
-            h1 = h1 > j->H ? j->H : h1;
+            float *yr = yp + oh * j->OW;
+            int32_t *ir = ip ? ip + oh * j->OW : NULL;
+#ifdef OCR__HAVE_AVX2
+            if (hi > lo) ocr__maxpool_s2k3_avx512(j, xp, oh, lo, hi, yr, ir);
+#endif
             for (ow = 0; ow < j->OW; ow++) {
-                int64_t w0 = ow * j->s - j->p, w1 = w0 + j->k, arg_best;
-                float best;
-                w0 = w0 < 0 ? 0 : w0;
-                w1 = w1 > j->W ? j->W : w1;
-                arg_best = h0 * j->W + w0;
-                best = xp[arg_best];
-                for (ih = h0; ih < h1 && !isnan(best); ih++)
-                    for (iw = ih == h0 ? w0 + 1 : w0; iw < w1; iw++) {
-                        float v = xp[ih * j->W + iw];
-                        int take = v > best;
-                        /* NaN wins, as in PyTorch, so it is never hidden by pooling */
-                        if (isnan(v)) { best = v; arg_best = ih * j->W + iw; break; }
-                        best = take ? v : best;
-                        arg_best = take ? ih * j->W + iw : arg_best;
-                    }
-                yp[oh * j->OW + ow] = best;
-                if (ip) ip[oh * j->OW + ow] = (int32_t)arg_best;
+                if (ow == lo && hi > lo) { ow = hi - 1; continue; }
+                ocr__maxpool_one(j, xp, oh, ow, yr + ow, ir ? ir + ow : NULL);
             }
         }
     }
@@ -2725,6 +2779,11 @@ OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kerne
 #endif
     j.x = (const float *)x->data; j.y = (float *)y->data; j.idx = argmax ? (int32_t *)argmax->data : NULL;
     j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3]; j.k = kernel; j.s = stride; j.p = pad;
+    j.vector = 0;
+#ifdef OCR__HAVE_AVX2
+    j.vector = kernel == 3 && stride == 2 && pad == 1 && ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE && ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 &&
+               __builtin_cpu_supports("avx512f");
+#endif
     ocr_parallel_for(ctx, ys.dim[0] * ys.dim[1], 1, ocr__maxpool_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
 }

@@ -8,7 +8,8 @@
    And the fused BatchNorm + ReLU against the two ops it replaces (bit for bit, NaN and Inf included), the convolution
    with its bias and ReLU in the output pass against conv then ReLU (bit for bit), transposed convolutions with
    kernel = stride (and one general) against double loops, and DBNet's eval forward with every
-   BN folded into its convolution against the same forward running each BN as its own op (1e-4 relative). */
+   BN folded into its convolution against the same forward running each BN as its own op (1e-4 relative), and the
+   stem's vectorised 3x3/2 max pooling against the per-output loop (bit for bit, ties and NaN included). */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
@@ -338,11 +339,46 @@ static void test_dbnet_bn_fold(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* The stem's 3x3 / stride 2 / pad 1 max pooling on the AVX-512 path against the per-output path (forced with the
+   AVX2 kernel), bit for bit in values and argmax: quantised values (ties: the first in scan order wins), NaNs (the
+   first NaN wins), planes of odd and even sizes, rows from 3 to 71 outputs (partial vectors, one full and more). */
+static void test_maxpool_stem_path(void) {
+    static const int sizes[][2] = {{7, 9}, {8, 64}, {11, 70}, {5, 33}, {9, 141}, {4, 6}};
+    int c;
+    for (c = 0; c < (int)(sizeof sizes / sizeof sizes[0]); c++) {
+        ocr_ctx ctx;
+        ocr_tensor x, y1, y2, i1, i2;
+        int H = sizes[c][0], W = sizes[c][1], OH = (H - 1) / 2 + 1, OW = (W - 1) / 2 + 1;
+        long n, k;
+        memset(&x, 0, sizeof x); y1 = y2 = i1 = i2 = x;
+        OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 5 + c));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, H, W)));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y1, "y1", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y2, "y2", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &i1, "i1", OCR_I32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &i2, "i2", OCR_I32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
+        if (!ocr_test__case_failed) {
+            float *xv = (float *)x.data;
+            n = (long)ocr_tensor_numel(&x);
+            for (k = 0; k < n; k++) xv[k] = (float)(int)(ocr_rng_uniform(&ctx.rng) * 5.0f); /* many ties */
+            for (k = 0; k < n / 40 + 1; k++) xv[(long)(ocr_rng_uniform(&ctx.rng) * (float)n) % n] = NAN;
+            OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &x, 3, 2, 1, &y1, &i1));
+            ctx.cpu_kernel = OCR_CPU_KERNEL_AVX2;
+            OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &x, 3, 2, 1, &y2, &i2));
+            OCR_CHECK_MSG(memcmp(y1.data, y2.data, ocr_tensor_bytes(&y1)) == 0 && memcmp(i1.data, i2.data, ocr_tensor_bytes(&i1)) == 0,
+                          "%dx%d: the vector max pooling differs from the per-output one", H, W);
+        }
+        ocr_tensor_free(&x); ocr_tensor_free(&y1); ocr_tensor_free(&y2); ocr_tensor_free(&i1); ocr_tensor_free(&i2);
+        ocr_ctx_free(&ctx);
+    }
+}
+
 int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
     OCR_TEST_RUN(test_conv_paths);
     OCR_TEST_RUN(test_bn_relu_fused);
     OCR_TEST_RUN(test_conv_transpose_paths);
     OCR_TEST_RUN(test_dbnet_bn_fold);
+    OCR_TEST_RUN(test_maxpool_stem_path);
     return ocr_test_finish();
 }
