@@ -2027,6 +2027,7 @@ typedef struct {
     const float *x, *w, *bias;
     float *y;
     int64_t rows, n_chunks;     /* input rows per chunk */
+    int interleave2;            /* kernel and stride 2 wide on AVX-512: rows written by ocr__interleave2_avx512 */
     ocr__ukernel uk;
     size_t pa_floats, pb_floats;
     float *block[OCR_MAX_THREADS];   /* per thread: packed A | packed B | columns */
@@ -2036,6 +2037,25 @@ static int ocr__convt_is_unfold(const ocr__conv_geom *g) {
     return g->groups == 1 && g->kh == g->sh && g->kw == g->sw && g->ph == 0 && g->pw == 0 && g->dh == 1 && g->dw == 1 &&
            g->H == g->OH * g->sh && g->W == g->OW * g->sw;
 }
+
+#ifdef OCR__HAVE_AVX2
+/* y[2q] = (0 + a[q]) + b, y[2q+1] = (0 + c[q]) + b for q < n: the two kernel columns of a 2-wide, stride-2 transposed
+   convolution written as one contiguous row (the same arithmetic as the strided loop it replaces). */
+__attribute__((target("avx512f")))
+static void ocr__interleave2_avx512(const float *a, const float *c, int64_t n, float b, float *y) {
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    const __m512 vb = _mm512_set1_ps(b), zero = _mm512_setzero_ps();
+    int64_t q;
+    for (q = 0; q < n; q += 16) {
+        __mmask16 m = ocr__lanes(n - q);
+        __m512 va = _mm512_add_ps(_mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, a + q)), vb);
+        __m512 vc = _mm512_add_ps(_mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, c + q)), vb);
+        _mm512_mask_storeu_ps(y + 2 * q, ocr__lanes(2 * (n - q)), _mm512_permutex2var_ps(va, lo, vc));
+        _mm512_mask_storeu_ps(y + 2 * q + 16, ocr__lanes(2 * (n - q) - 16), _mm512_permutex2var_ps(va, hi, vc));
+    }
+}
+#endif
 
 static void ocr__convt_items(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__convt_job *j = (const ocr__convt_job *)arg;
@@ -2051,8 +2071,12 @@ static void ocr__convt_items(void *arg, int64_t begin, int64_t end, int tid) {
             for (i = 0; i < g->kh; i++)
                 for (r = oh0; r < oh1; r++) {
                     float *yrow = j->y + ((n * g->C + co) * g->H + r * g->sh + i) * g->W;
+                    const float *src0 = col + (co * g->kh + i) * g->kw * cols + (r - oh0) * g->OW;
+#ifdef OCR__HAVE_AVX2
+                    if (j->interleave2) { ocr__interleave2_avx512(src0, src0 + cols, g->OW, b, yrow); continue; }
+#endif
                     for (jj = 0; jj < g->kw; jj++) {
-                        const float *src = col + ((co * g->kh + i) * g->kw + jj) * cols + (r - oh0) * g->OW;
+                        const float *src = src0 + jj * cols;
                         for (q = 0; q < g->OW; q++) yrow[q * g->sw + jj] = (0.0f + src[q]) + b;
                     }
                 }
@@ -2067,6 +2091,9 @@ static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     memset(&j, 0, sizeof j);
     j.g = g; j.x = x; j.w = w; j.bias = bias; j.y = y;
     j.uk = ocr__pick_ukernel(ctx);
+#ifdef OCR__HAVE_AVX2
+    j.interleave2 = g->kw == 2 && g->sw == 2 && j.uk.fn == ocr__ukernel_avx512;
+#endif
     /* chunks of input rows whose columns (kdim floats per input pixel) stay near 256 KB, at least one per thread */
     j.rows = ((int64_t)1 << 16) / (kdim * g->OW);
     j.rows = j.rows < 1 ? 1 : j.rows > g->OH ? g->OH : j.rows;
