@@ -3,15 +3,18 @@
      validation at its training step), a TensorBoard event file, last/best checkpoints that load back into a model
      with the run's config, overlays, and the final JSON line;
    - resume exactness: a run stopped at step 4 and resumed gives, bit for bit, the losses of the uninterrupted run;
+   - validation at --val-scale 1.5 maps detections back to the images (a model that finds every whole image scores 1);
    - usage errors exit 2, missing inputs exit 1 naming them, --device cuda says this build has no CUDA (a usage error, exit 2). */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
+#include "ocr_data.h"
 #include "ocr_test.h"
 #include "ocr_test_cli.h"
 #include <sys/stat.h>
+#include <errno.h>
 #include <unistd.h>
 
 static const char *const TRAIN = "./examples/train_dbnet";
@@ -112,6 +115,48 @@ static void test_resume_exact(void) {
         OCR_CHECK_MSG(la[s] == lb[s], "step %d: loss %.9g uninterrupted, %.9g interrupted at 4 and resumed", s, la[s], lb[s]);
 }
 
+/* Validation at --val-scale maps the detections back to the validation images: a model whose probability map is near 1
+   everywhere (head bias at logit(0.999999), learning rate ~0) finds one box covering each 64x64 image, the ground
+   truth of each, so H is 1 at 1x and at 1.5x; a box left in the 96x96 input's coordinates would miss (IoU 0.44). */
+static void test_val_scale_mapping(void) {
+    static const float scales[2] = {1.0f, 1.5f};
+    char root[128], path[256], args[1024], *out, *err, *last;
+    int i, rc;
+    snprintf(root, sizeof root, "%s/full", dir);
+    OCR_CHECK_MSG(mkdir(root, 0755) == 0 || errno == EEXIST, "mkdir %s", root);
+    for (i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, i ? "gts" : "images");
+        OCR_CHECK_MSG(mkdir(path, 0755) == 0 || errno == EEXIST, "mkdir %s", path);
+    }
+    for (i = 1; i <= 2; i++) {
+        ocr_image img;
+        FILE *f;
+        OCR_CHECK_OK(&ctx, ocr_image_alloc(&ctx, &img, 64, 64, 3));
+        if (ocr_test__case_failed) return;
+        memset(img.pixels, 90 * i, (size_t)64 * 64 * 3);
+        snprintf(path, sizeof path, "%s/images/img_%d.png", root, i);
+        OCR_CHECK_OK(&ctx, ocr_image_save_png(&ctx, path, &img));
+        ocr_image_free(&img);
+        snprintf(path, sizeof path, "%s/gts/gt_img_%d.txt", root, i);
+        f = fopen(path, "w");
+        OCR_CHECK_MSG(f != NULL, "cannot write %s", path);
+        if (!f) return;
+        fputs("0,0,63,0,63,63,0,63,page\n", f);
+        fclose(f);
+    }
+    for (i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "%s --data icdar:%s --val icdar:%s --size 64 --batch 1 --width 0.05 --val-size 64 --threads 2 "
+                                    "--steps 1 --lr 1e-12 --prior 0.999999 --val-scale %g --out %s/full_run_%d", TRAIN, root, root, (double)scales[i], dir, i);
+        rc = ocr_test_run(args, &out, &err);
+        OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", args, rc, err);
+        last = strrchr(out, '{');
+        OCR_CHECK_MSG(last && ocr_test_json_number(last, strcspn(last, "\n"), "hmean") == 1.0, "--val-scale %g: %s", (double)scales[i],
+                      last ? last : out);
+        free(out);
+        free(err);
+    }
+}
+
 static void test_usage_errors(void) {
     char args[512];
     expect_exit("--help", 0, NULL);
@@ -146,6 +191,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_usage_errors);
     OCR_TEST_RUN(test_short_run);
     OCR_TEST_RUN(test_resume_exact);
+    OCR_TEST_RUN(test_val_scale_mapping);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "test_train: could not remove %s\n", dir);
     ocr_ctx_free(&ctx);
