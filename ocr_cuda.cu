@@ -755,7 +755,7 @@ static __global__ void ocr__k_find_bad(const float *p, int64_t n, int range, dou
     }
 }
 
-enum { OCR__PW_RELU, OCR__PW_RELU_BWD, OCR__PW_SIGMOID, OCR__PW_SIGMOID_BWD, OCR__PW_ADD, OCR__PW_ACC, OCR__PW_SCALE };
+enum { OCR__PW_RELU, OCR__PW_RELU_BWD, OCR__PW_SIGMOID, OCR__PW_SIGMOID_BWD, OCR__PW_ADD, OCR__PW_ACC, OCR__PW_SCALE, OCR__PW_EMA };
 
 static __device__ float ocr__sigmoid(float x) {
     float s = expf(-fabsf(x));
@@ -776,6 +776,7 @@ static __global__ void ocr__k_pointwise(int op, const float *a, const float *b, 
         case OCR__PW_SIGMOID_BWD: y[i] += b[i] * a[i] * (1.0f - a[i]); break;
         case OCR__PW_ADD: y[i] = a[i] + b[i]; break;
         case OCR__PW_ACC: y[i] += a[i]; break;
+        case OCR__PW_EMA: y[i] = scale * y[i] + (1.0f - scale) * a[i]; break;
         default: y[i] *= scale; break;
         }
     }
@@ -1850,6 +1851,14 @@ OCRDEF int ocr_cuda_scale(ocr_ctx *ctx, float *x, int64_t n, float s) {
     if (rc) return rc;
     snprintf(ocr__st(ctx)->op, sizeof ocr__st(ctx)->op, "ocr_cuda_scale of %lld values", (long long)n);
     if (n > 0) OCR__LAUNCH(ctx, ocr__k_pointwise, (ocr__grid(n)), (OCR__BLOCK), (int)OCR__PW_SCALE, (const float *)NULL, (const float *)NULL, x, n, s);
+    return OCR_OK;
+}
+
+OCRDEF int ocr_cuda_ema(ocr_ctx *ctx, float *avg, const float *x, int64_t n, float decay) {
+    int rc = ocr__ready(ctx, "ocr_cuda_ema");
+    if (rc) return rc;
+    snprintf(ocr__st(ctx)->op, sizeof ocr__st(ctx)->op, "ocr_cuda_ema of %lld values", (long long)n);
+    if (n > 0) OCR__LAUNCH(ctx, ocr__k_pointwise, (ocr__grid(n)), (OCR__BLOCK), (int)OCR__PW_EMA, x, (const float *)NULL, avg, n, decay);
     return OCR_OK;
 }
 

@@ -138,6 +138,9 @@ OCRDEF int ocr_params_host_copy(ocr_ctx *ctx, const ocr_params *P, ocr_params *h
 /* Copies every value of src into dst, which has the same table; the two may be on different devices. */
 OCRDEF int ocr_params_copy_values(ocr_ctx *ctx, ocr_params *dst, const ocr_params *src);
 OCRDEF size_t ocr_params_trainable_count(const ocr_params *P);
+/* Exponential moving average of the values: avg[i] = decay * avg[i] + (1 - decay) * value[i] for every entry (BN
+   running statistics too), avg being P->numel floats on P's device (ocr_floats_alloc). decay 0 copies the values. */
+OCRDEF int ocr_params_ema(ocr_ctx *ctx, float *avg, const ocr_params *P, float decay);
 enum { OCR_LOAD_ALLOW_MISSING = 1, OCR_LOAD_ALLOW_UNEXPECTED = 2 };
 /* Loads every param whose name starts with prefix from the entry named (name without prefix), e.g. prefix
    "backbone." takes a torchvision ResNet file. Strict unless flags relax it; F16/BF16 are converted.
@@ -211,6 +214,7 @@ OCRDEF int ocr_cuda_adamw_update(ocr_ctx *ctx, float *param, const float *grad, 
                                  float beta1, float beta2, float eps, float weight_decay, int64_t steps_done);
 OCRDEF int ocr_cuda_sum_squares(ocr_ctx *ctx, const float *x, int64_t n, double *out);
 OCRDEF int ocr_cuda_scale(ocr_ctx *ctx, float *x, int64_t n, float s);
+OCRDEF int ocr_cuda_ema(ocr_ctx *ctx, float *avg, const float *x, int64_t n, float decay);
 /* Zeroes bytes of device memory without a context (ocr_params_zero_grad); returns the CUDA status as OCR_OK/OCR_ECUDA. */
 OCRDEF int ocr_cuda_zero_bytes(void *ptr, size_t bytes);
 #endif
@@ -3117,6 +3121,17 @@ OCRDEF int ocr_params_copy_values(ocr_ctx *ctx, ocr_params *dst, const ocr_param
     to = ocr__params_flat(dst, dst->data, "params.data");
     from = ocr__params_flat(src, src->data, "params.data");
     return ocr_tensor_copy(ctx, &to, &from);
+}
+
+OCRDEF int ocr_params_ema(ocr_ctx *ctx, float *avg, const ocr_params *P, float decay) {
+    size_t i;
+    if (!P->allocated || !avg) return ocr_error(ctx, OCR_EINVAL, "ocr_params_ema: parameters not allocated or no average buffer");
+    if (!(decay >= 0.0f && decay <= 1.0f)) return ocr_error(ctx, OCR_EINVAL, "ocr_params_ema: decay %g outside [0, 1]", (double)decay);
+#ifdef OCR_CUDA
+    if (P->device == OCR_DEVICE_CUDA) return ocr_cuda_ema(ctx, avg, P->data, (int64_t)P->numel, decay);
+#endif
+    for (i = 0; i < P->numel; i++) avg[i] = decay * avg[i] + (1.0f - decay) * P->data[i];
+    return OCR_OK;
 }
 
 OCRDEF size_t ocr_params_trainable_count(const ocr_params *P) {

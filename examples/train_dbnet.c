@@ -27,7 +27,7 @@ typedef struct {
     const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone;
     int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, stop_at;
     int check_numerics, save_every;
-    float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines, synth_text_scale, val_scale;
+    float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines, synth_text_scale, val_scale, ema;
 } train_args;
 
 static volatile sig_atomic_t g_stop;
@@ -203,7 +203,7 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
 static const char *const kArgNames[] = {"data", "val", "init", "optimizer", "backbone", "steps", "batch", "size", "seed",
                                         "eval_every", "val_count", "val_size", "lr", "width", "weight_decay",
                                         "balanced_fraction", "pos_weight", "prior", "clip", "epochs", "prob_dice", "synth_lines",
-                                        "synth_text_scale", "val_scale"};
+                                        "synth_text_scale", "val_scale", "ema"};
 enum { N_ARGS = sizeof kArgNames / sizeof kArgNames[0] };
 
 static void args_to_meta(const train_args *a, char values[][256]) {
@@ -231,6 +231,7 @@ static void args_to_meta(const train_args *a, char values[][256]) {
     snprintf(values[21], 256, "%.9g", a->synth_lines);
     snprintf(values[22], 256, "%.9g", a->synth_text_scale);
     snprintf(values[23], 256, "%.9g", a->val_scale);
+    snprintf(values[24], 256, "%.9g", a->ema);
 }
 
 /* Strings stay alive in the checkpoint's metadata for the whole run (the file is kept open). */
@@ -245,6 +246,7 @@ static void args_from_meta(const ocr_safetensors *st, train_args *a) {
         if (!v[i] && strcmp(kArgNames[i], "synth_lines") == 0) v[i] = "30"; /* runs from before denser training scenes */
         if (!v[i] && strcmp(kArgNames[i], "synth_text_scale") == 0) v[i] = "1"; /* ... before larger training text */
         if (!v[i] && strcmp(kArgNames[i], "val_scale") == 0) v[i] = "1";        /* ... before upscaled validation */
+        if (!v[i] && strcmp(kArgNames[i], "ema") == 0) v[i] = "0";              /* ... before the weight average */
         if (!v[i]) { fprintf(stderr, "train_dbnet: the checkpoint lacks '%s'; not a train_dbnet checkpoint\n", key); exit(1); }
     }
     a->data = v[0]; a->val = v[1]; a->init = v[2][0] ? v[2] : NULL; a->optimizer = v[3]; a->backbone = v[4];
@@ -253,6 +255,7 @@ static void args_from_meta(const ocr_safetensors *st, train_args *a) {
     a->weight_decay = (float)atof(v[14]); a->balanced_fraction = (float)atof(v[15]); a->pos_weight = (float)atof(v[16]);
     a->prior = (float)atof(v[17]); a->clip = (float)atof(v[18]); a->epochs = atoi(v[19]); a->prob_dice = (float)atof(v[20]);
     a->synth_lines = (float)atof(v[21]); a->synth_text_scale = (float)atof(v[22]); a->val_scale = (float)atof(v[23]);
+    a->ema = (float)atof(v[24]);
 }
 
 typedef struct {
@@ -263,14 +266,15 @@ typedef struct {
 } train_state;
 
 /* name.safetensors holds the weights and everything needed to continue; name.optim.safetensors the optimizer
-   moments. Each file is written atomically; both carry the step, so a mismatched pair is refused on resume. */
+   moments and, with --ema, the weight average ("ema", n floats in the parameter buffer's order). Each file is written
+   atomically; both carry the step, so a mismatched pair is refused on resume. */
 static void save_checkpoint(ocr_ctx *ctx, const char *run_dir, const char *name, const ocr_dbnet *m, const ocr_optimizer *opt,
-                            const train_args *a, const train_state *st) {
+                            const float *ema, const train_args *a, const train_state *st) {
     char path[4096], values[32][256];
     const char *keys[32], *vals[32];
-    int n = 0, i;
-    ocr_tensor mt, vt, staged[2];
-    const ocr_tensor *tensors[2];
+    int n = 0, i, n_state = 0;
+    ocr_tensor mt, vt, et, staged[3];
+    const ocr_tensor *tensors[3];
     args_to_meta(a, values);
     for (i = 0; i < N_ARGS; i++) {
         static char key_store[N_ARGS][64];
@@ -288,16 +292,25 @@ static void save_checkpoint(ocr_ctx *ctx, const char *run_dir, const char *name,
     keys[n] = "train.seconds"; vals[n++] = values[N_ARGS + 3];
     snprintf(values[N_ARGS + 4], 256, "%lld", (long long)opt->step);
     keys[n] = "train.optim_step"; vals[n++] = values[N_ARGS + 4];
-    mt = ocr_tensor_view("optim.m", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->m);
-    vt = ocr_tensor_view("optim.v", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->v ? opt->v : opt->m);
     memset(staged, 0, sizeof staged);
-    if (ocr_ex_on_host(ctx, &mt, &staged[0], &mt) || ocr_ex_on_host(ctx, &vt, &staged[1], &vt)) die(ctx, "downloading the optimizer state");
-    tensors[0] = &mt;
-    tensors[1] = &vt;
+    if (opt->m) {
+        mt = ocr_tensor_view("optim.m", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->m);
+        if (ocr_ex_on_host(ctx, &mt, &staged[n_state], &mt)) die(ctx, "downloading the optimizer state");
+        tensors[n_state++] = &mt;
+    }
+    if (opt->v) {
+        vt = ocr_tensor_view("optim.v", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->v);
+        if (ocr_ex_on_host(ctx, &vt, &staged[n_state], &vt)) die(ctx, "downloading the optimizer state");
+        tensors[n_state++] = &vt;
+    }
+    if (ema) {
+        et = ocr_tensor_view("ema", OCR_F32, m->params.device, ocr_shape1((int64_t)m->params.numel), (void *)ema);
+        if (ocr_ex_on_host(ctx, &et, &staged[n_state], &et)) die(ctx, "downloading the weight average");
+        tensors[n_state++] = &et;
+    }
     snprintf(path, sizeof path, "%s/%s.optim.safetensors", run_dir, name);
-    if (opt->m && ocr_safetensors_save(ctx, path, tensors, opt->v ? 2 : 1, keys + N_ARGS, vals + N_ARGS, 1)) die(ctx, "saving the optimizer state");
-    ocr_tensor_free(&staged[0]);
-    ocr_tensor_free(&staged[1]);
+    if (n_state && ocr_safetensors_save(ctx, path, tensors, n_state, keys + N_ARGS, vals + N_ARGS, 1)) die(ctx, "saving the optimizer state");
+    for (i = 0; i < 3; i++) ocr_tensor_free(&staged[i]);
     snprintf(path, sizeof path, "%s/%s.safetensors", run_dir, name);
     if (ocr_dbnet_save(ctx, m, path, keys, vals, n)) die(ctx, "saving a checkpoint");
 }
@@ -315,10 +328,11 @@ static void read_state(ocr_ctx *ctx, const ocr_safetensors *st, ocr_tensor *dst)
     ocr_tensor_free(&host);
 }
 
-static void load_optimizer(ocr_ctx *ctx, const char *run_dir, ocr_optimizer *opt, int64_t step, int64_t optim_step) {
+static void load_optimizer(ocr_ctx *ctx, const char *run_dir, ocr_optimizer *opt, float *ema, const ocr_params *P, int64_t step,
+                           int64_t optim_step) {
     char path[4096];
     ocr_safetensors st;
-    ocr_tensor mt, vt;
+    ocr_tensor mt, vt, et;
     const char *s;
     snprintf(path, sizeof path, "%s/last.optim.safetensors", run_dir);
     if (ocr_safetensors_open(ctx, &st, path)) die(ctx, "reading the optimizer state");
@@ -327,14 +341,30 @@ static void load_optimizer(ocr_ctx *ctx, const char *run_dir, ocr_optimizer *opt
         fprintf(stderr, "train_dbnet: %s is from step %s but last.safetensors from step %lld\n", path, s ? s : "?", (long long)step);
         exit(1);
     }
-    mt = ocr_tensor_view("optim.m", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->m);
-    read_state(ctx, &st, &mt);
+    if (opt->m) {
+        mt = ocr_tensor_view("optim.m", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->m);
+        read_state(ctx, &st, &mt);
+    }
+    if (ema) {
+        et = ocr_tensor_view("ema", OCR_F32, P->device, ocr_shape1((int64_t)P->numel), ema);
+        read_state(ctx, &st, &et);
+    }
     if (opt->v) {
         vt = ocr_tensor_view("optim.v", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->v);
         read_state(ctx, &st, &vt);
     }
     opt->step = optim_step;
     ocr_safetensors_close(&st);
+}
+
+/* Exchanges the model's weights with the weight average (--ema; nothing without one): calling it again swaps back.
+   The two buffers have the same layout and device, and nothing keeps a pointer into either between calls. */
+static void swap_weights(ocr_dbnet *m, float **avg) {
+    float *t;
+    if (!*avg) return;
+    t = m->params.data;
+    m->params.data = *avg;
+    *avg = t;
 }
 
 /* ---------------------------------------------------------------- main */
@@ -353,6 +383,7 @@ int main(int argc, char **argv) {
     ocr_dbnet model;
     ocr_dbnet_config mcfg;
     ocr_optimizer opt;
+    float *ema = NULL;        /* --ema: the weight average, model.params.numel floats where the parameters live */
     ocr_db_loss_config loss_cfg;
     ocr_metrics metrics;
     val_set val;
@@ -374,7 +405,7 @@ int main(int argc, char **argv) {
     a.steps = 3000; a.batch = 4; a.size = 256; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 500;
     a.log_every = 10; a.val_count = 200; a.val_size = 320; a.lr = 2e-3f; a.width = 0.25f; a.weight_decay = 1e-4f;
     a.balanced_fraction = 0.2f; a.pos_weight = 1.0f; a.prior = 0.03f; a.clip = 5.0f; a.prob_dice = 6.0f; a.save_every = 100;
-    a.synth_lines = 90.0f; a.synth_text_scale = 1.0f; a.val_scale = 0.0f;
+    a.synth_lines = 90.0f; a.synth_text_scale = 1.0f; a.val_scale = 0.0f; a.ema = 0.998f;
 
 #define FLAG(n, t, v, h) (flags[nf].name = n, flags[nf].type = t, flags[nf].value = v, flags[nf].help = h, nf++)
     FLAG("--data", OCR_EX_STRING, &a.data, "training data: synth, icdar:DIR (images/ and gts/, or IMAGES,GTS) or lmdb:PATH");
@@ -392,6 +423,7 @@ int main(int argc, char **argv) {
     FLAG("--balanced-fraction", OCR_EX_FLOAT, &a.balanced_fraction, "fraction of the steps trained with class-balanced BCE; then positive-weighted BCE");
     FLAG("--pos-weight", OCR_EX_FLOAT, &a.pos_weight, "positive-class weight of the BCE after the balanced phase (0: official OHEM)");
     FLAG("--prob-dice", OCR_EX_FLOAT, &a.prob_dice, "weight of a Dice loss on the probability map itself (0: the official loss only)");
+    FLAG("--ema", OCR_EX_FLOAT, &a.ema, "decay of a moving average of the weights that validation and the best checkpoint use (0: off)");
     FLAG("--synth-lines", OCR_EX_FLOAT, &a.synth_lines, "text lines tried per megapixel in synthetic training scenes (validation keeps the default)");
     FLAG("--synth-text-scale", OCR_EX_FLOAT, &a.synth_text_scale, "text heights of synthetic training scenes times this (validation keeps the default)");
     FLAG("--clip", OCR_EX_FLOAT, &a.clip, "global gradient-norm clip (0: none)");
@@ -445,10 +477,10 @@ int main(int argc, char **argv) {
     if (a.steps < 1 || a.batch < 1 || a.size < 32 || a.size % 32 || a.val_size < 32 || a.val_size % 32 || a.val_count < 0 ||
         a.workers < 1 || a.log_every < 1 || a.eval_every < 0 || !(a.lr > 0) || !(a.width > 0) || a.save_every < 1 ||
         !(a.synth_lines >= 0 && a.synth_lines <= 10000) || !(a.synth_text_scale >= 0.1f && a.synth_text_scale <= 10) ||
-        !(a.val_scale == 0 || (a.val_scale >= 0.25f && a.val_scale <= 4))) {
+        !(a.val_scale == 0 || (a.val_scale >= 0.25f && a.val_scale <= 4)) || !(a.ema >= 0 && a.ema < 1)) {
         fprintf(stderr, "train_dbnet: --steps, --batch, --workers, --log-every and --save-every must be >= 1, --lr and --width > 0, "
                         "--size and --val-size positive multiples of 32, --val-scale 0 or in [0.25, 4], "
-                        "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10]\n");
+                        "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10], --ema in [0, 1)\n");
         return 2;
     }
     if (a.val_scale == 0) a.val_scale = is_synth_spec(a.val) ? 1.4f : 1.0f; /* stored resolved in checkpoints */
@@ -468,10 +500,14 @@ int main(int argc, char **argv) {
     if (ocr_optim_init(&ctx, &opt, &model.params, strcmp(a.optimizer, "sgd") == 0 ? ocr_optim_sgd(0.9f, a.weight_decay, 0)
                                                                                : ocr_optim_adamw(0.9f, 0.999f, 1e-8f, a.weight_decay)))
         die(&ctx, "optimizer");
+    if (a.ema > 0) {
+        if (!(ema = ocr_floats_alloc(&ctx, model.params.device, model.params.numel, "ema")) || ocr_params_ema(&ctx, ema, &model.params, 0.0f))
+            die(&ctx, "the weight average (--ema)");
+    }
     if (a.resume) {
         snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
         if (ocr_dbnet_load(&ctx, &model, path)) die(&ctx, "--resume");
-        load_optimizer(&ctx, run_dir, &opt, st.step, atoll(ocr_safetensors_meta(&resume_st, "train.optim_step")));
+        load_optimizer(&ctx, run_dir, &opt, ema, &model.params, st.step, atoll(ocr_safetensors_meta(&resume_st, "train.optim_step")));
     }
 
     /* data */
@@ -570,6 +606,10 @@ int main(int argc, char **argv) {
             if (ocr_clip_grad_norm(&ctx, &model.params, a.clip, &norm)) die(&ctx, "gradient");
             lr = ocr_lr_poly(a.lr, st.step, total_steps, 0.9f);
             if (ocr_optim_step(&ctx, &opt, &model.params, lr)) die(&ctx, "optimizer");
+            if (ema) { /* the average starts short (decay (1+t)/(10+t)), so early validations are not the initial weights */
+                float decay = (float)((1.0 + (double)st.step) / (10.0 + (double)st.step));
+                if (ocr_params_ema(&ctx, ema, &model.params, decay < a.ema ? decay : a.ema)) die(&ctx, "the weight average (--ema)");
+            }
             t_images += batch->size;
             ocr_loader_release(loader, batch);
             st.step++;
@@ -594,6 +634,7 @@ int main(int argc, char **argv) {
             /* validation at every --eval-every step and at the last one, logged at the step it was taken; before
                the checkpoint, which closes the step's metrics record */
             if ((a.eval_every > 0 && st.step % a.eval_every == 0) || st.step == total_steps) {
+                swap_weights(&model, &ema); /* validation and "best" see the weight average, with --ema */
                 last_eval = validate(&ctx, &model, &val, &metrics, run_dir, st.step, 4);
                 eval_done_at_end = st.step == total_steps;
                 if (tty) fputc('\n', stderr);
@@ -608,12 +649,13 @@ int main(int argc, char **argv) {
                     st.best_hmean = last_eval.hmean;
                     st.best_step = st.step;
                     st.seconds = seconds_before + now_seconds() - t_start;
-                    save_checkpoint(&ctx, run_dir, "best", &model, &opt, &a, &st);
+                    save_checkpoint(&ctx, run_dir, "best", &model, &opt, NULL, &a, &st);
                 }
+                swap_weights(&model, &ema);
             }
             if (st.step % a.save_every == 0 || st.step == a.stop_at || st.step == total_steps) {
                 st.seconds = seconds_before + now_seconds() - t_start;
-                save_checkpoint(&ctx, run_dir, "last", &model, &opt, &a, &st);
+                save_checkpoint(&ctx, run_dir, "last", &model, &opt, ema, &a, &st);
                 saved_step = st.step;
                 if (ocr_metrics_flush(&ctx, &metrics)) die(&ctx, "metrics");
             }
@@ -622,7 +664,7 @@ int main(int argc, char **argv) {
     }
     if (tty) fputc('\n', stderr);
     st.seconds = seconds_before + now_seconds() - t_start;
-    if (saved_step != st.step) save_checkpoint(&ctx, run_dir, "last", &model, &opt, &a, &st);
+    if (saved_step != st.step) save_checkpoint(&ctx, run_dir, "last", &model, &opt, ema, &a, &st);
     if (g_stop && st.step < total_steps)
         fprintf(stderr, "train_dbnet: interrupted at step %lld; saved %s/last.safetensors; continue with --resume %s\n",
                 (long long)st.step, run_dir, run_dir);
@@ -643,6 +685,7 @@ int main(int argc, char **argv) {
     ocr_tensor_free(&d_thresh);
     for (i = 0; i < F_COUNT; i++) ocr_tensor_free(&targets_dev[i]);
     ocr_optim_free(&opt);
+    ocr_floats_free(ema, model.params.device);
     ocr_dbnet_free(&model);
     if (a.resume) ocr_safetensors_close(&resume_st);
     ocr_ctx_free(&ctx);

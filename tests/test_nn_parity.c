@@ -1,7 +1,7 @@
 /* ocr_nn.h against PyTorch: outputs and gradients of every op on the fixtures tools/make_fixtures.py writes
    (float64 PyTorch on float32-rounded inputs), a 3-step training run of a conv-bn-relu-convtranspose network under
-   SGD, SGD Nesterov and AdamW, gradient clipping, the poly schedule, ocr_params (views, save, load), and the
-   error paths: mis-shaped tensors are refused before anything is written, and NaN is caught under
+   SGD, SGD Nesterov and AdamW, gradient clipping, the poly schedule, ocr_params (views, save, load), the weight
+   average (hand-computed), and the error paths: mis-shaped tensors are refused before anything is written, and NaN is caught under
    OCR_DEBUG_CHECK_NUMERICS. Regenerate the fixtures with: /usr/bin/python3 tools/make_fixtures.py */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
@@ -330,6 +330,35 @@ static void test_clip_grad_norm(void) {
     if (P.allocated) {
         P.grad[4] = INFINITY;
         OCR_CHECK_ERR(&ctx, ocr_clip_grad_norm(&ctx, &P, 1.0f, NULL), OCR_ENONFINITE, "head.weight.grad");
+    }
+    ocr_params_free(&P);
+    ocr_ctx_free(&ctx);
+}
+
+/* The weight average: decay 0 copies, then avg = d avg + (1 - d) value on every entry (the BN-like buffer too),
+   against hand-computed values; a decay outside [0, 1] or no buffer is an error. */
+static void test_params_ema(void) {
+    ocr_ctx ctx;
+    ocr_params P;
+    float avg[5];
+    int i;
+    if (!ctx_variant(&ctx, 0)) return;
+    ocr_params_init(&P);
+    OCR_CHECK_OK(&ctx, ocr_params_add(&ctx, &P, "w", ocr_shape1(3), 1, &i));
+    OCR_CHECK_OK(&ctx, ocr_params_add(&ctx, &P, "running_mean", ocr_shape1(2), 0, &i));
+    OCR_CHECK_OK(&ctx, ocr_params_alloc(&ctx, &P));
+    if (P.allocated && P.numel == 5) {
+        static const float first[5] = {4, -8, 0.5f, 100, -1}, second[5] = {8, 0, 0.5f, 0, 3}, want[5] = {5, -6, 0.5f, 75, 0};
+        memcpy(P.data, first, sizeof first);
+        for (i = 0; i < 5; i++) avg[i] = NAN; /* decay 0 replaces whatever was there */
+        OCR_CHECK_OK(&ctx, ocr_params_ema(&ctx, avg, &P, 0.0f));
+        OCR_CHECK(memcmp(avg, first, sizeof first) == 0);
+        memcpy(P.data, second, sizeof second);
+        OCR_CHECK_OK(&ctx, ocr_params_ema(&ctx, avg, &P, 0.75f));
+        for (i = 0; i < 5; i++) OCR_CHECK_MSG(avg[i] == want[i], "avg[%d] = %g, expected %g", i, (double)avg[i], (double)want[i]);
+        OCR_CHECK_ERR(&ctx, ocr_params_ema(&ctx, avg, &P, 1.5f), OCR_EINVAL, "decay 1.5 outside [0, 1]");
+        OCR_CHECK_ERR(&ctx, ocr_params_ema(&ctx, avg, &P, NAN), OCR_EINVAL, "outside [0, 1]");
+        OCR_CHECK_ERR(&ctx, ocr_params_ema(&ctx, NULL, &P, 0.5f), OCR_EINVAL, "no average buffer");
     }
     ocr_params_free(&P);
     ocr_ctx_free(&ctx);
@@ -846,6 +875,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_pointwise_parity);
     OCR_TEST_RUN(test_pool_upsample_concat_parity);
     OCR_TEST_RUN(test_clip_grad_norm);
+    OCR_TEST_RUN(test_params_ema);
     OCR_TEST_RUN(test_lr_poly);
     OCR_TEST_RUN(test_optim_parity);
     OCR_TEST_RUN(test_params);

@@ -2,7 +2,8 @@
    - a short run whose loss falls, with its run directory complete: metrics.jsonl (steps strictly increasing,
      validation at its training step), a TensorBoard event file, last/best checkpoints that load back into a model
      with the run's config, overlays, and the final JSON line;
-   - resume exactness: a run stopped at step 4 and resumed gives, bit for bit, the losses of the uninterrupted run;
+   - resume exactness: a run stopped at step 4 and resumed gives, bit for bit, the losses and the weight average of the
+     uninterrupted run;
    - validation at --val-scale 1.5 maps detections back to the images (a model that finds every whole image scores 1);
    - usage errors exit 2, missing inputs exit 1 naming them, --device cuda says this build has no CUDA (a usage error, exit 2). */
 #define OCR_IMPLEMENTATION
@@ -113,6 +114,24 @@ static void test_resume_exact(void) {
     read_losses(run_b, lb, 10, &n_val);
     for (s = 1; s <= 10; s++)
         OCR_CHECK_MSG(la[s] == lb[s], "step %d: loss %.9g uninterrupted, %.9g interrupted at 4 and resumed", s, la[s], lb[s]);
+    /* the weight average (--ema, on by default) continues exactly too */
+    {
+        ocr_safetensors fa, fb;
+        ocr_tensor ea, eb;
+        char pa[300], pb[300];
+        memset(&ea, 0, sizeof ea); eb = ea;
+        snprintf(pa, sizeof pa, "%s/last.optim.safetensors", run_a);
+        snprintf(pb, sizeof pb, "%s/last.optim.safetensors", run_b);
+        OCR_CHECK_OK(&ctx, ocr_safetensors_open(&ctx, &fa, pa));
+        OCR_CHECK_OK(&ctx, ocr_safetensors_open(&ctx, &fb, pb));
+        if (ocr_test__case_failed) return;
+        OCR_CHECK_OK(&ctx, ocr_safetensors_read(&ctx, &fa, "ema", &ea));
+        OCR_CHECK_OK(&ctx, ocr_safetensors_read(&ctx, &fb, "ema", &eb));
+        OCR_CHECK_MSG(ea.data && eb.data && ocr_tensor_bytes(&ea) == ocr_tensor_bytes(&eb) && memcmp(ea.data, eb.data, ocr_tensor_bytes(&ea)) == 0,
+                      "the weight average after 10 steps differs between the uninterrupted and the resumed run");
+        ocr_tensor_free(&ea); ocr_tensor_free(&eb);
+        ocr_safetensors_close(&fa); ocr_safetensors_close(&fb);
+    }
 }
 
 /* Validation at --val-scale maps the detections back to the validation images: a model whose probability map is near 1
@@ -166,6 +185,7 @@ static void test_usage_errors(void) {
     expect_exit("--synth-lines -5", 2, "--synth-lines in [0, 10000]");
     expect_exit("--synth-text-scale 0", 2, "--synth-text-scale in [0.1, 10]");
     expect_exit("--val-scale 0.1", 2, "--val-scale 0 or in [0.25, 4]");
+    expect_exit("--ema 1", 2, "--ema in [0, 1)");
     expect_exit("--optimizer adam", 2, "--optimizer must be sgd or adamw");
     expect_exit("--device cuda", 2, "no CUDA");
     snprintf(args, sizeof args, "--data icdar:%s/no_such_dir --out %s/x", dir, dir);
