@@ -1,6 +1,7 @@
 /* bench_train - DBNet training step (forward, DB loss, backward, SGD step) and inference, ocr-c against PyTorch on
    the same architecture (tools/bench_torch.py over tools/dbnet_ref.py) in the same run: one warm-up each, then the
-   two (three with Debian's libjemalloc2 preloaded into a second PyTorch) alternate rep by rep; the median of at
+   two (three with Debian's libjemalloc2 preloaded into a second PyTorch) alternate rep by rep, each after a pause
+   (bench_settle) so no side is timed while another's threads still spin; the median of at
    least 5 is reported. Peak resident memory (VmHWM) of each side comes from a fresh process per config that sets up
    and runs two steps; under each row, our activation values and gradients (arenas shared by liveness, and what they
    would take unshared). Prints a table and, last, one JSON line with every figure and ratio.
@@ -257,9 +258,12 @@ int main(int argc, char **argv) {
             o.m.op_clock = now;
         }
         for (r = 0; r < reps; r++) {
+            bench_settle();
             t_ours[r] = ours_run(&ctx, &o);
-            for (p = 0; p < n_peers; p++)
+            for (p = 0; p < n_peers; p++) {
+                bench_settle();
                 if (ok[p]) ok[p] = bench_peer_ask(&peers[p], "run", line, sizeof line) && (t_peer[p][r] = atof(line)) > 0;
+            }
         }
         med_ours = median(t_ours, reps);
         for (p = 0; p < n_peers; p++)
