@@ -404,7 +404,7 @@ int main(int argc, char **argv) {
     a.data = "synth"; a.val = "synth"; a.out = NULL; a.device = "cpu"; a.optimizer = "adamw"; a.backbone = "resnet18";
     a.steps = 3000; a.batch = 4; a.size = 256; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 500;
     a.log_every = 10; a.val_count = 200; a.val_size = 320; a.lr = 2e-3f; a.width = 0.25f; a.weight_decay = 1e-4f;
-    a.balanced_fraction = 0.2f; a.pos_weight = 1.0f; a.prior = 0.03f; a.clip = 5.0f; a.prob_dice = 6.0f; a.save_every = 100;
+    a.balanced_fraction = 0.2f; a.pos_weight = 1.0f; a.prior = 0.03f; a.clip = 5.0f; a.prob_dice = 10.0f; a.save_every = 100;
     a.synth_lines = 90.0f; a.synth_text_scale = 1.0f; a.val_scale = 0.0f; a.ema = 0.998f;
 
 #define FLAG(n, t, v, h) (flags[nf].name = n, flags[nf].type = t, flags[nf].value = v, flags[nf].help = h, nf++)
