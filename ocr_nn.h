@@ -1406,6 +1406,28 @@ static void ocr__wino_gemm(const ocr__wino_job *j, int64_t item, float *buf, int
     }
 }
 
+/* Tiles t0..t0+15 of an item taken 16 at a time in any layout (tile rows from th0; lanes past T repeat t0): returns
+   the offset of each tile's first output in its plane, and sets valid[a*4+b] to the lanes whose output (a, b) of the
+   4x4 tile lies inside the OH x OW plane. */
+__attribute__((target("avx512f")))
+static __m512i ocr__wino_tile_lanes(const ocr__wino_job *j, int64_t th0, int64_t t0, int64_t T, __mmask16 valid[16]) {
+    int32_t ol[16], rl[16], cl[16];
+    __m512i oh, ow;
+    int i;
+    for (i = 0; i < 16; i++) {
+        int64_t t = t0 + i < T ? t0 + i : t0;
+        rl[i] = (int32_t)((th0 + t / j->TW) * 4);
+        cl[i] = (int32_t)((t % j->TW) * 4);
+        ol[i] = (int32_t)(rl[i] * j->g->OW + cl[i]);
+    }
+    oh = _mm512_loadu_si512(rl); ow = _mm512_loadu_si512(cl);
+    for (i = 0; i < 16; i++)
+        valid[i] = (__mmask16)(ocr__lanes(T - t0) &
+                               _mm512_cmplt_epi32_mask(_mm512_add_epi32(oh, _mm512_set1_epi32(i / 4)), _mm512_set1_epi32((int)j->g->OH)) &
+                               _mm512_cmplt_epi32_mask(_mm512_add_epi32(ow, _mm512_set1_epi32(i % 4)), _mm512_set1_epi32((int)j->g->OW)));
+    return _mm512_loadu_si512(ol);
+}
+
 /* Output channels [k0, k1) of an item: At M A of every tile, bias and ReLU (when not accumulating), scattered into y. */
 __attribute__((target("avx512f")))
 static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, int64_t k0, int64_t k1) {
@@ -1466,22 +1488,8 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
         return;
     }
     for (t0 = 0; t0 < T; t0 += 16) {
-        int32_t ol[16], rl[16], cl[16];
-        __m512i base, oh, ow;
         __mmask16 valid[16];
-        for (i = 0; i < 16; i++) {
-            int64_t t = t0 + i < T ? t0 + i : t0;
-            rl[i] = (int32_t)((th0 + t / j->TW) * 4);
-            cl[i] = (int32_t)((t % j->TW) * 4);
-            ol[i] = (int32_t)(rl[i] * g->OW + cl[i]);
-        }
-        base = _mm512_loadu_si512(ol); oh = _mm512_loadu_si512(rl); ow = _mm512_loadu_si512(cl);
-        for (a = 0; a < 16; a++) {
-            __mmask16 lanes = (__mmask16)(T - t0 >= 16 ? 0xFFFF : (1u << (T - t0)) - 1u);
-            __mmask16 rv = _mm512_cmplt_epi32_mask(_mm512_add_epi32(oh, _mm512_set1_epi32(a / 4)), _mm512_set1_epi32((int)g->OH));
-            __mmask16 cv = _mm512_cmplt_epi32_mask(_mm512_add_epi32(ow, _mm512_set1_epi32(a % 4)), _mm512_set1_epi32((int)g->OW));
-            valid[a] = lanes & rv & cv;
-        }
+        __m512i base = ocr__wino_tile_lanes(j, th0, t0, T, valid);
         for (k = k0; k < k1; k++) {
             const float *m = M + k * Tp + t0;
             float *yk = j->y + (n * g->K + k) * P;
@@ -1548,21 +1556,10 @@ static void ocr__wino_dy(const ocr__wino_job *j, int64_t item, float *buf, int64
                     }
                 }
             } else {
-                int32_t bl[16], rl[16], cl[16];
-                __m512i base, oh, ow;
-                for (i = 0; i < 16; i++) {
-                    int64_t t = t0 + i < T ? t0 + i : t0;
-                    rl[i] = (int32_t)((th0 + t / j->TW) * 4);
-                    cl[i] = (int32_t)((t % j->TW) * 4);
-                    bl[i] = (int32_t)(rl[i] * g->OW + cl[i]);
-                }
-                base = _mm512_loadu_si512(bl); oh = _mm512_loadu_si512(rl); ow = _mm512_loadu_si512(cl);
-                for (i = 0; i < 16; i++) {
-                    __mmask16 mk = (__mmask16)(ocr__lanes(nl) &
-                                               _mm512_cmplt_epi32_mask(_mm512_add_epi32(oh, _mm512_set1_epi32((int)(i / 4))), _mm512_set1_epi32((int)g->OH)) &
-                                               _mm512_cmplt_epi32_mask(_mm512_add_epi32(ow, _mm512_set1_epi32((int)(i % 4))), _mm512_set1_epi32((int)g->OW)));
-                    d[i] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, _mm512_add_epi32(base, _mm512_set1_epi32((int)((i / 4) * g->OW + i % 4))), yk, 4);
-                }
+                __mmask16 valid[16];
+                __m512i base = ocr__wino_tile_lanes(j, th0, t0, T, valid);
+                for (i = 0; i < 16; i++)
+                    d[i] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid[i], _mm512_add_epi32(base, _mm512_set1_epi32((int)((i / 4) * g->OW + i % 4))), yk, 4);
             }
             for (i = 0; i < 4; i++) OCR__WINO_A(d[i * 4], d[i * 4 + 1], d[i * 4 + 2], d[i * 4 + 3], e + i * 6);
             for (i = 0; i < 6; i++) {
