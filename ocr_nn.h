@@ -1640,32 +1640,43 @@ static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, co
            g->OH * (g->OW + 8) < ((int64_t)1 << 30);
 }
 
-/* y (= or +=) conv(x, w) by F(4x4, 3x3). Work items are (image, band of tile rows) sized so an item's V and M stay
-   near L2; with too few items to keep every thread on whole items, the items run one after another and each of
-   their three phases is spread over the threads instead. */
+/* The work split shared by both drivers: tiles, the padded band's row length, bands of tile rows sized so an item's V
+   and M (or D) stay near L2, and the per-item buffer size (padded band | V | M) in *bytes. Kp: output channels
+   padded to what M's rows need. Returns the number of work items, or -1 (error set) when the buffers overflow. */
+static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_geom *g, int64_t Kp, size_t *bytes) {
+    int64_t band_tiles_pad;
+    j->g = g;
+    j->uk = ocr__pick_ukernel(ctx);
+    j->TH = (g->OH + 3) / 4; j->TW = (g->OW + 3) / 4;
+    j->Kp = Kp;
+    j->Wp = j->TW * 4 + 2;
+    j->band = ((int64_t)2 << 20) / (OCR__WINO_POINTS * (g->C + Kp) * j->TW * (int64_t)sizeof(float));
+    j->band = j->band < 1 ? 1 : j->band > j->TH ? j->TH : j->band;
+    j->n_bands = (j->TH + j->band - 1) / j->band;
+    band_tiles_pad = (j->band * j->TW + 47) / 48 * 48;
+    j->pad_floats = (size_t)((g->C * (j->band * 4 + 2) * j->Wp + 15) & ~(int64_t)15);
+    j->v_floats = (size_t)(OCR__WINO_POINTS * g->C * band_tiles_pad);
+    if (!ocr_size_mul(j->pad_floats + j->v_floats + (size_t)(OCR__WINO_POINTS * Kp * band_tiles_pad), sizeof(float), bytes)) {
+        ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
+        return -1;
+    }
+    return g->N * j->n_bands;
+}
+
+/* y (= or +=) conv(x, w) by F(4x4, 3x3). Work items are (image, band of tile rows); with too few items to keep every
+   thread on whole items, the items run one after another and each of their three phases is spread over the threads
+   instead. */
 static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *y, int accumulate,
                               const ocr__conv_epilogue *ep) {
     ocr__wino_job j;
-    int64_t per_row, band_tiles_pad, n_items, item, t, parallel_items;
+    int64_t n_items, item, t, parallel_items;
     size_t bytes, u_bytes;
     memset(&j, 0, sizeof j);
-    j.g = g; j.x = x; j.w = w; j.y = y; j.accumulate = accumulate;
+    j.x = x; j.w = w; j.y = y; j.accumulate = accumulate;
     if (ep) j.ep = *ep;
-    j.uk = ocr__pick_ukernel(ctx);
-    j.TH = (g->OH + 3) / 4; j.TW = (g->OW + 3) / 4;
-    j.Kp = (g->K + 7) / 8 * 8;
-    j.Wp = j.TW * 4 + 2;
-    per_row = OCR__WINO_POINTS * (g->C + j.Kp) * j.TW * (int64_t)sizeof(float);
-    j.band = ((int64_t)2 << 20) / per_row;
-    j.band = j.band < 1 ? 1 : j.band > j.TH ? j.TH : j.band;
-    j.n_bands = (j.TH + j.band - 1) / j.band;
-    n_items = g->N * j.n_bands;
+    if ((n_items = ocr__wino_plan(ctx, &j, g, (g->K + 7) / 8 * 8, &bytes)) < 0) return ctx->last_status;
     parallel_items = ctx->n_threads == 1 || n_items >= 4 * ctx->n_threads;
-    band_tiles_pad = (j.band * j.TW + 47) / 48 * 48;
-    j.pad_floats = (size_t)((g->C * (j.band * 4 + 2) * j.Wp + 15) & ~(int64_t)15);
-    j.v_floats = (size_t)(OCR__WINO_POINTS * g->C * band_tiles_pad);
-    if (!ocr_size_mul((size_t)(OCR__WINO_POINTS * j.Kp), (size_t)g->C * sizeof(float), &u_bytes) ||
-        !ocr_size_mul(j.pad_floats + j.v_floats + (size_t)(OCR__WINO_POINTS * j.Kp * band_tiles_pad), sizeof(float), &bytes))
+    if (!ocr_size_mul((size_t)(OCR__WINO_POINTS * j.Kp), (size_t)g->C * sizeof(float), &u_bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
     if (!(j.u = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, u_bytes))) return ctx->last_status;
     for (t = 0; t < (parallel_items ? ctx->n_threads : 1); t++)
@@ -1691,26 +1702,14 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
    sums of all items are transformed back once. */
 static int ocr__conv_winograd_wgrad(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *dy, float *dw) {
     ocr__wino_job j;
-    int64_t per_row, band_tiles_pad, n_items, item;
+    int64_t n_items, item;
     size_t bytes, mw_bytes;
     memset(&j, 0, sizeof j);
-    j.g = g; j.x = x; j.y = (float *)dy; j.dw = dw; j.wgrad = 1;
-    j.uk = ocr__pick_ukernel(ctx);
-    j.TH = (g->OH + 3) / 4; j.TW = (g->OW + 3) / 4;
-    j.Kp = g->K;
-    j.Wp = j.TW * 4 + 2;
-    per_row = OCR__WINO_POINTS * (g->C + j.Kp) * j.TW * (int64_t)sizeof(float);
-    j.band = ((int64_t)2 << 20) / per_row;
-    j.band = j.band < 1 ? 1 : j.band > j.TH ? j.TH : j.band;
-    j.n_bands = (j.TH + j.band - 1) / j.band;
-    n_items = g->N * j.n_bands;
-    band_tiles_pad = (j.band * j.TW + 47) / 48 * 48;
-    j.pad_floats = (size_t)((g->C * (j.band * 4 + 2) * j.Wp + 15) & ~(int64_t)15);
-    j.v_floats = (size_t)(OCR__WINO_POINTS * g->C * band_tiles_pad);
-    if (!ocr_size_mul((size_t)(OCR__WINO_POINTS * g->K), (size_t)g->C * sizeof(float), &mw_bytes) ||
-        !ocr_size_mul(j.pad_floats + j.v_floats + (size_t)(OCR__WINO_POINTS * j.Kp * band_tiles_pad), sizeof(float), &bytes))
+    j.x = x; j.y = (float *)dy; j.dw = dw; j.wgrad = 1;
+    if ((n_items = ocr__wino_plan(ctx, &j, g, g->K, &bytes)) < 0) return ctx->last_status;
+    if (!ocr_size_mul((size_t)(OCR__WINO_POINTS * g->K), (size_t)g->C * sizeof(float), &mw_bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
-    ocr__gemm_buffer_floats(&j.uk, g->K, g->C, band_tiles_pad, &j.gemm_pa, &j.gemm_pb);
+    ocr__gemm_buffer_floats(&j.uk, g->K, g->C, (j.band * j.TW + 47) / 48 * 48, &j.gemm_pa, &j.gemm_pb);
     if (!(j.mw = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, mw_bytes)) ||
         !(j.buf[0] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0, bytes)) ||
         !(j.gemm_buf = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, (j.gemm_pa + j.gemm_pb) * (size_t)ctx->n_threads * sizeof(float))))
