@@ -1190,7 +1190,6 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
    weight gradients. It differs from the direct sum by up to ~1e-5 of the output's largest value (measured on DBNet's
    shapes; tests/test_nn_fast_paths.c allows 2e-5). */
 
-#define OCR__WINO_TILE 4
 #define OCR__WINO_POINTS 36
 /* Where it pays (measured against the direct path on DBNet's shapes, one thread): with fewer output channels or
    tiles the transforms and the weight transform (K x C x 36, whatever the image size) cost more than they save. */

@@ -167,7 +167,7 @@ static void test_conv_paths(void) {
         {"Winograd: 16->32, 30x70 (rows of 18 tiles: partial groups, groups across 48-tile panels)", 1, 16, 32, 30, 70, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 32->40 (a partial 8-row panel; data gradient too), 2 images 21x27 (gathered tiles)", 2, 32, 40, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: pad 0, 24->32, 40x75", 1, 24, 32, 40, 75, 3, 3, 1, 1, 0, 0, 1, 1},
-        {"Winograd: pad 2, 16->32, 9x66", 1, 16, 32, 9, 66, 3, 3, 1, 1, 2, 2, 1, 1},
+        {"Winograd: pad 2, 16->32, 17x66 (85 tiles)", 1, 16, 32, 17, 66, 3, 3, 1, 1, 2, 2, 1, 1},
         {"Winograd: 264->32 (two K blocks; weight gradient over two work items), 16x68", 1, 264, 32, 16, 68, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 64->40 (weight gradient from gathered tiles), 2 images 21x27", 2, 64, 40, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 8 images 12x64 (one work item each)", 8, 16, 32, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1},
