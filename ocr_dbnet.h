@@ -56,6 +56,13 @@ typedef struct {
     int mode;           /* OCR__DB_BOTH, _TRAIN (threshold head) or _EVAL (the final sigmoid) */
     size_t off, goff;   /* value and gradient offsets into their arenas, in ocr__db_unit's units, for the current layout */
     int gfirst;         /* op whose backward writes the gradient first (it is zeroed just before), -1: before any */
+    int recompute;      /* current layout: the value is not kept for the backward but computed again at roff (a BN+ReLU's
+                           output, from its kept input), just before the backward of op rfirst */
+    int rfirst;
+    size_t roff;
+    int galias;         /* current layout: the gradient is computed in place of this activation's gradient (the input
+                           gradient of a BN, ReLU or addition over its output's, when that op is the input's only
+                           reader), or -1 */
 } ocr__dbnet_act;
 
 typedef struct {
@@ -81,7 +88,8 @@ typedef struct ocr_dbnet {
                                      live (ocr__db_layout); they grow to the largest need seen */
     size_t values_cap, grads_cap; /* in floats */
     int share_off;                /* every value and gradient gets a range of its own (the tests compare the two) */
-    int layout_key;               /* the layout acts[].off, goff hold: 0 none, else 1 + training + 2 * share_off */
+    int recompute_off;            /* training keeps every BN+ReLU output instead of recomputing it (the tests compare the two) */
+    int layout_key;               /* the layout acts[].off, goff hold: 0 none, else 1 + training + 2 share_off + 4 recompute_off */
     size_t layout_need[2];        /* its units of values and of gradients (an input [N,3,H,W] has N H W / 1024 floats each) */
     float *relu_dy;               /* off the CPU: the ReLU-masked gradient of a BN+ReLU, which only the CPU fuses */
     size_t relu_dy_cap;
@@ -709,38 +717,57 @@ static size_t ocr__db_unit(const ocr_dbnet *m) { return (size_t)m->N * (size_t)(
    A value lives from the op that writes it to its last forward reader, or until the next forward when a backward
    reads it (a convolution's and a BN's backward read its input; a BN+ReLU's, ReLU's and sigmoid's their output; a
    max pool's its argmax), so a backward never overwrites a value, and the outputs are views the caller keeps. Values
-   computed in place (alias) extend one range. A gradient lives from the first backward that accumulates into it
+   computed in place (alias) extend one range. On the CPU a training layout keeps no BN+ReLU output (each is as large
+   as the BN's input, which is kept): it is computed again from that input and the saved statistics
+   (ocr_nn_batchnorm2d_apply) into a third kind of range that lives from the first backward that reads it to the
+   BN's own backward; this saves about a third of a step's activation memory for one pointwise pass per BN. A gradient lives from the first backward that accumulates into it
    (gfirst: it is zeroed just before) to the backward of the op that produced its activation.
    Offsets are in units (ocr__db_unit) rounded to 16 (64-byte aligned views), laid out once per mode; so the floats
    needed (need[0] values, need[1] gradients) scale with N H W, and a smaller input fits where a larger one did. */
+/* Whether this layout computes activation a again for the backward instead of keeping it: a BN+ReLU output of a
+   training step on the CPU that nothing computes in place into. */
+static int ocr__db_recomputable(const ocr_dbnet *m, int a, int training) {
+    int i;
+    if (!training || m->recompute_off || m->params.device != OCR_DEVICE_CPU || m->acts[a].alias >= 0) return 0;
+    for (i = 0; i < m->n_acts; i++) if (m->acts[i].alias == a) return 0;
+    for (i = 0; i < m->n_ops; i++) if (m->ops[i].out == a) return m->ops[i].kind == OCR__DB_BN && m->ops[i].relu;
+    return 0;
+}
+
 static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N, int64_t H, int64_t W, int training, size_t need[2]) {
-    const int n = m->n_ops, forever = 2 * n + 1, key = 1 + (training != 0) + 2 * (m->share_off != 0);
+    const int n = m->n_ops, na = m->n_acts, forever = 2 * n + 1;
+    const int key = 1 + (training != 0) + 2 * (m->share_off != 0) + 4 * (m->recompute_off != 0);
     ocr__db_range *r, *v, *g, **live;
     size_t bytes, unit;
     int i, k, n_v = 0, n_g = 0;
     if (m->layout_key != key) {
         m->layout_key = 0;
-        /* r[a] and r[n_acts + a]: lifetimes of activation a's value and gradient; v and g: the ranges to place */
-        if (!ocr_size_mul(4 * (size_t)m->n_acts, sizeof *r + sizeof *live, &bytes) ||
+        /* r[a], r[na + a], r[2 na + a]: lifetimes of activation a's value, gradient and recomputed value; v and g: the
+           ranges to place (values and recomputed values, gradients) */
+        if (!ocr_size_mul(6 * (size_t)na, sizeof *r + sizeof *live, &bytes) ||
             !(r = (ocr__db_range *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, bytes)))
             return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory laying out the activations", fn);
-        v = r + 2 * m->n_acts;
-        g = v + m->n_acts;
-        live = (ocr__db_range **)(g + m->n_acts);
-        for (i = 0; i < m->n_acts; i++) {
+        v = r + 3 * na;
+        g = v + 2 * na;
+        live = (ocr__db_range **)(g + na);
+        for (i = 0; i < na; i++) {
             const ocr__dbnet_act *a = &m->acts[i];
-            for (k = 0; k < 2; k++) {
-                ocr__db_range *t = &r[k * m->n_acts + i];
+            for (k = 0; k < 3; k++) {
+                ocr__db_range *t = &r[k * na + i];
                 t->size = ((size_t)a->channels * (size_t)(32 / a->div) * (size_t)(32 / a->div) + 15) & ~(size_t)15;
                 t->t0 = forever; /* not written in this mode (yet) */
                 t->t1 = -1;
-                t->act = i;
+                t->act = k == 2 ? na + i : i;
             }
             m->acts[i].gfirst = -1;
+            m->acts[i].rfirst = -1;
+            m->acts[i].galias = -1;
+            m->acts[i].recompute = ocr__db_recomputable(m, i, training);
         }
         r[m->act_input].t0 = 0;
         for (i = 0; i < n; i++) {
             const ocr__dbnet_op *op = &m->ops[i];
+            int bwd_reads[2] = {-1, -1}; /* activations op's backward reads (besides the argmax) */
             if (!ocr__db_runs(op->mode, training)) continue;
             if (r[op->out].t0 > i) r[op->out].t0 = i;
             if (op->aux >= 0) r[op->aux].t0 = i;
@@ -748,42 +775,84 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
             if (!training && ocr__db_conv_bn_pair(m, i)) r[m->ops[i + 1].out].t0 = i;
             for (k = 0; k < op->n_in; k++) if (r[op->in[k]].t1 < i) r[op->in[k]].t1 = i;
             if (!training) continue;
-            if (op->kind == OCR__DB_CONV || op->kind == OCR__DB_CONVT || op->kind == OCR__DB_BN) r[op->in[0]].t1 = forever;
-            if ((op->kind == OCR__DB_BN && op->relu) || op->kind == OCR__DB_RELU || op->kind == OCR__DB_SIGMOID) r[op->out].t1 = forever;
+            if (op->kind == OCR__DB_CONV || op->kind == OCR__DB_CONVT || op->kind == OCR__DB_BN) bwd_reads[0] = op->in[0];
+            if ((op->kind == OCR__DB_BN && op->relu) || op->kind == OCR__DB_RELU || op->kind == OCR__DB_SIGMOID) bwd_reads[1] = op->out;
             if (op->kind == OCR__DB_MAXPOOL) r[op->aux].t1 = forever;
+            for (k = 0; k < 2; k++) {
+                int a = bwd_reads[k];
+                ocr__db_range *t = &r[2 * na + a];
+                if (a < 0) continue;
+                if (!m->acts[a].recompute) { r[a].t1 = forever; continue; }
+                /* ops run backwards: the reader with the largest index computes it, the BN's own backward reads it last */
+                if (t->t0 > 2 * n - i) { t->t0 = 2 * n - i; m->acts[a].rfirst = i; }
+                if (t->t1 < 2 * n - i) t->t1 = 2 * n - i;
+            }
             for (k = 0; k < op->n_in; k++) { /* ops run backwards, so the last consumer's backward writes first */
-                ocr__db_range *t = &r[m->n_acts + op->in[k]];
+                ocr__db_range *t = &r[na + op->in[k]];
                 if (m->acts[op->in[k]].flags & OCR__DB_ACT_NOGRAD) continue;
                 if (t->t0 > 2 * n - i) { t->t0 = 2 * n - i; m->acts[op->in[k]].gfirst = i; }
             }
-            r[m->n_acts + op->out].t1 = 2 * n - i;
+            r[na + op->out].t1 = 2 * n - i;
         }
         if (training) {
             for (k = 0; k < 2; k++) {
                 int out = k ? m->act_thresh : m->act_prob_logits;
                 r[out].t1 = forever;
-                r[m->n_acts + out].t0 = n; /* seeded with the caller's gradient */
+                r[na + out].t0 = n; /* seeded with the caller's gradient */
                 m->acts[out].gfirst = -1;
             }
         } else {
             r[m->act_prob].t1 = forever;
         }
+        /* the input gradient of a BN or ReLU (written in place over the output gradient: the CPU ops' in-place mode) or
+           of an addition (equal to the output gradient) shares the output gradient's range when nothing else reads
+           the input; a chain (convolution -> BN -> addition -> ReLU) then needs one buffer. Ops run forward here, so
+           each range merges into its target before the target merges into the next. Several inputs of an addition
+           may share its buffer while their producers' backwards only read it; one that writes in place over it may
+           join only if its backward runs after all the others' (the smallest op index), or it would overwrite their
+           dy (two BN backwards in place over one addition's gradient). */
+        for (i = 0; training && !m->share_off && m->params.device == OCR_DEVICE_CPU && i < n; i++) {
+            const ocr__dbnet_op *op = &m->ops[i];
+            int in, c, readers, j, kk, prod[4], writes[4], eligible[4], first_reader = n, writer = -1;
+            if (op->kind != OCR__DB_BN && op->kind != OCR__DB_RELU && op->kind != OCR__DB_ADD) continue;
+            for (in = 0; in < op->n_in; in++) {
+                c = op->in[in];
+                eligible[in] = prod[in] = writes[in] = 0;
+                if ((m->acts[c].flags & OCR__DB_ACT_NOGRAD) || m->acts[c].gfirst != i || c == op->out) continue;
+                for (readers = 0, j = 0; j < n; j++) for (kk = 0; kk < m->ops[j].n_in; kk++) readers += m->ops[j].in[kk] == c;
+                if (readers != 1) continue;
+                for (j = 0; j < i && m->ops[j].out != c; j++) {}
+                eligible[in] = 1;
+                prod[in] = j;
+                writes[in] = j < i && (m->ops[j].kind == OCR__DB_BN || m->ops[j].kind == OCR__DB_RELU) && m->acts[m->ops[j].in[0]].galias >= 0;
+                if (!writes[in] && j < first_reader) first_reader = j;
+                if (writes[in] && (writer < 0 || j < prod[writer])) writer = in;
+            }
+            for (in = 0; in < op->n_in; in++) {
+                c = op->in[in];
+                if (!eligible[in] || (writes[in] && (in != writer || prod[in] > first_reader))) continue;
+                m->acts[c].galias = op->out;
+                if (r[na + op->out].t0 > r[na + c].t0) r[na + op->out].t0 = r[na + c].t0;
+                if (r[na + op->out].t1 < r[na + c].t1) r[na + op->out].t1 = r[na + c].t1;
+            }
+        }
         /* in-place chains: one range from the first write to the last read of any member (aliases point backwards) */
-        for (i = m->n_acts - 1; i >= 0; i--) {
+        for (i = na - 1; i >= 0; i--) {
             int root = m->acts[i].alias;
             if (root < 0 || r[i].t0 == forever) continue;
             if (r[root].t0 > r[i].t0) r[root].t0 = r[i].t0;
             if (r[root].t1 < r[i].t1) r[root].t1 = r[i].t1;
         }
-        for (i = 0; i < m->n_acts; i++) {
-            const ocr__db_range *val = &r[i], *grad = &r[m->n_acts + i];
+        for (i = 0; i < na; i++) {
+            const ocr__db_range *val = &r[i], *grad = &r[na + i];
             if (val->t0 == forever) continue; /* not in this mode */
             if (m->acts[i].alias < 0) {
                 v[n_v] = *val;
                 if (v[n_v].t1 < v[n_v].t0) v[n_v].t1 = v[n_v].t0; /* written, never read */
                 n_v++;
             }
-            if (training && grad->t1 >= 0 && !(m->acts[i].flags & OCR__DB_ACT_NOGRAD)) {
+            if (m->acts[i].recompute && m->acts[i].rfirst >= 0) v[n_v++] = r[2 * na + i];
+            if (training && grad->t1 >= 0 && !(m->acts[i].flags & OCR__DB_ACT_NOGRAD) && m->acts[i].galias < 0) {
                 g[n_g] = *grad;
                 if (g[n_g].t0 == forever) g[n_g].t0 = n; /* nothing accumulates into it: the zero seeded with the outputs' */
                 n_g++;
@@ -795,9 +864,17 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
         }
         m->layout_need[0] = ocr__db_place(v, n_v, live);
         m->layout_need[1] = ocr__db_place(g, n_g, live);
-        for (i = 0; i < n_v; i++) m->acts[v[i].act].off = v[i].off;
+        for (i = 0; i < n_v; i++) {
+            if (v[i].act < na) m->acts[v[i].act].off = v[i].off;
+            else m->acts[v[i].act - na].roff = v[i].off;
+        }
         for (i = 0; i < n_g; i++) m->acts[g[i].act].goff = g[i].off;
-        for (i = 0; i < m->n_acts; i++)
+        for (i = 0; i < na; i++) {
+            int root = i;
+            while (m->acts[root].galias >= 0) root = m->acts[root].galias;
+            m->acts[i].goff = m->acts[root].goff;
+        }
+        for (i = 0; i < na; i++)
             if (m->acts[i].alias >= 0) m->acts[i].off = m->acts[m->acts[i].alias].off;
         m->layout_key = key;
     }
@@ -830,6 +907,13 @@ static ocr_tensor ocr__db_val(const ocr_dbnet *m, int a) {
     const ocr__dbnet_act *t = &m->acts[a];
     return ocr_tensor_view(t->name, (t->flags & OCR__DB_ACT_I32) ? OCR_I32 : OCR_F32, m->params.device, ocr__db_shape(m, a),
                            m->values + ocr__db_unit(m) * t->off);
+}
+
+/* The value a backward reads: the recomputed copy where the layout does not keep it. */
+static ocr_tensor ocr__db_val_bwd(const ocr_dbnet *m, int a) {
+    ocr_tensor t = ocr__db_val(m, a);
+    if (m->acts[a].recompute) t.data = m->values + ocr__db_unit(m) * m->acts[a].roff;
+    return t;
 }
 
 static ocr_tensor ocr__db_grad(const ocr_dbnet *m, int a) {
@@ -885,8 +969,23 @@ static int ocr__db_op_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *o
     }
 }
 
+/* Computes the BN+ReLU output a again (ocr__db_layout) from the BN's kept input and saved statistics. */
+static int ocr__db_recompute(ocr_ctx *ctx, const ocr_dbnet *m, int a) {
+    int i;
+    for (i = 0; i < m->n_ops; i++) {
+        const ocr__dbnet_op *op = &m->ops[i];
+        if (op->out == a) {
+            ocr_tensor x = ocr__db_val(m, op->in[0]), y = ocr__db_val_bwd(m, a);
+            ocr_tensor g = ocr_params_value(&m->params, op->w), be = ocr_params_value(&m->params, op->b);
+            ocr_tensor sm = ocr__db_bn_stat(m, op, 0), si = ocr__db_bn_stat(m, op, 1);
+            return ocr_nn_batchnorm2d_apply(ctx, &x, &g, &be, &sm, &si, 1, &y);
+        }
+    }
+    return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_backward: no op writes activation '%s'", m->acts[a].name);
+}
+
 static int ocr__db_op_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *op) {
-    ocr_tensor x = ocr__db_val(m, op->in[0]), dy = ocr__db_grad(m, op->out);
+    ocr_tensor x = ocr__db_val_bwd(m, op->in[0]), dy = ocr__db_grad(m, op->out);
     ocr_tensor dx = ocr__db_grad(m, op->in[0]);
     ocr_tensor *dxp = (m->acts[op->in[0]].flags & OCR__DB_ACT_NOGRAD) ? NULL : &dx;
     ocr_conv_params cp = ocr_conv_params_make(op->stride, op->pad, 1, 1);
@@ -903,7 +1002,7 @@ static int ocr__db_op_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *
         ocr_tensor dg = ocr_params_grad(&m->params, op->w), dbe = ocr_params_grad(&m->params, op->b);
         ocr_tensor sm = ocr__db_bn_stat(m, op, 0), si = ocr__db_bn_stat(m, op, 1);
         if (op->relu && m->params.device == OCR_DEVICE_CPU) {
-            ocr_tensor y = ocr__db_val(m, op->out);
+            ocr_tensor y = ocr__db_val_bwd(m, op->out);
             return ocr_nn_batchnorm2d_relu_backward(ctx, &x, &y, &g, &sm, &si, &dy, 1, dxp, &dg, &dbe);
         }
         if (op->relu) { /* the unfused pair: relu_backward into a zeroed buffer, then the BN backward from it */
@@ -927,9 +1026,9 @@ static int ocr__db_op_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *
         return ocr_nn_maxpool2d_backward(ctx, &dy, &idx, &dx);
     }
     case OCR__DB_UPSAMPLE: return ocr_nn_upsample_nearest_backward(ctx, &dy, op->factor, &dx);
-    case OCR__DB_ADD: {
+    case OCR__DB_ADD: { /* an input gradient computed in place is dy already */
         ocr_tensor dx2 = ocr__db_grad(m, op->in[1]);
-        return ocr_nn_add_backward(ctx, &dy, &dx, &dx2);
+        return ocr_nn_add_backward(ctx, &dy, m->acts[op->in[0]].galias >= 0 ? NULL : &dx, m->acts[op->in[1]].galias >= 0 ? NULL : &dx2);
     }
     default: { /* OCR__DB_CONCAT */
         ocr_tensor parts[4];
@@ -1086,7 +1185,11 @@ OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_pr
         if (!ocr__db_runs(op->mode, 1)) continue;
         for (k = 0; k < op->n_in; k++) {
             ocr_tensor g = ocr__db_grad(m, op->in[k]);
-            if (m->acts[op->in[k]].gfirst == i && (rc = ocr_tensor_zero(ctx, &g))) return rc;
+            if (m->acts[op->in[k]].gfirst == i && m->acts[op->in[k]].galias < 0 && (rc = ocr_tensor_zero(ctx, &g))) return rc;
+        }
+        for (k = 0; k < 2; k++) {
+            int a = k ? op->out : op->in[0];
+            if (m->acts[a].recompute && m->acts[a].rfirst == i && (rc = ocr__db_recompute(ctx, m, a))) return ocr__db_layer_error(ctx, fn, m, op, rc);
         }
         if ((rc = ocr__db_op_backward(ctx, m, op))) return ocr__db_layer_error(ctx, fn, m, op, rc);
         if (m->op_seconds && m->op_clock) m->op_seconds[m->n_ops + i] += m->op_clock() - t0;

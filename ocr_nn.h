@@ -70,6 +70,8 @@ OCRDEF int ocr_nn_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const o
 OCRDEF int ocr_nn_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *save_mean,
                                        const ocr_tensor *save_invstd, const ocr_tensor *dy, int training,
                                        ocr_tensor *dx, ocr_tensor *dgamma, ocr_tensor *dbeta);
+/* Both backwards accept dx = dy (the same memory) on the CPU: the input gradient then overwrites the output gradient,
+   bit for bit what a zeroed dx would receive (a network whose BN input has no other reader needs one buffer, not two). */
 /* BatchNorm2d followed by ReLU in one pass over memory: y = max(bn(x), 0), same arguments as the pair above; y must
    not alias x. Backward takes that output y (its sign masks dy) besides x, and accumulates like the plain backward.
    Results equal ocr_nn_batchnorm2d_forward then ocr_nn_relu_forward (and relu_backward then batchnorm2d_backward
@@ -81,8 +83,15 @@ OCRDEF int ocr_nn_batchnorm2d_relu_backward(ocr_ctx *ctx, const ocr_tensor *x, c
                                             const ocr_tensor *save_mean, const ocr_tensor *save_invstd, const ocr_tensor *dy,
                                             int training, ocr_tensor *dx, ocr_tensor *dgamma, ocr_tensor *dbeta);
 
+/* y = bn(x) (then max(., 0) when relu) with the statistics a training forward saved in save_mean and save_invstd: the
+   forward's output again, bit for bit, without touching the running statistics (a backward pass recomputes an
+   activation it did not keep). CPU only; y must not alias x. */
+OCRDEF int ocr_nn_batchnorm2d_apply(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *beta,
+                                    const ocr_tensor *save_mean, const ocr_tensor *save_invstd, int relu, ocr_tensor *y);
+
 /* ---- pointwise and shape ops. y may alias x for relu and sigmoid. ---- */
 OCRDEF int ocr_nn_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
+/* relu_backward on the CPU also takes dx = dy (the same memory): the masked gradient then overwrites dy. */
 OCRDEF int ocr_nn_relu_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx);
 OCRDEF int ocr_nn_sigmoid_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
 OCRDEF int ocr_nn_sigmoid_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx);
@@ -2237,13 +2246,13 @@ static int64_t ocr__affine_row_avx512(const float *x, float *y, int64_t n, float
 
 __attribute__((target("avx512f")))
 static int64_t ocr__bn_dx_row_avx512(const float *x, const float *dy, const float *relu_y, float *dx, int64_t n, float k, float a,
-                                     float m, float ib) {
+                                     float m, float ib, int acc) {
     __m512 vk = _mm512_set1_ps(k), va = _mm512_set1_ps(a), vm = _mm512_set1_ps(m), vib = _mm512_set1_ps(ib);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m512 g = relu_y ? ocr__relu_mask16(relu_y + i, dy + i) : _mm512_loadu_ps(dy + i);
         __m512 t = _mm512_sub_ps(_mm512_sub_ps(g, va), _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), vib));
-        _mm512_storeu_ps(dx + i, _mm512_add_ps(_mm512_loadu_ps(dx + i), _mm512_mul_ps(vk, t)));
+        _mm512_storeu_ps(dx + i, _mm512_add_ps(acc ? _mm512_loadu_ps(dx + i) : _mm512_setzero_ps(), _mm512_mul_ps(vk, t)));
     }
     return i;
 }
@@ -2327,12 +2336,13 @@ static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, fl
     }
 }
 
-/* dx += k * (g - a - (x - m) * ib), g = dy masked by the ReLU output relu_y when given (a = ib = 0 in eval mode) */
+/* dx += k * (g - a - (x - m) * ib), g = dy masked by the ReLU output relu_y when given. acc 0: dx = 0 + k * (...) instead,
+   what a zeroed dx would get, so dx may be dy itself (each element is read before it is written). */
 static void ocr__bn_dx_row(const float *x, const float *dy, const float *relu_y, float *dx, int64_t n, float k, float a, float m,
-                           float ib) {
+                           float ib, int acc) {
     int64_t i = 0;
 #ifdef OCR__HAVE_AVX2
-    if (ocr__rows_avx512()) i = ocr__bn_dx_row_avx512(x, dy, relu_y, dx, n, k, a, m, ib);
+    if (ocr__rows_avx512()) i = ocr__bn_dx_row_avx512(x, dy, relu_y, dx, n, k, a, m, ib, acc);
 #endif
 #ifdef OCR__SSE
     __m128 vk = _mm_set1_ps(k), va = _mm_set1_ps(a), vm = _mm_set1_ps(m), vib = _mm_set1_ps(ib);
@@ -2340,10 +2350,13 @@ static void ocr__bn_dx_row(const float *x, const float *dy, const float *relu_y,
         __m128 g = _mm_loadu_ps(dy + i), t;
         if (relu_y) g = _mm_and_ps(_mm_cmpgt_ps(_mm_loadu_ps(relu_y + i), _mm_setzero_ps()), g);
         t = _mm_sub_ps(_mm_sub_ps(g, va), _mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(x + i), vm), vib));
-        _mm_storeu_ps(dx + i, _mm_add_ps(_mm_loadu_ps(dx + i), _mm_mul_ps(vk, t)));
+        _mm_storeu_ps(dx + i, _mm_add_ps(acc ? _mm_loadu_ps(dx + i) : _mm_setzero_ps(), _mm_mul_ps(vk, t)));
     }
 #endif
-    for (; i < n; i++) dx[i] += k * ((relu_y ? ocr__relu_grad(relu_y[i], dy[i]) : dy[i]) - a - (x[i] - m) * ib);
+    for (; i < n; i++) {
+        float t = k * ((relu_y ? ocr__relu_grad(relu_y[i], dy[i]) : dy[i]) - a - (x[i] - m) * ib);
+        dx[i] = (acc ? dx[i] : 0.0f) + t;
+    }
 }
 
 /* y += k * x */
@@ -2364,6 +2377,7 @@ typedef struct {
     const float *relu_y;   /* fused ReLU: forward clamps at 0; backward keeps dy where this output is > 0 */
     int64_t N, C, P;
     int training, relu;
+    int saved;             /* forward: normalise with smean and sinv as given (ocr_nn_batchnorm2d_apply) */
     float momentum, eps;
 } ocr__bn_job;
 
@@ -2372,25 +2386,30 @@ static void ocr__bn_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
     int64_t c, n, count = j->N * j->P;
     (void)tid;
     for (c = begin; c < end; c++) {
-        double mean, var;
         float m, inv, scale, shift;
-        if (j->training) {
-            /* two passes in double: exact enough for parity and immune to cancellation */
-            double s = 0.0, ss = 0.0;
-            for (n = 0; n < j->N; n++) s += ocr__sum_row(j->x + (n * j->C + c) * j->P, j->P);
-            mean = s / (double)count;
-            for (n = 0; n < j->N; n++) ss += ocr__sqdev_row(j->x + (n * j->C + c) * j->P, j->P, mean);
-            var = ss / (double)count;
-            j->rmean[c] = (1.0f - j->momentum) * j->rmean[c] + j->momentum * (float)mean;
-            j->rvar[c] = (1.0f - j->momentum) * j->rvar[c] + j->momentum * (float)(count > 1 ? ss / (double)(count - 1) : var);
+        if (j->saved) { /* the same floats the forward normalised with, so the same output */
+            m = j->smean[c];
+            inv = j->sinv[c];
         } else {
-            mean = j->rmean[c];
-            var = j->rvar[c];
+            double mean, var;
+            if (j->training) {
+                /* two passes in double: exact enough for parity and immune to cancellation */
+                double s = 0.0, ss = 0.0;
+                for (n = 0; n < j->N; n++) s += ocr__sum_row(j->x + (n * j->C + c) * j->P, j->P);
+                mean = s / (double)count;
+                for (n = 0; n < j->N; n++) ss += ocr__sqdev_row(j->x + (n * j->C + c) * j->P, j->P, mean);
+                var = ss / (double)count;
+                j->rmean[c] = (1.0f - j->momentum) * j->rmean[c] + j->momentum * (float)mean;
+                j->rvar[c] = (1.0f - j->momentum) * j->rvar[c] + j->momentum * (float)(count > 1 ? ss / (double)(count - 1) : var);
+            } else {
+                mean = j->rmean[c];
+                var = j->rvar[c];
+            }
+            m = (float)mean;
+            inv = (float)(1.0 / sqrt(var + (double)j->eps));
+            j->smean[c] = m;
+            j->sinv[c] = inv;
         }
-        m = (float)mean;
-        inv = (float)(1.0 / sqrt(var + (double)j->eps));
-        j->smean[c] = m;
-        j->sinv[c] = inv;
         scale = inv * (j->gamma ? j->gamma[c] : 1.0f);
         shift = (j->beta ? j->beta[c] : 0.0f) - m * scale;
         for (n = 0; n < j->N; n++)
@@ -2455,17 +2474,37 @@ static void ocr__bn_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
         if (!j->dx) continue;
         {
             float k = g * inv, a = (float)(sdy / count), b = (float)(sdyx / count);
+            int acc = j->dx != j->dy; /* in place: overwrite */
             for (n = 0; n < j->N; n++) {
                 const float *xc = j->x + (n * j->C + c) * j->P, *dyc = j->dy + (n * j->C + c) * j->P;
                 const float *yc = j->relu_y ? j->relu_y + (n * j->C + c) * j->P : NULL;
                 float *dxc = j->dx + (n * j->C + c) * j->P;
                 int64_t i;
-                if (j->training) ocr__bn_dx_row(xc, dyc, yc, dxc, j->P, k, a, m, inv * b);
-                else if (!yc) ocr__axpy_row(dyc, dxc, j->P, k);
-                else for (i = 0; i < j->P; i++) dxc[i] += k * ocr__relu_grad(yc[i], dyc[i]);
+                if (j->training) ocr__bn_dx_row(xc, dyc, yc, dxc, j->P, k, a, m, inv * b, acc);
+                else if (!yc && acc) ocr__axpy_row(dyc, dxc, j->P, k);
+                else for (i = 0; i < j->P; i++) dxc[i] = (acc ? dxc[i] : 0.0f) + k * (yc ? ocr__relu_grad(yc[i], dyc[i]) : dyc[i]);
             }
         }
     }
+}
+
+/* dx may be dy itself (then overwritten, on the CPU) but must not overlap it otherwise, nor overlap x or the ReLU output. */
+static int ocr__bn_check_dx(ocr_ctx *ctx, const char *fn, const ocr_tensor *x, const ocr_tensor *relu_y, const ocr_tensor *dy,
+                            const ocr_tensor *dx) {
+    const char *b = dx ? (const char *)dx->data : NULL, *e = b ? b + ocr_tensor_bytes(dx) : NULL;
+    const ocr_tensor *other[3];
+    int i;
+    if (!dx) return OCR_OK;
+    other[0] = dy; other[1] = x; other[2] = relu_y;
+    for (i = 0; i < 3; i++) {
+        const char *ob = other[i] ? (const char *)other[i]->data : NULL;
+        if (!ob || (i == 0 && ob == b) || ob >= e || ob + ocr_tensor_bytes(other[i]) <= b) continue;
+        return ocr_error(ctx, OCR_EINVAL, "%s: gradient '%s' overlaps '%s'%s", fn, dx->name, other[i]->name,
+                         i == 0 ? " without being it (dx may be dy itself, to be overwritten in place)" : "");
+    }
+    if (dx->data == dy->data && ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: dx in place of dy is CPU only (%s)", fn, ocr_device_name(ctx->device));
+    return OCR_OK;
 }
 
 OCRDEF int ocr_nn_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *save_mean,
@@ -2484,6 +2523,7 @@ OCRDEF int ocr_nn_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const 
         (rc = ocr__bn_check_vec(ctx, fn, dbeta, C)))
         return rc;
     if (dx && ((rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_same_shape(ctx, fn, x, dx)))) return rc;
+    if ((rc = ocr__bn_check_dx(ctx, fn, x, NULL, dy, dx))) return rc;
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_batchnorm2d_backward(ctx, x, gamma, save_mean, save_invstd, dy, training, dx, dgamma, dbeta), fn, "backward", dx, dgamma, dbeta);
 #endif
@@ -2541,6 +2581,25 @@ OCRDEF int ocr_nn_batchnorm2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, co
     return ocr__watch(ctx, fn, "forward", y);
 }
 
+OCRDEF int ocr_nn_batchnorm2d_apply(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *beta,
+                                    const ocr_tensor *save_mean, const ocr_tensor *save_invstd, int relu, ocr_tensor *y) {
+    const char *fn = "ocr_nn_batchnorm2d_apply";
+    const ocr_tensor *vecs[4];
+    ocr__bn_job j;
+    int rc;
+    vecs[0] = gamma; vecs[1] = beta; vecs[2] = save_mean; vecs[3] = save_invstd;
+    if (!save_mean || !save_invstd) return ocr_error(ctx, OCR_EINVAL, "%s: save_mean and save_invstd from a forward are required", fn);
+    if ((rc = ocr__bn_relu_check(ctx, fn, x, y, NULL, vecs, 4, NULL))) return rc;
+    memset(&j, 0, sizeof j);
+    j.x = (const float *)x->data; j.y = (float *)y->data;
+    j.gamma = gamma ? (const float *)gamma->data : NULL; j.beta = beta ? (const float *)beta->data : NULL;
+    j.smean = (float *)save_mean->data; j.sinv = (float *)save_invstd->data; /* only read: j.saved */
+    j.N = x->shape.dim[0]; j.C = x->shape.dim[1]; j.P = x->shape.dim[2] * x->shape.dim[3];
+    j.saved = 1; j.relu = relu != 0;
+    ocr_parallel_for(ctx, j.C, 1, ocr__bn_fwd_part, &j);
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
 OCRDEF int ocr_nn_batchnorm2d_relu_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *y, const ocr_tensor *gamma,
                                             const ocr_tensor *save_mean, const ocr_tensor *save_invstd, const ocr_tensor *dy,
                                             int training, ocr_tensor *dx, ocr_tensor *dgamma, ocr_tensor *dbeta) {
@@ -2551,7 +2610,7 @@ OCRDEF int ocr_nn_batchnorm2d_relu_backward(ocr_ctx *ctx, const ocr_tensor *x, c
     vecs[0] = gamma; vecs[1] = save_mean; vecs[2] = save_invstd; vecs[3] = dgamma; vecs[4] = dbeta;
     if (!save_mean || !save_invstd) return ocr_error(ctx, OCR_EINVAL, "%s: save_mean and save_invstd from forward are required", fn);
     if (!dy) return ocr_error(ctx, OCR_EINVAL, "%s: dy is required", fn);
-    if ((rc = ocr__bn_relu_check(ctx, fn, x, y, dy, vecs, 5, dx))) return rc;
+    if ((rc = ocr__bn_relu_check(ctx, fn, x, y, dy, vecs, 5, dx)) || (rc = ocr__bn_check_dx(ctx, fn, x, y, dy, dx))) return rc;
     memset(&j, 0, sizeof j);
     j.x = (const float *)x->data; j.dy = (const float *)dy->data; j.relu_y = (const float *)y->data;
     j.gamma = gamma ? (const float *)gamma->data : NULL;
@@ -2584,16 +2643,18 @@ static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
 #endif
         for (; i < end; i++) y[i] = a[i] < 0.0f ? 0.0f : a[i];
         break;
-    case OCR__PW_RELU_BWD: /* a = output, b = dy */
+    case OCR__PW_RELU_BWD: { /* a = output, b = dy; y = b: in place, 0 + the masked dy as a zeroed dx would get */
+        const int acc = y != b;
         i = begin;
 #ifdef OCR__SSE
         for (; i + 4 <= end; i += 4) {
             __m128 on = _mm_cmpgt_ps(_mm_loadu_ps(a + i), _mm_setzero_ps());
-            _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(y + i), _mm_and_ps(on, _mm_loadu_ps(b + i))));
+            _mm_storeu_ps(y + i, _mm_add_ps(acc ? _mm_loadu_ps(y + i) : _mm_setzero_ps(), _mm_and_ps(on, _mm_loadu_ps(b + i))));
         }
 #endif
-        for (; i < end; i++) y[i] += a[i] > 0.0f ? b[i] : 0.0f;
+        for (; i < end; i++) y[i] = (acc ? y[i] : 0.0f) + (a[i] > 0.0f ? b[i] : 0.0f);
         break;
+    }
     case OCR__PW_SIGMOID:
         /* exp of a non-positive number only, so neither branch can overflow */
         for (i = begin; i < end; i++) {
@@ -2640,6 +2701,8 @@ OCRDEF int ocr_nn_relu_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_ten
     const char *fn = "ocr_nn_relu_backward";
     int rc;
     if ((rc = ocr__check_pair(ctx, fn, y, dy)) || (rc = ocr__check_pair(ctx, fn, y, dx))) return rc;
+    if (dx->data == dy->data && ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: dx in place of dy is CPU only (%s)", fn, ocr_device_name(ctx->device));
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_relu_backward(ctx, y, dy, dx), fn, "backward", dx, NULL, NULL);
 #endif

@@ -551,8 +551,9 @@ static int eval_both(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, ocr_tensor
     return ok && memcmp(prob[0].data, prob[1].data, ocr_tensor_bytes(&prob[0])) == 0;
 }
 
-/* Activation values and gradients share memory by liveness (ocr__db_layout). The same model with share_off gives each
-   a range of its own: both run eval and training steps on three input sizes (the arenas grow, then a smaller input
+/* Activation values and gradients share memory by liveness (ocr__db_layout), and a training step computes each BN+ReLU
+   output again for the backward instead of keeping it. The same model with share_off and recompute_off gives each
+   value a range of its own and keeps them all: both run eval and training steps on three input sizes (the arenas grow, then a smaller input
    reuses them without allocating) and must agree bit for bit in the outputs, every parameter gradient, the running statistics and the eval
    map; a second backward of the same forward must give the same gradients again (no backward overwrites a value). */
 static void test_dbnet_shared_buffers_bit_exact(void) {
@@ -568,6 +569,7 @@ static void test_dbnet_shared_buffers_bit_exact(void) {
         OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &m[k], &cfg));
     }
     m[1].share_off = 1;
+    m[1].recompute_off = 1;
     first = (float *)malloc(m[0].params.numel * sizeof(float));
     OCR_CHECK(first != NULL && m[0].params.numel == m[1].params.numel);
     for (s = 0; s < 3 && first && !ocr_test__case_failed; s++) {

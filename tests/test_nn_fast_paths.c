@@ -191,9 +191,10 @@ static void test_bn_relu_fused(void) {
     ocr_tensor t[20];
     const char *names[20] = {"x", "gamma", "beta", "rm1", "rv1", "sm1", "si1", "y1", "rm2", "rv2", "sm2", "si2", "y2", "dy",
                              "dx1", "dg1", "db1", "dx2", "dg2", "db2"};
-    ocr_tensor tmp;
+    ocr_tensor tmp, extra[2];
     int i, training;
     memset(t, 0, sizeof t);
+    memset(extra, 0, sizeof extra);
     memset(&tmp, 0, sizeof tmp);
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 3));
     for (training = 0; training <= 1; training++) {
@@ -226,10 +227,32 @@ static void test_bn_relu_fused(void) {
                       "fused backward differs from relu_backward + batchnorm2d_backward (training %d)", training);
         OCR_CHECK_ERR(&ctx, ocr_nn_batchnorm2d_relu_forward(&ctx, &t[0], &t[1], &t[2], &t[8], &t[9], training, 0.1f, 1e-5f, &t[10], &t[11], &t[0]),
                       OCR_EINVAL, "must not alias");
+        /* the output again from the saved statistics (what a backward recomputes), and both backwards in place */
+        for (i = 0; i < 2; i++)
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &extra[i], i ? "dy_in_place" : "zeroed_dx", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, C, H, W)));
+        if (ocr_test__case_failed) break;
+        OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_apply(&ctx, &t[0], &t[1], &t[2], &t[10], &t[11], 1, &extra[0]));
+        OCR_CHECK_MSG(same_bits(&extra[0], &t[12]), "batchnorm2d_apply differs from the forward (training %d)", training);
+        for (i = 0; i < 2; i++) {
+            const ocr_tensor *dy = i ? &t[13] : &tmp;
+            OCR_CHECK_OK(&ctx, ocr_tensor_zero(&ctx, &extra[0]));
+            memcpy(extra[1].data, dy->data, ocr_tensor_bytes(dy));
+            if (i) {
+                OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_relu_backward(&ctx, &t[0], &t[12], &t[1], &t[10], &t[11], dy, training, &extra[0], NULL, NULL));
+                OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_relu_backward(&ctx, &t[0], &t[12], &t[1], &t[10], &t[11], &extra[1], training, &extra[1], NULL, NULL));
+            } else {
+                OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_backward(&ctx, &t[0], &t[1], &t[5], &t[6], dy, training, &extra[0], NULL, NULL));
+                OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_backward(&ctx, &t[0], &t[1], &t[5], &t[6], &extra[1], training, &extra[1], NULL, NULL));
+            }
+            OCR_CHECK_MSG(same_bits(&extra[0], &extra[1]), "%s backward in place differs from a zeroed dx (training %d)", i ? "fused" : "plain", training);
+        }
+        OCR_CHECK_ERR(&ctx, ocr_nn_batchnorm2d_backward(&ctx, &t[0], &t[1], &t[5], &t[6], &tmp, training, &t[0], NULL, NULL), OCR_EINVAL, "overlaps 'x'");
         for (i = 0; i < 20; i++) ocr_tensor_free(&t[i]);
+        for (i = 0; i < 2; i++) ocr_tensor_free(&extra[i]);
         ocr_tensor_free(&tmp);
     }
     for (i = 0; i < 20; i++) ocr_tensor_free(&t[i]);
+    for (i = 0; i < 2; i++) ocr_tensor_free(&extra[i]);
     ocr_tensor_free(&tmp);
     ocr_ctx_free(&ctx);
 }
