@@ -127,7 +127,9 @@ OCRDEF void ocr_dbnet_free(ocr_dbnet *m);
    more pixels (N H W) arrives; a repeated or smaller one allocates nothing. */
 OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, int training, ocr_tensor *prob, ocr_tensor *thresh);
 /* After a training forward: ACCUMULATES into m->params.grad the gradients of the parameters given the gradients of
-   the loss with respect to the probability logits and the threshold map ([N,1,H,W]; NULL counts as zero). */
+   the loss with respect to the probability logits and the threshold map ([N,1,H,W]; NULL counts as zero). Once per
+   forward: it reuses the activations' memory as it goes (a second call fails with OCR_ESTATE; the forward's outputs
+   stay valid). */
 OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_prob_logits, const ocr_tensor *d_thresh);
 /* Checkpoint: every parameter, each BN's num_batches_tracked (I64 scalar) and the config in __metadata__ (keys
    ocr_dbnet.backbone, .width, .k, .prior_prob, .bn_momentum, .bn_eps, plus format=pt and the caller's pairs).
@@ -337,8 +339,10 @@ extern "C" {
 enum { OCR__DB_CONV, OCR__DB_CONVT, OCR__DB_BN, OCR__DB_RELU, OCR__DB_MAXPOOL, OCR__DB_UPSAMPLE, OCR__DB_ADD,
        OCR__DB_CONCAT, OCR__DB_SIGMOID };
 enum { OCR__DB_BOTH = 0, OCR__DB_TRAIN = 1, OCR__DB_EVAL = 2 };
-enum { OCR__DB_ACT_I32 = 1, OCR__DB_ACT_NOGRAD = 2 };
-enum { OCR__DB_IDLE = 0, OCR__DB_AFTER_TRAIN = 1, OCR__DB_AFTER_EVAL = 2 };
+/* RECOMPUTE: a convolution output a training step computes again for the backward rather than keep (large, and few
+   FLOPs per value: the 7x7 stem's and the heads' first transposed convolution's) */
+enum { OCR__DB_ACT_I32 = 1, OCR__DB_ACT_NOGRAD = 2, OCR__DB_ACT_RECOMPUTE = 4 };
+enum { OCR__DB_IDLE = 0, OCR__DB_AFTER_TRAIN = 1, OCR__DB_AFTER_EVAL = 2, OCR__DB_AFTER_BACKWARD = 3 };
 
 static const char *const ocr__db_meta_keys[6] = {"ocr_dbnet.backbone", "ocr_dbnet.width", "ocr_dbnet.k",
                                                  "ocr_dbnet.prior_prob", "ocr_dbnet.bn_momentum", "ocr_dbnet.bn_eps"};
@@ -516,6 +520,7 @@ static int ocr__db_head(ocr__db_build *b, const char *prefix, int x, int mid) {
     y = ocr__db_bn(b, n, y, 1);
     snprintf(n, sizeof n, "%.60s.3", prefix);
     y = ocr__db_conv(b, n, y, mid, 2, 2, 0, 1, 1);
+    if (!b->rc) b->m->acts[y].flags |= OCR__DB_ACT_RECOMPUTE;
     snprintf(n, sizeof n, "%.60s.4", prefix);
     y = ocr__db_bn(b, n, y, 1);
     snprintf(n, sizeof n, "%.60s.6", prefix);
@@ -534,6 +539,7 @@ static void ocr__db_build_plan(ocr__db_build *b) {
     b->decoder = 0;
     b->m->act_input = x = ocr__db_act(b, "input", 3, 1, -1, OCR__DB_ACT_NOGRAD);
     x = ocr__db_conv(b, "backbone.conv1", x, ocr__db_scaled(64, cfg->width), 7, 2, 3, 0, 0);
+    if (!b->rc) b->m->acts[x].flags |= OCR__DB_ACT_RECOMPUTE;
     x = ocr__db_bn(b, "backbone.bn1", x, 1);
     argmax = ocr__db_act(b, "backbone.maxpool.argmax", b->rc ? 0 : b->m->acts[x].channels, 4, -1, OCR__DB_ACT_I32 | OCR__DB_ACT_NOGRAD);
     if (!b->rc) {
@@ -714,24 +720,32 @@ static size_t ocr__db_unit(const ocr_dbnet *m) { return (size_t)m->N * (size_t)(
 /* Offsets of every activation value and gradient in this mode, in two arenas where two of them share memory only when
    their lifetimes are disjoint. Clock: forward op i is step i, the seeding of the output gradients step n_ops, the
    backward of op i step 2 n_ops - i; 2 n_ops + 1 stands for "until the next forward".
-   A value lives from the op that writes it to its last forward reader, or until the next forward when a backward
-   reads it (a convolution's and a BN's backward read its input; a BN+ReLU's, ReLU's and sigmoid's their output; a
-   max pool's its argmax), so a backward never overwrites a value, and the outputs are views the caller keeps. Values
-   computed in place (alias) extend one range. On the CPU a training layout keeps no BN+ReLU output (each is as large
-   as the BN's input, which is kept): it is computed again from that input and the saved statistics
-   (ocr_nn_batchnorm2d_apply) into a third kind of range that lives from the first backward that reads it to the
-   BN's own backward; this saves about a third of a step's activation memory for one pointwise pass per BN. A gradient lives from the first backward that accumulates into it
+   A value lives from the op that writes it to its last forward reader, or, when a backward reads it (a convolution's
+   and a BN's backward read its input; a BN+ReLU's, ReLU's and sigmoid's their output; a max pool's its argmax), to
+   the last backward that does (so a model runs one backward per forward); the outputs, views the caller keeps, live
+   until the next forward. Values computed in place (alias) extend one range. On the CPU a training layout keeps no
+   BN+ReLU output (as large as the BN's input, which is kept) and none of the convolution outputs marked
+   OCR__DB_ACT_RECOMPUTE: each is computed again (ocr__db_recompute) into a third kind of range that lives from the
+   first backward that reads it to the last, the inputs of a chain first; at width 1 and 640x640 this keeps 223
+   instead of 353 MiB per image for a pointwise pass per BN and three small convolutions (about 3% of a step). A gradient lives from the first backward that accumulates into it
    (gfirst: it is zeroed just before) to the backward of the op that produced its activation.
    Offsets are in units (ocr__db_unit) rounded to 16 (64-byte aligned views), laid out once per mode; so the floats
    needed (need[0] values, need[1] gradients) scale with N H W, and a smaller input fits where a larger one did. */
-/* Whether this layout computes activation a again for the backward instead of keeping it: a BN+ReLU output of a
-   training step on the CPU that nothing computes in place into. */
-static int ocr__db_recomputable(const ocr_dbnet *m, int a, int training) {
+/* The op that writes activation a, or -1 (the input). */
+static int ocr__db_producer(const ocr_dbnet *m, int a) {
     int i;
-    if (!training || m->recompute_off || m->params.device != OCR_DEVICE_CPU || m->acts[a].alias >= 0) return 0;
+    for (i = 0; i < m->n_ops; i++) if (m->ops[i].out == a) return i;
+    return -1;
+}
+
+/* Whether this layout computes activation a again for the backward instead of keeping it: in a training step on the
+   CPU, a BN+ReLU output or a convolution output marked OCR__DB_ACT_RECOMPUTE that nothing computes in place into. */
+static int ocr__db_recomputable(const ocr_dbnet *m, int a, int training) {
+    int i, p = ocr__db_producer(m, a);
+    if (!training || m->recompute_off || m->params.device != OCR_DEVICE_CPU || m->acts[a].alias >= 0 || p < 0) return 0;
     for (i = 0; i < m->n_acts; i++) if (m->acts[i].alias == a) return 0;
-    for (i = 0; i < m->n_ops; i++) if (m->ops[i].out == a) return m->ops[i].kind == OCR__DB_BN && m->ops[i].relu;
-    return 0;
+    if (m->ops[p].kind == OCR__DB_BN) return m->ops[p].relu;
+    return (m->ops[p].kind == OCR__DB_CONV || m->ops[p].kind == OCR__DB_CONVT) && (m->acts[a].flags & OCR__DB_ACT_RECOMPUTE);
 }
 
 static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N, int64_t H, int64_t W, int training, size_t need[2]) {
@@ -777,14 +791,14 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
             if (!training) continue;
             if (op->kind == OCR__DB_CONV || op->kind == OCR__DB_CONVT || op->kind == OCR__DB_BN) bwd_reads[0] = op->in[0];
             if ((op->kind == OCR__DB_BN && op->relu) || op->kind == OCR__DB_RELU || op->kind == OCR__DB_SIGMOID) bwd_reads[1] = op->out;
-            if (op->kind == OCR__DB_MAXPOOL) r[op->aux].t1 = forever;
+            if (op->kind == OCR__DB_MAXPOOL && r[op->aux].t1 < 2 * n - i) r[op->aux].t1 = 2 * n - i;
             for (k = 0; k < 2; k++) {
                 int a = bwd_reads[k];
-                ocr__db_range *t = &r[2 * na + a];
+                ocr__db_range *t;
                 if (a < 0) continue;
-                if (!m->acts[a].recompute) { r[a].t1 = forever; continue; }
-                /* ops run backwards: the reader with the largest index computes it, the BN's own backward reads it last */
-                if (t->t0 > 2 * n - i) { t->t0 = 2 * n - i; m->acts[a].rfirst = i; }
+                t = &r[(m->acts[a].recompute ? 2 * na : 0) + a];
+                /* ops run backwards: the reader with the largest index computes it, the one with the smallest reads last */
+                if (m->acts[a].recompute && t->t0 > 2 * n - i) { t->t0 = 2 * n - i; m->acts[a].rfirst = i; }
                 if (t->t1 < 2 * n - i) t->t1 = 2 * n - i;
             }
             for (k = 0; k < op->n_in; k++) { /* ops run backwards, so the last consumer's backward writes first */
@@ -793,6 +807,22 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
                 if (t->t0 > 2 * n - i) { t->t0 = 2 * n - i; m->acts[op->in[k]].gfirst = i; }
             }
             r[na + op->out].t1 = 2 * n - i;
+        }
+        /* a recomputation reads its op's input at the time it runs: that input is computed again first (same step,
+           earlier op) or kept until then. Later ops first, so a chain resolves from its end. */
+        for (i = na - 1; i >= 0; i--) {
+            const ocr__dbnet_op *op;
+            int in;
+            if (!m->acts[i].recompute || m->acts[i].rfirst < 0) continue;
+            op = &m->ops[ocr__db_producer(m, i)];
+            in = op->in[0];
+            if (m->acts[in].recompute) {
+                ocr__db_range *t = &r[2 * na + in];
+                if (t->t0 > r[2 * na + i].t0) { t->t0 = r[2 * na + i].t0; m->acts[in].rfirst = m->acts[i].rfirst; }
+                if (t->t1 < r[2 * na + i].t0) t->t1 = r[2 * na + i].t0;
+            } else if (r[in].t1 < r[2 * na + i].t0) {
+                r[in].t1 = r[2 * na + i].t0;
+            }
         }
         if (training) {
             for (k = 0; k < 2; k++) {
@@ -969,19 +999,21 @@ static int ocr__db_op_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *o
     }
 }
 
-/* Computes the BN+ReLU output a again (ocr__db_layout) from the BN's kept input and saved statistics. */
+/* Computes activation a again for the backward (ocr__db_layout): a BN+ReLU output from the BN's kept input and saved
+   statistics, or a convolution output from its input; the same values the forward computed, bit for bit. */
 static int ocr__db_recompute(ocr_ctx *ctx, const ocr_dbnet *m, int a) {
-    int i;
-    for (i = 0; i < m->n_ops; i++) {
-        const ocr__dbnet_op *op = &m->ops[i];
-        if (op->out == a) {
-            ocr_tensor x = ocr__db_val(m, op->in[0]), y = ocr__db_val_bwd(m, a);
-            ocr_tensor g = ocr_params_value(&m->params, op->w), be = ocr_params_value(&m->params, op->b);
-            ocr_tensor sm = ocr__db_bn_stat(m, op, 0), si = ocr__db_bn_stat(m, op, 1);
-            return ocr_nn_batchnorm2d_apply(ctx, &x, &g, &be, &sm, &si, 1, &y);
-        }
+    const ocr__dbnet_op *op = &m->ops[ocr__db_producer(m, a)];
+    ocr_tensor x = ocr__db_val_bwd(m, op->in[0]), y = ocr__db_val_bwd(m, a);
+    if (op->kind == OCR__DB_BN) {
+        ocr_tensor g = ocr_params_value(&m->params, op->w), be = ocr_params_value(&m->params, op->b);
+        ocr_tensor sm = ocr__db_bn_stat(m, op, 0), si = ocr__db_bn_stat(m, op, 1);
+        return ocr_nn_batchnorm2d_apply(ctx, &x, &g, &be, &sm, &si, 1, &y);
+    } else {
+        ocr_tensor w = ocr_params_value(&m->params, op->w), b = op->b >= 0 ? ocr_params_value(&m->params, op->b) : w;
+        ocr_conv_params cp = ocr_conv_params_make(op->stride, op->pad, 1, 1);
+        return op->kind == OCR__DB_CONV ? ocr_nn_conv2d_forward(ctx, &x, &w, op->b >= 0 ? &b : NULL, cp, &y)
+                                        : ocr_nn_conv_transpose2d_forward(ctx, &x, &w, op->b >= 0 ? &b : NULL, cp, &y);
     }
-    return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_backward: no op writes activation '%s'", m->acts[a].name);
 }
 
 static int ocr__db_op_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *op) {
@@ -1148,7 +1180,9 @@ OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_pr
     if ((rc = ocr__db_same_device(ctx, fn, m))) return rc;
     if (m->state != OCR__DB_AFTER_TRAIN)
         return ocr_error(ctx, OCR_ESTATE, "%s: needs a successful training-mode ocr_dbnet_forward first (%s)", fn,
-                         m->state == OCR__DB_AFTER_EVAL ? "the last forward was in eval mode" : "no forward since init or a failed one");
+                         m->state == OCR__DB_AFTER_EVAL ? "the last forward was in eval mode"
+                         : m->state == OCR__DB_AFTER_BACKWARD ? "the last one's backward already ran, and it reuses the activations' memory as it goes"
+                         : "no forward since init, a failed one, or a failed backward");
     ds[0] = d_prob_logits; ds[1] = d_thresh;
     outs[0] = m->act_prob_logits; outs[1] = m->act_thresh;
     for (i = 0; i < 2; i++) {
@@ -1157,6 +1191,7 @@ OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_pr
             (rc = ocr_check_finite(ctx, fn, ds[i])))
             return rc;
     }
+    m->state = OCR__DB_IDLE; /* from here on the activations are consumed: a failed backward needs a new forward too */
     /* the training forward laid out the gradients too */
     if ((rc = ocr__db_reserve(ctx, fn, m, &m->grads, &m->grads_cap, ocr__db_unit(m) * m->layout_need[1]))) return rc;
     if (m->params.device != OCR_DEVICE_CPU) {
@@ -1187,13 +1222,12 @@ OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_pr
             ocr_tensor g = ocr__db_grad(m, op->in[k]);
             if (m->acts[op->in[k]].gfirst == i && m->acts[op->in[k]].galias < 0 && (rc = ocr_tensor_zero(ctx, &g))) return rc;
         }
-        for (k = 0; k < 2; k++) {
-            int a = k ? op->out : op->in[0];
-            if (m->acts[a].recompute && m->acts[a].rfirst == i && (rc = ocr__db_recompute(ctx, m, a))) return ocr__db_layer_error(ctx, fn, m, op, rc);
-        }
+        for (k = 0; k < m->n_acts; k++) /* activations are numbered in forward order: a chain's inputs come first */
+            if (m->acts[k].recompute && m->acts[k].rfirst == i && (rc = ocr__db_recompute(ctx, m, k))) return ocr__db_layer_error(ctx, fn, m, op, rc);
         if ((rc = ocr__db_op_backward(ctx, m, op))) return ocr__db_layer_error(ctx, fn, m, op, rc);
         if (m->op_seconds && m->op_clock) m->op_seconds[m->n_ops + i] += m->op_clock() - t0;
     }
+    m->state = OCR__DB_AFTER_BACKWARD;
     return OCR_OK;
 }
 
