@@ -56,8 +56,8 @@ typedef struct {
     int mode;           /* OCR__DB_BOTH, _TRAIN (threshold head) or _EVAL (the final sigmoid) */
     size_t off, goff;   /* value and gradient offsets into their arenas, in ocr__db_unit's units, for the current layout */
     int gfirst;         /* op whose backward writes the gradient first (it is zeroed just before), -1: before any */
-    int recompute;      /* current layout: the value is not kept for the backward but computed again at roff (a BN+ReLU's
-                           output, from its kept input), just before the backward of op rfirst */
+    int recompute;      /* current layout: the value is not kept for the backward but computed again at roff (from its
+                           op's input, ocr__db_recompute), just before the backward of op rfirst */
     int rfirst;
     size_t roff;
     int galias;         /* current layout: the gradient is computed in place of this activation's gradient (the input
@@ -88,7 +88,7 @@ typedef struct ocr_dbnet {
                                      live (ocr__db_layout); they grow to the largest need seen */
     size_t values_cap, grads_cap; /* in floats */
     int share_off;                /* every value and gradient gets a range of its own (the tests compare the two) */
-    int recompute_off;            /* training keeps every BN+ReLU output instead of recomputing it (the tests compare the two) */
+    int recompute_off;            /* training keeps what the backward reads instead of recomputing some (the tests compare the two) */
     int layout_key;               /* the layout acts[].off, goff hold: 0 none, else 1 + training + 2 share_off + 4 recompute_off */
     size_t layout_need[2];        /* its units of values and of gradients (an input [N,3,H,W] has N H W / 1024 floats each) */
     float *relu_dy;               /* off the CPU: the ReLU-masked gradient of a BN+ReLU, which only the CPU fuses */
@@ -717,20 +717,6 @@ static size_t ocr__db_place(ocr__db_range *r, int count, ocr__db_range **live) {
    N (H/32) (W/32) floats, so one layout in these units serves every input size. */
 static size_t ocr__db_unit(const ocr_dbnet *m) { return (size_t)m->N * (size_t)(m->H / 32) * (size_t)(m->W / 32); }
 
-/* Offsets of every activation value and gradient in this mode, in two arenas where two of them share memory only when
-   their lifetimes are disjoint. Clock: forward op i is step i, the seeding of the output gradients step n_ops, the
-   backward of op i step 2 n_ops - i; 2 n_ops + 1 stands for "until the next forward".
-   A value lives from the op that writes it to its last forward reader, or, when a backward reads it (a convolution's
-   and a BN's backward read its input; a BN+ReLU's, ReLU's and sigmoid's their output; a max pool's its argmax), to
-   the last backward that does (so a model runs one backward per forward); the outputs, views the caller keeps, live
-   until the next forward. Values computed in place (alias) extend one range. On the CPU a training layout keeps no
-   BN+ReLU output (as large as the BN's input, which is kept) and none of the convolution outputs marked
-   OCR__DB_ACT_RECOMPUTE: each is computed again (ocr__db_recompute) into a third kind of range that lives from the
-   first backward that reads it to the last, the inputs of a chain first; at width 1 and 640x640 this keeps 223
-   instead of 353 MiB per image for a pointwise pass per BN and three small convolutions (about 3% of a step). A gradient lives from the first backward that accumulates into it
-   (gfirst: it is zeroed just before) to the backward of the op that produced its activation.
-   Offsets are in units (ocr__db_unit) rounded to 16 (64-byte aligned views), laid out once per mode; so the floats
-   needed (need[0] values, need[1] gradients) scale with N H W, and a smaller input fits where a larger one did. */
 /* The op that writes activation a, or -1 (the input). */
 static int ocr__db_producer(const ocr_dbnet *m, int a) {
     int i;
@@ -748,6 +734,21 @@ static int ocr__db_recomputable(const ocr_dbnet *m, int a, int training) {
     return (m->ops[p].kind == OCR__DB_CONV || m->ops[p].kind == OCR__DB_CONVT) && (m->acts[a].flags & OCR__DB_ACT_RECOMPUTE);
 }
 
+/* Offsets of every activation value and gradient in this mode, in two arenas where two of them share memory only when
+   their lifetimes are disjoint. Clock: forward op i is step i, the seeding of the output gradients step n_ops, the
+   backward of op i step 2 n_ops - i; 2 n_ops + 1 stands for "until the next forward".
+   A value lives from the op that writes it to its last forward reader, or, when a backward reads it (a convolution's
+   and a BN's backward read its input; a BN+ReLU's, ReLU's and sigmoid's their output; a max pool's its argmax), to
+   the last backward that does (so a model runs one backward per forward); the outputs, views the caller keeps, live
+   until the next forward. Values computed in place (alias) extend one range. On the CPU a training layout keeps no
+   BN+ReLU output (as large as the BN's input, which is kept) and none of the convolution outputs marked
+   OCR__DB_ACT_RECOMPUTE: each is computed again (ocr__db_recompute) into a third kind of range that lives from the
+   first backward that reads it to the last, the inputs of a chain first; at width 1 and 640x640 this keeps 223
+   instead of 353 MiB per image for a pointwise pass per BN and three small convolutions (about 3% of a step).
+   A gradient lives from the first backward that accumulates into it (gfirst: it is zeroed just before) to the
+   backward of the op that produced its activation; some share a range by being computed in place (galias).
+   Offsets are in units (ocr__db_unit) rounded to 16 (64-byte aligned views), laid out once per mode; so the floats
+   needed (need[0] values, need[1] gradients) scale with N H W, and a smaller input fits where a larger one did. */
 static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N, int64_t H, int64_t W, int training, size_t need[2]) {
     const int n = m->n_ops, na = m->n_acts, forever = 2 * n + 1;
     const int key = 1 + (training != 0) + 2 * (m->share_off != 0) + 4 * (m->recompute_off != 0);

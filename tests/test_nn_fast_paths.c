@@ -185,6 +185,8 @@ static int same_bits(const ocr_tensor *a, const ocr_tensor *b) {
     return memcmp(a->data, b->data, ocr_tensor_bytes(a)) == 0;
 }
 
+/* Fused BN+ReLU against the unfused pair, bit for bit; batchnorm2d_apply against the forward it repeats; both
+   backwards in place (dx = dy) against a zeroed dx. */
 static void test_bn_relu_fused(void) {
     enum { N = 3, C = 5, H = 7, W = 9 };
     ocr_ctx ctx;
