@@ -25,6 +25,12 @@ TEST_PKGS="python3-torch python3-numpy python3-lmdb python3-pyclipper python3-op
 BENCH_PKGS="libopenblas-dev python3-torch python3-opencv python3-pyclipper python3-shapely libjemalloc2"
 
 say() { printf '%s\n' "$*"; }
+# timed LABEL CMD...: run one build step and say how long it took (progress for a build of several minutes)
+timed() {
+    local label=$1 t0=$SECONDS; shift
+    "$@"
+    say "build.sh: $label: $((SECONDS - t0)) s"
+}
 
 pkg_missing() {
     local missing="" p
@@ -79,39 +85,43 @@ check_headers() {
     done
 }
 
-# The library is compiled once per flavour (build/ocr_impl.o, build/san/ocr_impl.o) and every program is compiled
-# with OCR_NO_IMPLEMENTATION and linked to it: the headers' implementations are most of the compile time.
+# The library is compiled once per flavour (build/ocr_impl.o, build/san/ocr_impl.o, and with the CUDA defines for the
+# emulated and nvcc programs) and every program is compiled with OCR_NO_IMPLEMENTATION and linked to it: the headers'
+# implementations are most of the compile time (about 25 s each at -O2). build_impl FLAGS OBJ [DEFINES...]
 build_impl() {
-    local flags=$1 dir=$2
-    mkdir -p "$dir"
-    printf '#define OCR_IMPLEMENTATION\n#include "ocr_tensor.h"\n#include "ocr_nn.h"\n#include "ocr_loss.h"\n#include "ocr_dbnet.h"\n#include "ocr_data.h"\n' >"$dir/ocr_impl.c"
-    $CC $WARN $INC $flags -c "$dir/ocr_impl.c" -o "$dir/ocr_impl.o" || { say "build.sh: FAILED to compile the library ($dir)"; return 1; }
+    local flags=$1 obj=$2; shift 2
+    mkdir -p "$(dirname "$obj")"
+    printf '#define OCR_IMPLEMENTATION\n#include "ocr_tensor.h"\n#include "ocr_nn.h"\n#include "ocr_loss.h"\n#include "ocr_dbnet.h"\n#include "ocr_data.h"\n' >"${obj%.o}.c"
+    $CC $WARN $INC $flags "$@" -c "${obj%.o}.c" -o "$obj" || { say "build.sh: FAILED to compile the library ($obj)"; return 1; }
 }
 
 build_all() {
     local flags=$1 dir=$2 list=()
-    local f standalone=()
-    build_impl "$flags" "$dir"
+    local f pid="" standalone=()
+    # the trainer and the benchmarks are built as users build a program, one file with the implementation in it
+    # (benchmarks time that build, and some read the library's internals), beside the library
+    if [ "$dir" = build ]; then
+        standalone+=("examples/train_dbnet.c examples/train_dbnet")
+        for f in bench/*.c; do [ -e "$f" ] && standalone+=("$f build/$(basename "${f%.c}")"); done
+        printf '%s\n' "${standalone[@]}" | xargs -P "$JOBS" -L 1 bash -c 'compile_one "$0" "$1" '"$flags" & pid=$!
+    fi
+    build_impl "$flags" "$dir/ocr_impl.o" || { [ -z "$pid" ] || wait $pid || true; return 1; }
     for f in tests/test_*.c; do [ -e "$f" ] && list+=("$f $dir/$(basename "${f%.c}")"); done
     # [repro] the sanitizer flavour also builds every examples/repro_*.c as build/san/repro_NAME, which
-    # tests/test_repro.c runs when OCR_SANITIZED=1; linked to the sanitized library, as a standalone compile of
-    # each would add minutes to ./build.sh test
+    # tests/test_repro.c runs when OCR_SANITIZED=1
     if [ "$dir" = build/san ]; then
         for f in examples/repro_*.c; do [ -e "$f" ] && list+=("$f $dir/$(basename "${f%.c}")"); done
     fi
     # [repro] end
-    # examples and benchmarks are built as users build them: one file with the implementation in it
     if [ "$dir" = build ]; then
-        for f in examples/*.c; do [ -e "$f" ] && standalone+=("$f ${f%.c}"); done
-        for f in bench/*.c; do [ -e "$f" ] && standalone+=("$f build/$(basename "${f%.c}")"); done
-        for f in tests/long_*.c; do [ -e "$f" ] && standalone+=("$f build/$(basename "${f%.c}")"); done
+        for f in examples/*.c; do [ -e "$f" ] && [ "$f" != examples/train_dbnet.c ] && list+=("$f ${f%.c}"); done
+        for f in tests/long_*.c; do [ -e "$f" ] && list+=("$f build/$(basename "${f%.c}")"); done
     fi
     if [ ${#list[@]} -gt 0 ]; then
-        printf '%s\n' "${list[@]}" | xargs -P "$JOBS" -L 1 bash -c 'compile_one "$0" "$1" '"$flags -DOCR_NO_IMPLEMENTATION $dir/ocr_impl.o"
+        printf '%s\n' "${list[@]}" | xargs -P "$JOBS" -L 1 bash -c 'compile_one "$0" "$1" '"$flags -DOCR_NO_IMPLEMENTATION $dir/ocr_impl.o" ||
+            { [ -z "$pid" ] || wait $pid || true; return 1; }
     fi
-    if [ ${#standalone[@]} -gt 0 ]; then
-        printf '%s\n' "${standalone[@]}" | xargs -P "$JOBS" -L 1 bash -c 'compile_one "$0" "$1" '"$flags"
-    fi
+    [ -z "$pid" ] || wait $pid
 }
 
 # Clang catches a different set of warnings: a syntax-only pass over every program when it is installed.
@@ -133,59 +143,61 @@ CXXWARN="-std=c++11 -Wall -Wextra -Wpedantic -Wshadow -Werror"
 cuda_emu_build() {
     local flags=$1 dir=$2
     mkdir -p "$dir"
+    # [repro] the repro programs' --device cuda variants on the emulator, DIR/repro_NAME_emu, run by tests/test_repro.c;
+    # repro_nonfinite (whole DBNet steps) in the plain build only: minutes under the sanitizers. They link to the
+    # library compiled with the emulator's defines, built beside ocr_cuda.cu.
+    local f repros="" lib=""
+    case "$dir" in
+    build) repros="repro_step_overflow repro_loss_bad_input repro_nonfinite repro_cudnn_isolate" ;;
+    build/san) repros="repro_step_overflow repro_loss_bad_input" ;;
+    esac
+    [ -z "$repros" ] || { build_impl "$flags" "$dir/ocr_impl_cuda_emu.o" -DOCR_CUDA -DOCR_CUDA_EMULATE & lib=$!; }
+    # [repro] end
     g++ $CXXWARN $INC $flags -x c++ -DOCR_CUDA_EMULATE -c ocr_cuda.cu -o "$dir/ocr_cuda_emu.o" 2>"$dir/ocr_cuda_emu.log" &&
         g++ $CXXWARN $INC $flags -DOCR_CUDA -DOCR_CUDA_EMULATE tests/test_cuda_emu.cpp "$dir/ocr_cuda_emu.o" -o "$dir/test_cuda_emu" \
             $LIBS 2>>"$dir/ocr_cuda_emu.log" ||
-        { cat "$dir/ocr_cuda_emu.log" >&2; say "build.sh: FAILED to build the CUDA emulation test in $dir" >&2; return 1; }
-    # [repro] the repro programs' --device cuda variants on the emulator, DIR/repro_NAME_emu, run by tests/test_repro.c;
-    # repro_nonfinite (whole DBNet steps) in the plain build only: minutes under the sanitizers
-    local f repros="" pids=""
-    case "$dir" in
-    build) repros="repro_step_overflow repro_loss_bad_input repro_nonfinite" ;;
-    build/san) repros="repro_step_overflow repro_loss_bad_input" ;;
-    esac
+        { [ -z "$lib" ] || wait $lib || true; cat "$dir/ocr_cuda_emu.log" >&2; say "build.sh: FAILED to build the CUDA emulation test in $dir" >&2; return 1; }
+    # [repro]
+    [ -z "$lib" ] || wait $lib || { say "build.sh: FAILED to build the emulated repro programs' library in $dir" >&2; return 1; }
     for f in $repros; do
-        { $CC $WARN $INC $flags -DOCR_CUDA -DOCR_CUDA_EMULATE -c examples/$f.c -o "$dir/${f}_emu.o" &&
-            g++ $flags "$dir/${f}_emu.o" "$dir/ocr_cuda_emu.o" -o "$dir/${f}_emu" $LIBS; } 2>"$dir/${f}_emu.log" &
-        pids="$pids $!"
-    done
-    for f in $pids; do
-        wait "$f" || { cat "$dir"/repro_*_emu.log >&2; say "build.sh: FAILED to build the emulated repro programs in $dir" >&2; return 1; }
+        { $CC $WARN $INC $flags -DOCR_CUDA -DOCR_CUDA_EMULATE -DOCR_NO_IMPLEMENTATION -c examples/$f.c -o "$dir/${f}_emu.o" &&
+            g++ $flags "$dir/${f}_emu.o" "$dir/ocr_impl_cuda_emu.o" "$dir/ocr_cuda_emu.o" -o "$dir/${f}_emu" $LIBS; } 2>"$dir/${f}_emu.log" ||
+            { cat "$dir/${f}_emu.log" >&2; say "build.sh: FAILED to build the emulated $f in $dir" >&2; return 1; }
     done
     # [repro] end
     [ "$dir" = build ] || return 0
-    # the cuDNN isolation tool on the emulator (own kernels against the CPU), and the headers' CUDA declarations as C99
-    $CC $WARN $INC $flags -DOCR_CUDA -DOCR_CUDA_EMULATE -c examples/repro_cudnn_isolate.c -o build/repro_cudnn_isolate_emu.o &&
-        g++ build/repro_cudnn_isolate_emu.o "$dir/ocr_cuda_emu.o" -o build/repro_cudnn_isolate_emu $LIBS &&
-        printf '#define OCR_IMPLEMENTATION\n#include "ocr_tensor.h"\n#include "ocr_nn.h"\n#include "ocr_loss.h"\n#include "ocr_dbnet.h"\n' |
-            $CC $WARN $INC -DOCR_CUDA -x c -fsyntax-only - ||
-        { say "build.sh: FAILED: repro_cudnn_isolate (emulated) or the headers with -DOCR_CUDA" >&2; return 1; }
+    # the headers' CUDA declarations as C99
+    printf '#define OCR_IMPLEMENTATION\n#include "ocr_tensor.h"\n#include "ocr_nn.h"\n#include "ocr_loss.h"\n#include "ocr_dbnet.h"\n' |
+        $CC $WARN $INC -DOCR_CUDA -x c -fsyntax-only - ||
+        { say "build.sh: FAILED: the headers with -DOCR_CUDA" >&2; return 1; }
 }
 # The real CUDA build with nvcc (cuDNN + cuBLAS, sm_80 + sm_90 + PTX, warnings as errors) into build/cuda:
 # ocr_cuda.o, the GPU variants of train_dbnet, detect and the repro programs that have one, the parity test and
 # repro_cudnn_isolate. Linked, not run here: without a GPU they can only report that (checked below). Skipped with a
 # message when nvcc is absent.
 cuda_nvcc_build() {
-    local d=build/cuda f
+    local d=build/cuda f lib
     local cuflags="-O2 -std=c++17 -DOCR_CUDNN -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror $INC
         -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"
     local culibs="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64 -lcudnn -lcublas -lcudart $LIBS"
     if [ ! -x "$NVCC" ]; then say "build.sh: $NVCC not found: skipping the CUDA build (the emulation tests still run)"; return 0; fi
     mkdir -p $d
-    # nvcc and the host objects compile side by side; then everything links against ocr_cuda.o
+    # nvcc and the host library (the headers' implementation with -DOCR_CUDA) compile side by side; the programs
+    # then compile with OCR_NO_IMPLEMENTATION and everything links against ocr_cuda.o
     $NVCC $cuflags -c ocr_cuda.cu -o $d/ocr_cuda.o 2>$d/ocr_cuda.log & local nv=$!
-    g++ $CXXWARN $INC -O2 -DOCR_CUDA -c tests/test_cuda_emu.cpp -o $d/test_cuda_parity.o 2>$d/host.log &&
-        $CC $WARN $INC -O2 -DOCR_CUDA -c examples/repro_cudnn_isolate.c -o $d/repro_cudnn_isolate.o 2>>$d/host.log ||
+    build_impl -O2 $d/ocr_impl.o -DOCR_CUDA 2>$d/host.log &&
+        g++ $CXXWARN $INC -O2 -DOCR_CUDA -c tests/test_cuda_emu.cpp -o $d/test_cuda_parity.o 2>>$d/host.log ||
         { wait $nv || true; cat $d/host.log >&2; say "build.sh: FAILED to compile the CUDA host programs" >&2; return 1; }
-    for f in train_dbnet detect repro_step_overflow repro_loss_bad_input repro_nonfinite; do
+    for f in repro_cudnn_isolate train_dbnet detect repro_step_overflow repro_loss_bad_input repro_nonfinite; do
         [ -f examples/$f.c ] || continue
-        $CC $WARN $INC -O2 -DOCR_CUDA -c examples/$f.c -o $d/$f.o 2>>$d/host.log ||
+        $CC $WARN $INC -O2 -DOCR_CUDA -DOCR_NO_IMPLEMENTATION -c examples/$f.c -o $d/$f.o 2>>$d/host.log ||
             { wait $nv || true; cat $d/host.log >&2; say "build.sh: FAILED to compile the CUDA variant of examples/$f.c" >&2; return 1; }
     done
     wait $nv || { cat $d/ocr_cuda.log >&2; say "build.sh: nvcc FAILED on ocr_cuda.cu" >&2; return 1; }
     for f in test_cuda_parity repro_cudnn_isolate train_dbnet detect repro_step_overflow repro_loss_bad_input repro_nonfinite; do
         [ -f $d/$f.o ] || continue
-        g++ $d/$f.o $d/ocr_cuda.o -o $d/$f $culibs 2>>$d/host.log || { cat $d/host.log >&2; say "build.sh: FAILED to link $d/$f" >&2; return 1; }
+        lib=$d/ocr_impl.o; [ $f != test_cuda_parity ] || lib=""   # the parity test compiles the library in itself, as C++
+        g++ $d/$f.o $lib $d/ocr_cuda.o -o $d/$f $culibs 2>>$d/host.log || { cat $d/host.log >&2; say "build.sh: FAILED to link $d/$f" >&2; return 1; }
     done
     say "build.sh: CUDA build (nvcc $($NVCC --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), cuDNN, cuBLAS, sm_80 sm_90 + PTX) in $d"
     # Without a GPU the CUDA build must say so and fail cleanly, never crash.
@@ -251,22 +263,22 @@ test|test-long) ensure_pkgs $TEST_PKGS ;;
 bench) ensure_pkgs $BENCH_PKGS ;;
 esac
 mkdir -p build
-check_headers
-build_all "$OPT" build
-clang_pass
-cuda_emu_build "$OPT" build   # CUDA section
-cuda_nvcc_build               # CUDA section
+timed "each header alone (gcc, g++, clang, clang++)" check_headers
+timed "library, tests and programs ($CC $OPT)" build_all "$OPT" build
+timed "clang syntax pass" clang_pass
+timed "CUDA emulation build" cuda_emu_build "$OPT" build   # CUDA section
+timed "nvcc build" cuda_nvcc_build                         # CUDA section
 say "build.sh: built with $CC ($(ls tests/test_*.c 2>/dev/null | wc -l) tests, $(ls examples/*.c 2>/dev/null | wc -l) examples)"
 
 if [ "$MODE" = test ]; then
     TOTAL_PASS=0; TOTAL_FAIL=0
     run_tests build "[plain]"
-    build_all "$SAN" build/san
+    timed "sanitizer build" build_all "$SAN" build/san
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
     export OCR_SANITIZED=1
-    cuda_emu_build "$SAN" build/san                         # CUDA section
+    timed "CUDA emulation build (sanitizers)" cuda_emu_build "$SAN" build/san   # CUDA section
     run_tests build/san "[asan+ubsan]"
-    cuda_emu_build "-O1 -g -fsanitize=thread" build/tsan   # CUDA section
+    timed "CUDA emulation build (TSan)" cuda_emu_build "-O1 -g -fsanitize=thread" build/tsan   # CUDA section
     run_tests build/tsan "[tsan]"                           # CUDA section
     say "$TOTAL_PASS passed, $TOTAL_FAIL failed"
     [ "$TOTAL_FAIL" = 0 ]
