@@ -101,6 +101,46 @@ OCRDEF int ocr_nn_add_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *d
 OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kernel, int stride, int pad,
                                     ocr_tensor *y, ocr_tensor *argmax);
 OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const ocr_tensor *argmax, ocr_tensor *dx);
+/* Nearest upsampling by an integer factor, work items over planes: x [H, W] per plane, y [H*factor, W*factor]. */
+typedef struct { float *x, *y; int64_t H, W, factor; } ocr__upsample_job;
+static void ocr__upsample_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__upsample_job *j = (const ocr__upsample_job *)arg;
+    int64_t f = j->factor, W = j->W, plane, h, w, k;
+    (void)tid;
+    for (plane = begin; plane < end; plane++) {
+        const float *xp = j->x + plane * j->H * W;
+        float *yp = j->y + plane * j->H * W * f * f;
+        /* each input row is widened once, then copied to the other factor - 1 output rows */
+        for (h = 0; h < j->H; h++) {
+            float *row = yp + h * f * W * f;
+            const float *xr = xp + h * W;
+            if (f == 2) for (w = 0; w < W; w++) row[2 * w] = row[2 * w + 1] = xr[w];
+            else
+                for (w = 0; w < W; w++)
+                    for (k = 0; k < f; k++) row[w * f + k] = xr[w];
+            for (k = 1; k < f; k++) memcpy(row + k * W * f, row, (size_t)(W * f) * sizeof(float));
+        }
+    }
+}
+static void ocr__upsample_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__upsample_job *j = (const ocr__upsample_job *)arg;
+    int64_t f = j->factor, W = j->W, plane, h, w, k;
+    (void)tid;
+    for (plane = begin; plane < end; plane++) {
+        float *xp = j->x + plane * j->H * W;
+        const float *yp = j->y + plane * j->H * W * f * f;
+        /* same summation order as a scan of dy: rows of a block top to bottom, each left to right */
+        for (h = 0; h < j->H * f; h++) {
+            float *xr = xp + (h / f) * W;
+            const float *yr = yp + h * W * f;
+            if (f == 2) for (w = 0; w < W; w++) xr[w] = (xr[w] + yr[2 * w]) + yr[2 * w + 1];
+            else
+                for (w = 0; w < W; w++)
+                    for (k = 0; k < f; k++) xr[w] += yr[w * f + k];
+        }
+    }
+}
+
 OCRDEF int ocr_nn_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, int factor, ocr_tensor *y);
 OCRDEF int ocr_nn_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, int factor, ocr_tensor *dx);
 /* concatenation along channels (dim 1) */
@@ -309,6 +349,12 @@ static void ocr__ukernel_avx2(int64_t kc, const float *a, const float *b, float 
 /* 8 x 48: 24 accumulators and three B registers; the A values are broadcast straight from memory. Eight rows
    divide every channel count of the models (16..512) and the lowered weight-gradient and data-gradient heights,
    so no A panel is padded, and each k step issues 11 loads for 24 FMAs. */
+/* C's tile is read only after the k loop; asked for before it, its lines (often from L3 or memory: C is wider than
+   L2 in most of the model's GEMMs) arrive while the FMAs run instead of stalling the stores. */
+#define OCR__PREFETCH_C(i) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0); \
+                           _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0); \
+                           _mm_prefetch((const char *)(c + i * ldc + 32), _MM_HINT_T0); \
+                           _mm_prefetch((const char *)(c + i * ldc + 47), _MM_HINT_T0);
 __attribute__((target("avx512f")))
 static void ocr__ukernel_avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
 #define OCR__ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
@@ -321,6 +367,7 @@ static void ocr__ukernel_avx512(int64_t kc, const float *a, const float *b, floa
     __m512 va = _mm512_set1_ps(alpha);
     int64_t k;
     OCR__ROWS8(OCR__DECL)
+    OCR__ROWS8(OCR__PREFETCH_C)
     for (k = 0; k < kc; k++, a += 8, b += 48) {
         __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16), b2 = _mm512_load_ps(b + 32);
         OCR__ROWS8(OCR__FMA)
@@ -976,6 +1023,7 @@ static void ocr__ukernel_avx512_implicit(int64_t kc, const float *a, const float
     __mmask16 m2 = (__mmask16)(cols >= 48 ? 0xFFFF : cols <= 32 ? 0 : (1u << (cols - 32)) - 1u);
     int64_t k;
     OCR__ROWS8(OCR__DECL)
+    OCR__ROWS8(OCR__PREFETCH_C)
     for (k = 0; k < kc; k++, a += 8) {
         const float *bk = b + off[k];
         __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16), b2 = _mm512_loadu_ps(bk + 32);
@@ -1835,11 +1883,32 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float 
     return OCR_OK;
 }
 
+/* The flipped kernel wf[c, k, kh-1-i, kw-1-j] = w[k, c, i, j], over blocks of OCR__FLIP_BLOCK x OCR__FLIP_BLOCK channel
+   pairs so that reads and writes both stay within a few pages (element by element it took 8 ms for layer4's 512 x 512
+   kernel, a third of its data gradient). Work items: blocks of input channels c. */
+#define OCR__FLIP_BLOCK 16
+typedef struct { const ocr__conv_geom *g; const float *w; float *wf; } ocr__flip_job;
+static void ocr__flip_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__flip_job *f = (const ocr__flip_job *)arg;
+    const ocr__conv_geom *g = f->g;
+    int64_t taps = (int64_t)g->kh * g->kw, c0, k0, c, k, t;
+    (void)tid;
+    for (c0 = begin * OCR__FLIP_BLOCK; c0 < end * OCR__FLIP_BLOCK && c0 < g->C; c0 += OCR__FLIP_BLOCK)
+        for (k0 = 0; k0 < g->K; k0 += OCR__FLIP_BLOCK)
+            for (c = c0; c < c0 + OCR__FLIP_BLOCK && c < g->C; c++)
+                for (k = k0; k < k0 + OCR__FLIP_BLOCK && k < g->K; k++) {
+                    const float *src = f->w + (k * g->C + c) * taps;
+                    float *dst = f->wf + (c * g->K + k) * taps;
+                    for (t = 0; t < taps; t++) dst[taps - 1 - t] = src[t];   /* (i, j) -> (kh-1-i, kw-1-j) */
+                }
+}
+
 /* dx += conv^T(dy, w). The data gradient of a stride-1 ungrouped convolution is itself a stride-1 convolution of dy
    with the kernel flipped and its channel axes swapped (padding dil*(k-1)-pad), so it runs on the forward path's
    im2col and GEMM instead of scattering a column buffer back (col2im). */
 static int ocr__conv_backward_data(ocr_ctx *ctx, const ocr__conv_geom *g, float *dx, const float *w, float *dy) {
-    int64_t pad_h = (int64_t)g->dh * (g->kh - 1) - g->ph, pad_w = (int64_t)g->dw * (g->kw - 1) - g->pw, k, c, i, j;
+    int64_t pad_h = (int64_t)g->dh * (g->kh - 1) - g->ph, pad_w = (int64_t)g->dw * (g->kw - 1) - g->pw;
+    ocr__flip_job flip;
     ocr__conv_geom t;
     float *wf;
     size_t bytes;
@@ -1848,11 +1917,8 @@ static int ocr__conv_backward_data(ocr_ctx *ctx, const ocr__conv_geom *g, float 
     if (!ocr_size_mul((size_t)(g->K * g->C), (size_t)(g->kh * g->kw) * sizeof(float), &bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: weight too large");
     if (!(wf = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP1, bytes))) return ctx->last_status;
-    for (k = 0; k < g->K; k++)
-        for (c = 0; c < g->C; c++)
-            for (i = 0; i < g->kh; i++)
-                for (j = 0; j < g->kw; j++)
-                    wf[((c * g->K + k) * g->kh + (g->kh - 1 - i)) * g->kw + (g->kw - 1 - j)] = w[((k * g->C + c) * g->kh + i) * g->kw + j];
+    flip.g = g; flip.w = w; flip.wf = wf;
+    ocr_parallel_for(ctx, (g->C + OCR__FLIP_BLOCK - 1) / OCR__FLIP_BLOCK, 1, ocr__flip_part, &flip);
     t = *g;
     t.C = g->K; t.H = g->OH; t.W = g->OW;
     t.K = g->C; t.OH = g->H; t.OW = g->W;
@@ -1961,16 +2027,24 @@ static void ocr__bias_add(float *y, const float *b, int64_t N, int64_t C, int64_
         }
 }
 
-static void ocr__bias_grad(const float *dy, float *db, int64_t N, int64_t C, int64_t P) {
-    int64_t n, c, i;
-    for (c = 0; c < C; c++) {
+/* db[c] += sum over images and pixels of dy[n, c]: channels spread over the threads, each row summed in double with
+   the vector row helper (a scalar double chain took 7 ms for a 64 x 320 x 320 gradient). */
+typedef struct { const float *dy; float *db; int64_t N, C, P; } ocr__bias_grad_job;
+static double ocr__sum_row(const float *x, int64_t n);
+static void ocr__bias_grad_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bias_grad_job *j = (const ocr__bias_grad_job *)arg;
+    int64_t c, n;
+    (void)tid;
+    for (c = begin; c < end; c++) {
         double s = 0.0;
-        for (n = 0; n < N; n++) {
-            const float *row = dy + (n * C + c) * P;
-            for (i = 0; i < P; i++) s += row[i];
-        }
-        db[c] += (float)s;
+        for (n = 0; n < j->N; n++) s += ocr__sum_row(j->dy + (n * j->C + c) * j->P, j->P);
+        j->db[c] += (float)s;
     }
+}
+static void ocr__bias_grad(ocr_ctx *ctx, const float *dy, float *db, int64_t N, int64_t C, int64_t P) {
+    ocr__bias_grad_job j;
+    j.dy = dy; j.db = db; j.N = N; j.C = C; j.P = P;
+    ocr_parallel_for(ctx, C, 1, ocr__bias_grad_part, &j);
 }
 
 /* conv2d forward, the bias and the ReLU (when relu) applied by the convolution itself as each piece completes */
@@ -2022,7 +2096,7 @@ OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_t
 #endif
     if (dx && (rc = ocr__conv_backward_data(ctx, &g, (float *)dx->data, (const float *)w->data, (float *)dy->data))) return rc;
     if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)x->data, (float *)dw->data, (float *)dy->data, 1))) return rc;
-    if (db) ocr__bias_grad((const float *)dy->data, (float *)db->data, g.N, g.K, g.OH * g.OW);
+    if (db) ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.K, g.OH * g.OW);
     if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
     return ocr__watch(ctx, fn, "backward", db);
 }
@@ -2160,7 +2234,7 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
 #endif
     if (dx && (rc = ocr__conv_run(ctx, &g, OCR__CONV_FWD, (float *)dy->data, (float *)w->data, (float *)dx->data, 1))) return rc;
     if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)dy->data, (float *)dw->data, (float *)x->data, 1))) return rc;
-    if (db) ocr__bias_grad((const float *)dy->data, (float *)db->data, g.N, g.C, g.H * g.W);
+    if (db) ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.C, g.H * g.W);
     if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
     return ocr__watch(ctx, fn, "backward", db);
 }
@@ -2625,7 +2699,7 @@ OCRDEF int ocr_nn_batchnorm2d_relu_backward(ocr_ctx *ctx, const ocr_tensor *x, c
 /* ---------------------------------------------------------------- pointwise */
 
 typedef struct { const float *a, *b; float *y; int op; } ocr__pw_job;
-enum { OCR__PW_RELU, OCR__PW_RELU_BWD, OCR__PW_SIGMOID, OCR__PW_SIGMOID_BWD, OCR__PW_ADD, OCR__PW_ACC };
+enum { OCR__PW_RELU, OCR__PW_RELU_BWD, OCR__PW_SIGMOID, OCR__PW_SIGMOID_BWD, OCR__PW_ADD, OCR__PW_ACC, OCR__PW_COPY };
 
 static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__pw_job *j = (const ocr__pw_job *)arg;
@@ -2671,14 +2745,19 @@ static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
         for (; i < end; i++) y[i] = a[i] + b[i];
         break;
     case OCR__PW_ACC: ocr__axpy_row(a + begin, y + begin, end - begin, 1.0f); break;
+    case OCR__PW_COPY: memcpy(y + begin, a + begin, (size_t)(end - begin) * sizeof(float)); break;
     default: break;
     }
 }
 
-static void ocr__pw(ocr_ctx *ctx, int op, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y) {
+/* y[i] = op(a[i], b[i]) for i < n, spread over the threads in runs of at least 32K floats */
+static void ocr__pw_floats(ocr_ctx *ctx, int op, const float *a, const float *b, float *y, int64_t n) {
     ocr__pw_job j;
-    j.a = (const float *)a->data; j.b = b ? (const float *)b->data : NULL; j.y = (float *)y->data; j.op = op;
-    ocr_parallel_for(ctx, ocr_tensor_numel(y), 1 << 15, ocr__pw_part, &j);
+    j.a = a; j.b = b; j.y = y; j.op = op;
+    ocr_parallel_for(ctx, n, 1 << 15, ocr__pw_part, &j);
+}
+static void ocr__pw(ocr_ctx *ctx, int op, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y) {
+    ocr__pw_floats(ctx, op, (const float *)a->data, b ? (const float *)b->data : NULL, (float *)y->data, ocr_tensor_numel(y));
 }
 
 static int ocr__check_pair(ocr_ctx *ctx, const char *fn, const ocr_tensor *a, const ocr_tensor *b) {
@@ -2878,10 +2957,40 @@ OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kerne
     return ocr__watch(ctx, fn, "forward", y);
 }
 
+/* Max-pooling backward over planes: dx[plane][argmax[i]] += dy[i]. first_bad: per thread, the first flat index of
+   argmax outside its plane (-1: none), so the error names the same element whatever the thread count. */
+typedef struct {
+    const float *dy;
+    const int32_t *argmax;
+    float *dx;
+    int64_t P, HW, first_bad[OCR_MAX_THREADS];
+} ocr__maxpool_bwd_job;
+static void ocr__maxpool_check_part(void *arg, int64_t begin, int64_t end, int tid) {
+    ocr__maxpool_bwd_job *j = (ocr__maxpool_bwd_job *)arg;
+    int64_t i;
+    for (i = begin * j->P; i < end * j->P; i++)
+        if (j->argmax[i] < 0 || j->argmax[i] >= j->HW) {
+            if (j->first_bad[tid] < 0 || i < j->first_bad[tid]) j->first_bad[tid] = i;
+            return;
+        }
+}
+static void ocr__maxpool_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__maxpool_bwd_job *j = (const ocr__maxpool_bwd_job *)arg;
+    int64_t plane, i;
+    (void)tid;
+    for (plane = begin; plane < end; plane++) {
+        const float *g = j->dy + plane * j->P;
+        const int32_t *ix = j->argmax + plane * j->P;
+        float *d = j->dx + plane * j->HW;
+        for (i = 0; i < j->P; i++) d[ix[i]] += g[i];
+    }
+}
+
 OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const ocr_tensor *argmax, ocr_tensor *dx) {
     const char *fn = "ocr_nn_maxpool2d_backward";
-    int64_t planes, plane, i, P, HW;
-    int rc;
+    ocr__maxpool_bwd_job j;
+    int64_t planes, bad = -1;
+    int rc, t;
     if ((rc = ocr_check_f32(ctx, fn, dy)) || (rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_dtype(ctx, fn, argmax, OCR_I32)) ||
         (rc = ocr_check_same_shape(ctx, fn, dy, argmax)))
         return rc;
@@ -2890,28 +2999,25 @@ OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const o
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_maxpool2d_backward(ctx, dy, argmax, dx), fn, "backward", dx, NULL, NULL);
 #endif
+    memset(&j, 0, sizeof j);
     planes = dy->shape.dim[0] * dy->shape.dim[1];
-    P = dy->shape.dim[2] * dy->shape.dim[3];
-    HW = dx->shape.dim[2] * dx->shape.dim[3];
+    j.dy = (const float *)dy->data; j.argmax = (const int32_t *)argmax->data; j.dx = (float *)dx->data;
+    j.P = dy->shape.dim[2] * dy->shape.dim[3]; j.HW = dx->shape.dim[2] * dx->shape.dim[3];
     /* every index is checked before the first is used, so a corrupt argmax leaves dx as it was */
-    for (i = 0; i < planes * P; i++) {
-        int32_t ix = ((const int32_t *)argmax->data)[i];
-        if (ix < 0 || ix >= HW)
-            return ocr_error(ctx, OCR_ERANGE, "%s: argmax '%s' holds %d at %lld, outside the %lld-pixel input plane", fn, argmax->name,
-                             (int)ix, (long long)i, (long long)HW);
-    }
-    for (plane = 0; plane < planes; plane++) {
-        const float *g = (const float *)dy->data + plane * P;
-        const int32_t *ix = (const int32_t *)argmax->data + plane * P;
-        float *d = (float *)dx->data + plane * HW;
-        for (i = 0; i < P; i++) d[ix[i]] += g[i];
-    }
+    for (t = 0; t < OCR_MAX_THREADS; t++) j.first_bad[t] = -1;
+    ocr_parallel_for(ctx, planes, 1, ocr__maxpool_check_part, &j);
+    for (t = 0; t < OCR_MAX_THREADS; t++)
+        if (j.first_bad[t] >= 0 && (bad < 0 || j.first_bad[t] < bad)) bad = j.first_bad[t];
+    if (bad >= 0)
+        return ocr_error(ctx, OCR_ERANGE, "%s: argmax '%s' holds %d at %lld, outside the %lld-pixel input plane", fn, argmax->name,
+                         (int)j.argmax[bad], (long long)bad, (long long)j.HW);
+    ocr_parallel_for(ctx, planes, 1, ocr__maxpool_bwd_part, &j);
     return ocr__watch(ctx, fn, "backward", dx);
 }
 
 OCRDEF int ocr_nn_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, int factor, ocr_tensor *y) {
     const char *fn = "ocr_nn_upsample_nearest_forward";
-    int64_t planes, plane, h, w, H, W;
+    ocr__upsample_job j;
     int rc;
     if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr_check_f32(ctx, fn, y))) return rc;
     if (factor < 1) return ocr_error(ctx, OCR_EINVAL, "%s: factor %d must be >= 1", fn, factor);
@@ -2921,25 +3027,14 @@ OCRDEF int ocr_nn_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, in
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_upsample_nearest_forward(ctx, x, factor, y), fn, "forward", y, NULL, NULL);
 #endif
-    planes = x->shape.dim[0] * x->shape.dim[1]; H = x->shape.dim[2]; W = x->shape.dim[3];
-    for (plane = 0; plane < planes; plane++) {
-        const float *xp = (const float *)x->data + plane * H * W;
-        float *yp = (float *)y->data + plane * H * W * factor * factor;
-        /* each input row is widened once, then copied to the other factor - 1 output rows */
-        for (h = 0; h < H; h++) {
-            float *row = yp + h * factor * W * factor;
-            int64_t k;
-            for (w = 0; w < W; w++)
-                for (k = 0; k < factor; k++) row[w * factor + k] = xp[h * W + w];
-            for (k = 1; k < factor; k++) memcpy(row + k * W * factor, row, (size_t)(W * factor) * sizeof(float));
-        }
-    }
+    j.x = (float *)x->data; j.y = (float *)y->data; j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.factor = factor;
+    ocr_parallel_for(ctx, x->shape.dim[0] * x->shape.dim[1], 1, ocr__upsample_fwd_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
 }
 
 OCRDEF int ocr_nn_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, int factor, ocr_tensor *dx) {
     const char *fn = "ocr_nn_upsample_nearest_backward";
-    int64_t planes, plane, h, w, H, W;
+    ocr__upsample_job j;
     int rc;
     if ((rc = ocr_check_f32(ctx, fn, dy)) || (rc = ocr_check_f32(ctx, fn, dx))) return rc;
     if (factor < 1) return ocr_error(ctx, OCR_EINVAL, "%s: factor %d must be >= 1", fn, factor);
@@ -2949,19 +3044,8 @@ OCRDEF int ocr_nn_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, 
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_upsample_nearest_backward(ctx, dy, factor, dx), fn, "backward", dx, NULL, NULL);
 #endif
-    planes = dx->shape.dim[0] * dx->shape.dim[1]; H = dx->shape.dim[2]; W = dx->shape.dim[3];
-    for (plane = 0; plane < planes; plane++) {
-        float *xp = (float *)dx->data + plane * H * W;
-        const float *yp = (const float *)dy->data + plane * H * W * factor * factor;
-        /* same summation order as a scan of dy: rows of a block top to bottom, each left to right */
-        for (h = 0; h < H * factor; h++) {
-            float *xr = xp + (h / factor) * W;
-            const float *yr = yp + h * W * factor;
-            int64_t k;
-            for (w = 0; w < W; w++)
-                for (k = 0; k < factor; k++) xr[w] += yr[w * factor + k];
-        }
-    }
+    j.x = (float *)dx->data; j.y = (float *)dy->data; j.H = dx->shape.dim[2]; j.W = dx->shape.dim[3]; j.factor = factor;
+    ocr_parallel_for(ctx, dx->shape.dim[0] * dx->shape.dim[1], 1, ocr__upsample_bwd_part, &j);
     return ocr__watch(ctx, fn, "backward", dx);
 }
 
@@ -2998,7 +3082,7 @@ OCRDEF int ocr_nn_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int 
         off = 0;
         for (i = 0; i < n; i++) {
             int64_t ci = xs[i]->shape.dim[1];
-            memcpy((float *)y->data + (b * y->shape.dim[1] + off) * P, (const float *)xs[i]->data + b * ci * P, (size_t)(ci * P) * sizeof(float));
+            ocr__pw_floats(ctx, OCR__PW_COPY, (const float *)xs[i]->data + b * ci * P, NULL, (float *)y->data + (b * y->shape.dim[1] + off) * P, ci * P);
             off += ci;
         }
     }
@@ -3007,7 +3091,7 @@ OCRDEF int ocr_nn_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int 
 
 OCRDEF int ocr_nn_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *const *dxs, int n) {
     const char *fn = "ocr_nn_concat_backward";
-    int64_t b, P, off, k;
+    int64_t b, P, off;
     int i, rc = ocr__concat_check(ctx, fn, (const ocr_tensor *const *)dxs, n, dy);
     if (rc) return rc;
 #ifdef OCR_CUDA
@@ -3018,9 +3102,7 @@ OCRDEF int ocr_nn_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor
         off = 0;
         for (i = 0; i < n; i++) {
             int64_t ci = dxs[i]->shape.dim[1];
-            const float *src = (const float *)dy->data + (b * dy->shape.dim[1] + off) * P;
-            float *dst = (float *)dxs[i]->data + b * ci * P;
-            for (k = 0; k < ci * P; k++) dst[k] += src[k];
+            ocr__pw_floats(ctx, OCR__PW_ACC, (const float *)dy->data + (b * dy->shape.dim[1] + off) * P, NULL, (float *)dxs[i]->data + b * ci * P, ci * P);
             off += ci;
         }
     }
