@@ -1051,6 +1051,22 @@ typedef struct {
     float *dw[OCR_MAX_THREADS];   /* weight gradient: per-thread partial sums [K, kdim] */
 } ocr__conv_implicit_job;
 
+/* a mask of the first n lanes (none for n <= 0, all for n >= 16) */
+static __mmask16 ocr__lanes(int64_t n) { return (__mmask16)(n <= 0 ? 0 : n >= 16 ? 0xFFFF : (1u << n) - 1u); }
+
+/* dst[q] = src[2 q] for q < n, 16 at a time from two masked loads (never reading past src[2 n - 2]): the column
+   phases of a stride-2 band, which element by element took most of a stride-2 data or weight gradient's copy. */
+__attribute__((target("avx512f")))
+static void ocr__gather_even_avx512(const float *src, int64_t n, float *dst) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    int64_t q;
+    for (q = 0; q < n; q += 16) {
+        int64_t m = n - q < 16 ? n - q : 16, need = 2 * m - 1;   /* source floats the m outputs span */
+        __m512 lo = _mm512_maskz_loadu_ps(ocr__lanes(need), src + 2 * q), hi = _mm512_maskz_loadu_ps(ocr__lanes(need - 16), src + 2 * q + 16);
+        _mm512_mask_storeu_ps(dst + q, ocr__lanes(m), _mm512_permutex2var_ps(lo, even, hi));
+    }
+}
+
 /* Copies the input rows that band [oh0, oh1) of image n reads into the zero-padded, phase-split band buffer. */
 static void ocr__conv_pad_band(const ocr__conv_implicit_job *j, int64_t n, int64_t oh0, int64_t oh1, float *xp) {
     const ocr__conv_geom *g = j->g;
@@ -1071,6 +1087,7 @@ static void ocr__conv_pad_band(const ocr__conv_implicit_job *j, int64_t n, int64
                     hi = hi < j->Wp ? hi : j->Wp;
                     for (q = 0; q < lo; q++) dst[q] = 0.0f;
                     if (g->sw == 1) memcpy(dst + lo, src + lo + px - g->pw, (size_t)(hi - lo) * sizeof(float));
+                    else if (g->sw == 2) ocr__gather_even_avx512(src + lo * 2 + px - g->pw, hi - lo, dst + lo);
                     else for (q = lo; q < hi; q++) dst[q] = src[q * g->sw + px - g->pw];
                     for (q = hi; q < j->Wp; q++) dst[q] = 0.0f;
                 }
@@ -1255,8 +1272,6 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
 #define OCR__WINO_MIN_TILES 64
 #define OCR__WINO_WGRAD_MIN_IN 64  /* the weight gradient's GEMMs run over the tiles: with few input channels they are thin */
 
-/* a mask of the first n lanes (none for n <= 0, all for n >= 16) */
-static __mmask16 ocr__lanes(int64_t n) { return (__mmask16)(n <= 0 ? 0 : n >= 16 ? 0xFFFF : (1u << n) - 1u); }
 
 /* out[r] = sum_i Bt[r][i] x_i for Bt = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
    0 4 0 -5 0 1] */
