@@ -407,6 +407,7 @@ typedef struct {
     int64_t jc, nc, pc, kc;
     float *pa, *pb;          /* packed op(A)[:, pc:pc+kc] and op(B)[pc:pc+kc, jc:jc+nc] */
     int64_t mc, nchunk, m_blocks, n_chunks, a_panels;
+    int a_prepacked;         /* serial runs only: pa already holds all of op(A) packed, K <= OCR__KC */
 } ocr__gemm_job;
 
 /* Packs op(A)[i0:i0+mc, k0:k0+kc] into mr-row panels, k-major inside a panel. */
@@ -589,7 +590,7 @@ static void ocr__gemm_run(ocr_ctx *ctx, ocr__gemm_job *g) {
                 ocr_parallel_for(ctx, a_panels + b_panels, 8, ocr__gemm_pack_part, g);
                 ocr_parallel_for(ctx, items, g->M * g->nc * g->kc > 32 * 32 * 32 ? 1 : items, ocr__gemm_compute_part, g);
             } else {
-                ocr__gemm_pack_a_part(g, 0, a_panels, 0);
+                if (!g->a_prepacked) ocr__gemm_pack_a_part(g, 0, a_panels, 0);
                 ocr__gemm_pack_b_part(g, 0, b_panels, 0);
                 ocr__gemm_compute_part(g, 0, items, 0);
             }
@@ -638,6 +639,19 @@ static void ocr__gemm_serial(const ocr__ukernel *uk, int trans_a, int trans_b, i
     ocr__gemm_job_init(&g, uk, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     g.pa = pa;
     g.pb = pb;
+    ocr__gemm_run(NULL, &g);
+}
+
+/* The same with op(A) packed once by the caller (ocr__pack_a over all M rows and K <= OCR__KC columns), for callers
+   that multiply one small matrix into many right-hand sides. */
+static void ocr__gemm_serial_packed_a(const ocr__ukernel *uk, int64_t M, int64_t N, int64_t K, float alpha, const float *packed_a,
+                                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc, float *pb) {
+    ocr__gemm_job g;
+    if (M == 0 || N == 0) return;
+    ocr__gemm_job_init(&g, uk, 0, 0, M, N, K, alpha, NULL, 0, B, ldb, beta, C, ldc);
+    g.pa = (float *)packed_a;
+    g.pb = pb;
+    g.a_prepacked = 1;
     ocr__gemm_run(NULL, &g);
 }
 
@@ -2128,6 +2142,7 @@ typedef struct {
     int interleave2;            /* kernel and stride 2 wide on AVX-512: rows written by ocr__interleave2_avx512 */
     ocr__ukernel uk;
     size_t pa_floats, pb_floats;
+    const float *wt_packed;          /* W^T packed once for every chunk when the input has <= OCR__KC channels, else NULL */
     float *block[OCR_MAX_THREADS];   /* per thread: packed A | packed B | columns */
 } ocr__convt_job;
 
@@ -2163,7 +2178,8 @@ static void ocr__convt_items(void *arg, int64_t begin, int64_t end, int tid) {
     for (item = begin; item < end; item++) {
         int64_t n = item / j->n_chunks, oh0 = (item % j->n_chunks) * j->rows, oh1 = oh0 + j->rows < g->OH ? oh0 + j->rows : g->OH;
         int64_t cols = (oh1 - oh0) * g->OW;
-        ocr__gemm_serial(&j->uk, 1, 0, kdim, cols, g->K, 1.0f, j->w, kdim, j->x + n * g->K * P + oh0 * g->OW, P, 0.0f, col, cols, pa, pb);
+        if (j->wt_packed) ocr__gemm_serial_packed_a(&j->uk, kdim, cols, g->K, 1.0f, j->wt_packed, j->x + n * g->K * P + oh0 * g->OW, P, 0.0f, col, cols, pb);
+        else ocr__gemm_serial(&j->uk, 1, 0, kdim, cols, g->K, 1.0f, j->w, kdim, j->x + n * g->K * P + oh0 * g->OW, P, 0.0f, col, cols, pa, pb);
         for (co = 0; co < g->C; co++) {
             float b = j->bias ? j->bias[co] : 0.0f;
             for (i = 0; i < g->kh; i++)
@@ -2192,8 +2208,8 @@ static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
 #ifdef OCR__HAVE_AVX2
     j.interleave2 = g->kw == 2 && g->sw == 2 && j.uk.fn == ocr__ukernel_avx512;
 #endif
-    /* chunks of input rows whose columns (kdim floats per input pixel) stay near 256 KB, at least one per thread */
-    j.rows = ((int64_t)1 << 16) / (kdim * g->OW);
+    /* chunks of input rows whose columns (kdim floats per input pixel) stay near 512 KB, at least one per thread */
+    j.rows = ((int64_t)1 << 17) / (kdim * g->OW);
     j.rows = j.rows < 1 ? 1 : j.rows > g->OH ? g->OH : j.rows;
     if (g->N * ((g->OH + j.rows - 1) / j.rows) < ctx->n_threads) j.rows = (g->OH + ctx->n_threads - 1) / ctx->n_threads;
     j.n_chunks = (g->OH + j.rows - 1) / j.rows;
@@ -2203,6 +2219,16 @@ static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
         return ocr_error(ctx, OCR_EOVERFLOW, "conv_transpose: work buffers too large");
     for (t = 0; t < ctx->n_threads; t++)
         if (!(j.block[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
+    /* W^T packed once rather than once per chunk (a 64-channel 2x2 head: 160 repacks of 16K floats per image) */
+    if (g->K <= OCR__KC) {
+        ocr__gemm_job pk;
+        float *wt;
+        if (!(wt = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, j.pa_floats * sizeof(float)))) return ctx->last_status;
+        memset(&pk, 0, sizeof pk);
+        pk.uk = j.uk; pk.trans_a = 1; pk.A = w; pk.lda = kdim;
+        ocr__pack_a(&pk, 0, kdim, 0, g->K, wt);
+        j.wt_packed = wt;
+    }
     ocr_parallel_for(ctx, g->N * j.n_chunks, 1, ocr__convt_items, &j);
     return OCR_OK;
 }
