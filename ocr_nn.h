@@ -1737,8 +1737,11 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
     j->Wp = j->TW * 4 + 2;
     j->band = ((int64_t)2 << 20) / (OCR__WINO_POINTS * (g->C + Kp) * j->TW * (int64_t)sizeof(float));
     j->band = j->band < 1 ? 1 : j->band > j->TH ? j->TH : j->band;
-    j->n_bands = (j->TH + j->band - 1) / j->band;
+    /* the GEMMs run over 48-tile panels whatever the band: fill the last one (layer3's 10-tile rows: 4 rows, 40 of
+       48 columns used, instead of 2 rows and 20) */
     band_tiles_pad = (j->band * j->TW + 47) / 48 * 48;
+    j->band = band_tiles_pad / j->TW > j->TH ? j->TH : band_tiles_pad / j->TW;
+    j->n_bands = (j->TH + j->band - 1) / j->band;
     j->pad_floats = (size_t)((g->C * (j->band * 4 + 2) * j->Wp + 15) & ~(int64_t)15);
     j->v_floats = (size_t)(OCR__WINO_POINTS * g->C * band_tiles_pad);
     if (!ocr_size_mul(j->pad_floats + j->v_floats + (size_t)(OCR__WINO_POINTS * Kp * band_tiles_pad), sizeof(float), bytes)) {

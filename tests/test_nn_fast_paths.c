@@ -171,6 +171,7 @@ static void test_conv_paths(void) {
         {"Winograd: 264->32 (two K blocks; weight gradient over two work items), 16x68", 1, 264, 32, 16, 68, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 64->40 (weight gradient from gathered tiles), 2 images 21x27", 2, 64, 40, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 8 images 12x64 (one work item each)", 8, 16, 32, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"Winograd: 400->64, 44x28 (bands widened to fill a 48-tile panel: 6 + 5 rows of 7 tiles)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
     };
     static const int kernels[3] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2, OCR_CPU_KERNEL_PORTABLE};
     int c, t, k;
