@@ -101,46 +101,6 @@ OCRDEF int ocr_nn_add_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *d
 OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kernel, int stride, int pad,
                                     ocr_tensor *y, ocr_tensor *argmax);
 OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const ocr_tensor *argmax, ocr_tensor *dx);
-/* Nearest upsampling by an integer factor, work items over planes: x [H, W] per plane, y [H*factor, W*factor]. */
-typedef struct { float *x, *y; int64_t H, W, factor; } ocr__upsample_job;
-static void ocr__upsample_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
-    const ocr__upsample_job *j = (const ocr__upsample_job *)arg;
-    int64_t f = j->factor, W = j->W, plane, h, w, k;
-    (void)tid;
-    for (plane = begin; plane < end; plane++) {
-        const float *xp = j->x + plane * j->H * W;
-        float *yp = j->y + plane * j->H * W * f * f;
-        /* each input row is widened once, then copied to the other factor - 1 output rows */
-        for (h = 0; h < j->H; h++) {
-            float *row = yp + h * f * W * f;
-            const float *xr = xp + h * W;
-            if (f == 2) for (w = 0; w < W; w++) row[2 * w] = row[2 * w + 1] = xr[w];
-            else
-                for (w = 0; w < W; w++)
-                    for (k = 0; k < f; k++) row[w * f + k] = xr[w];
-            for (k = 1; k < f; k++) memcpy(row + k * W * f, row, (size_t)(W * f) * sizeof(float));
-        }
-    }
-}
-static void ocr__upsample_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
-    const ocr__upsample_job *j = (const ocr__upsample_job *)arg;
-    int64_t f = j->factor, W = j->W, plane, h, w, k;
-    (void)tid;
-    for (plane = begin; plane < end; plane++) {
-        float *xp = j->x + plane * j->H * W;
-        const float *yp = j->y + plane * j->H * W * f * f;
-        /* same summation order as a scan of dy: rows of a block top to bottom, each left to right */
-        for (h = 0; h < j->H * f; h++) {
-            float *xr = xp + (h / f) * W;
-            const float *yr = yp + h * W * f;
-            if (f == 2) for (w = 0; w < W; w++) xr[w] = (xr[w] + yr[2 * w]) + yr[2 * w + 1];
-            else
-                for (w = 0; w < W; w++)
-                    for (k = 0; k < f; k++) xr[w] += yr[w * f + k];
-        }
-    }
-}
-
 OCRDEF int ocr_nn_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, int factor, ocr_tensor *y);
 OCRDEF int ocr_nn_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, int factor, ocr_tensor *dx);
 /* concatenation along channels (dim 1) */
@@ -3057,6 +3017,46 @@ OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const o
                          (int)j.argmax[bad], (long long)bad, (long long)j.HW);
     ocr_parallel_for(ctx, planes, 1, ocr__maxpool_bwd_part, &j);
     return ocr__watch(ctx, fn, "backward", dx);
+}
+
+/* Nearest upsampling by an integer factor, work items over planes: x [H, W] per plane, y [H*factor, W*factor]. */
+typedef struct { float *x, *y; int64_t H, W, factor; } ocr__upsample_job;
+static void ocr__upsample_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__upsample_job *j = (const ocr__upsample_job *)arg;
+    int64_t f = j->factor, W = j->W, plane, h, w, k;
+    (void)tid;
+    for (plane = begin; plane < end; plane++) {
+        const float *xp = j->x + plane * j->H * W;
+        float *yp = j->y + plane * j->H * W * f * f;
+        /* each input row is widened once, then copied to the other factor - 1 output rows */
+        for (h = 0; h < j->H; h++) {
+            float *row = yp + h * f * W * f;
+            const float *xr = xp + h * W;
+            if (f == 2) for (w = 0; w < W; w++) row[2 * w] = row[2 * w + 1] = xr[w];
+            else
+                for (w = 0; w < W; w++)
+                    for (k = 0; k < f; k++) row[w * f + k] = xr[w];
+            for (k = 1; k < f; k++) memcpy(row + k * W * f, row, (size_t)(W * f) * sizeof(float));
+        }
+    }
+}
+static void ocr__upsample_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__upsample_job *j = (const ocr__upsample_job *)arg;
+    int64_t f = j->factor, W = j->W, plane, h, w, k;
+    (void)tid;
+    for (plane = begin; plane < end; plane++) {
+        float *xp = j->x + plane * j->H * W;
+        const float *yp = j->y + plane * j->H * W * f * f;
+        /* same summation order as a scan of dy: rows of a block top to bottom, each left to right */
+        for (h = 0; h < j->H * f; h++) {
+            float *xr = xp + (h / f) * W;
+            const float *yr = yp + h * W * f;
+            if (f == 2) for (w = 0; w < W; w++) xr[w] = (xr[w] + yr[2 * w]) + yr[2 * w + 1];
+            else
+                for (w = 0; w < W; w++)
+                    for (k = 0; k < f; k++) xr[w] += yr[w * f + k];
+        }
+    }
 }
 
 OCRDEF int ocr_nn_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, int factor, ocr_tensor *y) {
