@@ -153,9 +153,10 @@ CXXWARN="-std=c++11 -Wall -Wextra -Wpedantic -Wshadow -Werror"
 cuda_emu_build() {
     local flags=$1 dir=$2
     mkdir -p "$dir"
-    # [repro] the repro programs' --device cuda variants on the emulator, DIR/repro_NAME_emu, run by tests/test_repro.c;
-    # repro_nonfinite (whole DBNet steps) in the plain build only: minutes under the sanitizers. They link to the
-    # library compiled with the emulator's defines, built beside ocr_cuda.cu.
+    # [repro] the repro programs' --device cuda variants on the emulator, DIR/repro_NAME_emu, run by tests/test_repro.c
+    # (repro_nonfinite, whole DBNet steps, in the plain build only: minutes under the sanitizers), and the cuDNN
+    # isolation tool's (own kernels against the CPU). They link to the library compiled with the emulator's defines,
+    # built beside ocr_cuda.cu.
     local f repros="" lib=""
     case "$dir" in
     build) repros="repro_step_overflow repro_loss_bad_input repro_nonfinite repro_cudnn_isolate" ;;
