@@ -17,7 +17,10 @@ INC="-I. -I/usr/include/stb"
 LIBS="-lm -lpthread -llmdb"
 OPT="-O2 -g"
 SAN="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
-HEADERS="ocr_tensor.h ocr_nn.h ocr_loss.h ocr_dbnet.h ocr_data.h"
+# in dependency order: each needs only those before it
+HEADERS="ocr_tensor.h ocr_geom.h ocr_nn.h ocr_loss.h ocr_dbnet.h ocr_data.h ocr_synth.h"
+# the #include lines of every header present, in that order
+header_includes() { local h; for h in $HEADERS; do [ -f "$h" ] && printf '#include "%s"\n' "$h"; done; return 0; }
 
 # Packages the build needs, and the extra ones the tests use as independent references.
 BUILD_PKGS="liblmdb-dev libstb-dev fonts-dejavu-core"
@@ -91,7 +94,7 @@ check_headers() {
 build_impl() {
     local flags=$1 obj=$2; shift 2
     mkdir -p "$(dirname "$obj")"
-    printf '#define OCR_IMPLEMENTATION\n#include "ocr_tensor.h"\n#include "ocr_nn.h"\n#include "ocr_loss.h"\n#include "ocr_dbnet.h"\n#include "ocr_data.h"\n' >"${obj%.o}.c"
+    { printf '#define OCR_IMPLEMENTATION\n'; header_includes; } >"${obj%.o}.c"
     $CC $WARN $INC $flags "$@" -c "${obj%.o}.c" -o "$obj" || { say "build.sh: FAILED to compile the library ($obj)"; return 1; }
 }
 
@@ -178,7 +181,7 @@ cuda_emu_build() {
     # [repro] end
     [ "$dir" = build ] || return 0
     # the headers' CUDA declarations as C99
-    printf '#define OCR_IMPLEMENTATION\n#include "ocr_tensor.h"\n#include "ocr_nn.h"\n#include "ocr_loss.h"\n#include "ocr_dbnet.h"\n' |
+    { printf '#define OCR_IMPLEMENTATION\n'; header_includes | grep -v 'ocr_data.h\|ocr_synth.h'; } |
         $CC $WARN $INC -DOCR_CUDA -x c -fsyntax-only - ||
         { say "build.sh: FAILED: the headers with -DOCR_CUDA" >&2; return 1; }
 }
