@@ -32,7 +32,8 @@
        OCR_MALLOC/OCR_REALLOC/OCR_FREE   all or none: replace the allocator
        OCR_MAX_THREADS             thread-pool cap (default 64)
        OCR_SAFETENSORS_MAX_HEADER  header length cap for files from outside (default 100,000,000 bytes)
-   Environment read by ocr_ctx_init: OCR_CHECK_NUMERICS=1, OCR_CUDA_SYNC_DEBUG=1 and OCR_NO_WINOGRAD=1 set the debug flags;
+   Environment read by ocr_ctx_init: OCR_CHECK_NUMERICS=1, OCR_CUDA_SYNC_DEBUG=1, OCR_NO_WINOGRAD=1 and OCR_REFERENCE=1 set
+   the debug flags;
    OCR_CPU_KERNEL=portable|avx2|avx512 forces a GEMM micro-kernel (default: the best the CPU supports).
    Dependencies: C99, POSIX threads, libm.
 */
@@ -112,7 +113,10 @@ typedef enum { OCR_DEVICE_CPU = 0, OCR_DEVICE_CUDA = 1 } ocr_device;
 enum {
     OCR_DEBUG_CHECK_NUMERICS = 1u << 0, /* every layer checks outputs and gradients for NaN/Inf */
     OCR_DEBUG_CUDA_SYNC = 1u << 1,      /* synchronise after every CUDA launch and name the kernel */
-    OCR_DEBUG_NO_WINOGRAD = 1u << 2     /* 3x3 convolutions on the direct path only (to compare numerics or speed) */
+    OCR_DEBUG_NO_WINOGRAD = 1u << 2,    /* 3x3 convolutions on the direct path only (to compare numerics or speed) */
+    /* every CPU op of ocr_nn.h (and ocr_gemm) runs its plain reference loop instead of its fast path (OCR_REFERENCE=1
+       sets it): the CPU-side twin of OCR_CUDA_NO_CUDNN, to tell a fast-path bug from a model bug in one run */
+    OCR_DEBUG_REFERENCE = 1u << 3
 };
 
 enum { OCR_LOG_DEBUG = 0, OCR_LOG_INFO = 1, OCR_LOG_WARN = 2, OCR_LOG_ERROR = 3 };
@@ -717,6 +721,7 @@ OCRDEF int ocr_ctx_init(ocr_ctx *ctx, int n_threads, uint64_t seed) {
     if (ocr__env_flag("OCR_CHECK_NUMERICS")) ctx->debug_flags |= OCR_DEBUG_CHECK_NUMERICS;
     if (ocr__env_flag("OCR_CUDA_SYNC_DEBUG")) ctx->debug_flags |= OCR_DEBUG_CUDA_SYNC;
     if (ocr__env_flag("OCR_NO_WINOGRAD")) ctx->debug_flags |= OCR_DEBUG_NO_WINOGRAD;
+    if (ocr__env_flag("OCR_REFERENCE")) ctx->debug_flags |= OCR_DEBUG_REFERENCE;
     {
         const char *k = getenv("OCR_CPU_KERNEL");
         if (k && strcmp(k, "portable") == 0) ctx->cpu_kernel = OCR_CPU_KERNEL_PORTABLE;
