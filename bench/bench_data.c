@@ -12,6 +12,7 @@
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_data.h"
+#include "ocr_synth.h"
 #include "bench_common.h"
 #include <stdio.h>
 #include <stdlib.h>

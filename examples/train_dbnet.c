@@ -18,6 +18,7 @@
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
 #include "ocr_data.h"
+#include "ocr_synth.h"
 #include "ocr_example.h"
 #include <signal.h>
 #include <time.h>

@@ -1,0 +1,1264 @@
+/* ocr_synth.h - synthetic text scenes with the exact quad of every word, for training text detectors without
+   downloading a data set.  v0.1  MIT license
+
+   Do this in exactly one C or C++ file:
+       #define OCR_SYNTH_IMPLEMENTATION       (ocr_tensor.h's and ocr_data.h's implementations go in the same or
+       #include "ocr_synth.h"                 another file; OCR_IMPLEMENTATION turns on every module)
+   Uses the system stb_truetype (libstb-dev: -I/usr/include/stb) and the fonts installed on the machine
+   (fonts-dejavu-core is enough).
+
+   Usage:
+       ocr_synth synth;
+       ocr_sample s;
+       ocr_dataset ds;
+       if (ocr_synth_init(&ctx, &synth, NULL) != OCR_OK)              // default config, fonts under /usr/share/fonts
+           fprintf(stderr, "%s\n", ocr_ctx_last_error(&ctx));
+       ocr_synth_sample(&ctx, &synth, 7, 0, 640, 640, &s);             // scene 0 of seed 7: RGB image, one quad per word
+       ocr_image_save_png(&ctx, "scene.png", &s.image);
+       ocr_sample_free(&s);
+       ocr_dataset_open_synth(&ctx, &ds, &synth, 7, 10000, 640, 640);  // 10,000 scenes as a dataset for ocr_loader_create
+       ...
+       ocr_dataset_close(&ds);
+       ocr_synth_free(&synth);
+
+   A scene is an ocr_sample (ocr_data.h): it goes through the same augmentation, cache and loader as ICDAR folders
+   and LMDBs, and its content_hash names (renderer version, config, fonts, seed, index, size), so cached maps of a
+   scene stay valid exactly as long as the scene does.
+
+   Options (define before including the implementation):
+       OCR_SYNTH_NO_STB_IMPLEMENTATION  use the program's own stb_truetype implementation instead of a private static
+                                        copy (OCR_DATA_NO_STB_IMPLEMENTATION, the same switch for stb_image, implies it)
+   Dependencies: ocr_tensor.h, ocr_data.h (images, samples, datasets, the content hash), stb_truetype.h.
+*/
+#ifndef OCR_SYNTH_H
+#define OCR_SYNTH_H
+#include "ocr_data.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Geometry convention (as ocr_data.h's augmentation): continuous pixel coordinates, pixel (i, j) covers
+   [i, i+1) x [j, j+1), so a quad drawn around a block of pixels follows it exactly through every transform. */
+
+/* ---- synthetic text scenes ----
+   Scenes rendered with stb_truetype and the system's fonts: words of letters, digits and punctuation (with some
+   accented Latin, Greek and Cyrillic), 10-80 px high, rotated and slanted, on gradient or noise backgrounds with
+   shapes, lines and glyph-like strokes that are not text; some text is occluded, faint or blurred. Every word gets
+   the exact quad of its ink (top-left, top-right, bottom-right, bottom-left in reading order); a word that is too
+   faint against what lies under it, mostly hidden, or smaller than min_care_px is marked ignore. A scene depends
+   only on the fonts, the config, (seed, index) and the size; ocr_synth_sample may run from many threads at once on
+   one ocr_synth.
+   Font files are trusted input (stb_truetype does not defend against malicious fonts). */
+typedef struct {
+    const char *font_path;        /* a font file, or a directory searched recursively for .ttf/.otf; NULL: /usr/share/fonts */
+    int max_fonts;                /* fonts kept, in path order: 64 */
+    float min_text_px, max_text_px; /* font pixel height (ascent - descent), drawn log-uniform: 10, 80 */
+    float lines_per_mpix;         /* text lines (1-4 words each) tried per million pixels: 30 */
+    float max_rotation_deg;       /* lines rotate within +-this (mostly much less): 30 */
+    float clutter;                /* amount of non-text shapes, lines and strokes; 0 = none: 1 */
+    float occlusion_prob;         /* chance a line gets an occluder drawn over it: 0.15 */
+    float low_contrast_prob;      /* chance a line is drawn faint on purpose: 0.05 */
+    float blur_prob;              /* chance the whole scene is blurred: 0.25 */
+    float noise_stddev;           /* largest per-pixel noise, in 8-bit levels: 8 */
+    float min_contrast;           /* ink whose luminance differs from the pixel under it by less (0..1) is illegible: 0.12 */
+    float max_occluded;           /* a word with a larger fraction of illegible or hidden ink is ignore: 0.5 */
+    float min_care_px;            /* a word whose axis-aligned extent is under this in x or y is ignore, as DBNet's
+                                     min_text_size ignores it in training and ICDAR marks unreadably small text ###: 8 */
+    int plain_background;         /* 1: one flat colour, no clutter, occlusion, blur or noise (tests, debugging) */
+} ocr_synth_config;
+
+typedef struct ocr__synth_font ocr__synth_font;
+typedef struct {
+    ocr_synth_config config;
+    ocr__synth_font *fonts;
+    int n_fonts;
+    ocr_hash128 identity; /* hashes the renderer version, the config and every font's bytes: scenes' content_hash */
+} ocr_synth;
+
+OCRDEF ocr_synth_config ocr_synth_defaults(void);
+/* Loads the fonts once (config NULL = defaults); OCR_ENOTFOUND when no usable font is found. */
+OCRDEF int ocr_synth_init(ocr_ctx *ctx, ocr_synth *synth, const ocr_synth_config *config);
+OCRDEF void ocr_synth_free(ocr_synth *synth);
+/* Renders scene (seed, index) at width x height into *out (RGB); free with ocr_sample_free. */
+OCRDEF int ocr_synth_sample(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed, int64_t index, int width, int height,
+                            ocr_sample *out);
+/* count scenes (seed, 0..count-1) of width x height as a dataset for the loader; synth must outlive it. */
+OCRDEF int ocr_dataset_open_synth(ocr_ctx *ctx, ocr_dataset *ds, const ocr_synth *synth, uint64_t seed, int64_t count,
+                                  int width, int height);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OCR_SYNTH_H */
+
+#if defined(OCR_IMPLEMENTATION) && !defined(OCR_NO_IMPLEMENTATION) && !defined(OCR_SYNTH_IMPLEMENTATION)
+#define OCR_SYNTH_IMPLEMENTATION
+#endif
+#if defined(OCR_SYNTH_IMPLEMENTATION) && !defined(OCR__SYNTH_IMPLEMENTED)
+#define OCR__SYNTH_IMPLEMENTED
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <dirent.h>
+#include <sys/types.h>
+#include <sys/stat.h>
+/* The system stb_truetype, compiled here as static functions so it never clashes with a copy the user links (as
+   ocr_data.h does with stb_image). OCR_SYNTH_NO_STB_IMPLEMENTATION uses the user's copy. */
+#if !defined(OCR_SYNTH_NO_STB_IMPLEMENTATION) && !defined(OCR_DATA_NO_STB_IMPLEMENTATION)
+#ifdef __STB_INCLUDE_STB_TRUETYPE_H__
+#error "ocr_synth.h: stb_truetype.h was included before the implementation; define OCR_SYNTH_NO_STB_IMPLEMENTATION and build stb yourself"
+#endif
+#define STBTT_STATIC
+#define STB_TRUETYPE_IMPLEMENTATION
+#endif
+#define STBTT_malloc(size, user) ((void)(user), OCR_MALLOC(size))
+#define STBTT_free(ptr, user) ((void)(user), OCR_FREE(ptr))
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wcast-qual"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wpedantic"
+#endif
+#include <stb_truetype.h>
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- fonts */
+
+struct ocr__synth_font {
+    unsigned char *data;
+    size_t size;
+    stbtt_fontinfo info;
+    int ascent, descent, space_advance; /* font units */
+};
+
+#define OCR__SYN_VERSION 2 /* bump whenever a scene for the same (config, fonts, seed, index) changes */
+#define OCR__SYN_MAX_FONT_FILES 4096
+#define OCR__SYN_MAX_FONT_BYTES ((size_t)64 << 20)
+
+typedef struct { char **paths; int n, cap; } ocr__syn_paths;
+
+static int ocr__syn_is_font_file(const char *name) {
+    size_t n = strlen(name);
+    char ext[5];
+    int i;
+    if (n < 5) return 0;
+    for (i = 0; i < 4; i++) ext[i] = (char)(name[n - 4 + i] >= 'A' && name[n - 4 + i] <= 'Z' ? name[n - 4 + i] + 32 : name[n - 4 + i]);
+    ext[4] = 0;
+    return strcmp(ext, ".ttf") == 0 || strcmp(ext, ".otf") == 0;
+}
+
+static int ocr__syn_paths_push(ocr_ctx *ctx, ocr__syn_paths *list, const char *path) {
+    size_t len = strlen(path);
+    char *copy;
+    if (list->n >= OCR__SYN_MAX_FONT_FILES) return OCR_OK; /* enough candidates */
+    if (list->n == list->cap) {
+        int cap = list->cap ? list->cap * 2 : 64;
+        char **grown = (char **)OCR_REALLOC(list->paths, (size_t)cap * sizeof(char *));
+        if (!grown) return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory listing fonts");
+        list->paths = grown;
+        list->cap = cap;
+    }
+    copy = (char *)OCR_MALLOC(len + 1);
+    if (!copy) return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory listing fonts");
+    memcpy(copy, path, len + 1);
+    list->paths[list->n++] = copy;
+    return OCR_OK;
+}
+
+/* Depth-limited, so symbolic link loops end; unreadable folders are skipped. */
+static int ocr__syn_find_fonts(ocr_ctx *ctx, const char *dir, int depth, ocr__syn_paths *list) {
+    DIR *d;
+    struct dirent *e;
+    int rc = OCR_OK;
+    if (depth > 8 || !(d = opendir(dir))) return OCR_OK;
+    while (rc == OCR_OK && (e = readdir(d)) != NULL) {
+        char path[4096];
+        struct stat st;
+        if (e->d_name[0] == '.') continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path || stat(path, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) rc = ocr__syn_find_fonts(ctx, path, depth + 1, list);
+        else if (S_ISREG(st.st_mode) && ocr__syn_is_font_file(e->d_name)) rc = ocr__syn_paths_push(ctx, list, path);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int ocr__syn_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A font is usable when it maps every ASCII letter and digit to a glyph and 'a' has ink. */
+static int ocr__syn_font_usable(const stbtt_fontinfo *info) {
+    static const char need[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    int i;
+    for (i = 0; need[i]; i++)
+        if (stbtt_FindGlyphIndex(info, need[i]) == 0) return 0;
+    return !stbtt_IsGlyphEmpty(info, stbtt_FindGlyphIndex(info, 'a'));
+}
+
+OCRDEF ocr_synth_config ocr_synth_defaults(void) {
+    ocr_synth_config c;
+    memset(&c, 0, sizeof c);
+    c.font_path = NULL;
+    c.max_fonts = 64;
+    c.min_text_px = 10.0f;
+    c.max_text_px = 80.0f;
+    c.lines_per_mpix = 30.0f;
+    c.max_rotation_deg = 30.0f;
+    c.clutter = 1.0f;
+    c.occlusion_prob = 0.15f;
+    c.low_contrast_prob = 0.05f;
+    c.blur_prob = 0.25f;
+    c.noise_stddev = 8.0f;
+    c.min_contrast = 0.12f;
+    c.max_occluded = 0.5f;
+    c.min_care_px = 8.0f;
+    c.plain_background = 0;
+    return c;
+}
+
+static int ocr__syn_check_config(ocr_ctx *ctx, const ocr_synth_config *c) {
+    const char *fn = "ocr_synth_init";
+    struct { const char *name; float value, lo, hi; } f[12];
+    int i;
+    f[0].name = "min_text_px";       f[0].value = c->min_text_px;       f[0].lo = 4;  f[0].hi = 1000;
+    f[1].name = "max_text_px";       f[1].value = c->max_text_px;       f[1].lo = 4;  f[1].hi = 1000;
+    f[2].name = "lines_per_mpix";    f[2].value = c->lines_per_mpix;    f[2].lo = 0;  f[2].hi = 10000;
+    f[3].name = "max_rotation_deg";  f[3].value = c->max_rotation_deg;  f[3].lo = 0;  f[3].hi = 90;
+    f[4].name = "clutter";           f[4].value = c->clutter;           f[4].lo = 0;  f[4].hi = 100;
+    f[5].name = "occlusion_prob";    f[5].value = c->occlusion_prob;    f[5].lo = 0;  f[5].hi = 1;
+    f[6].name = "low_contrast_prob"; f[6].value = c->low_contrast_prob; f[6].lo = 0;  f[6].hi = 1;
+    f[7].name = "blur_prob";         f[7].value = c->blur_prob;         f[7].lo = 0;  f[7].hi = 1;
+    f[8].name = "noise_stddev";      f[8].value = c->noise_stddev;      f[8].lo = 0;  f[8].hi = 100;
+    f[9].name = "min_contrast";      f[9].value = c->min_contrast;      f[9].lo = 0;  f[9].hi = 1;
+    f[10].name = "max_occluded";     f[10].value = c->max_occluded;     f[10].lo = 0; f[10].hi = 1;
+    f[11].name = "min_care_px";      f[11].value = c->min_care_px;      f[11].lo = 0; f[11].hi = 1000;
+    for (i = 0; i < (int)(sizeof f / sizeof f[0]); i++)
+        if (!(f[i].value >= f[i].lo && f[i].value <= f[i].hi)) /* also catches NaN */
+            return ocr_error(ctx, OCR_EINVAL, "%s: config.%s = %g, expected [%g, %g]", fn, f[i].name, f[i].value, f[i].lo, f[i].hi);
+    if (c->min_text_px > c->max_text_px)
+        return ocr_error(ctx, OCR_EINVAL, "%s: config.min_text_px = %g is above max_text_px = %g", fn, c->min_text_px, c->max_text_px);
+    if (c->max_fonts < 1) return ocr_error(ctx, OCR_EINVAL, "%s: config.max_fonts = %d, expected >= 1", fn, c->max_fonts);
+    return OCR_OK;
+}
+
+OCRDEF void ocr_synth_free(ocr_synth *synth) {
+    int i;
+    if (!synth) return;
+    for (i = 0; i < synth->n_fonts; i++) OCR_FREE(synth->fonts[i].data);
+    OCR_FREE(synth->fonts);
+    synth->fonts = NULL;
+    synth->n_fonts = 0;
+}
+
+OCRDEF int ocr_synth_init(ocr_ctx *ctx, ocr_synth *synth, const ocr_synth_config *config) {
+    const char *fn = "ocr_synth_init", *root;
+    ocr__syn_paths list;
+    struct stat st;
+    int rc, i;
+    if (!synth) return ocr_error(ctx, OCR_EINVAL, "%s: synth is NULL", fn);
+    memset(synth, 0, sizeof *synth);
+    synth->config = config ? *config : ocr_synth_defaults();
+    if ((rc = ocr__syn_check_config(ctx, &synth->config))) return rc;
+    root = synth->config.font_path ? synth->config.font_path : "/usr/share/fonts";
+    memset(&list, 0, sizeof list);
+    if (stat(root, &st) != 0) return ocr_error(ctx, OCR_ENOTFOUND, "%s: font path '%s' does not exist", fn, root);
+    rc = S_ISDIR(st.st_mode) ? ocr__syn_find_fonts(ctx, root, 0, &list) : ocr__syn_paths_push(ctx, &list, root);
+    if (rc == OCR_OK && list.n) {
+        /* Sorted, so the font set (and every scene) does not depend on directory order. */
+        qsort(list.paths, (size_t)list.n, sizeof(char *), ocr__syn_cmp_str);
+        synth->fonts = (ocr__synth_font *)OCR_MALLOC((size_t)list.n * sizeof(ocr__synth_font));
+        if (!synth->fonts) rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+    }
+    for (i = 0; rc == OCR_OK && i < list.n && synth->n_fonts < synth->config.max_fonts; i++) {
+        ocr__synth_font *f = &synth->fonts[synth->n_fonts];
+        int offset, line_gap, lsb;
+        memset(f, 0, sizeof *f);
+        if (ocr_read_file(ctx, list.paths[i], OCR__SYN_MAX_FONT_BYTES, &f->data, &f->size) != OCR_OK) continue; /* unreadable: skip */
+        offset = f->size >= 12 ? stbtt_GetFontOffsetForIndex(f->data, 0) : -1;
+        if (offset < 0 || !stbtt_InitFont(&f->info, f->data, offset) || !ocr__syn_font_usable(&f->info)) {
+            OCR_FREE(f->data);
+            continue;
+        }
+        stbtt_GetFontVMetrics(&f->info, &f->ascent, &f->descent, &line_gap);
+        stbtt_GetCodepointHMetrics(&f->info, ' ', &f->space_advance, &lsb);
+        if (f->ascent - f->descent <= 0) { OCR_FREE(f->data); continue; }
+        if (f->space_advance <= 0) f->space_advance = (f->ascent - f->descent) / 4;
+        synth->n_fonts++;
+    }
+    for (i = 0; i < list.n; i++) OCR_FREE(list.paths[i]);
+    OCR_FREE(list.paths);
+    if (rc == OCR_OK) {
+        const ocr_synth_config *c = &synth->config;
+        ocr_hasher h;
+        ocr_hasher_init(&h, OCR__SYN_VERSION);
+        ocr_hasher_f64(&h, c->min_text_px); ocr_hasher_f64(&h, c->max_text_px); ocr_hasher_f64(&h, c->lines_per_mpix);
+        ocr_hasher_f64(&h, c->max_rotation_deg); ocr_hasher_f64(&h, c->clutter); ocr_hasher_f64(&h, c->occlusion_prob);
+        ocr_hasher_f64(&h, c->low_contrast_prob); ocr_hasher_f64(&h, c->blur_prob); ocr_hasher_f64(&h, c->noise_stddev);
+        ocr_hasher_f64(&h, c->min_contrast); ocr_hasher_f64(&h, c->max_occluded); ocr_hasher_f64(&h, c->min_care_px);
+        ocr_hasher_u64(&h, (uint64_t)c->plain_background);
+        for (i = 0; i < synth->n_fonts; i++) ocr_hasher_update(&h, synth->fonts[i].data, synth->fonts[i].size);
+        synth->identity = ocr_hasher_final(&h);
+    }
+    if (rc == OCR_OK && synth->n_fonts == 0)
+        rc = ocr_error(ctx, OCR_ENOTFOUND, "%s: no usable .ttf/.otf font under '%s' (install fonts-dejavu-core)", fn, root);
+    if (rc) ocr_synth_free(synth);
+    else ocr_ctx_clear_error(ctx); /* skipped fonts left messages that are not errors */
+    return rc;
+}
+
+/* ---------------------------------------------------------------- random words */
+
+#define OCR__SYN_MAX_CHARS 24
+
+static float ocr__syn_range(ocr_rng *r, float lo, float hi) { return lo + (hi - lo) * ocr_rng_uniform(r); }
+static int ocr__syn_chance(ocr_rng *r, float p) { return ocr_rng_uniform(r) < p; }
+
+static int ocr__syn_upper(int c) {
+    if (c >= 'a' && c <= 'z') return c - 32;
+    if (c >= 0xE0 && c <= 0xFE && c != 0xF7) return c - 0x20; /* Latin-1 */
+    if (c == 0x153) return 0x152;                             /* oe */
+    if (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) return c - 0x20; /* Greek */
+    if (c >= 0x430 && c <= 0x44F) return c - 0x20;            /* Cyrillic */
+    return c;
+}
+
+static int ocr__syn_latin_letter(ocr_rng *r) {
+    /* Roughly English letter frequencies, with a few accented letters, so words look like words. */
+    static const char freq[] = "eeeeeeeeeeeettttttttaaaaaaaaooooooooiiiiiiinnnnnnnssssssshhhhhhrrrrrrddddllllcccuuummwwffggyyppbbvkjxqz";
+    static const int accented[] = {0xE0, 0xE1, 0xE2, 0xE4, 0xE7, 0xE8, 0xE9, 0xEA, 0xEB, 0xED, 0xEE, 0xEF,
+                                   0xF1, 0xF3, 0xF4, 0xF6, 0xF8, 0xFA, 0xFB, 0xFC, 0xDF, 0x153};
+    if (ocr__syn_chance(r, 0.05f)) return accented[ocr_rng_below(r, (uint32_t)(sizeof accented / sizeof accented[0]))];
+    return freq[ocr_rng_below(r, (uint32_t)(sizeof freq - 1))];
+}
+
+static int ocr__syn_digit(ocr_rng *r) { return '0' + (int)ocr_rng_below(r, 10); }
+
+/* Appends c when there is room. */
+static void ocr__syn_put(int *cps, int *n, int c) { if (*n < OCR__SYN_MAX_CHARS) cps[(*n)++] = c; }
+
+static void ocr__syn_digits(ocr_rng *r, int *cps, int *n, int count) {
+    int i;
+    for (i = 0; i < count; i++) ocr__syn_put(cps, n, ocr__syn_digit(r));
+}
+
+/* A random word: latin words with case and punctuation, numbers, prices, dates, codes, Greek or Cyrillic. */
+static int ocr__syn_random_word(ocr_rng *r, int *cps) {
+    static const char trail[] = ",.;:!?";
+    float kind = ocr_rng_uniform(r);
+    int n = 0, i, len;
+    if (kind < 0.64f) { /* latin */
+        float casing = ocr_rng_uniform(r);
+        int open = 0;
+        len = 1 + (int)ocr_rng_below(r, 3) + (int)ocr_rng_below(r, 4) + (int)ocr_rng_below(r, 4);
+        if (ocr__syn_chance(r, 0.1f)) len += (int)ocr_rng_below(r, 7);
+        if (ocr__syn_chance(r, 0.04f)) { open = ocr__syn_chance(r, 0.5f) ? '(' : '"'; ocr__syn_put(cps, &n, open); }
+        for (i = 0; i < len; i++) {
+            int c = ocr__syn_latin_letter(r);
+            if (casing > 0.85f || (casing > 0.55f && i == 0)) c = ocr__syn_upper(c);
+            ocr__syn_put(cps, &n, c);
+            if (i + 1 < len && i > 0 && ocr__syn_chance(r, 0.02f)) ocr__syn_put(cps, &n, "-'./@"[ocr_rng_below(r, 5)]);
+        }
+        if (open) ocr__syn_put(cps, &n, open == '(' ? ')' : '"');
+        else if (ocr__syn_chance(r, 0.15f)) ocr__syn_put(cps, &n, trail[ocr_rng_below(r, (uint32_t)(sizeof trail - 1))]);
+    } else if (kind < 0.80f) { /* numbers */
+        switch (ocr_rng_below(r, 6)) {
+        case 0: ocr__syn_digits(r, cps, &n, 1 + (int)ocr_rng_below(r, 6)); break;
+        case 1: /* price */
+            if (ocr__syn_chance(r, 0.5f)) ocr__syn_put(cps, &n, "$\xA3"[ocr_rng_below(r, 2)] & 0xFF);
+            ocr__syn_digits(r, cps, &n, 1 + (int)ocr_rng_below(r, 4));
+            ocr__syn_put(cps, &n, ocr__syn_chance(r, 0.7f) ? '.' : ',');
+            ocr__syn_digits(r, cps, &n, 2);
+            if (ocr__syn_chance(r, 0.2f)) ocr__syn_put(cps, &n, 0x20AC); /* euro sign */
+            break;
+        case 2: /* date */
+            ocr__syn_digits(r, cps, &n, 2); ocr__syn_put(cps, &n, "/.-"[ocr_rng_below(r, 3)]);
+            ocr__syn_digits(r, cps, &n, 2); ocr__syn_put(cps, &n, cps[2]);
+            ocr__syn_digits(r, cps, &n, ocr__syn_chance(r, 0.5f) ? 2 : 4);
+            break;
+        case 3: ocr__syn_digits(r, cps, &n, 2); ocr__syn_put(cps, &n, ':'); ocr__syn_digits(r, cps, &n, 2); break;
+        case 4: ocr__syn_digits(r, cps, &n, 1 + (int)ocr_rng_below(r, 3)); ocr__syn_put(cps, &n, '%'); break;
+        default:
+            ocr__syn_put(cps, &n, '+'); ocr__syn_digits(r, cps, &n, 2); ocr__syn_put(cps, &n, '-');
+            ocr__syn_digits(r, cps, &n, 3 + (int)ocr_rng_below(r, 5));
+            break;
+        }
+    } else if (kind < 0.90f) { /* codes such as AB-1234 */
+        len = 2 + (int)ocr_rng_below(r, 6);
+        for (i = 0; i < len; i++) {
+            ocr__syn_put(cps, &n, ocr__syn_chance(r, 0.5f) ? 'A' + (int)ocr_rng_below(r, 26) : ocr__syn_digit(r));
+            if (i == 1 && len > 3 && ocr__syn_chance(r, 0.3f)) ocr__syn_put(cps, &n, '-');
+        }
+    } else { /* Greek or Cyrillic */
+        int greek = ocr__syn_chance(r, 0.5f), capital = ocr__syn_chance(r, 0.3f);
+        len = 2 + (int)ocr_rng_below(r, 7);
+        for (i = 0; i < len; i++) {
+            int c = greek ? 0x3B1 + (int)ocr_rng_below(r, 25) : 0x430 + (int)ocr_rng_below(r, 32);
+            if (c == 0x3C2) c = 0x3C3; /* final sigma only at word end: use sigma */
+            ocr__syn_put(cps, &n, capital && i == 0 ? ocr__syn_upper(c) : c);
+        }
+    }
+    return n;
+}
+
+static int ocr__syn_utf8(const int *cps, int n, char *out) {
+    int i, len = 0;
+    for (i = 0; i < n; i++) {
+        unsigned c = (unsigned)cps[i];
+        if (c < 0x80) out[len++] = (char)c;
+        else if (c < 0x800) { out[len++] = (char)(0xC0 | (c >> 6)); out[len++] = (char)(0x80 | (c & 0x3F)); }
+        else {
+            out[len++] = (char)(0xE0 | (c >> 12));
+            out[len++] = (char)(0x80 | ((c >> 6) & 0x3F));
+            out[len++] = (char)(0x80 | (c & 0x3F));
+        }
+    }
+    out[len] = 0;
+    return len;
+}
+
+/* ---------------------------------------------------------------- outlines */
+
+/* Exact bounds of a glyph outline in font units: end points plus the extrema of every curve (control points can
+   lie outside the curve). Returns 0 for an empty outline. */
+static int ocr__syn_outline_bounds(const stbtt_vertex *v, int n, float b[4]) {
+    float px = 0, py = 0;
+    int i, any = 0, axis;
+    b[0] = b[1] = 1e30f;
+    b[2] = b[3] = -1e30f;
+#define OCR__SYN_INCLUDE(X, Y) do { float x_ = (X), y_ = (Y); any = 1; \
+    b[0] = x_ < b[0] ? x_ : b[0]; b[1] = y_ < b[1] ? y_ : b[1]; b[2] = x_ > b[2] ? x_ : b[2]; b[3] = y_ > b[3] ? y_ : b[3]; } while (0)
+    for (i = 0; i < n; i++) {
+        float x = v[i].x, y = v[i].y;
+        if (v[i].type == STBTT_vcurve) {
+            for (axis = 0; axis < 2; axis++) {
+                float p0 = axis ? py : px, c = axis ? v[i].cy : v[i].cx, p1 = axis ? y : x, den = p0 - 2 * c + p1, t;
+                if (den == 0) continue;
+                t = (p0 - c) / den;
+                if (t > 0 && t < 1) {
+                    float s = 1 - t;
+                    float qx = s * s * px + 2 * s * t * v[i].cx + t * t * x, qy = s * s * py + 2 * s * t * v[i].cy + t * t * y;
+                    OCR__SYN_INCLUDE(qx, qy);
+                }
+            }
+        } else if (v[i].type == STBTT_vcubic) {
+            for (axis = 0; axis < 2; axis++) {
+                float p0 = axis ? py : px, c1 = axis ? v[i].cy : v[i].cx, c2 = axis ? v[i].cy1 : v[i].cx1, p1 = axis ? y : x;
+                float qa = -p0 + 3 * c1 - 3 * c2 + p1, qb = 2 * (p0 - 2 * c1 + c2), qc = c1 - p0, roots[2];
+                int k, nr = 0;
+                if (fabsf(qa) < 1e-9f) { if (qb != 0) roots[nr++] = -qc / qb; }
+                else {
+                    float disc = qb * qb - 4 * qa * qc;
+                    if (disc >= 0) {
+                        roots[nr++] = (-qb + sqrtf(disc)) / (2 * qa);
+                        roots[nr++] = (-qb - sqrtf(disc)) / (2 * qa);
+                    }
+                }
+                for (k = 0; k < nr; k++) {
+                    float t = roots[k], s = 1 - t;
+                    if (!(t > 0 && t < 1)) continue;
+                    OCR__SYN_INCLUDE(s * s * s * px + 3 * s * s * t * v[i].cx + 3 * s * t * t * v[i].cx1 + t * t * t * x,
+                                     s * s * s * py + 3 * s * s * t * v[i].cy + 3 * s * t * t * v[i].cy1 + t * t * t * y);
+                }
+            }
+        }
+        OCR__SYN_INCLUDE(x, y);
+        px = x;
+        py = y;
+    }
+#undef OCR__SYN_INCLUDE
+    return any;
+}
+
+/* ---------------------------------------------------------------- scene state and painting */
+
+typedef struct {
+    uint8_t *rgb;
+    uint16_t *label;    /* which word owns the legible ink under each pixel (0: none) */
+    int w, h;
+    ocr_rng rng;
+    const ocr_synth *synth;
+    unsigned char *glyph_buf, *cover_buf; /* grow as needed */
+    size_t glyph_cap, cover_cap;
+    stbtt_vertex *verts;
+    int verts_cap;
+} ocr__syn_scene;
+
+typedef struct {
+    float quad[8];      /* TL, TR, BR, BL */
+    char text[OCR__SYN_MAX_CHARS * 3 + 1];
+    int ink, ignore;
+    int bx0, by0, bx1, by1; /* pixel box holding the word's ink */
+} ocr__syn_word_out;
+
+enum { OCR__SYN_SHAPE_RECT, OCR__SYN_SHAPE_ELLIPSE, OCR__SYN_SHAPE_RING, OCR__SYN_SHAPE_STROKE };
+#define OCR__SYN_STROKE_MAX 16
+typedef struct {
+    int kind, n;                    /* n: points of a STROKE polyline */
+    float cx, cy, a, b, angle;      /* RECT, ELLIPSE, RING: centre, half sizes, rotation (radians) */
+    float width;                    /* RING and STROKE line width */
+    float px[OCR__SYN_STROKE_MAX], py[OCR__SYN_STROKE_MAX];
+    uint8_t color[3];
+    float alpha;
+    int occludes;                   /* clears the word labels under it */
+} ocr__syn_shape;
+
+static float ocr__syn_lum(const uint8_t *p) { return 0.299f * p[0] + 0.587f * p[1] + 0.114f * p[2]; }
+
+static void ocr__syn_random_color(ocr_rng *r, uint8_t *c) {
+    c[0] = (uint8_t)ocr_rng_below(r, 256);
+    c[1] = (uint8_t)ocr_rng_below(r, 256);
+    c[2] = (uint8_t)ocr_rng_below(r, 256);
+}
+
+static float ocr__syn_seg_dist(float x, float y, float x0, float y0, float x1, float y1) {
+    float dx = x1 - x0, dy = y1 - y0, len2 = dx * dx + dy * dy, t = 0;
+    if (len2 > 0) {
+        t = ((x - x0) * dx + (y - y0) * dy) / len2;
+        t = t < 0 ? 0 : t > 1 ? 1 : t;
+    }
+    dx = x - (x0 + t * dx);
+    dy = y - (y0 + t * dy);
+    return sqrtf(dx * dx + dy * dy);
+}
+
+/* Signed distance (negative inside) from a pixel centre to the shape; ellipses use a cheap approximation. */
+static float ocr__syn_shape_dist(const ocr__syn_shape *s, float ca, float sa, float x, float y) {
+    float lx, ly, d;
+    int i;
+    if (s->kind == OCR__SYN_SHAPE_STROKE) {
+        d = 1e30f;
+        for (i = 0; i + 1 < s->n; i++) {
+            float di = ocr__syn_seg_dist(x, y, s->px[i], s->py[i], s->px[i + 1], s->py[i + 1]);
+            if (di < d) d = di;
+        }
+        return d - 0.5f * s->width;
+    }
+    lx = (x - s->cx) * ca + (y - s->cy) * sa;
+    ly = -(x - s->cx) * sa + (y - s->cy) * ca;
+    if (s->kind == OCR__SYN_SHAPE_RECT) {
+        float dx = fabsf(lx) - s->a, dy = fabsf(ly) - s->b;
+        if (dx > 0 || dy > 0) {
+            dx = dx > 0 ? dx : 0;
+            dy = dy > 0 ? dy : 0;
+            return sqrtf(dx * dx + dy * dy);
+        }
+        return dx > dy ? dx : dy;
+    }
+    d = (sqrtf((lx / s->a) * (lx / s->a) + (ly / s->b) * (ly / s->b)) - 1.0f) * (s->a < s->b ? s->a : s->b);
+    return s->kind == OCR__SYN_SHAPE_RING ? fabsf(d) - 0.5f * s->width : d;
+}
+
+/* Anti-aliased: coverage = clamp(0.5 - distance, 0, 1) at every pixel centre of the shape's box. */
+static void ocr__syn_paint(ocr__syn_scene *sc, const ocr__syn_shape *s) {
+    float x0, y0, x1, y1, pad = 1.0f + 0.5f * s->width, ca = cosf(s->angle), sa = sinf(s->angle);
+    int x, y, ix0, iy0, ix1, iy1, i;
+    if (s->kind == OCR__SYN_SHAPE_STROKE) {
+        x0 = x1 = s->px[0];
+        y0 = y1 = s->py[0];
+        for (i = 1; i < s->n; i++) {
+            x0 = s->px[i] < x0 ? s->px[i] : x0; x1 = s->px[i] > x1 ? s->px[i] : x1;
+            y0 = s->py[i] < y0 ? s->py[i] : y0; y1 = s->py[i] > y1 ? s->py[i] : y1;
+        }
+    } else {
+        float ex = fabsf(s->a * ca) + fabsf(s->b * sa), ey = fabsf(s->a * sa) + fabsf(s->b * ca);
+        x0 = s->cx - ex; x1 = s->cx + ex; y0 = s->cy - ey; y1 = s->cy + ey;
+    }
+    ix0 = (int)floorf(x0 - pad); iy0 = (int)floorf(y0 - pad);
+    ix1 = (int)ceilf(x1 + pad); iy1 = (int)ceilf(y1 + pad);
+    if (ix0 < 0) ix0 = 0;
+    if (iy0 < 0) iy0 = 0;
+    if (ix1 > sc->w) ix1 = sc->w;
+    if (iy1 > sc->h) iy1 = sc->h;
+    for (y = iy0; y < iy1; y++)
+        for (x = ix0; x < ix1; x++) {
+            float cover = 0.5f - ocr__syn_shape_dist(s, ca, sa, x + 0.5f, y + 0.5f), a;
+            uint8_t *p;
+            int c;
+            if (cover <= 0) continue;
+            a = (cover > 1 ? 1 : cover) * s->alpha;
+            p = sc->rgb + ((size_t)y * (size_t)sc->w + (size_t)x) * 3;
+            for (c = 0; c < 3; c++) p[c] = (uint8_t)(p[c] + (s->color[c] - p[c]) * a + 0.5f);
+            if (s->occludes && a > 0.5f) sc->label[(size_t)y * (size_t)sc->w + (size_t)x] = 0;
+        }
+}
+
+/* ---------------------------------------------------------------- backgrounds and clutter */
+
+static void ocr__syn_background(ocr__syn_scene *sc, int plain) {
+    ocr_rng *r = &sc->rng;
+    uint8_t c0[3], c1[3];
+    float kind = plain ? 0.0f : ocr_rng_uniform(r), *grid = NULL;
+    int x, y, c, gw = 0, gh = 0;
+    float cell = 1, dirx = 0, diry = 0, cx = 0, cy = 0, span = 1;
+    ocr__syn_random_color(r, c0);
+    ocr__syn_random_color(r, c1);
+    if (kind >= 0.25f && kind < 0.55f) { /* linear gradient */
+        float t = ocr__syn_range(r, 0, 6.2831853f);
+        dirx = cosf(t);
+        diry = sinf(t);
+        span = fabsf(dirx) * sc->w + fabsf(diry) * sc->h;
+        cx = dirx < 0 ? (float)sc->w : 0;
+        cy = diry < 0 ? (float)sc->h : 0;
+    } else if (kind >= 0.55f && kind < 0.7f) { /* radial gradient */
+        cx = ocr__syn_range(r, 0, (float)sc->w);
+        cy = ocr__syn_range(r, 0, (float)sc->h);
+        span = sqrtf((float)sc->w * sc->w + (float)sc->h * sc->h);
+    } else if (kind >= 0.7f) { /* smooth value noise on a coarse grid */
+        cell = ocr__syn_range(r, 24, 200);
+        gw = (int)(sc->w / cell) + 2;
+        gh = (int)(sc->h / cell) + 2;
+        grid = (float *)OCR_MALLOC((size_t)gw * (size_t)gh * sizeof(float));
+        if (grid) for (x = 0; x < gw * gh; x++) grid[x] = ocr_rng_uniform(r);
+    }
+    for (y = 0; y < sc->h; y++)
+        for (x = 0; x < sc->w; x++) {
+            float t = 0;
+            uint8_t *p = sc->rgb + ((size_t)y * (size_t)sc->w + (size_t)x) * 3;
+            if (kind >= 0.25f && kind < 0.55f) t = ((x - cx) * dirx + (y - cy) * diry) / span;
+            else if (kind >= 0.55f && kind < 0.7f) t = sqrtf((x - cx) * (x - cx) + (y - cy) * (y - cy)) / span;
+            else if (grid) {
+                float gx = x / cell, gy = y / cell, fx = gx - floorf(gx), fy = gy - floorf(gy);
+                int ix = (int)gx, iy = (int)gy;
+                fx = fx * fx * (3 - 2 * fx); /* smoothstep: no visible grid creases */
+                fy = fy * fy * (3 - 2 * fy);
+                t = (grid[iy * gw + ix] * (1 - fx) + grid[iy * gw + ix + 1] * fx) * (1 - fy) +
+                    (grid[(iy + 1) * gw + ix] * (1 - fx) + grid[(iy + 1) * gw + ix + 1] * fx) * fy;
+            }
+            t = t < 0 ? 0 : t > 1 ? 1 : t;
+            for (c = 0; c < 3; c++) p[c] = (uint8_t)(c0[c] + (c1[c] - c0[c]) * t + 0.5f);
+        }
+    OCR_FREE(grid);
+}
+
+static float ocr__syn_log_uniform(ocr_rng *r, float lo, float hi) { return expf(ocr__syn_range(r, logf(lo), logf(hi))); }
+
+/* A stroke the size of a glyph that is not one: a curve, an arc or a zigzag. */
+static void ocr__syn_glyphlike(ocr__syn_scene *sc, ocr__syn_shape *s, float size) {
+    ocr_rng *r = &sc->rng;
+    float ox = ocr__syn_range(r, 0, (float)sc->w), oy = ocr__syn_range(r, 0, (float)sc->h);
+    int i, form = (int)ocr_rng_below(r, 3);
+    s->kind = OCR__SYN_SHAPE_STROKE;
+    s->width = size * ocr__syn_range(r, 0.06f, 0.15f);
+    if (s->width < 1) s->width = 1;
+    if (form == 0) { /* cubic curve through four random points */
+        float p[8];
+        for (i = 0; i < 8; i++) p[i] = ocr__syn_range(r, -0.5f, 0.5f) * size;
+        s->n = OCR__SYN_STROKE_MAX;
+        for (i = 0; i < s->n; i++) {
+            float t = (float)i / (float)(s->n - 1), u = 1 - t;
+            s->px[i] = ox + u * u * u * p[0] + 3 * u * u * t * p[2] + 3 * u * t * t * p[4] + t * t * t * p[6];
+            s->py[i] = oy + u * u * u * p[1] + 3 * u * u * t * p[3] + 3 * u * t * t * p[5] + t * t * t * p[7];
+        }
+    } else if (form == 1) { /* open arc */
+        float start = ocr__syn_range(r, 0, 6.2831853f), sweep = ocr__syn_range(r, 1.5f, 5.2f), rad = size * ocr__syn_range(r, 0.2f, 0.5f);
+        s->n = OCR__SYN_STROKE_MAX;
+        for (i = 0; i < s->n; i++) {
+            float t = start + sweep * (float)i / (float)(s->n - 1);
+            s->px[i] = ox + rad * cosf(t);
+            s->py[i] = oy + rad * sinf(t);
+        }
+    } else { /* zigzag */
+        s->n = 3 + (int)ocr_rng_below(r, 4);
+        for (i = 0; i < s->n; i++) {
+            s->px[i] = ox + ocr__syn_range(r, -0.5f, 0.5f) * size;
+            s->py[i] = oy + ocr__syn_range(r, -0.5f, 0.5f) * size;
+        }
+    }
+}
+
+static void ocr__syn_clutter(ocr__syn_scene *sc, float amount, float min_px, float max_px, int over_text) {
+    ocr_rng *r = &sc->rng;
+    float mpix = (float)sc->w * (float)sc->h / 1e6f, side = (float)(sc->w < sc->h ? sc->w : sc->h);
+    int n = over_text ? 1 + (int)ocr_rng_below(r, 3) : (int)(amount * (2.0f + mpix * ocr__syn_range(r, 8, 30)) + 0.5f), i, k;
+    for (i = 0; i < n; i++) {
+        ocr__syn_shape s;
+        float kind = over_text ? 0.4f : ocr_rng_uniform(r); /* over text: lines only */
+        memset(&s, 0, sizeof s);
+        ocr__syn_random_color(r, s.color);
+        s.alpha = ocr__syn_chance(r, 0.7f) ? 1.0f : ocr__syn_range(r, 0.3f, 0.9f);
+        s.occludes = over_text;
+        s.cx = ocr__syn_range(r, 0, (float)sc->w);
+        s.cy = ocr__syn_range(r, 0, (float)sc->h);
+        s.angle = ocr__syn_range(r, 0, 3.14159265f);
+        if (kind < 0.2f) { /* rectangle */
+            s.kind = OCR__SYN_SHAPE_RECT;
+            s.a = side * ocr__syn_range(r, 0.02f, 0.3f);
+            s.b = side * ocr__syn_range(r, 0.02f, 0.3f);
+            if (ocr__syn_chance(r, 0.6f)) s.angle = 0;
+        } else if (kind < 0.3f) { /* ellipse or ring */
+            s.kind = ocr__syn_chance(r, 0.5f) ? OCR__SYN_SHAPE_ELLIPSE : OCR__SYN_SHAPE_RING;
+            s.a = side * ocr__syn_range(r, 0.02f, 0.2f);
+            s.b = s.a * ocr__syn_range(r, 0.4f, 1.0f);
+            s.width = ocr__syn_range(r, 1, 8);
+        } else if (kind < 0.5f) { /* straight lines, sometimes a few parallel ones */
+            float len = side * ocr__syn_range(r, 0.2f, 1.2f), dx = cosf(s.angle) * 0.5f * len, dy = sinf(s.angle) * 0.5f * len;
+            int copies = ocr__syn_chance(r, 0.25f) ? 2 + (int)ocr_rng_below(r, 8) : 1;
+            float gap = ocr__syn_range(r, 4, 30);
+            if (ocr__syn_chance(r, 0.5f)) { dx = 0.5f * len; dy = 0; } /* axis-aligned like rules and frames */
+            s.kind = OCR__SYN_SHAPE_STROKE;
+            s.n = 2;
+            s.width = over_text ? ocr__syn_range(r, 1, 3) : ocr__syn_range(r, 1, 6);
+            for (k = 0; k < copies; k++) {
+                float nx = -dy / (0.5f * len), ny = dx / (0.5f * len);
+                s.px[0] = s.cx - dx + nx * gap * k; s.py[0] = s.cy - dy + ny * gap * k;
+                s.px[1] = s.cx + dx + nx * gap * k; s.py[1] = s.cy + dy + ny * gap * k;
+                ocr__syn_paint(sc, &s);
+            }
+            continue;
+        } else if (kind < 0.9f) { /* glyph-like strokes, as thick as text strokes */
+            ocr__syn_glyphlike(sc, &s, ocr__syn_log_uniform(r, min_px, max_px));
+        } else { /* dots */
+            s.kind = OCR__SYN_SHAPE_ELLIPSE;
+            s.a = s.b = ocr__syn_range(r, 1, 5);
+        }
+        ocr__syn_paint(sc, &s);
+    }
+}
+
+/* ---------------------------------------------------------------- text */
+
+typedef struct {
+    const ocr__synth_font *font;
+    int cps[OCR__SYN_MAX_CHARS], glyphs[OCR__SYN_MAX_CHARS], n;
+    float pen[OCR__SYN_MAX_CHARS];  /* glyph origins along the line, font units */
+    float box[4];                   /* ink box in line frame, font units, y up: x0, y0, x1, y1 */
+} ocr__syn_word;
+
+/* Line frame (font units, y up) -> pixels: p = t + m (scale x, -scale y). */
+typedef struct { float m[4], t[2], scale; } ocr__syn_xform;
+
+static void ocr__syn_map(const ocr__syn_xform *xf, float fx, float fy, float *px, float *py) {
+    float u = xf->scale * fx, v = -xf->scale * fy;
+    *px = xf->t[0] + xf->m[0] * u + xf->m[1] * v;
+    *py = xf->t[1] + xf->m[2] * u + xf->m[3] * v;
+}
+
+static void ocr__syn_box_quad(const ocr__syn_xform *xf, const float box[4], float q[8]) {
+    ocr__syn_map(xf, box[0], box[3], &q[0], &q[1]); /* top-left */
+    ocr__syn_map(xf, box[2], box[3], &q[2], &q[3]);
+    ocr__syn_map(xf, box[2], box[1], &q[4], &q[5]);
+    ocr__syn_map(xf, box[0], box[1], &q[6], &q[7]);
+}
+
+static void ocr__syn_quad_bounds(const float q[8], float b[4]) {
+    int i;
+    b[0] = b[2] = q[0];
+    b[1] = b[3] = q[1];
+    for (i = 1; i < 4; i++) {
+        b[0] = q[2 * i] < b[0] ? q[2 * i] : b[0]; b[2] = q[2 * i] > b[2] ? q[2 * i] : b[2];
+        b[1] = q[2 * i + 1] < b[1] ? q[2 * i + 1] : b[1]; b[3] = q[2 * i + 1] > b[3] ? q[2 * i + 1] : b[3];
+    }
+}
+
+/* Separating-axis test between convex quads, with a required gap. */
+static int ocr__syn_quads_apart(const float *a, const float *b, float gap) {
+    const float *polys[2];
+    int p, i, k;
+    polys[0] = a;
+    polys[1] = b;
+    for (p = 0; p < 2; p++)
+        for (i = 0; i < 4; i++) {
+            const float *q = polys[p];
+            float nx = -(q[(2 * i + 3) % 8] - q[2 * i + 1]), ny = q[(2 * i + 2) % 8] - q[2 * i], len = sqrtf(nx * nx + ny * ny);
+            float amin = 1e30f, amax = -1e30f, bmin = 1e30f, bmax = -1e30f;
+            if (len < 1e-6f) continue;
+            nx /= len;
+            ny /= len;
+            for (k = 0; k < 4; k++) {
+                float da = a[2 * k] * nx + a[2 * k + 1] * ny, db = b[2 * k] * nx + b[2 * k + 1] * ny;
+                amin = da < amin ? da : amin; amax = da > amax ? da : amax;
+                bmin = db < bmin ? db : bmin; bmax = db > bmax ? db : bmax;
+            }
+            if (amax + gap <= bmin || bmax + gap <= amin) return 1;
+        }
+    return 0;
+}
+
+static int ocr__syn_grow(ocr_ctx *ctx, unsigned char **buf, size_t *cap, size_t need) {
+    unsigned char *grown;
+    if (need <= *cap) return OCR_OK;
+    grown = (unsigned char *)OCR_REALLOC(*buf, need);
+    if (!grown) return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_sample: cannot allocate %zu bytes", need);
+    *buf = grown;
+    *cap = need;
+    return OCR_OK;
+}
+
+/* Rasterises one glyph with its transform applied to the outline (crisp at any angle) and takes the maximum into
+   the word's coverage buffer (box cx0, cy0, cw x ch), so overlapping neighbours never erase each other. */
+static int ocr__syn_draw_glyph(ocr_ctx *ctx, ocr__syn_scene *sc, const ocr__synth_font *f, int glyph, float pen,
+                               const ocr__syn_xform *xf, int cx0, int cy0, int cw, int ch) {
+    stbtt_vertex *src;
+    stbtt__bitmap bm;
+    int nv = stbtt_GetGlyphShape(&f->info, glyph, &src), i, x, y, x_off, y_off, factor = 4, rc = OCR_OK;
+    float ox, oy, lo_x = 1e30f, lo_y = 1e30f, hi_x = -1e30f, hi_y = -1e30f, biggest = 0, s;
+    const float *m = xf->m;
+    if (nv <= 0) return OCR_OK;
+    if (nv > sc->verts_cap) {
+        stbtt_vertex *grown = (stbtt_vertex *)OCR_REALLOC(sc->verts, (size_t)nv * sizeof(stbtt_vertex));
+        if (!grown) { stbtt_FreeShape(&f->info, src); return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_sample: out of memory"); }
+        sc->verts = grown;
+        sc->verts_cap = nv;
+    }
+    /* Only the points a vertex type uses are meaningful: TrueType outlines leave cx1, cy1 unset. */
+    for (i = 0; i < nv; i++) {
+        float vals[6];
+        int k, used = src[i].type == STBTT_vcubic ? 6 : src[i].type == STBTT_vcurve ? 4 : 2;
+        vals[0] = src[i].x; vals[1] = src[i].y; vals[2] = src[i].cx; vals[3] = src[i].cy; vals[4] = src[i].cx1; vals[5] = src[i].cy1;
+        for (k = 0; k < used; k += 2) {
+            float qx = fabsf(m[0] * vals[k] - m[1] * vals[k + 1]), qy = fabsf(-m[2] * vals[k] + m[3] * vals[k + 1]);
+            biggest = qx > biggest ? qx : biggest;
+            biggest = qy > biggest ? qy : biggest;
+        }
+    }
+    /* Outline coordinates are 16-bit: keep 2 fractional bits when they fit, so rounding moves ink < 0.01 px. */
+    while (factor > 1 && biggest * (float)factor > 32000.0f) factor /= 2;
+    if (biggest > 32000.0f) { stbtt_FreeShape(&f->info, src); return OCR_OK; }
+    /* With q = F m F v (F flips y), stbtt's y-up rasteriser lands v where the line transform puts it. */
+    for (i = 0; i < nv; i++) {
+        stbtt_vertex *d = &sc->verts[i];
+        memset(d, 0, sizeof *d);
+        d->type = src[i].type;
+#define OCR__SYN_TX(X, Y, OX, OY) do { float x_ = (float)(X), y_ = (float)(Y); \
+        (OX) = (short)floorf((m[0] * x_ - m[1] * y_) * (float)factor + 0.5f); \
+        (OY) = (short)floorf((-m[2] * x_ + m[3] * y_) * (float)factor + 0.5f); } while (0)
+        OCR__SYN_TX(src[i].x, src[i].y, d->x, d->y);
+        if (d->type == STBTT_vcurve || d->type == STBTT_vcubic) OCR__SYN_TX(src[i].cx, src[i].cy, d->cx, d->cy);
+        if (d->type == STBTT_vcubic) OCR__SYN_TX(src[i].cx1, src[i].cy1, d->cx1, d->cy1);
+#undef OCR__SYN_TX
+    }
+    stbtt_FreeShape(&f->info, src);
+    s = xf->scale / (float)factor;
+    ocr__syn_map(xf, pen, 0, &ox, &oy);
+    for (i = 0; i < nv; i++) {
+        const stbtt_vertex *d = &sc->verts[i];
+        float xs[3], ys[3];
+        int k;
+        xs[0] = d->x * s + ox; ys[0] = -d->y * s + oy;
+        xs[1] = d->cx * s + ox; ys[1] = -d->cy * s + oy;
+        xs[2] = d->cx1 * s + ox; ys[2] = -d->cy1 * s + oy;
+        for (k = 0; k < (d->type == STBTT_vcubic ? 3 : d->type == STBTT_vcurve ? 2 : 1); k++) {
+            lo_x = xs[k] < lo_x ? xs[k] : lo_x; hi_x = xs[k] > hi_x ? xs[k] : hi_x;
+            lo_y = ys[k] < lo_y ? ys[k] : lo_y; hi_y = ys[k] > hi_y ? ys[k] : hi_y;
+        }
+    }
+    x_off = (int)floorf(lo_x);
+    y_off = (int)floorf(lo_y);
+    bm.w = (int)floorf(hi_x) - x_off + 2;
+    bm.h = (int)floorf(hi_y) - y_off + 2;
+    bm.stride = bm.w;
+    if ((rc = ocr__syn_grow(ctx, &sc->glyph_buf, &sc->glyph_cap, (size_t)bm.w * (size_t)bm.h))) return rc;
+    bm.pixels = sc->glyph_buf;
+    memset(bm.pixels, 0, (size_t)bm.w * (size_t)bm.h);
+    stbtt_Rasterize(&bm, 0.35f, sc->verts, nv, s, s, ox, oy, x_off, y_off, 1, NULL);
+    for (y = 0; y < bm.h; y++) {
+        int wy = y + y_off - cy0;
+        if (wy < 0 || wy >= ch) continue;
+        for (x = 0; x < bm.w; x++) {
+            int wx = x + x_off - cx0;
+            unsigned char g = bm.pixels[y * bm.w + x], *dst;
+            if (wx < 0 || wx >= cw || !g) continue;
+            dst = &sc->cover_buf[(size_t)wy * (size_t)cw + (size_t)wx];
+            if (g > *dst) *dst = g;
+        }
+    }
+    return OCR_OK;
+}
+
+#define OCR__SYN_INK 64 /* coverage (of 255) from which a pixel counts as ink */
+
+/* Draws one word and records its quad, ink count and which of its pixels are legible. */
+static int ocr__syn_draw_word(ocr_ctx *ctx, ocr__syn_scene *sc, const ocr__syn_word *wd, const ocr__syn_xform *xf,
+                              const uint8_t color[3], float opacity, float min_contrast, int id, ocr__syn_word_out *out) {
+    float b[4], text_lum = ocr__syn_lum(color), need = min_contrast * 255.0f;
+    int i, x, y, cw, ch, rc;
+    ocr__syn_box_quad(xf, wd->box, out->quad);
+    ocr__syn_quad_bounds(out->quad, b);
+    out->bx0 = (int)floorf(b[0]) - 1; out->by0 = (int)floorf(b[1]) - 1;
+    out->bx1 = (int)ceilf(b[2]) + 1; out->by1 = (int)ceilf(b[3]) + 1;
+    if (out->bx0 < 0) out->bx0 = 0;
+    if (out->by0 < 0) out->by0 = 0;
+    if (out->bx1 > sc->w) out->bx1 = sc->w;
+    if (out->by1 > sc->h) out->by1 = sc->h;
+    cw = out->bx1 - out->bx0;
+    ch = out->by1 - out->by0;
+    out->ink = 0;
+    if (cw <= 0 || ch <= 0) return OCR_OK;
+    if ((rc = ocr__syn_grow(ctx, &sc->cover_buf, &sc->cover_cap, (size_t)cw * (size_t)ch))) return rc;
+    memset(sc->cover_buf, 0, (size_t)cw * (size_t)ch);
+    for (i = 0; i < wd->n; i++)
+        if ((rc = ocr__syn_draw_glyph(ctx, sc, wd->font, wd->glyphs[i], wd->pen[i], xf, out->bx0, out->by0, cw, ch))) return rc;
+    for (y = 0; y < ch; y++)
+        for (x = 0; x < cw; x++) {
+            unsigned cover = sc->cover_buf[(size_t)y * (size_t)cw + (size_t)x];
+            size_t at = (size_t)(y + out->by0) * (size_t)sc->w + (size_t)(x + out->bx0);
+            uint8_t *p = sc->rgb + at * 3;
+            float a = (float)cover / 255.0f * opacity;
+            int c;
+            if (!cover) continue;
+            if (cover >= OCR__SYN_INK) {
+                out->ink++;
+                /* Legible where the drawn ink differs enough from what it covers. */
+                if (opacity * fabsf(text_lum - ocr__syn_lum(p)) >= need) sc->label[at] = (uint16_t)id;
+            }
+            for (c = 0; c < 3; c++) p[c] = (uint8_t)(p[c] + (color[c] - p[c]) * a + 0.5f);
+        }
+    return OCR_OK;
+}
+
+static void ocr__syn_text_color(ocr__syn_scene *sc, float bg_lum, int faint, uint8_t color[3]) {
+    ocr_rng *r = &sc->rng;
+    int tries, c;
+    if (faint) { /* close to the background on purpose */
+        float target = bg_lum + ocr__syn_range(r, -0.08f, 0.08f) * 255.0f, shift;
+        ocr__syn_random_color(r, color);
+        for (c = 0; c < 3; c++) color[c] = (uint8_t)(color[c] / 4 + 96);
+        shift = target - ocr__syn_lum(color);
+        for (c = 0; c < 3; c++) {
+            float v = color[c] + shift;
+            color[c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v + 0.5f);
+        }
+        return;
+    }
+    for (tries = 0; tries < 16; tries++) {
+        ocr__syn_random_color(r, color);
+        if (fabsf(ocr__syn_lum(color) - bg_lum) >= 0.35f * 255.0f) return;
+    }
+    memset(color, bg_lum > 127.5f ? 0 : 255, 3);
+}
+
+static float ocr__syn_mean_lum(const ocr__syn_scene *sc, const float q[8]) {
+    float b[4], sum = 0;
+    int x, y, x0, y0, x1, y1, n = 0;
+    ocr__syn_quad_bounds(q, b);
+    x0 = (int)b[0]; y0 = (int)b[1]; x1 = (int)b[2]; y1 = (int)b[3];
+    x0 = x0 < 0 ? 0 : x0; y0 = y0 < 0 ? 0 : y0;
+    x1 = x1 >= sc->w ? sc->w - 1 : x1; y1 = y1 >= sc->h ? sc->h - 1 : y1;
+    for (y = y0; y <= y1; y += 2)
+        for (x = x0; x <= x1; x += 2) { sum += ocr__syn_lum(sc->rgb + ((size_t)y * (size_t)sc->w + (size_t)x) * 3); n++; }
+    return n ? sum / (float)n : 127.5f;
+}
+
+typedef struct { float quad[8], gap; } ocr__syn_placed;
+
+/* Lays out, places and draws one line of 1-4 words; appends its words to out (capacity checked by the caller). */
+static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *placed, int *n_placed,
+                         ocr__syn_word_out *out, int *n_out) {
+    const ocr_synth_config *cfg = &sc->synth->config;
+    ocr_rng *r = &sc->rng;
+    const ocr__synth_font *f = &sc->synth->fonts[ocr_rng_below(r, (uint32_t)sc->synth->n_fonts)];
+    ocr__syn_word words[4];
+    ocr__syn_xform xf;
+    float px = ocr__syn_log_uniform(r, cfg->min_text_px, cfg->max_text_px), em = (float)(f->ascent - f->descent);
+    float angle, shear = 0, tracking = 0, space, pen = 0, line_box[4], q[8], b[4], opacity, cs, sn;
+    float roll = ocr_rng_uniform(r), bg_lum;
+    int n_words = roll < 0.5f ? 1 : roll < 0.75f ? 2 : roll < 0.9f ? 3 : 4, i, k, tries, rc, faint;
+    uint8_t color[3];
+    if (sc->w <= 8 || sc->h <= 8) return OCR_OK;
+    angle = ocr__syn_chance(r, 0.55f) ? ocr__syn_range(r, -2, 2) : ocr__syn_range(r, -1, 1) * cfg->max_rotation_deg;
+    if (fabsf(angle) > cfg->max_rotation_deg) angle = angle < 0 ? -cfg->max_rotation_deg : cfg->max_rotation_deg;
+    angle *= 3.14159265f / 180.0f;
+    if (ocr__syn_chance(r, 0.15f)) shear = ocr__syn_range(r, -0.3f, 0.3f);
+    if (ocr__syn_chance(r, 0.2f)) tracking = ocr__syn_range(r, -0.02f, 0.2f) * em;
+    space = (float)f->space_advance * ocr__syn_range(r, 0.8f, 1.6f);
+    faint = ocr__syn_chance(r, cfg->low_contrast_prob);
+    opacity = ocr__syn_chance(r, 0.7f) ? 1.0f : ocr__syn_range(r, 0.75f, 1.0f);
+    /* Layout in font units along the baseline. */
+    for (k = 0; k < n_words; k++) {
+        ocr__syn_word *wd = &words[k];
+        int cps[OCR__SYN_MAX_CHARS], n = ocr__syn_random_word(r, cps);
+        wd->font = f;
+        wd->n = 0;
+        wd->box[0] = wd->box[1] = 1e30f;
+        wd->box[2] = wd->box[3] = -1e30f;
+        for (i = 0; i < n; i++) {
+            int g = stbtt_FindGlyphIndex(&f->info, cps[i]), adv, lsb, nv;
+            stbtt_vertex *v;
+            float gb[4];
+            if (!g) { cps[i] = 'a' + (int)ocr_rng_below(r, 26); g = stbtt_FindGlyphIndex(&f->info, cps[i]); }
+            if (wd->n) pen += (float)stbtt_GetGlyphKernAdvance(&f->info, wd->glyphs[wd->n - 1], g);
+            wd->cps[wd->n] = cps[i];
+            wd->glyphs[wd->n] = g;
+            wd->pen[wd->n] = pen;
+            nv = stbtt_GetGlyphShape(&f->info, g, &v);
+            if (nv > 0 && ocr__syn_outline_bounds(v, nv, gb)) {
+                wd->box[0] = pen + gb[0] < wd->box[0] ? pen + gb[0] : wd->box[0];
+                wd->box[2] = pen + gb[2] > wd->box[2] ? pen + gb[2] : wd->box[2];
+                wd->box[1] = gb[1] < wd->box[1] ? gb[1] : wd->box[1];
+                wd->box[3] = gb[3] > wd->box[3] ? gb[3] : wd->box[3];
+            }
+            if (nv > 0) stbtt_FreeShape(&f->info, v);
+            stbtt_GetGlyphHMetrics(&f->info, g, &adv, &lsb);
+            pen += (float)adv + tracking;
+            wd->n++;
+        }
+        pen += space;
+        if (wd->box[0] > wd->box[2]) { n_words = k; break; } /* no ink at all: stop the line here */
+    }
+    if (n_words == 0) return OCR_OK;
+    cs = cosf(angle);
+    sn = sinf(angle);
+    /* m = rotation (counter-clockwise on screen) times slant, in the y-down pixel frame */
+    xf.m[0] = cs; xf.m[1] = -cs * shear + sn; xf.m[2] = -sn; xf.m[3] = sn * shear + cs;
+    xf.t[0] = xf.t[1] = 0;
+    for (;;) { /* drop words, then shrink, until the line fits the image */
+        xf.scale = px / em;
+        memcpy(line_box, words[0].box, sizeof line_box);
+        for (k = 1; k < n_words; k++) {
+            line_box[0] = words[k].box[0] < line_box[0] ? words[k].box[0] : line_box[0];
+            line_box[1] = words[k].box[1] < line_box[1] ? words[k].box[1] : line_box[1];
+            line_box[2] = words[k].box[2] > line_box[2] ? words[k].box[2] : line_box[2];
+            line_box[3] = words[k].box[3] > line_box[3] ? words[k].box[3] : line_box[3];
+        }
+        ocr__syn_box_quad(&xf, line_box, q);
+        ocr__syn_quad_bounds(q, b);
+        if (b[2] - b[0] <= sc->w - 4 && b[3] - b[1] <= sc->h - 4) break;
+        if (n_words > 1) { n_words--; continue; }
+        {
+            float fit_w = (sc->w - 4) / (b[2] - b[0]), fit_h = (sc->h - 4) / (b[3] - b[1]);
+            px *= 0.98f * (fit_w < fit_h ? fit_w : fit_h);
+        }
+        if (px < cfg->min_text_px) return OCR_OK;
+    }
+    for (tries = 0; tries < 10; tries++) {
+        float gap = 0.3f * px, tq[8];
+        int ok = 1;
+        xf.t[0] = ocr__syn_range(r, 2 - b[0], (float)sc->w - 2 - b[2]);
+        xf.t[1] = ocr__syn_range(r, 2 - b[1], (float)sc->h - 2 - b[3]);
+        ocr__syn_box_quad(&xf, line_box, tq);
+        for (k = 0; k < *n_placed && ok; k++) ok = ocr__syn_quads_apart(tq, placed[k].quad, gap > placed[k].gap ? gap : placed[k].gap);
+        if (!ok) continue;
+        memcpy(placed[*n_placed].quad, tq, sizeof tq);
+        placed[*n_placed].gap = gap;
+        (*n_placed)++;
+        bg_lum = ocr__syn_mean_lum(sc, tq);
+        ocr__syn_text_color(sc, bg_lum, faint, color);
+        for (k = 0; k < n_words; k++) {
+            ocr__syn_word_out *wo = &out[*n_out];
+            memset(wo, 0, sizeof *wo);
+            ocr__syn_utf8(words[k].cps, words[k].n, wo->text);
+            if ((rc = ocr__syn_draw_word(ctx, sc, &words[k], &xf, color, opacity, cfg->min_contrast, *n_out + 1, wo))) return rc;
+            (*n_out)++;
+        }
+        if (!cfg->plain_background && ocr__syn_chance(r, cfg->occlusion_prob)) {
+            /* An opaque blob over a random point of one of the words. */
+            ocr__syn_shape s;
+            const float *wq = out[*n_out - 1 - (int)ocr_rng_below(r, (uint32_t)n_words)].quad;
+            float u = ocr_rng_uniform(r), v = ocr_rng_uniform(r);
+            memset(&s, 0, sizeof s);
+            s.kind = ocr__syn_chance(r, 0.6f) ? OCR__SYN_SHAPE_RECT : OCR__SYN_SHAPE_ELLIPSE;
+            s.cx = (1 - v) * ((1 - u) * wq[0] + u * wq[2]) + v * ((1 - u) * wq[6] + u * wq[4]);
+            s.cy = (1 - v) * ((1 - u) * wq[1] + u * wq[3]) + v * ((1 - u) * wq[7] + u * wq[5]);
+            s.a = px * ocr__syn_range(r, 0.2f, 1.0f);
+            s.b = px * ocr__syn_range(r, 0.2f, 0.8f);
+            s.angle = ocr__syn_range(r, 0, 3.14159265f);
+            s.alpha = 1.0f;
+            s.occludes = 1;
+            ocr__syn_random_color(r, s.color);
+            ocr__syn_paint(sc, &s);
+        }
+        return OCR_OK;
+    }
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- finishing */
+
+/* Separable [1 2 1] / 4 blur, in place. */
+static int ocr__syn_blur(ocr_ctx *ctx, ocr__syn_scene *sc) {
+    size_t row = (size_t)sc->w * 3, n = (size_t)(sc->w > sc->h ? sc->w : sc->h) * 3;
+    uint8_t *tmp = (uint8_t *)OCR_MALLOC(n);
+    int x, y, c;
+    if (!tmp) return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_sample: out of memory");
+    for (y = 0; y < sc->h; y++) {
+        uint8_t *p = sc->rgb + (size_t)y * row;
+        memcpy(tmp, p, row);
+        for (x = 0; x < sc->w; x++)
+            for (c = 0; c < 3; c++) {
+                int l = tmp[(x > 0 ? x - 1 : x) * 3 + c], m = tmp[x * 3 + c], rr = tmp[(x + 1 < sc->w ? x + 1 : x) * 3 + c];
+                p[x * 3 + c] = (uint8_t)((l + 2 * m + rr + 2) >> 2);
+            }
+    }
+    for (x = 0; x < sc->w; x++) {
+        for (y = 0; y < sc->h; y++) memcpy(tmp + (size_t)y * 3, sc->rgb + (size_t)y * row + (size_t)x * 3, 3);
+        for (y = 0; y < sc->h; y++)
+            for (c = 0; c < 3; c++) {
+                int u = tmp[(y > 0 ? y - 1 : y) * 3 + c], m = tmp[y * 3 + c], d = tmp[(y + 1 < sc->h ? y + 1 : y) * 3 + c];
+                sc->rgb[(size_t)y * row + (size_t)x * 3 + c] = (uint8_t)((u + 2 * m + d + 2) >> 2);
+            }
+    }
+    OCR_FREE(tmp);
+    return OCR_OK;
+}
+
+/* Luminance noise: the sum of two uniforms (triangular), cheap and close enough to Gaussian for this. */
+static void ocr__syn_noise(ocr__syn_scene *sc, float stddev) {
+    size_t i, n = (size_t)sc->w * (size_t)sc->h;
+    float amp = stddev * 2.4494897f / 65535.0f; /* a triangular variable on [-1, 1] has stddev 1/sqrt(6) */
+    for (i = 0; i < n; i++) {
+        uint64_t bits = ocr_rng_u64(&sc->rng);
+        float v = ((float)(bits & 0xFFFF) + (float)((bits >> 16) & 0xFFFF) - 65535.0f) * amp;
+        int c;
+        for (c = 0; c < 3; c++) {
+            float x = sc->rgb[i * 3 + c] + v;
+            sc->rgb[i * 3 + c] = (uint8_t)(x < 0 ? 0 : x > 255 ? 255 : x + 0.5f);
+        }
+    }
+}
+
+static uint64_t ocr__syn_mix(uint64_t x) {
+    x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27; x *= 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static int ocr__syn_emit(ocr_ctx *ctx, const ocr__syn_word_out *words, int n, ocr_sample *out) {
+    int i, k;
+    size_t text_len;
+    if (!n) return OCR_OK;
+    out->polys = (ocr_polygon *)OCR_MALLOC((size_t)n * sizeof(ocr_polygon));
+    if (!out->polys) return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_sample: out of memory");
+    memset(out->polys, 0, (size_t)n * sizeof(ocr_polygon));
+    for (i = 0; i < n; i++) {
+        ocr_polygon *p = &out->polys[i];
+        out->n_polys = i + 1;
+        p->points = (ocr_point *)OCR_MALLOC(4 * sizeof(ocr_point));
+        text_len = strlen(words[i].text);
+        if ((p->text = (char *)OCR_MALLOC(text_len + 1)) != NULL) memcpy(p->text, words[i].text, text_len + 1);
+        if (!p->points || !p->text) return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_sample: out of memory");
+        for (k = 0; k < 4; k++) { p->points[k].x = words[i].quad[2 * k]; p->points[k].y = words[i].quad[2 * k + 1]; }
+        p->n_points = 4;
+        p->ignore = words[i].ignore;
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_synth_sample(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed, int64_t index, int width, int height,
+                            ocr_sample *out) {
+    const char *fn = "ocr_synth_sample";
+    const ocr_synth_config *cfg;
+    ocr__syn_scene sc;
+    ocr__syn_placed *placed = NULL;
+    ocr__syn_word_out *words = NULL;
+    size_t npix;
+    int rc, max_lines, n_lines, n_placed = 0, n_words = 0, i;
+    if (!out) return ocr_error(ctx, OCR_EINVAL, "%s: out is NULL", fn);
+    memset(out, 0, sizeof *out);
+    if (!synth || !synth->fonts || synth->n_fonts <= 0)
+        return ocr_error(ctx, OCR_EINVAL, "%s: the synthesizer has no fonts (call ocr_synth_init first)", fn);
+    if (width < 1 || height < 1 || width > OCR_IMAGE_MAX_SIDE || height > OCR_IMAGE_MAX_SIDE)
+        return ocr_error(ctx, OCR_ERANGE, "%s: size %dx%d, each side must be in [1, %d]", fn, width, height, OCR_IMAGE_MAX_SIDE);
+    cfg = &synth->config;
+    memset(&sc, 0, sizeof sc);
+    sc.w = width;
+    sc.h = height;
+    sc.synth = synth;
+    ocr_rng_seed(&sc.rng, ocr__syn_mix(seed ^ ocr__syn_mix((uint64_t)index + 0x9E3779B97F4A7C15ull)));
+    npix = (size_t)width * (size_t)height;
+    max_lines = (int)(cfg->lines_per_mpix * (float)npix / 1e6f + 0.999f);
+    if (max_lines > 4096) max_lines = 4096;
+    n_lines = max_lines ? 1 + (int)ocr_rng_below(&sc.rng, (uint32_t)max_lines) : 0;
+    if (ocr__syn_chance(&sc.rng, 0.03f)) n_lines = 0; /* some scenes with no text at all */
+    if ((rc = ocr_image_alloc(ctx, &out->image, width, height, 3))) return rc;
+    snprintf(out->id, sizeof out->id, "synth:%llu:%lld", (unsigned long long)seed, (long long)index);
+    {
+        ocr_hasher h;
+        ocr_hasher_init(&h, synth->identity.lo ^ synth->identity.hi);
+        ocr_hasher_u64(&h, seed); ocr_hasher_u64(&h, (uint64_t)index);
+        ocr_hasher_u64(&h, (uint64_t)width); ocr_hasher_u64(&h, (uint64_t)height);
+        out->content_hash = ocr_hasher_final(&h);
+    }
+    sc.rgb = out->image.pixels;
+    sc.label = (uint16_t *)OCR_MALLOC(npix * sizeof(uint16_t));
+    placed = (ocr__syn_placed *)OCR_MALLOC((size_t)(n_lines + 1) * sizeof *placed);
+    words = (ocr__syn_word_out *)OCR_MALLOC((size_t)(n_lines * 4 + 1) * sizeof *words);
+    if (!sc.label || !placed || !words) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory for a %dx%d scene", fn, width, height); goto done; }
+    memset(sc.label, 0, npix * sizeof(uint16_t));
+    ocr__syn_background(&sc, cfg->plain_background);
+    if (!cfg->plain_background && cfg->clutter > 0) ocr__syn_clutter(&sc, cfg->clutter, cfg->min_text_px, cfg->max_text_px, 0);
+    for (i = 0; i < n_lines; i++)
+        if ((rc = ocr__syn_line(ctx, &sc, placed, &n_placed, words, &n_words))) goto done;
+    if (!cfg->plain_background && cfg->clutter > 0 && ocr__syn_chance(&sc.rng, 0.25f))
+        ocr__syn_clutter(&sc, cfg->clutter, cfg->min_text_px, cfg->max_text_px, 1); /* lines across the text */
+    for (i = 0; i < n_words; i++) { /* a word is ignore when too small, or too little of its ink is legible and visible */
+        ocr__syn_word_out *w = &words[i];
+        int x, y, visible = 0;
+        float b[4];
+        for (y = w->by0; y < w->by1; y++)
+            for (x = w->bx0; x < w->bx1; x++) visible += sc.label[(size_t)y * (size_t)width + (size_t)x] == (uint16_t)(i + 1);
+        ocr__syn_quad_bounds(w->quad, b);
+        w->ignore = w->ink == 0 || (float)visible < (1.0f - cfg->max_occluded) * (float)w->ink ||
+                    b[2] - b[0] < cfg->min_care_px || b[3] - b[1] < cfg->min_care_px;
+    }
+    if (!cfg->plain_background) {
+        if (ocr__syn_chance(&sc.rng, cfg->blur_prob)) {
+            int passes = 1 + (int)ocr_rng_below(&sc.rng, 2);
+            for (i = 0; i < passes; i++)
+                if ((rc = ocr__syn_blur(ctx, &sc))) goto done;
+        }
+        if (cfg->noise_stddev > 0) ocr__syn_noise(&sc, ocr__syn_range(&sc.rng, 0, cfg->noise_stddev));
+    }
+    rc = ocr__syn_emit(ctx, words, n_words, out);
+done:
+    OCR_FREE(sc.label);
+    OCR_FREE(sc.glyph_buf);
+    OCR_FREE(sc.cover_buf);
+    OCR_FREE(sc.verts);
+    OCR_FREE(placed);
+    OCR_FREE(words);
+    if (rc) ocr_sample_free(out);
+    return rc;
+}
+
+typedef struct { const ocr_synth *synth; uint64_t seed; int width, height; } ocr__synth_dataset;
+
+static int ocr__synth_dataset_get(ocr_dataset *ds, ocr_ctx *ctx, int64_t index, unsigned flags, ocr_sample *out) {
+    const ocr__synth_dataset *d = (const ocr__synth_dataset *)ds->impl;
+    int rc = ocr_synth_sample(ctx, d->synth, d->seed, index, d->width, d->height, out);
+    if (rc == OCR_OK && (flags & OCR_SAMPLE_LABELS_ONLY)) { /* the polygons exist only once the scene is drawn */
+        OCR_FREE(out->image.pixels);
+        out->image.pixels = NULL;
+    }
+    return rc;
+}
+
+static void ocr__synth_dataset_close(ocr_dataset *ds) { OCR_FREE(ds->impl); }
+
+OCRDEF int ocr_dataset_open_synth(ocr_ctx *ctx, ocr_dataset *ds, const ocr_synth *synth, uint64_t seed, int64_t count,
+                                  int width, int height) {
+    const char *fn = "ocr_dataset_open_synth";
+    ocr__synth_dataset *d;
+    if (!ds) return ocr_error(ctx, OCR_EINVAL, "%s: ds is NULL", fn);
+    memset(ds, 0, sizeof *ds);
+    if (!synth || synth->n_fonts <= 0) return ocr_error(ctx, OCR_EINVAL, "%s: the synthesizer has no fonts (call ocr_synth_init first)", fn);
+    if (count < 0 || width < 1 || height < 1 || width > OCR_IMAGE_MAX_SIDE || height > OCR_IMAGE_MAX_SIDE)
+        return ocr_error(ctx, OCR_ERANGE, "%s: count %lld, size %dx%d (count >= 0, sides in [1, %d])", fn, (long long)count, width,
+                         height, OCR_IMAGE_MAX_SIDE);
+    d = (ocr__synth_dataset *)OCR_MALLOC(sizeof *d);
+    if (!d) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+    d->synth = synth;
+    d->seed = seed;
+    d->width = width;
+    d->height = height;
+    ds->impl = d;
+    ds->count = count;
+    snprintf(ds->name, sizeof ds->name, "synth:%llu:%dx%d", (unsigned long long)seed, width, height);
+    ds->get = ocr__synth_dataset_get;
+    ds->close = ocr__synth_dataset_close;
+    return OCR_OK;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OCR_SYNTH_IMPLEMENTATION */
