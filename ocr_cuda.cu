@@ -755,7 +755,8 @@ static __global__ void ocr__k_find_bad(const float *p, int64_t n, int range, dou
     }
 }
 
-enum { OCR__PW_RELU, OCR__PW_RELU_BWD, OCR__PW_SIGMOID, OCR__PW_SIGMOID_BWD, OCR__PW_ADD, OCR__PW_ACC, OCR__PW_SCALE, OCR__PW_EMA };
+enum { OCR__CU_PW_RELU, OCR__CU_PW_RELU_BWD, OCR__CU_PW_SIGMOID, OCR__CU_PW_SIGMOID_BWD, OCR__CU_PW_ADD, OCR__CU_PW_ACC,
+       OCR__CU_PW_SCALE, OCR__CU_PW_EMA };
 
 static __device__ float ocr__sigmoid(float x) {
     float s = expf(-fabsf(x));
@@ -770,13 +771,13 @@ static __device__ float ocr__dsigmoid(float x) {
 static __global__ void ocr__k_pointwise(int op, const float *a, const float *b, float *y, int64_t n, float scale) {
     OCR__FOR_EACH(i, n) {
         switch (op) {
-        case OCR__PW_RELU: y[i] = a[i] < 0.0f ? 0.0f : a[i]; break; /* NaN stays NaN, as on the CPU */
-        case OCR__PW_RELU_BWD: y[i] += a[i] > 0.0f ? b[i] : 0.0f; break;
-        case OCR__PW_SIGMOID: y[i] = ocr__sigmoid(a[i]); break;
-        case OCR__PW_SIGMOID_BWD: y[i] += b[i] * a[i] * (1.0f - a[i]); break;
-        case OCR__PW_ADD: y[i] = a[i] + b[i]; break;
-        case OCR__PW_ACC: y[i] += a[i]; break;
-        case OCR__PW_EMA: y[i] = scale * y[i] + (1.0f - scale) * a[i]; break;
+        case OCR__CU_PW_RELU: y[i] = a[i] < 0.0f ? 0.0f : a[i]; break; /* NaN stays NaN, as on the CPU */
+        case OCR__CU_PW_RELU_BWD: y[i] += a[i] > 0.0f ? b[i] : 0.0f; break;
+        case OCR__CU_PW_SIGMOID: y[i] = ocr__sigmoid(a[i]); break;
+        case OCR__CU_PW_SIGMOID_BWD: y[i] += b[i] * a[i] * (1.0f - a[i]); break;
+        case OCR__CU_PW_ADD: y[i] = a[i] + b[i]; break;
+        case OCR__CU_PW_ACC: y[i] += a[i]; break;
+        case OCR__CU_PW_EMA: y[i] = scale * y[i] + (1.0f - scale) * a[i]; break;
         default: y[i] *= scale; break;
         }
     }
@@ -825,10 +826,10 @@ static __global__ void ocr__k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t
 typedef struct {
     int64_t N, C, H, W, K, OH, OW;
     int kh, kw, sh, sw, ph, pw, dh, dw, groups;
-} ocr__geom;
+} ocr__cu_conv_geom;
 
 /* col [Cg*kh*kw, OH*OW] from x [Cg, H, W] */
-static __global__ void ocr__k_im2col(ocr__geom g, const float *x, float *col, int64_t Cg) {
+static __global__ void ocr__k_im2col(ocr__cu_conv_geom g, const float *x, float *col, int64_t Cg) {
     int64_t P = g.OH * g.OW;
     OCR__FOR_EACH(i, Cg * g.kh * g.kw * P) {
         int64_t r = i / P, p = i % P, c = r / (g.kh * g.kw), ki = (r / g.kw) % g.kh, kj = r % g.kw;
@@ -838,7 +839,7 @@ static __global__ void ocr__k_im2col(ocr__geom g, const float *x, float *col, in
 }
 
 /* dx [Cg, H, W] += the columns that read each input pixel: a gather, so no two threads write one value */
-static __global__ void ocr__k_col2im(ocr__geom g, const float *col, float *dx, int64_t Cg) {
+static __global__ void ocr__k_col2im(ocr__cu_conv_geom g, const float *col, float *dx, int64_t Cg) {
     int64_t P = g.OH * g.OW;
     OCR__FOR_EACH(i, Cg * g.H * g.W) {
         int64_t c = i / (g.H * g.W), ih = (i / g.W) % g.H, iw = i % g.W;
@@ -994,7 +995,7 @@ static __global__ void ocr__k_concat(float *whole, float *part, int64_t N, int64
 
 /* ---- losses: the scalar formulas of ocr_loss.h, element for element ---- */
 #define OCR__Z_MAX 1e30f
-#define OCR__RADIX_BINS 2048
+#define OCR__CU_RADIX_BINS 2048
 
 static __device__ float ocr__bce1(float x, float y) {
     float lin = x >= 0.0f ? x * (1.0f - y) : -x * y;
@@ -1004,7 +1005,7 @@ static __device__ float ocr__dbce1(float x, float y) {
     float s = expf(-fabsf(x)), hi = 1.0f / (1.0f + s), lo = s / (1.0f + s);
     return x >= 0.0f ? (1.0f - y) * hi - y * lo : (1.0f - y) * lo - y * hi;
 }
-static __device__ int ocr__loss_class(float g, float m) {
+static __device__ int ocr__cu_loss_class(float g, float m) {
     float pos = g * m, neg = (1.0f - g) * m;
     return pos >= 1.0f ? 1 : neg >= 1.0f ? -1 : 0;
 }
@@ -1012,18 +1013,18 @@ static __device__ float ocr__step_logit(float k, float P, float T) {
     double z = (double)k * ((double)P - (double)T);
     return (float)(z > OCR__Z_MAX ? OCR__Z_MAX : z < -OCR__Z_MAX ? -OCR__Z_MAX : z);
 }
-static __device__ uint32_t ocr__loss_key(float l) { return __float_as_uint(l) + 1u; }
-static __device__ float ocr__loss_key_value(uint32_t key) { return __uint_as_float(key - 1u); }
+static __device__ uint32_t ocr__cu_loss_key(float l) { return __float_as_uint(l) + 1u; }
+static __device__ float ocr__cu_loss_key_value(uint32_t key) { return __uint_as_float(key - 1u); }
 
 /* per block: positives, negatives, and their loss sums; OHEM keys of the negatives */
 static __global__ void ocr__k_bce_stats(const float *x, const float *gt, const float *mask, int64_t n, uint32_t *keys, double *part) {
     double pos = 0.0, neg = 0.0, pos_sum = 0.0, neg_sum = 0.0;
     OCR__FOR_EACH(i, n) {
-        int c = ocr__loss_class(gt[i], mask[i]);
+        int c = ocr__cu_loss_class(gt[i], mask[i]);
         float l = c ? ocr__bce1(x[i], gt[i]) : 0.0f;
         if (c > 0) { pos += 1.0; pos_sum += l; }
         else if (c < 0) { neg += 1.0; neg_sum += l; }
-        if (keys) keys[i] = c < 0 ? ocr__loss_key(l) : 0u;
+        if (keys) keys[i] = c < 0 ? ocr__cu_loss_key(l) : 0u;
     }
     pos = ocr__block_sum(pos);
     neg = ocr__block_sum(neg);
@@ -1049,10 +1050,10 @@ typedef struct { uint32_t prefix, prefix_mask; unsigned long long need, count; }
 
 static __global__ void ocr__k_radix_hist(const uint32_t *keys, int64_t n, const ocr__radix_state *st, int shift, uint32_t digit_mask,
                                          unsigned long long *hist) {
-    OCR__SHARED(unsigned, local, OCR__RADIX_BINS);
+    OCR__SHARED(unsigned, local, OCR__CU_RADIX_BINS);
     uint32_t prefix = st->prefix, pmask = st->prefix_mask;
     int b;
-    for (b = (int)threadIdx.x; b < OCR__RADIX_BINS; b += (int)blockDim.x) local[b] = 0u;
+    for (b = (int)threadIdx.x; b < OCR__CU_RADIX_BINS; b += (int)blockDim.x) local[b] = 0u;
     __syncthreads();
     OCR__FOR_EACH(i, n) {
         uint32_t key = keys[i];
@@ -1081,10 +1082,10 @@ static __global__ void ocr__k_bce_apply(const float *x, const float *gt, const f
     double sel = 0.0;
     OCR__FOR_EACH(i, n) {
         float w;
-        int c = ocr__loss_class(gt[i], mask[i]);
+        int c = ocr__cu_loss_class(gt[i], mask[i]);
         if (ohem) {
             uint32_t key = keys[i];
-            if (key > cut) sel += ocr__loss_key_value(key);
+            if (key > cut) sel += ocr__cu_loss_key_value(key);
             w = c > 0 ? g_pos : key > cut ? g_neg : key == cut ? g_tie : 0.0f;
         } else {
             w = c > 0 ? g_pos : c < 0 ? g_neg : 0.0f;
@@ -1218,7 +1219,7 @@ static int ocr__begin(ocr_ctx *ctx, const char *fn, const ocr_tensor *a, const o
     return OCR_OK;
 }
 
-static int ocr__env_flag(const char *name) {
+static int ocr__cu_env_flag(const char *name) {
     const char *v = getenv(name);
     return v && v[0] && strcmp(v, "0") != 0;
 }
@@ -1262,8 +1263,8 @@ OCRDEF int ocr_cuda_init(ocr_ctx *ctx, int device_index) {
     s = (ocr__cuda_state *)calloc(1, sizeof *s);
     if (!s) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
     s->device = device_index;
-    s->use_cudnn = !ocr__env_flag("OCR_CUDA_NO_CUDNN");
-    s->use_cublas = !ocr__env_flag("OCR_CUDA_NO_CUBLAS");
+    s->use_cudnn = !ocr__cu_env_flag("OCR_CUDA_NO_CUDNN");
+    s->use_cublas = !ocr__cu_env_flag("OCR_CUDA_NO_CUBLAS");
     snprintf(s->op, sizeof s->op, "%s", fn);
     ctx->cuda = s;
 #ifndef OCR_CUDA_EMULATE
@@ -1462,8 +1463,8 @@ OCRDEF int ocr_cuda_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int6
 enum { OCR__FWD, OCR__BWD_DATA, OCR__BWD_WEIGHT };
 
 /* Geometry in the conv2d sense from already validated tensors: for a transposed convolution x and y swap roles. */
-static ocr__geom ocr__geometry(const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *y, ocr_conv_params p, int transposed) {
-    ocr__geom g;
+static ocr__cu_conv_geom ocr__cu_conv_geometry(const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *y, ocr_conv_params p, int transposed) {
+    ocr__cu_conv_geom g;
     const ocr_tensor *in = transposed ? y : x, *out = transposed ? x : y;
     memset(&g, 0, sizeof g);
     g.N = in->shape.dim[0]; g.C = in->shape.dim[1]; g.H = in->shape.dim[2]; g.W = in->shape.dim[3];
@@ -1475,7 +1476,7 @@ static ocr__geom ocr__geometry(const ocr_tensor *x, const ocr_tensor *w, const o
 
 /* The file's own path: im2col / col2im + GEMM per image and group (the pieces ocr_nn.h's CPU path also uses).
    mode FWD: y (= or +=) conv(x, w); BWD_DATA: x += conv^T(y, w); BWD_WEIGHT: w += y (x) x. */
-static int ocr__conv_own(ocr_ctx *ctx, const ocr__geom *g, int mode, float *x, float *w, float *y, int accumulate) {
+static int ocr__conv_own(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, float *x, float *w, float *y, int accumulate) {
     int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, kdim = Cg * g->kh * g->kw, P = g->OH * g->OW, HW = g->H * g->W, n, gr;
     int pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
     float *col = NULL;
@@ -1508,7 +1509,7 @@ static int ocr__conv_own(ocr_ctx *ctx, const ocr__geom *g, int mode, float *x, f
 
 #if !defined(OCR_CUDA_EMULATE) && defined(OCR_CUDNN)
 /* The same three modes through cuDNN's legacy convolution API, with FMA math (no TF32) for parity with the CPU. */
-static int ocr__conv_cudnn(ocr_ctx *ctx, const ocr__geom *g, int mode, float *x, float *w, float *y, int accumulate) {
+static int ocr__conv_cudnn(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, float *x, float *w, float *y, int accumulate) {
     cudnnHandle_t h = ocr__st(ctx)->cudnn;
     cudnnTensorDescriptor_t xd = NULL, yd = NULL;
     cudnnFilterDescriptor_t wd = NULL;
@@ -1564,7 +1565,7 @@ done:
 }
 #endif
 
-static int ocr__conv_run(ocr_ctx *ctx, const ocr__geom *g, int mode, float *x, float *w, float *y, int accumulate) {
+static int ocr__cu_conv_run(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, float *x, float *w, float *y, int accumulate) {
 #if !defined(OCR_CUDA_EMULATE) && defined(OCR_CUDNN)
     if (ocr__st(ctx)->use_cudnn && g->N <= INT32_MAX && g->C <= INT32_MAX && g->H <= INT32_MAX && g->W <= INT32_MAX && g->K <= INT32_MAX &&
         g->OH <= INT32_MAX && g->OW <= INT32_MAX)
@@ -1573,12 +1574,12 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__geom *g, int mode, float *x, f
     return ocr__conv_own(ctx, g, mode, x, w, y, accumulate);
 }
 
-static int ocr__bias_add(ocr_ctx *ctx, float *y, const float *b, int64_t N, int64_t C, int64_t P) {
+static int ocr__cu_bias_add(ocr_ctx *ctx, float *y, const float *b, int64_t N, int64_t C, int64_t P) {
     OCR__LAUNCH(ctx, ocr__k_bias_add, (ocr__grid(N * C * P)), (OCR__BLOCK), y, b, C, P, N * C * P);
     return OCR_OK;
 }
 
-static int ocr__bias_grad(ocr_ctx *ctx, const float *dy, float *db, int64_t N, int64_t C, int64_t P) {
+static int ocr__cu_bias_grad(ocr_ctx *ctx, const float *dy, float *db, int64_t N, int64_t C, int64_t P) {
     if (C > INT32_MAX) return ocr_error(ctx, OCR_EOVERFLOW, "%s: %lld channels", ocr__op_str(ctx), (long long)C);
     OCR__LAUNCH(ctx, ocr__k_bias_grad, ((unsigned)C), (OCR__BLOCK), dy, db, N, C, P);
     return OCR_OK;
@@ -1586,51 +1587,51 @@ static int ocr__bias_grad(ocr_ctx *ctx, const float *dy, float *db, int64_t N, i
 
 OCRDEF int ocr_cuda_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b, ocr_conv_params p,
                                    ocr_tensor *y) {
-    ocr__geom g;
+    ocr__cu_conv_geom g;
     int rc;
     if ((rc = ocr__begin(ctx, "ocr_nn_conv2d_forward (cuda)", x, w, b, y))) return rc;
-    g = ocr__geometry(x, w, y, p, 0);
-    if ((rc = ocr__conv_run(ctx, &g, OCR__FWD, (float *)x->data, (float *)w->data, (float *)y->data, 0))) return rc;
-    return b ? ocr__bias_add(ctx, (float *)y->data, (const float *)b->data, g.N, g.K, g.OH * g.OW) : OCR_OK;
+    g = ocr__cu_conv_geometry(x, w, y, p, 0);
+    if ((rc = ocr__cu_conv_run(ctx, &g, OCR__FWD, (float *)x->data, (float *)w->data, (float *)y->data, 0))) return rc;
+    return b ? ocr__cu_bias_add(ctx, (float *)y->data, (const float *)b->data, g.N, g.K, g.OH * g.OW) : OCR_OK;
 }
 
 OCRDEF int ocr_cuda_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy, ocr_conv_params p,
                                     ocr_tensor *dx, ocr_tensor *dw, ocr_tensor *db) {
-    ocr__geom g;
+    ocr__cu_conv_geom g;
     int rc;
     if ((rc = ocr__begin(ctx, "ocr_nn_conv2d_backward (cuda)", x, w, dy, dx)) || (rc = ocr__on_dev(ctx, "ocr_nn_conv2d_backward", dw)) ||
         (rc = ocr__on_dev(ctx, "ocr_nn_conv2d_backward", db)))
         return rc;
-    g = ocr__geometry(x, w, dy, p, 0);
-    if (dx && (rc = ocr__conv_run(ctx, &g, OCR__BWD_DATA, (float *)dx->data, (float *)w->data, (float *)dy->data, 1))) return rc;
-    if (dw && (rc = ocr__conv_run(ctx, &g, OCR__BWD_WEIGHT, (float *)x->data, (float *)dw->data, (float *)dy->data, 1))) return rc;
-    return db ? ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.K, g.OH * g.OW) : OCR_OK;
+    g = ocr__cu_conv_geometry(x, w, dy, p, 0);
+    if (dx && (rc = ocr__cu_conv_run(ctx, &g, OCR__BWD_DATA, (float *)dx->data, (float *)w->data, (float *)dy->data, 1))) return rc;
+    if (dw && (rc = ocr__cu_conv_run(ctx, &g, OCR__BWD_WEIGHT, (float *)x->data, (float *)dw->data, (float *)dy->data, 1))) return rc;
+    return db ? ocr__cu_bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.K, g.OH * g.OW) : OCR_OK;
 }
 
 OCRDEF int ocr_cuda_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
                                              ocr_conv_params p, ocr_tensor *y) {
-    ocr__geom g;
+    ocr__cu_conv_geom g;
     int rc;
     if ((rc = ocr__begin(ctx, "ocr_nn_conv_transpose2d_forward (cuda)", x, w, b, y))) return rc;
-    g = ocr__geometry(x, w, y, p, 1);
+    g = ocr__cu_conv_geometry(x, w, y, p, 1);
     /* a transposed convolution is the data gradient of the convolution it transposes */
     if ((rc = ocr__dzero(ctx, y->data, ocr_tensor_bytes(y))) ||
-        (rc = ocr__conv_run(ctx, &g, OCR__BWD_DATA, (float *)y->data, (float *)w->data, (float *)x->data, 1)))
+        (rc = ocr__cu_conv_run(ctx, &g, OCR__BWD_DATA, (float *)y->data, (float *)w->data, (float *)x->data, 1)))
         return rc;
-    return b ? ocr__bias_add(ctx, (float *)y->data, (const float *)b->data, g.N, g.C, g.H * g.W) : OCR_OK;
+    return b ? ocr__cu_bias_add(ctx, (float *)y->data, (const float *)b->data, g.N, g.C, g.H * g.W) : OCR_OK;
 }
 
 OCRDEF int ocr_cuda_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
                                               ocr_conv_params p, ocr_tensor *dx, ocr_tensor *dw, ocr_tensor *db) {
-    ocr__geom g;
+    ocr__cu_conv_geom g;
     int rc;
     if ((rc = ocr__begin(ctx, "ocr_nn_conv_transpose2d_backward (cuda)", x, w, dy, dx)) ||
         (rc = ocr__on_dev(ctx, "ocr_nn_conv_transpose2d_backward", dw)) || (rc = ocr__on_dev(ctx, "ocr_nn_conv_transpose2d_backward", db)))
         return rc;
-    g = ocr__geometry(x, w, dy, p, 1);
-    if (dx && (rc = ocr__conv_run(ctx, &g, OCR__FWD, (float *)dy->data, (float *)w->data, (float *)dx->data, 1))) return rc;
-    if (dw && (rc = ocr__conv_run(ctx, &g, OCR__BWD_WEIGHT, (float *)dy->data, (float *)dw->data, (float *)x->data, 1))) return rc;
-    return db ? ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.C, g.H * g.W) : OCR_OK;
+    g = ocr__cu_conv_geometry(x, w, dy, p, 1);
+    if (dx && (rc = ocr__cu_conv_run(ctx, &g, OCR__FWD, (float *)dy->data, (float *)w->data, (float *)dx->data, 1))) return rc;
+    if (dw && (rc = ocr__cu_conv_run(ctx, &g, OCR__BWD_WEIGHT, (float *)dy->data, (float *)dw->data, (float *)x->data, 1))) return rc;
+    return db ? ocr__cu_bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.C, g.H * g.W) : OCR_OK;
 }
 
 /* ---------------------------------------------------------------- batch normalisation */
@@ -1674,7 +1675,7 @@ OCRDEF int ocr_cuda_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, cons
 
 /* ---------------------------------------------------------------- pointwise */
 
-static int ocr__pw(ocr_ctx *ctx, const char *fn, int op, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y) {
+static int ocr__cu_pw(ocr_ctx *ctx, const char *fn, int op, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y) {
     int64_t n;
     int rc;
     if ((rc = ocr__begin(ctx, fn, a, b, y, NULL))) return rc;
@@ -1685,24 +1686,24 @@ static int ocr__pw(ocr_ctx *ctx, const char *fn, int op, const ocr_tensor *a, co
 }
 
 OCRDEF int ocr_cuda_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y) {
-    return ocr__pw(ctx, "ocr_nn_relu_forward (cuda)", OCR__PW_RELU, x, NULL, y);
+    return ocr__cu_pw(ctx, "ocr_nn_relu_forward (cuda)", OCR__CU_PW_RELU, x, NULL, y);
 }
 OCRDEF int ocr_cuda_relu_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx) {
-    return ocr__pw(ctx, "ocr_nn_relu_backward (cuda)", OCR__PW_RELU_BWD, y, dy, dx);
+    return ocr__cu_pw(ctx, "ocr_nn_relu_backward (cuda)", OCR__CU_PW_RELU_BWD, y, dy, dx);
 }
 OCRDEF int ocr_cuda_sigmoid_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y) {
-    return ocr__pw(ctx, "ocr_nn_sigmoid_forward (cuda)", OCR__PW_SIGMOID, x, NULL, y);
+    return ocr__cu_pw(ctx, "ocr_nn_sigmoid_forward (cuda)", OCR__CU_PW_SIGMOID, x, NULL, y);
 }
 OCRDEF int ocr_cuda_sigmoid_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx) {
-    return ocr__pw(ctx, "ocr_nn_sigmoid_backward (cuda)", OCR__PW_SIGMOID_BWD, y, dy, dx);
+    return ocr__cu_pw(ctx, "ocr_nn_sigmoid_backward (cuda)", OCR__CU_PW_SIGMOID_BWD, y, dy, dx);
 }
 OCRDEF int ocr_cuda_add_forward(ocr_ctx *ctx, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y) {
-    return ocr__pw(ctx, "ocr_nn_add_forward (cuda)", OCR__PW_ADD, a, b, y);
+    return ocr__cu_pw(ctx, "ocr_nn_add_forward (cuda)", OCR__CU_PW_ADD, a, b, y);
 }
 OCRDEF int ocr_cuda_add_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *da, ocr_tensor *db) {
     int rc = OCR_OK;
-    if (da) rc = ocr__pw(ctx, "ocr_nn_add_backward (cuda)", OCR__PW_ACC, dy, NULL, da);
-    if (!rc && db) rc = ocr__pw(ctx, "ocr_nn_add_backward (cuda)", OCR__PW_ACC, dy, NULL, db);
+    if (da) rc = ocr__cu_pw(ctx, "ocr_nn_add_backward (cuda)", OCR__CU_PW_ACC, dy, NULL, da);
+    if (!rc && db) rc = ocr__cu_pw(ctx, "ocr_nn_add_backward (cuda)", OCR__CU_PW_ACC, dy, NULL, db);
     return rc;
 }
 
@@ -1850,7 +1851,7 @@ OCRDEF int ocr_cuda_scale(ocr_ctx *ctx, float *x, int64_t n, float s) {
     int rc = ocr__ready(ctx, "ocr_cuda_scale");
     if (rc) return rc;
     snprintf(ocr__st(ctx)->op, sizeof ocr__st(ctx)->op, "ocr_cuda_scale of %lld values", (long long)n);
-    if (n > 0) OCR__LAUNCH(ctx, ocr__k_pointwise, (ocr__grid(n)), (OCR__BLOCK), (int)OCR__PW_SCALE, (const float *)NULL, (const float *)NULL, x, n, s);
+    if (n > 0) OCR__LAUNCH(ctx, ocr__k_pointwise, (ocr__grid(n)), (OCR__BLOCK), (int)OCR__CU_PW_SCALE, (const float *)NULL, (const float *)NULL, x, n, s);
     return OCR_OK;
 }
 
@@ -1858,7 +1859,7 @@ OCRDEF int ocr_cuda_ema(ocr_ctx *ctx, float *avg, const float *x, int64_t n, flo
     int rc = ocr__ready(ctx, "ocr_cuda_ema");
     if (rc) return rc;
     snprintf(ocr__st(ctx)->op, sizeof ocr__st(ctx)->op, "ocr_cuda_ema of %lld values", (long long)n);
-    if (n > 0) OCR__LAUNCH(ctx, ocr__k_pointwise, (ocr__grid(n)), (OCR__BLOCK), (int)OCR__PW_EMA, x, (const float *)NULL, avg, n, decay);
+    if (n > 0) OCR__LAUNCH(ctx, ocr__k_pointwise, (ocr__grid(n)), (OCR__BLOCK), (int)OCR__CU_PW_EMA, x, (const float *)NULL, avg, n, decay);
     return OCR_OK;
 }
 
@@ -1898,13 +1899,13 @@ static int ocr__bce_dev(ocr_ctx *ctx, const ocr_loss_bce_config *cfg, const floa
             ocr__radix_state st, *dst;
             unsigned long long *hist;
             size_t off = (sizeof st + 63) & ~(size_t)63;
-            unsigned char *small = (unsigned char *)ocr__dscratch(ctx, OCR__DS_SMALL, off + OCR__RADIX_BINS * sizeof(unsigned long long));
+            unsigned char *small = (unsigned char *)ocr__dscratch(ctx, OCR__DS_SMALL, off + OCR__CU_RADIX_BINS * sizeof(unsigned long long));
             if (!small) return ctx->last_status;
             dst = (ocr__radix_state *)(void *)small;
             hist = (unsigned long long *)(void *)(small + off);
             memset(&st, 0, sizeof st);
             st.need = (unsigned long long)kept;
-            if ((rc = ocr__dcopy(ctx, dst, &st, sizeof st, OCR__H2D)) || (rc = ocr__dzero(ctx, hist, OCR__RADIX_BINS * sizeof *hist))) return rc;
+            if ((rc = ocr__dcopy(ctx, dst, &st, sizeof st, OCR__H2D)) || (rc = ocr__dzero(ctx, hist, OCR__CU_RADIX_BINS * sizeof *hist))) return rc;
             for (pass = 0; pass < 3; pass++) {
                 uint32_t digit_mask = (1u << widths[pass]) - 1u;
                 OCR__LAUNCH(ctx, ocr__k_radix_hist, (G), (OCR__BLOCK), keys, n, dst, shifts[pass], digit_mask, hist);
