@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""OpenCV references for the resampling in ocr_data.h's augmentation (tests/test_data_synth.c).
+"""OpenCV references for the resampling in ocr_data.h's augmentation (tests/test_data_augment.c).
 
 Writes tests/fixtures/synth/warp_ref.safetensors: a smooth random RGB image and what cv2.resize (INTER_LINEAR) and
 cv2.warpAffine (rotation about the centre, INTER_LINEAR, constant 0 border) make of it. OpenCV works in pixel-index
