@@ -28,7 +28,8 @@
    Options (define before including the implementation):
        OCR_SYNTH_NO_STB_IMPLEMENTATION  use the program's own stb_truetype implementation instead of a private static
                                         copy (OCR_DATA_NO_STB_IMPLEMENTATION, the same switch for stb_image, implies it)
-   Dependencies: ocr_tensor.h, ocr_data.h (images, samples, datasets, the content hash), stb_truetype.h.
+   Dependencies: ocr_data.h (images, samples, datasets, the content hash) and what it includes (ocr_tensor.h,
+   ocr_geom.h), stb_truetype.h.
 */
 #ifndef OCR_SYNTH_H
 #define OCR_SYNTH_H
