@@ -178,6 +178,24 @@ OCRDEF ocr_optim_config ocr_optim_adamw(float beta1, float beta2, float eps, flo
 OCRDEF int ocr_optim_init(ocr_ctx *ctx, ocr_optimizer *opt, const ocr_params *P, ocr_optim_config cfg);
 OCRDEF int ocr_optim_step(ocr_ctx *ctx, ocr_optimizer *opt, ocr_params *P, float lr);
 OCRDEF void ocr_optim_free(ocr_optimizer *opt);
+/* Optimizer state as a safetensors file, so that any program can stop and resume a run exactly: the kind, its
+   hyper-parameters and step count as metadata under "optim." (format "optim.version" 1), the moments as F32 tensors
+   of numel floats ("optim.m": AdamW's first moment or SGD's momentum buffer; "optim.v": AdamW's second moment), and
+   with avg != NULL a weight average of numel floats on the optimizer's device (ocr_params_ema's buffer) as "ema".
+   Device state is staged through host memory. The caller's metadata pairs are written as given (their keys may not
+   start with "optim."); the write is atomic. Non-finite state is refused, as the reader would refuse it. */
+OCRDEF int ocr_optim_save(ocr_ctx *ctx, const ocr_optimizer *opt, const float *avg, const char *path,
+                          const char *const *meta_keys, const char *const *meta_values, int n_meta);
+/* Restores the state from an opened file into opt (after ocr_optim_init with the same parameters) and, with
+   avg != NULL, the weight average, which must then be in the file. Refused, leaving opt and avg as they were: a file of
+   another optimizer kind or numel (both named), a format version above 1, a malformed or out-of-range value, a
+   tensor that is not F32 [numel] or holds NaN/Inf, and anything under the library's names this version cannot
+   restore (a tensor other than optim.m, optim.v and ema, an unknown "optim." key): resuming without it would not be
+   exact. The step and hyper-parameters become the file's, as torch's load_state_dict does. The caller's metadata
+   stays in st for it to read (ocr_safetensors_meta). A file without "optim.version" (train_dbnet's .optim files
+   before this format) holds only the tensors: they are checked and read, and opt's step and settings stay as they
+   were. */
+OCRDEF int ocr_optim_load(ocr_ctx *ctx, ocr_optimizer *opt, float *avg, const ocr_safetensors *st);
 /* base_lr * (1 - step/total)^power, clamped at 0 past the end */
 OCRDEF float ocr_lr_poly(float base_lr, int64_t step, int64_t total, float power);
 /* Scales all trainable gradients so their global L2 norm is at most max_norm (torch clip_grad_norm_,
@@ -3419,26 +3437,33 @@ OCRDEF ocr_optim_config ocr_optim_adamw(float beta1, float beta2, float eps, flo
     return c;
 }
 
-OCRDEF int ocr_optim_init(ocr_ctx *ctx, ocr_optimizer *opt, const ocr_params *P, ocr_optim_config cfg) {
-    const char *fn = "ocr_optim_init";
-    memset(opt, 0, sizeof *opt);
-    if (!P->allocated) return ocr_error(ctx, OCR_ESTATE, "%s: parameters not allocated", fn);
-    if (cfg.kind == OCR_OPTIM_SGD) {
-        if (!(cfg.momentum >= 0.0f) || !(cfg.weight_decay >= 0.0f) || (cfg.nesterov && (cfg.momentum <= 0.0f || cfg.dampening != 0.0f)))
+/* The hyper-parameters ocr_optim_init accepts; ocr_optim_save and ocr_optim_load hold files to the same rule. */
+static int ocr__optim_config_check(ocr_ctx *ctx, const char *fn, const ocr_optim_config *cfg) {
+    if (cfg->kind == OCR_OPTIM_SGD) {
+        if (!(cfg->momentum >= 0.0f) || !(cfg->weight_decay >= 0.0f) || (cfg->nesterov && (cfg->momentum <= 0.0f || cfg->dampening != 0.0f)))
             return ocr_error(ctx, OCR_EINVAL, "%s: SGD needs momentum >= 0, weight_decay >= 0, and Nesterov needs momentum > 0 without dampening", fn);
-    } else if (cfg.kind == OCR_OPTIM_ADAMW) {
-        if (!(cfg.beta1 >= 0.0f && cfg.beta1 < 1.0f) || !(cfg.beta2 >= 0.0f && cfg.beta2 < 1.0f) || !(cfg.eps > 0.0f) || !(cfg.weight_decay >= 0.0f))
+    } else if (cfg->kind == OCR_OPTIM_ADAMW) {
+        if (!(cfg->beta1 >= 0.0f && cfg->beta1 < 1.0f) || !(cfg->beta2 >= 0.0f && cfg->beta2 < 1.0f) || !(cfg->eps > 0.0f) || !(cfg->weight_decay >= 0.0f))
             return ocr_error(ctx, OCR_EINVAL, "%s: AdamW needs betas in [0, 1), eps > 0 and weight_decay >= 0", fn);
     } else {
-        return ocr_error(ctx, OCR_EINVAL, "%s: unknown optimizer kind %d", fn, (int)cfg.kind);
+        return ocr_error(ctx, OCR_EINVAL, "%s: unknown optimizer kind %d", fn, (int)cfg->kind);
     }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_optim_init(ocr_ctx *ctx, ocr_optimizer *opt, const ocr_params *P, ocr_optim_config cfg) {
+    const char *fn = "ocr_optim_init";
+    int rc;
+    memset(opt, 0, sizeof *opt);
+    if (!P->allocated) return ocr_error(ctx, OCR_ESTATE, "%s: parameters not allocated", fn);
+    if ((rc = ocr__optim_config_check(ctx, fn, &cfg))) return rc;
     opt->cfg = cfg;
     opt->numel = P->numel;
     opt->device = P->device;
     opt->m = ocr_floats_alloc(ctx, P->device, P->numel, "optim.m");
     opt->v = opt->m && cfg.kind == OCR_OPTIM_ADAMW ? ocr_floats_alloc(ctx, P->device, P->numel, "optim.v") : NULL;
     if (!opt->m || (cfg.kind == OCR_OPTIM_ADAMW && !opt->v)) {
-        int rc = ctx->last_status; /* ocr_tensor_alloc's message names optim.m or optim.v */
+        rc = ctx->last_status; /* ocr_tensor_alloc's message names optim.m or optim.v */
         ocr_optim_free(opt);
         return rc;
     }
@@ -3516,6 +3541,227 @@ OCRDEF int ocr_optim_step(ocr_ctx *ctx, ocr_optimizer *opt, ocr_params *P, float
         }
     }
     opt->step++;
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- optimizer state files */
+
+/* Format 1 of ocr_optim_save's files. Everything the library writes is named here: a reader refuses what it does not
+   know under these names rather than resume without it (a later field, say a loss scaler, gets a new name that
+   older readers refuse). */
+#define OCR__OPTIM_FORMAT 1
+static const char *const ocr__optim_keys[] = {"optim.version", "optim.kind", "optim.step", "optim.numel", "optim.weight_decay",
+                                              "optim.momentum", "optim.dampening", "optim.nesterov", "optim.beta1", "optim.beta2",
+                                              "optim.eps"};
+enum { OCR__OPTIM_N_KEYS = (int)(sizeof ocr__optim_keys / sizeof ocr__optim_keys[0]) };
+enum { OCR__OPTIM_M, OCR__OPTIM_V, OCR__OPTIM_AVG, OCR__OPTIM_N_TENSORS };
+static const char *const ocr__optim_tensor_names[OCR__OPTIM_N_TENSORS] = {"optim.m", "optim.v", "ema"};
+
+static const char *ocr__optim_kind_name(ocr_optim_kind kind) {
+    return kind == OCR_OPTIM_SGD ? "SGD" : kind == OCR_OPTIM_ADAMW ? "AdamW" : "an unknown kind";
+}
+
+/* A whole decimal integer in [0, 10^18) (no sign, no spaces): counts and steps. */
+static int ocr__optim_parse_count(const char *s, int64_t *out) {
+    int64_t v = 0;
+    int n = 0;
+    if (!s) return 0;
+    for (; *s; s++, n++) {
+        if (*s < '0' || *s > '9' || n >= 18) return 0;
+        v = v * 10 + (*s - '0');
+    }
+    *out = v;
+    return n > 0;
+}
+
+/* A whole finite number, as "%.9g" writes a float (which reads back to the same float). */
+static int ocr__optim_parse_float(const char *s, float *out) {
+    char *end;
+    double v;
+    if (!s || !*s) return 0;
+    v = strtod(s, &end);
+    if (*end || !isfinite(v) || fabs(v) > FLT_MAX) return 0;
+    *out = (float)v;
+    return 1;
+}
+
+/* The state buffers in the file's order: m, v (AdamW) and the average (when given), as views on opt->device. */
+static int ocr__optim_views(const ocr_optimizer *opt, const float *avg, ocr_tensor *views) {
+    int n = 0;
+    ocr_shape sh = ocr_shape1((int64_t)opt->numel);
+    views[n++] = ocr_tensor_view(ocr__optim_tensor_names[OCR__OPTIM_M], OCR_F32, opt->device, sh, opt->m);
+    if (opt->cfg.kind == OCR_OPTIM_ADAMW) views[n++] = ocr_tensor_view(ocr__optim_tensor_names[OCR__OPTIM_V], OCR_F32, opt->device, sh, opt->v);
+    if (avg) views[n++] = ocr_tensor_view(ocr__optim_tensor_names[OCR__OPTIM_AVG], OCR_F32, opt->device, sh, (void *)avg);
+    return n;
+}
+
+OCRDEF int ocr_optim_save(ocr_ctx *ctx, const ocr_optimizer *opt, const float *avg, const char *path,
+                          const char *const *meta_keys, const char *const *meta_values, int n_meta) {
+    const char *fn = "ocr_optim_save";
+    const ocr_optim_config *c;
+    char text[OCR__OPTIM_N_KEYS][48];
+    const char *own_keys[OCR__OPTIM_N_KEYS], **keys = NULL, **vals = NULL;
+    ocr_tensor views[OCR__OPTIM_N_TENSORS], host[OCR__OPTIM_N_TENSORS];
+    const ocr_tensor *ptrs[OCR__OPTIM_N_TENSORS];
+    int n_own = 0, n_t, i, rc = OCR_OK;
+    if (!opt || !opt->m || (opt->cfg.kind == OCR_OPTIM_ADAMW && !opt->v))
+        return ocr_error(ctx, OCR_ESTATE, "%s: the optimizer is not initialised (ocr_optim_init)", fn);
+    if (!path) return ocr_error(ctx, OCR_EINVAL, "%s: no path", fn);
+    if (n_meta < 0 || (n_meta > 0 && (!meta_keys || !meta_values)))
+        return ocr_error(ctx, OCR_EINVAL, "%s: %d metadata pairs without their keys or values", fn, n_meta);
+    for (i = 0; i < n_meta; i++) {
+        if (!meta_keys[i] || !meta_values[i]) return ocr_error(ctx, OCR_EINVAL, "%s: metadata pair %d is NULL", fn, i);
+        if (strncmp(meta_keys[i], "optim.", 6) == 0)
+            return ocr_error(ctx, OCR_EINVAL, "%s: metadata key '%s' is in the library's namespace \"optim.\"; choose another prefix", fn,
+                             meta_keys[i]);
+    }
+    c = &opt->cfg;
+    if ((rc = ocr__optim_config_check(ctx, fn, c))) return rc;
+    if (opt->step < 0) return ocr_error(ctx, OCR_ESTATE, "%s: step %lld is negative", fn, (long long)opt->step);
+#define OCR__OPTIM_PUT(key, ...) (own_keys[n_own] = key, snprintf(text[n_own], sizeof text[n_own], __VA_ARGS__), n_own++)
+    OCR__OPTIM_PUT("optim.version", "%d", OCR__OPTIM_FORMAT);
+    OCR__OPTIM_PUT("optim.kind", "%s", c->kind == OCR_OPTIM_SGD ? "sgd" : "adamw");
+    OCR__OPTIM_PUT("optim.step", "%lld", (long long)opt->step);
+    OCR__OPTIM_PUT("optim.numel", "%llu", (unsigned long long)opt->numel);
+    OCR__OPTIM_PUT("optim.weight_decay", "%.9g", (double)c->weight_decay);
+    if (c->kind == OCR_OPTIM_SGD) {
+        OCR__OPTIM_PUT("optim.momentum", "%.9g", (double)c->momentum);
+        OCR__OPTIM_PUT("optim.dampening", "%.9g", (double)c->dampening);
+        OCR__OPTIM_PUT("optim.nesterov", "%d", c->nesterov ? 1 : 0);
+    } else {
+        OCR__OPTIM_PUT("optim.beta1", "%.9g", (double)c->beta1);
+        OCR__OPTIM_PUT("optim.beta2", "%.9g", (double)c->beta2);
+        OCR__OPTIM_PUT("optim.eps", "%.9g", (double)c->eps);
+    }
+#undef OCR__OPTIM_PUT
+    memset(host, 0, sizeof host);
+    n_t = ocr__optim_views(opt, avg, views);
+    for (i = 0; i < n_t && !rc; i++) {
+        ptrs[i] = &views[i];
+        if (views[i].device != OCR_DEVICE_CPU) { /* staged through host memory: the writer reads host bytes */
+            if (!(rc = ocr_tensor_alloc(ctx, &host[i], views[i].name, OCR_F32, OCR_DEVICE_CPU, views[i].shape)) &&
+                !(rc = ocr_tensor_copy(ctx, &host[i], &views[i])))
+                ptrs[i] = &host[i];
+        }
+        if (!rc) rc = ocr_check_finite(ctx, fn, ptrs[i]); /* the reader refuses non-finite state, so it is never written */
+    }
+    if (!rc) {
+        keys = (const char **)OCR_MALLOC((size_t)(n_own + n_meta) * sizeof *keys);
+        vals = (const char **)OCR_MALLOC((size_t)(n_own + n_meta) * sizeof *vals);
+        if (!keys || !vals) rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+    }
+    if (!rc) {
+        for (i = 0; i < n_own; i++) { keys[i] = own_keys[i]; vals[i] = text[i]; }
+        for (i = 0; i < n_meta; i++) { keys[n_own + i] = meta_keys[i]; vals[n_own + i] = meta_values[i]; }
+        rc = ocr_safetensors_save(ctx, path, ptrs, n_t, keys, vals, n_own + n_meta);
+    }
+    OCR_FREE((void *)keys);
+    OCR_FREE((void *)vals);
+    for (i = 0; i < OCR__OPTIM_N_TENSORS; i++) ocr_tensor_free(&host[i]);
+    return rc;
+}
+
+/* The settings of a format-1 file into *cfg and *step, checked against opt's kind and size first. */
+static int ocr__optim_read_meta(ocr_ctx *ctx, const ocr_optimizer *opt, const ocr_safetensors *st, ocr_optim_config *cfg,
+                                int64_t *step) {
+    const char *fn = "ocr_optim_load", *kind = ocr_safetensors_meta(st, "optim.kind");
+    const char *bad = NULL;
+    int64_t numel = 0, nesterov = 0;
+    int i, k;
+    if (!kind || (strcmp(kind, "sgd") != 0 && strcmp(kind, "adamw") != 0))
+        return ocr_error(ctx, OCR_EFORMAT, "%s: optim.kind is '%s'; expected sgd or adamw", fn, kind ? kind : "(missing)");
+    memset(cfg, 0, sizeof *cfg);
+    cfg->kind = strcmp(kind, "sgd") == 0 ? OCR_OPTIM_SGD : OCR_OPTIM_ADAMW;
+    if (cfg->kind != opt->cfg.kind)
+        return ocr_error(ctx, OCR_EINVAL, "%s: the file holds %s state but the optimizer is %s", fn, ocr__optim_kind_name(cfg->kind),
+                         ocr__optim_kind_name(opt->cfg.kind));
+    if (!ocr__optim_parse_count(ocr_safetensors_meta(st, "optim.numel"), &numel))
+        return ocr_error(ctx, OCR_EFORMAT, "%s: optim.numel is '%s'; expected a count", fn,
+                         ocr_safetensors_meta(st, "optim.numel") ? ocr_safetensors_meta(st, "optim.numel") : "(missing)");
+    if ((uint64_t)numel != (uint64_t)opt->numel)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: the file's %s state is for %lld parameters but the optimizer has %llu", fn,
+                         ocr__optim_kind_name(cfg->kind), (long long)numel, (unsigned long long)opt->numel);
+    if (!ocr__optim_parse_count(ocr_safetensors_meta(st, "optim.step"), step)) bad = "optim.step";
+    else if (!ocr__optim_parse_float(ocr_safetensors_meta(st, "optim.weight_decay"), &cfg->weight_decay)) bad = "optim.weight_decay";
+    else if (cfg->kind == OCR_OPTIM_SGD) {
+        if (!ocr__optim_parse_float(ocr_safetensors_meta(st, "optim.momentum"), &cfg->momentum)) bad = "optim.momentum";
+        else if (!ocr__optim_parse_float(ocr_safetensors_meta(st, "optim.dampening"), &cfg->dampening)) bad = "optim.dampening";
+        else if (!ocr__optim_parse_count(ocr_safetensors_meta(st, "optim.nesterov"), &nesterov) || nesterov > 1) bad = "optim.nesterov";
+        cfg->nesterov = (int)nesterov;
+    } else {
+        if (!ocr__optim_parse_float(ocr_safetensors_meta(st, "optim.beta1"), &cfg->beta1)) bad = "optim.beta1";
+        else if (!ocr__optim_parse_float(ocr_safetensors_meta(st, "optim.beta2"), &cfg->beta2)) bad = "optim.beta2";
+        else if (!ocr__optim_parse_float(ocr_safetensors_meta(st, "optim.eps"), &cfg->eps)) bad = "optim.eps";
+    }
+    if (bad)
+        return ocr_error(ctx, OCR_EFORMAT, "%s: %s is '%s'; expected a %s", fn, bad,
+                         ocr_safetensors_meta(st, bad) ? ocr_safetensors_meta(st, bad) : "(missing)",
+                         strcmp(bad, "optim.step") == 0 ? "count" : strcmp(bad, "optim.nesterov") == 0 ? "0 or 1" : "finite number");
+    for (i = 0; i < st->n_meta; i++) {
+        if (strncmp(st->meta_keys[i], "optim.", 6) != 0) continue;
+        for (k = 0; k < OCR__OPTIM_N_KEYS && strcmp(st->meta_keys[i], ocr__optim_keys[k]) != 0; k++) {}
+        if (k == OCR__OPTIM_N_KEYS)
+            return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: the file has the key '%s', which this version cannot restore (written by a "
+                             "newer ocr-c?); resuming without it would not be exact", fn, st->meta_keys[i]);
+    }
+    return ocr__optim_config_check(ctx, fn, cfg);
+}
+
+OCRDEF int ocr_optim_load(ocr_ctx *ctx, ocr_optimizer *opt, float *avg, const ocr_safetensors *st) {
+    const char *fn = "ocr_optim_load", *version = ocr_safetensors_meta(st, "optim.version");
+    ocr_optim_config cfg;
+    int64_t step = 0, v = 0;
+    ocr_tensor views[OCR__OPTIM_N_TENSORS], host[OCR__OPTIM_N_TENSORS];
+    int present[OCR__OPTIM_N_TENSORS], n_t, i, k, rc = OCR_OK;
+    if (!opt || !opt->m || (opt->cfg.kind == OCR_OPTIM_ADAMW && !opt->v))
+        return ocr_error(ctx, OCR_ESTATE, "%s: the optimizer is not initialised (ocr_optim_init)", fn);
+    if (version) {
+        if (!ocr__optim_parse_count(version, &v) || v < 1)
+            return ocr_error(ctx, OCR_EFORMAT, "%s: optim.version is '%s'; expected a format number", fn, version);
+        if (v > OCR__OPTIM_FORMAT)
+            return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: the file is in format %lld; this version reads format %d (written by a newer "
+                             "ocr-c?)", fn, (long long)v, OCR__OPTIM_FORMAT);
+        if ((rc = ocr__optim_read_meta(ctx, opt, st, &cfg, &step))) return rc;
+    }
+    /* every tensor is one this version restores, and the ones opt and avg need are there, F32 [numel] */
+    memset(present, 0, sizeof present);
+    for (i = 0; i < st->n_entries; i++) {
+        const ocr_safetensors_entry *e = &st->entries[i];
+        for (k = 0; k < OCR__OPTIM_N_TENSORS && strcmp(e->name, ocr__optim_tensor_names[k]) != 0; k++) {}
+        if (k == OCR__OPTIM_N_TENSORS)
+            return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: the file holds a tensor '%s', which this version cannot restore (written by a "
+                             "newer ocr-c?); resuming without it would not be exact", fn, e->name);
+        present[k] = 1;
+    }
+    if (opt->cfg.kind == OCR_OPTIM_SGD && present[OCR__OPTIM_V])
+        return ocr_error(ctx, OCR_EINVAL, "%s: the file holds AdamW state (it has optim.v) but the optimizer is SGD", fn);
+    if (opt->cfg.kind == OCR_OPTIM_ADAMW && !present[OCR__OPTIM_V])
+        return ocr_error(ctx, OCR_EINVAL, "%s: the file holds SGD state (it has no optim.v) but the optimizer is AdamW", fn);
+    if (!present[OCR__OPTIM_M]) return ocr_error(ctx, OCR_ENOTFOUND, "%s: the file has no tensor 'optim.m'", fn);
+    if (avg && !present[OCR__OPTIM_AVG])
+        return ocr_error(ctx, OCR_ENOTFOUND, "%s: a weight average was asked for but the file has no tensor 'ema'", fn);
+    n_t = ocr__optim_views(opt, avg, views);
+    for (i = 0; i < n_t; i++) {
+        const ocr_safetensors_entry *e = &st->entries[ocr_safetensors_find(st, views[i].name)];
+        char sb[96];
+        if (e->dtype != OCR_F32 || e->shape.ndim != 1 || (uint64_t)e->shape.dim[0] != (uint64_t)opt->numel)
+            return ocr_error(ctx, e->dtype != OCR_F32 ? OCR_EDTYPE : OCR_ESHAPE, "%s: the file's '%s' is %s %s; expected F32 [%llu] "
+                             "(the optimizer's parameter count)", fn, e->name, ocr_dtype_name(e->dtype),
+                             ocr_shape_str(e->shape, sb, sizeof sb), (unsigned long long)opt->numel);
+    }
+    /* read and check everything before changing anything, so that a refused file leaves opt and avg as they were */
+    memset(host, 0, sizeof host);
+    for (i = 0; i < n_t && !rc; i++)
+        if (!(rc = ocr_tensor_alloc(ctx, &host[i], views[i].name, OCR_F32, OCR_DEVICE_CPU, views[i].shape)) &&
+            !(rc = ocr_safetensors_read_into(ctx, st, views[i].name, &host[i])))
+            rc = ocr_check_finite(ctx, fn, &host[i]);
+    for (i = 0; i < n_t && !rc; i++) rc = ocr_tensor_copy(ctx, &views[i], &host[i]);
+    for (i = 0; i < OCR__OPTIM_N_TENSORS; i++) ocr_tensor_free(&host[i]);
+    if (rc) return rc;
+    if (version) {
+        opt->cfg = cfg;
+        opt->step = step;
+    }
     return OCR_OK;
 }
 
