@@ -136,16 +136,6 @@ typedef struct ocr_tensor {
     char name[OCR_NAME_MAX];
 } ocr_tensor;
 
-/* A text instance: the one polygon type shared by ocr_data.h (labels, augmentation) and ocr_dbnet.h
-   (targets, post-processing, evaluation). Pixel coordinates, x right, y down, any vertex count >= 3. */
-typedef struct { float x, y; } ocr_point;
-typedef struct {
-    ocr_point *points;
-    int n_points;
-    int ignore;        /* "don't care" (### in ICDAR): masked out of training and evaluation */
-    char *text;        /* UTF-8 transcription, or NULL */
-} ocr_polygon;
-
 typedef struct ocr__pool ocr__pool;
 
 /* Scratch slots: one per concurrent use, so nested users never clobber each other. */
