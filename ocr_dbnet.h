@@ -48,62 +48,13 @@ typedef struct {
     float bn_eps;       /* BatchNorm epsilon, 1e-5 */
 } ocr_dbnet_config;
 
-/* Internal plan of the network, built by ocr_dbnet_init: activations and the ops between them. */
-typedef struct {
-    char name[OCR_NAME_MAX];
-    int channels, div;  /* shape [N, channels, H/div, W/div] for an input [N, 3, H, W] */
-    int alias;          /* index of an earlier activation whose storage this one reuses in place, or -1 */
-    int flags;          /* OCR__DB_ACT_* */
-    int mode;           /* OCR__DB_BOTH, _TRAIN (threshold head) or _EVAL (the final sigmoid) */
-    size_t off, goff;   /* value and gradient offsets into their arenas, in ocr__db_unit's units, for the current layout */
-    int gfirst;         /* op whose backward writes the gradient first (it is zeroed just before), -1: before any */
-    int recompute;      /* current layout: the value is not kept for the backward but computed again at roff (from its
-                           op's input, ocr__db_recompute), just before the backward of op rfirst */
-    int rfirst;
-    size_t roff;
-    int galias;         /* current layout: the gradient is computed in place of this activation's gradient (the input
-                           gradient of a BN, ReLU or addition over its output's, when that op is the input's only
-                           reader), or -1 */
-} ocr__dbnet_act;
-
-typedef struct {
-    int kind;           /* OCR__DB_CONV, ... */
-    int in[4], n_in, out, aux;  /* activations; aux: the argmax of a max pool */
-    int w, b, mean, var;        /* parameter indices, -1 when absent (BN: w = gamma, b = beta) */
-    size_t stats;               /* BN: offset of save_mean, then save_invstd, in bn_stats */
-    int kernel, stride, pad, factor;
-    int mode, decoder;          /* when it runs; decoder ops use the SegDetector initialisation */
-    int relu;                   /* BN: a ReLU fused into the op (its output is the ReLU's) */
-} ocr__dbnet_op;
+struct ocr__dbnet_state; /* the network's plan, activation arenas and memory layout: private to the implementation */
 
 typedef struct ocr_dbnet {
     ocr_dbnet_config cfg;
     ocr_params params;            /* every weight, bias and BN running statistic, with PyTorch names */
     int64_t num_batches_tracked;  /* training forwards done; written as each BN's num_batches_tracked */
-    /* internals */
-    ocr__dbnet_act *acts;
-    ocr__dbnet_op *ops;
-    int n_acts, n_ops, cap_acts, cap_ops;
-    float *bn_stats;              /* save_mean and save_invstd of every BN for the backward */
-    float *values, *grads;        /* activation values and gradients: two arenas in which each holds a range only while
-                                     live (ocr__db_layout); they grow to the largest need seen */
-    size_t values_cap, grads_cap; /* in floats */
-    int share_off;                /* every value and gradient gets a range of its own (the tests compare the two) */
-    int recompute_off;            /* training keeps what the backward reads instead of recomputing some (the tests compare the two) */
-    int layout_key;               /* the layout acts[].off, goff hold: 0 none, else 1 + training + 2 share_off + 4 recompute_off */
-    size_t layout_need[2];        /* its units of values and of gradients (an input [N,3,H,W] has N H W / 1024 floats each) */
-    float *relu_dy;               /* off the CPU: the ReLU-masked gradient of a BN+ReLU, which only the CPU fuses */
-    size_t relu_dy_cap;
-    float *bn_folded;             /* eval on the CPU: one convolution's weights and bias with its BN folded in */
-    size_t bn_folded_cap;
-    int bn_fold_off;              /* eval runs each BN as its own op instead (the tests compare the two) */
-    int64_t N, H, W;              /* input of the last forward */
-    int state;                    /* 0: no forward yet, 1: after a training forward, 2: after an eval forward */
-    int act_input, act_prob_logits, act_thresh, act_prob;
-    /* optional profiling: with a clock (seconds) and 2 * n_ops doubles, forward adds each op's time to
-       op_seconds[op] and backward to op_seconds[n_ops + op] */
-    double (*op_clock)(void);
-    double *op_seconds;
+    struct ocr__dbnet_state *state_; /* private: read it through the functions below, never directly */
 } ocr_dbnet;
 
 /* resnet18, width 1, k 50, no prior, BN momentum 0.1 and eps 1e-5: the official configuration without DCN. */
@@ -146,6 +97,48 @@ OCRDEF int ocr_dbnet_load(ocr_ctx *ctx, ocr_dbnet *m, const char *path);
 /* Loads a torchvision ResNet state_dict saved as safetensors (conv1.weight, layer1.0.bn1.running_mean, ...) into
    the backbone; fc.* and num_batches_tracked entries are ignored. Needs the matching depth and width 1 (ImageNet). */
 OCRDEF int ocr_dbnet_load_backbone(ocr_ctx *ctx, ocr_dbnet *m, const char *path);
+
+/* ---- options, memory and profiling: for tests and benchmarks ---- */
+
+/* Flags of ocr_dbnet_set_options. Each turns off one memory saving: the results stay the same (bit for bit), the
+   memory grows. The tests run a model with and without them to check that the savings change nothing. */
+enum {
+    OCR_DBNET_NO_SHARING = 1,   /* every activation value and gradient gets a range of its own instead of sharing memory
+                                   with those whose lifetimes do not overlap */
+    OCR_DBNET_NO_RECOMPUTE = 2, /* a training step keeps everything its backward reads instead of computing some BN+ReLU and
+                                   convolution outputs again in the backward (CPU) */
+    OCR_DBNET_NO_BN_FOLD = 4    /* eval runs each BN as its own op instead of folding it into the convolution before it (CPU;
+                                   the same up to rounding, not bit for bit) */
+};
+/* Sets the OCR_DBNET_NO_* flags (0: the defaults); they take effect at the next forward. */
+OCRDEF int ocr_dbnet_set_options(ocr_ctx *ctx, ocr_dbnet *m, unsigned flags);
+
+/* Activation memory, in bytes. Values and gradients live in two arenas that grow to the largest need seen. */
+typedef struct {
+    size_t values_bytes, grads_bytes;           /* the arenas as allocated */
+    size_t values_need_bytes, grads_need_bytes; /* what the last forward's input needs (the gradients: 0 after an eval one) */
+    size_t values_unshared_bytes, grads_unshared_bytes; /* what the last forward's activations would take, each value and
+                                                           gradient in a range of its own and nothing recomputed */
+    int64_t arena_allocations;                  /* how often an arena was (re)allocated: a repeated or smaller input adds 0 */
+} ocr_dbnet_memory_info;
+OCRDEF ocr_dbnet_memory_info ocr_dbnet_memory(const ocr_dbnet *m);
+
+/* Per-op timing. With a clock (seconds; NULL turns profiling off) each forward adds every op's time to its
+   seconds_forward and each backward to its seconds_backward, from zero at this call. The ops run in ocr_dbnet_op's
+   order (a BN folded into its convolution in eval counts under the convolution). On a device the ops run
+   asynchronously: time there only with a clock that waits for the device. */
+OCRDEF int ocr_dbnet_profile(ocr_ctx *ctx, ocr_dbnet *m, double (*clock)(void));
+typedef struct {
+    const char *name;     /* the output's name: its PyTorch module's ("backbone.layer1.0.conv1"), an op's of the model
+                             ("backbone.layer1.0.sum"), or the output's ("prob_logits", "thresh", "prob") */
+    const char *kind;     /* "conv", "convT", "bn", "bn+relu", "relu", "maxpool", "upsample", "add", "concat" or "sigmoid" */
+    int64_t channels, height, width; /* output of one image of the last forward's input (height, width 0 before any) */
+    double seconds_forward, seconds_backward; /* accumulated since ocr_dbnet_profile (0 without a clock) */
+} ocr_dbnet_op_info;
+/* Ops in the order the forward runs them; ocr_dbnet_op(m, i) for 0 <= i < ocr_dbnet_op_count(m) (any other i: name and
+   kind ""). */
+OCRDEF int ocr_dbnet_op_count(const ocr_dbnet *m);
+OCRDEF ocr_dbnet_op_info ocr_dbnet_op(const ocr_dbnet *m, int i);
 
 /* ================================================================ [targets] declarations */
 
@@ -288,6 +281,63 @@ enum { OCR__DB_BOTH = 0, OCR__DB_TRAIN = 1, OCR__DB_EVAL = 2 };
 enum { OCR__DB_ACT_I32 = 1, OCR__DB_ACT_NOGRAD = 2, OCR__DB_ACT_RECOMPUTE = 4 };
 enum { OCR__DB_IDLE = 0, OCR__DB_AFTER_TRAIN = 1, OCR__DB_AFTER_EVAL = 2, OCR__DB_AFTER_BACKWARD = 3 };
 
+/* The plan of the network, built by ocr_dbnet_init: activations and the ops between them. */
+typedef struct {
+    char name[OCR_NAME_MAX];
+    int channels, div;  /* shape [N, channels, H/div, W/div] for an input [N, 3, H, W] */
+    int alias;          /* index of an earlier activation whose storage this one reuses in place, or -1 */
+    int flags;          /* OCR__DB_ACT_* */
+    int mode;           /* OCR__DB_BOTH, _TRAIN (threshold head) or _EVAL (the final sigmoid) */
+    size_t off, goff;   /* value and gradient offsets into their arenas, in ocr__db_unit's units, for the current layout */
+    int gfirst;         /* op whose backward writes the gradient first (it is zeroed just before), -1: before any */
+    int recompute;      /* current layout: the value is not kept for the backward but computed again at roff (from its
+                           op's input, ocr__db_recompute), just before the backward of op rfirst */
+    int rfirst;
+    size_t roff;
+    int galias;         /* current layout: the gradient is computed in place of this activation's gradient (the input
+                           gradient of a BN, ReLU or addition over its output's, when that op is the input's only
+                           reader), or -1 */
+} ocr__dbnet_act;
+
+typedef struct {
+    int kind;           /* OCR__DB_CONV, ... */
+    int in[4], n_in, out, aux;  /* activations; aux: the argmax of a max pool */
+    int w, b, mean, var;        /* parameter indices, -1 when absent (BN: w = gamma, b = beta) */
+    size_t stats;               /* BN: offset of save_mean, then save_invstd, in bn_stats */
+    int kernel, stride, pad, factor;
+    int mode, decoder;          /* when it runs; decoder ops use the SegDetector initialisation */
+    int relu;                   /* BN: a ReLU fused into the op (its output is the ReLU's) */
+} ocr__dbnet_op;
+
+/* Everything of a model besides its config and parameters (ocr_dbnet.state_). */
+struct ocr__dbnet_state {
+    ocr__dbnet_act *acts;
+    ocr__dbnet_op *ops;
+    int n_acts, n_ops, cap_acts, cap_ops;
+    float *bn_stats;              /* save_mean and save_invstd of every BN for the backward */
+    float *values, *grads;        /* activation values and gradients: two arenas in which each holds a range only while
+                                     live (ocr__db_layout); they grow to the largest need seen */
+    size_t values_cap, grads_cap; /* in floats */
+    int64_t arena_allocs;         /* (re)allocations of the two arenas */
+    int share_off;                /* OCR_DBNET_NO_SHARING: every value and gradient gets a range of its own */
+    int recompute_off;            /* OCR_DBNET_NO_RECOMPUTE: training keeps what the backward reads instead of recomputing some */
+    int layout_key;               /* the layout acts[].off, goff hold: 0 none, else 1 + training + 2 share_off + 4 recompute_off */
+    size_t layout_need[2];        /* its units of values and of gradients (an input [N,3,H,W] has N H W / 1024 floats each) */
+    float *relu_dy;               /* off the CPU: the ReLU-masked gradient of a BN+ReLU, which only the CPU fuses */
+    size_t relu_dy_cap;
+    float *bn_folded;             /* eval on the CPU: one convolution's weights and bias with its BN folded in */
+    size_t bn_folded_cap;
+    int bn_fold_off;              /* OCR_DBNET_NO_BN_FOLD: eval runs each BN as its own op */
+    int64_t N, H, W;              /* input of the last forward */
+    int phase;                    /* OCR__DB_IDLE, _AFTER_TRAIN, _AFTER_EVAL or _AFTER_BACKWARD */
+    int act_input, act_prob_logits, act_thresh, act_prob;
+    /* ocr_dbnet_profile: with a clock (seconds), forward adds each op's time to op_seconds[op] and backward to
+       op_seconds[n_ops + op] */
+    double (*op_clock)(void);
+    double *op_seconds;
+};
+typedef struct ocr__dbnet_state ocr__dbnet_state;
+
 static const char *const ocr__db_meta_keys[6] = {"ocr_dbnet.backbone", "ocr_dbnet.width", "ocr_dbnet.k",
                                                  "ocr_dbnet.prior_prob", "ocr_dbnet.bn_momentum", "ocr_dbnet.bn_eps"};
 
@@ -316,6 +366,7 @@ static int ocr__db_runs(int mode, int training) {
 typedef struct {
     ocr_ctx *ctx;
     ocr_dbnet *m;
+    ocr__dbnet_state *S; /* m->state_ */
     int rc;
     int mode, decoder;   /* given to the acts and ops added now */
 } ocr__db_build;
@@ -333,12 +384,12 @@ static void *ocr__db_grow(ocr__db_build *b, void *arr, int *cap, int count, size
 }
 
 static int ocr__db_act(ocr__db_build *b, const char *name, int channels, int div, int alias, int flags) {
-    ocr_dbnet *m = b->m;
+    ocr__dbnet_state *S = b->S;
     ocr__dbnet_act *a;
     void *arr;
-    if (b->rc || !(arr = ocr__db_grow(b, m->acts, &m->cap_acts, m->n_acts, sizeof *a))) return 0;
-    m->acts = (ocr__dbnet_act *)arr;
-    a = &m->acts[m->n_acts];
+    if (b->rc || !(arr = ocr__db_grow(b, S->acts, &S->cap_acts, S->n_acts, sizeof *a))) return 0;
+    S->acts = (ocr__dbnet_act *)arr;
+    a = &S->acts[S->n_acts];
     memset(a, 0, sizeof *a);
     snprintf(a->name, sizeof a->name, "%s", name);
     a->channels = channels;
@@ -346,16 +397,16 @@ static int ocr__db_act(ocr__db_build *b, const char *name, int channels, int div
     a->alias = alias;
     a->flags = flags;
     a->mode = b->mode;
-    return m->n_acts++;
+    return S->n_acts++;
 }
 
 static ocr__dbnet_op *ocr__db_op(ocr__db_build *b, int kind, int out) {
-    ocr_dbnet *m = b->m;
+    ocr__dbnet_state *S = b->S;
     ocr__dbnet_op *op;
     void *arr;
-    if (b->rc || !(arr = ocr__db_grow(b, m->ops, &m->cap_ops, m->n_ops, sizeof *op))) return NULL;
-    m->ops = (ocr__dbnet_op *)arr;
-    op = &m->ops[m->n_ops++];
+    if (b->rc || !(arr = ocr__db_grow(b, S->ops, &S->cap_ops, S->n_ops, sizeof *op))) return NULL;
+    S->ops = (ocr__dbnet_op *)arr;
+    op = &S->ops[S->n_ops++];
     memset(op, 0, sizeof *op);
     op->kind = kind;
     op->out = out;
@@ -379,8 +430,8 @@ static int ocr__db_conv(ocr__db_build *b, const char *name, int x, int cout, int
     int cin, div, y, w, bi;
     ocr__dbnet_op *op;
     if (b->rc) return 0;
-    cin = b->m->acts[x].channels;
-    div = transposed ? b->m->acts[x].div / stride : b->m->acts[x].div * stride;
+    cin = b->S->acts[x].channels;
+    div = transposed ? b->S->acts[x].div / stride : b->S->acts[x].div * stride;
     w = ocr__db_param(b, name, "weight", transposed ? ocr_shape4(cin, cout, k, k) : ocr_shape4(cout, cin, k, k), 1);
     bi = bias ? ocr__db_param(b, name, "bias", ocr_shape1(cout), 1) : -1;
     y = ocr__db_act(b, name, cout, div, -1, 0);
@@ -397,8 +448,8 @@ static int ocr__db_bn(ocr__db_build *b, const char *name, int x, int relu) {
     int c, y;
     ocr__dbnet_op *op;
     if (b->rc) return 0;
-    c = b->m->acts[x].channels;
-    y = ocr__db_act(b, name, c, b->m->acts[x].div, -1, 0);
+    c = b->S->acts[x].channels;
+    y = ocr__db_act(b, name, c, b->S->acts[x].div, -1, 0);
     if (!(op = ocr__db_op(b, OCR__DB_BN, y))) return 0;
     op->in[0] = x; op->n_in = 1;
     op->relu = relu;
@@ -413,7 +464,7 @@ static int ocr__db_pointwise(ocr__db_build *b, int kind, const char *name, int x
     int y;
     ocr__dbnet_op *op;
     if (b->rc) return 0;
-    y = ocr__db_act(b, name, b->m->acts[x].channels, b->m->acts[x].div, alias, flags);
+    y = ocr__db_act(b, name, b->S->acts[x].channels, b->S->acts[x].div, alias, flags);
     if (!(op = ocr__db_op(b, kind, y))) return 0;
     op->in[0] = x; op->in[1] = x2; op->n_in = kind == OCR__DB_ADD ? 2 : 1;
     return y;
@@ -423,7 +474,7 @@ static int ocr__db_upsample(ocr__db_build *b, const char *name, int x, int facto
     int y;
     ocr__dbnet_op *op;
     if (b->rc) return 0;
-    y = ocr__db_act(b, name, b->m->acts[x].channels, b->m->acts[x].div / factor, -1, 0);
+    y = ocr__db_act(b, name, b->S->acts[x].channels, b->S->acts[x].div / factor, -1, 0);
     if (!(op = ocr__db_op(b, OCR__DB_UPSAMPLE, y))) return 0;
     op->in[0] = x; op->n_in = 1; op->factor = factor;
     return y;
@@ -442,7 +493,7 @@ static int ocr__db_block(ocr__db_build *b, const char *prefix, int x, int cout, 
     y = ocr__db_conv(b, n, y, cout, 3, 1, 1, 0, 0);
     snprintf(n, sizeof n, "%.60s.bn2", prefix);
     y = ocr__db_bn(b, n, y, 0);
-    if (!b->rc && (stride != 1 || b->m->acts[x].channels != cout)) {
+    if (!b->rc && (stride != 1 || b->S->acts[x].channels != cout)) {
         snprintf(n, sizeof n, "%.60s.downsample.0", prefix);
         id = ocr__db_conv(b, n, x, cout, 1, stride, 0, 0, 0);
         snprintf(n, sizeof n, "%.60s.downsample.1", prefix);
@@ -464,7 +515,7 @@ static int ocr__db_head(ocr__db_build *b, const char *prefix, int x, int mid) {
     y = ocr__db_bn(b, n, y, 1);
     snprintf(n, sizeof n, "%.60s.3", prefix);
     y = ocr__db_conv(b, n, y, mid, 2, 2, 0, 1, 1);
-    if (!b->rc) b->m->acts[y].flags |= OCR__DB_ACT_RECOMPUTE;
+    if (!b->rc) b->S->acts[y].flags |= OCR__DB_ACT_RECOMPUTE;
     snprintf(n, sizeof n, "%.60s.4", prefix);
     y = ocr__db_bn(b, n, y, 1);
     snprintf(n, sizeof n, "%.60s.6", prefix);
@@ -481,13 +532,13 @@ static void ocr__db_build_plan(ocr__db_build *b) {
     ocr__dbnet_op *op;
     b->mode = OCR__DB_BOTH;
     b->decoder = 0;
-    b->m->act_input = x = ocr__db_act(b, "input", 3, 1, -1, OCR__DB_ACT_NOGRAD);
+    b->S->act_input = x = ocr__db_act(b, "input", 3, 1, -1, OCR__DB_ACT_NOGRAD);
     x = ocr__db_conv(b, "backbone.conv1", x, ocr__db_scaled(64, cfg->width), 7, 2, 3, 0, 0);
-    if (!b->rc) b->m->acts[x].flags |= OCR__DB_ACT_RECOMPUTE;
+    if (!b->rc) b->S->acts[x].flags |= OCR__DB_ACT_RECOMPUTE;
     x = ocr__db_bn(b, "backbone.bn1", x, 1);
-    argmax = ocr__db_act(b, "backbone.maxpool.argmax", b->rc ? 0 : b->m->acts[x].channels, 4, -1, OCR__DB_ACT_I32 | OCR__DB_ACT_NOGRAD);
+    argmax = ocr__db_act(b, "backbone.maxpool.argmax", b->rc ? 0 : b->S->acts[x].channels, 4, -1, OCR__DB_ACT_I32 | OCR__DB_ACT_NOGRAD);
     if (!b->rc) {
-        int y = ocr__db_act(b, "backbone.maxpool", b->m->acts[x].channels, 4, -1, 0);
+        int y = ocr__db_act(b, "backbone.maxpool", b->S->acts[x].channels, 4, -1, 0);
         if ((op = ocr__db_op(b, OCR__DB_MAXPOOL, y))) {
             op->in[0] = x; op->n_in = 1; op->aux = argmax;
             op->kernel = 3; op->stride = 2; op->pad = 1;
@@ -518,21 +569,22 @@ static void ocr__db_build_plan(ocr__db_build *b) {
     if ((op = ocr__db_op(b, OCR__DB_CONCAT, fuse))) {
         op->in[0] = p5; op->in[1] = p4; op->in[2] = p3; op->in[3] = p2; op->n_in = 4;
     }
-    b->m->act_prob_logits = ocr__db_head(b, "decoder.binarize", fuse, q);
+    b->S->act_prob_logits = ocr__db_head(b, "decoder.binarize", fuse, q);
     b->mode = OCR__DB_TRAIN;
     thresh_logits = ocr__db_head(b, "decoder.thresh", fuse, q);
-    b->m->act_thresh = ocr__db_pointwise(b, OCR__DB_SIGMOID, "thresh", thresh_logits, -1, thresh_logits, 0);
+    b->S->act_thresh = ocr__db_pointwise(b, OCR__DB_SIGMOID, "thresh", thresh_logits, -1, thresh_logits, 0);
     b->mode = OCR__DB_EVAL;
-    b->m->act_prob = ocr__db_pointwise(b, OCR__DB_SIGMOID, "prob", b->m->act_prob_logits, -1, b->m->act_prob_logits, OCR__DB_ACT_NOGRAD);
-    if (!b->rc) snprintf(b->m->acts[b->m->act_prob_logits].name, OCR_NAME_MAX, "prob_logits");
+    b->S->act_prob = ocr__db_pointwise(b, OCR__DB_SIGMOID, "prob", b->S->act_prob_logits, -1, b->S->act_prob_logits, OCR__DB_ACT_NOGRAD);
+    if (!b->rc) snprintf(b->S->acts[b->S->act_prob_logits].name, OCR_NAME_MAX, "prob_logits");
 }
 
 /* Official initialisation (DBNET_REFERENCE section 1.5). PyTorch's kaiming fans: a conv weight [Cout,Cin,k,k] has
    fan_in Cin*k*k and fan_out Cout*k*k; a transposed conv weight [Cin,Cout,k,k] has "fan_in" Cout*k*k. */
 static int ocr__db_init_weights(ocr_ctx *ctx, ocr_dbnet *m) {
+    ocr__dbnet_state *S = m->state_;
     int i, rc;
-    for (i = 0; i < m->n_ops; i++) {
-        const ocr__dbnet_op *op = &m->ops[i];
+    for (i = 0; i < S->n_ops; i++) {
+        const ocr__dbnet_op *op = &S->ops[i];
         ocr_tensor w;
         if (op->kind == OCR__DB_CONV || op->kind == OCR__DB_CONVT) {
             double fan;
@@ -572,39 +624,50 @@ static int ocr__db_check_config(ocr_ctx *ctx, const char *fn, const ocr_dbnet_co
 }
 
 OCRDEF void ocr_dbnet_free(ocr_dbnet *m) {
+    ocr__dbnet_state *S;
     ocr_device dev;
     if (!m) return;
+    S = m->state_;
     dev = m->params.device;
     ocr_params_free(&m->params);
-    OCR_FREE(m->acts);
-    OCR_FREE(m->ops);
-    ocr_floats_free(m->bn_stats, dev);
-    ocr_floats_free(m->values, dev);
-    ocr_floats_free(m->grads, dev);
-    ocr_floats_free(m->relu_dy, dev);
-    ocr_floats_free(m->bn_folded, dev);
+    if (S) {
+        OCR_FREE(S->acts);
+        OCR_FREE(S->ops);
+        ocr_floats_free(S->bn_stats, dev);
+        ocr_floats_free(S->values, dev);
+        ocr_floats_free(S->grads, dev);
+        ocr_floats_free(S->relu_dy, dev);
+        ocr_floats_free(S->bn_folded, dev);
+        OCR_FREE(S->op_seconds);
+        OCR_FREE(S);
+    }
     memset(m, 0, sizeof *m);
 }
 
 OCRDEF int ocr_dbnet_init(ocr_ctx *ctx, ocr_dbnet *m, const ocr_dbnet_config *cfg) {
+    ocr__dbnet_state *S;
     ocr__db_build b;
     size_t n_stats = 0;
     int i, rc;
+    if (!m) return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_init: m is NULL");
     memset(m, 0, sizeof *m);
     if (!cfg) return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_init: cfg is NULL (start from ocr_dbnet_config_default())");
     if ((rc = ocr__db_check_config(ctx, "ocr_dbnet_init", cfg))) return rc;
     m->cfg = *cfg;
     ocr_params_init(&m->params);
+    if (!(S = m->state_ = (ocr__dbnet_state *)OCR_MALLOC(sizeof *S))) return ocr_error(ctx, OCR_ENOMEM, "ocr_dbnet_init: out of memory");
+    memset(S, 0, sizeof *S);
     memset(&b, 0, sizeof b);
     b.ctx = ctx;
     b.m = m;
+    b.S = S;
     ocr__db_build_plan(&b);
     if ((rc = b.rc) || (rc = ocr_params_alloc(ctx, &m->params))) { ocr_dbnet_free(m); return rc; }
-    for (i = 0; i < m->n_ops; i++)
-        if (m->ops[i].kind == OCR__DB_BN) { m->ops[i].stats = n_stats; n_stats += 2 * (size_t)m->acts[m->ops[i].out].channels; }
+    for (i = 0; i < S->n_ops; i++)
+        if (S->ops[i].kind == OCR__DB_BN) { S->ops[i].stats = n_stats; n_stats += 2 * (size_t)S->acts[S->ops[i].out].channels; }
     /* drawn on the host, so a device model starts from exactly the CPU model's weights */
     if ((rc = ocr__db_init_weights(ctx, m)) || (rc = ocr_params_to_device(ctx, &m->params, ctx->device))) { ocr_dbnet_free(m); return rc; }
-    if (!(m->bn_stats = ocr_floats_alloc(ctx, ctx->device, n_stats, "bn_stats"))) { rc = ctx->last_status; ocr_dbnet_free(m); return rc; }
+    if (!(S->bn_stats = ocr_floats_alloc(ctx, ctx->device, n_stats, "bn_stats"))) { rc = ctx->last_status; ocr_dbnet_free(m); return rc; }
     return OCR_OK;
 }
 
@@ -612,14 +675,15 @@ OCRDEF int ocr_dbnet_init(ocr_ctx *ctx, ocr_dbnet *m, const ocr_dbnet_config *cf
 
 /* Op i is a convolution whose output only the BN right after it reads (eval may run the two as one). */
 static int ocr__db_conv_bn_pair(const ocr_dbnet *m, int i) {
-    const ocr__dbnet_op *op = &m->ops[i];
+    const ocr__dbnet_state *S = m->state_;
+    const ocr__dbnet_op *op = &S->ops[i];
     int j, k;
-    if (i + 1 >= m->n_ops || (op->kind != OCR__DB_CONV && op->kind != OCR__DB_CONVT) || m->ops[i + 1].kind != OCR__DB_BN ||
-        m->ops[i + 1].in[0] != op->out)
+    if (i + 1 >= S->n_ops || (op->kind != OCR__DB_CONV && op->kind != OCR__DB_CONVT) || S->ops[i + 1].kind != OCR__DB_BN ||
+        S->ops[i + 1].in[0] != op->out)
         return 0;
-    for (j = 0; j < m->n_ops; j++)
-        for (k = 0; k < m->ops[j].n_in; k++)
-            if (j != i + 1 && m->ops[j].in[k] == op->out) return 0;
+    for (j = 0; j < S->n_ops; j++)
+        for (k = 0; k < S->ops[j].n_in; k++)
+            if (j != i + 1 && S->ops[j].in[k] == op->out) return 0;
     return 1;
 }
 
@@ -659,23 +723,28 @@ static size_t ocr__db_place(ocr__db_range *r, int count, ocr__db_range **live) {
 
 /* Floats per layout unit: every activation of input [N,3,H,W] (H, W multiples of 32) holds a whole number of
    N (H/32) (W/32) floats, so one layout in these units serves every input size. */
-static size_t ocr__db_unit(const ocr_dbnet *m) { return (size_t)m->N * (size_t)(m->H / 32) * (size_t)(m->W / 32); }
+static size_t ocr__db_unit(const ocr_dbnet *m) {
+    const ocr__dbnet_state *S = m->state_;
+    return (size_t)S->N * (size_t)(S->H / 32) * (size_t)(S->W / 32);
+}
 
 /* The op that writes activation a, or -1 (the input). */
 static int ocr__db_producer(const ocr_dbnet *m, int a) {
+    const ocr__dbnet_state *S = m->state_;
     int i;
-    for (i = 0; i < m->n_ops; i++) if (m->ops[i].out == a) return i;
+    for (i = 0; i < S->n_ops; i++) if (S->ops[i].out == a) return i;
     return -1;
 }
 
 /* Whether this layout computes activation a again for the backward instead of keeping it: in a training step on the
    CPU, a BN+ReLU output or a convolution output marked OCR__DB_ACT_RECOMPUTE that nothing computes in place into. */
 static int ocr__db_recomputable(const ocr_dbnet *m, int a, int training) {
+    const ocr__dbnet_state *S = m->state_;
     int i, p = ocr__db_producer(m, a);
-    if (!training || m->recompute_off || m->params.device != OCR_DEVICE_CPU || m->acts[a].alias >= 0 || p < 0) return 0;
-    for (i = 0; i < m->n_acts; i++) if (m->acts[i].alias == a) return 0;
-    if (m->ops[p].kind == OCR__DB_BN) return m->ops[p].relu;
-    return (m->ops[p].kind == OCR__DB_CONV || m->ops[p].kind == OCR__DB_CONVT) && (m->acts[a].flags & OCR__DB_ACT_RECOMPUTE);
+    if (!training || S->recompute_off || m->params.device != OCR_DEVICE_CPU || S->acts[a].alias >= 0 || p < 0) return 0;
+    for (i = 0; i < S->n_acts; i++) if (S->acts[i].alias == a) return 0;
+    if (S->ops[p].kind == OCR__DB_BN) return S->ops[p].relu;
+    return (S->ops[p].kind == OCR__DB_CONV || S->ops[p].kind == OCR__DB_CONVT) && (S->acts[a].flags & OCR__DB_ACT_RECOMPUTE);
 }
 
 /* Offsets of every activation value and gradient in this mode, in two arenas where two of them share memory only when
@@ -694,13 +763,14 @@ static int ocr__db_recomputable(const ocr_dbnet *m, int a, int training) {
    Offsets are in units (ocr__db_unit) rounded to 16 (64-byte aligned views), laid out once per mode; so the floats
    needed (need[0] values, need[1] gradients) scale with N H W, and a smaller input fits where a larger one did. */
 static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N, int64_t H, int64_t W, int training, size_t need[2]) {
-    const int n = m->n_ops, na = m->n_acts, forever = 2 * n + 1;
-    const int key = 1 + (training != 0) + 2 * (m->share_off != 0) + 4 * (m->recompute_off != 0);
+    ocr__dbnet_state *S = m->state_;
+    const int n = S->n_ops, na = S->n_acts, forever = 2 * n + 1;
+    const int key = 1 + (training != 0) + 2 * (S->share_off != 0) + 4 * (S->recompute_off != 0);
     ocr__db_range *r, *v, *g, **live;
     size_t bytes, unit;
     int i, k, n_v = 0, n_g = 0;
-    if (m->layout_key != key) {
-        m->layout_key = 0;
+    if (S->layout_key != key) {
+        S->layout_key = 0;
         /* r[a], r[na + a], r[2 na + a]: lifetimes of activation a's value, gradient and recomputed value; v and g: the
            ranges to place (values and recomputed values, gradients) */
         if (!ocr_size_mul(6 * (size_t)na, sizeof *r + sizeof *live, &bytes) ||
@@ -710,7 +780,7 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
         g = v + 2 * na;
         live = (ocr__db_range **)(g + na);
         for (i = 0; i < na; i++) {
-            const ocr__dbnet_act *a = &m->acts[i];
+            const ocr__dbnet_act *a = &S->acts[i];
             for (k = 0; k < 3; k++) {
                 ocr__db_range *t = &r[k * na + i];
                 t->size = ((size_t)a->channels * (size_t)(32 / a->div) * (size_t)(32 / a->div) + 15) & ~(size_t)15;
@@ -718,20 +788,20 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
                 t->t1 = -1;
                 t->act = k == 2 ? na + i : i;
             }
-            m->acts[i].gfirst = -1;
-            m->acts[i].rfirst = -1;
-            m->acts[i].galias = -1;
-            m->acts[i].recompute = ocr__db_recomputable(m, i, training);
+            S->acts[i].gfirst = -1;
+            S->acts[i].rfirst = -1;
+            S->acts[i].galias = -1;
+            S->acts[i].recompute = ocr__db_recomputable(m, i, training);
         }
-        r[m->act_input].t0 = 0;
+        r[S->act_input].t0 = 0;
         for (i = 0; i < n; i++) {
-            const ocr__dbnet_op *op = &m->ops[i];
+            const ocr__dbnet_op *op = &S->ops[i];
             int bwd_reads[2] = {-1, -1}; /* activations op's backward reads (besides the argmax) */
             if (!ocr__db_runs(op->mode, training)) continue;
             if (r[op->out].t0 > i) r[op->out].t0 = i;
             if (op->aux >= 0) r[op->aux].t0 = i;
             /* an eval convolution may write the output of the BN after it (ocr__db_fold_forward), whether it folds or not */
-            if (!training && ocr__db_conv_bn_pair(m, i)) r[m->ops[i + 1].out].t0 = i;
+            if (!training && ocr__db_conv_bn_pair(m, i)) r[S->ops[i + 1].out].t0 = i;
             for (k = 0; k < op->n_in; k++) if (r[op->in[k]].t1 < i) r[op->in[k]].t1 = i;
             if (!training) continue;
             if (op->kind == OCR__DB_CONV || op->kind == OCR__DB_CONVT || op->kind == OCR__DB_BN) bwd_reads[0] = op->in[0];
@@ -741,15 +811,15 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
                 int a = bwd_reads[k];
                 ocr__db_range *t;
                 if (a < 0) continue;
-                t = &r[(m->acts[a].recompute ? 2 * na : 0) + a];
+                t = &r[(S->acts[a].recompute ? 2 * na : 0) + a];
                 /* ops run backwards: the reader with the largest index computes it, the one with the smallest reads last */
-                if (m->acts[a].recompute && t->t0 > 2 * n - i) { t->t0 = 2 * n - i; m->acts[a].rfirst = i; }
+                if (S->acts[a].recompute && t->t0 > 2 * n - i) { t->t0 = 2 * n - i; S->acts[a].rfirst = i; }
                 if (t->t1 < 2 * n - i) t->t1 = 2 * n - i;
             }
             for (k = 0; k < op->n_in; k++) { /* ops run backwards, so the last consumer's backward writes first */
                 ocr__db_range *t = &r[na + op->in[k]];
-                if (m->acts[op->in[k]].flags & OCR__DB_ACT_NOGRAD) continue;
-                if (t->t0 > 2 * n - i) { t->t0 = 2 * n - i; m->acts[op->in[k]].gfirst = i; }
+                if (S->acts[op->in[k]].flags & OCR__DB_ACT_NOGRAD) continue;
+                if (t->t0 > 2 * n - i) { t->t0 = 2 * n - i; S->acts[op->in[k]].gfirst = i; }
             }
             r[na + op->out].t1 = 2 * n - i;
         }
@@ -758,12 +828,12 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
         for (i = na - 1; i >= 0; i--) {
             const ocr__dbnet_op *op;
             int in;
-            if (!m->acts[i].recompute || m->acts[i].rfirst < 0) continue;
-            op = &m->ops[ocr__db_producer(m, i)];
+            if (!S->acts[i].recompute || S->acts[i].rfirst < 0) continue;
+            op = &S->ops[ocr__db_producer(m, i)];
             in = op->in[0];
-            if (m->acts[in].recompute) {
+            if (S->acts[in].recompute) {
                 ocr__db_range *t = &r[2 * na + in];
-                if (t->t0 > r[2 * na + i].t0) { t->t0 = r[2 * na + i].t0; m->acts[in].rfirst = m->acts[i].rfirst; }
+                if (t->t0 > r[2 * na + i].t0) { t->t0 = r[2 * na + i].t0; S->acts[in].rfirst = S->acts[i].rfirst; }
                 if (t->t1 < r[2 * na + i].t0) t->t1 = r[2 * na + i].t0;
             } else if (r[in].t1 < r[2 * na + i].t0) {
                 r[in].t1 = r[2 * na + i].t0;
@@ -771,13 +841,13 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
         }
         if (training) {
             for (k = 0; k < 2; k++) {
-                int out = k ? m->act_thresh : m->act_prob_logits;
+                int out = k ? S->act_thresh : S->act_prob_logits;
                 r[out].t1 = forever;
                 r[na + out].t0 = n; /* seeded with the caller's gradient */
-                m->acts[out].gfirst = -1;
+                S->acts[out].gfirst = -1;
             }
         } else {
-            r[m->act_prob].t1 = forever;
+            r[S->act_prob].t1 = forever;
         }
         /* the input gradient of a BN or ReLU (written in place over the output gradient: the CPU ops' in-place mode) or
            of an addition (equal to the output gradient) shares the output gradient's range when nothing else reads
@@ -786,34 +856,34 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
            may share its buffer while their producers' backwards only read it; one that writes in place over it may
            join only if its backward runs after all the others' (the smallest op index), or it would overwrite their
            dy (two BN backwards in place over one addition's gradient). */
-        for (i = 0; training && !m->share_off && m->params.device == OCR_DEVICE_CPU && i < n; i++) {
-            const ocr__dbnet_op *op = &m->ops[i];
+        for (i = 0; training && !S->share_off && m->params.device == OCR_DEVICE_CPU && i < n; i++) {
+            const ocr__dbnet_op *op = &S->ops[i];
             int in, c, readers, j, kk, prod[4], writes[4], eligible[4], first_reader = n, writer = -1;
             if (op->kind != OCR__DB_BN && op->kind != OCR__DB_RELU && op->kind != OCR__DB_ADD) continue;
             for (in = 0; in < op->n_in; in++) {
                 c = op->in[in];
                 eligible[in] = prod[in] = writes[in] = 0;
-                if ((m->acts[c].flags & OCR__DB_ACT_NOGRAD) || m->acts[c].gfirst != i || c == op->out) continue;
-                for (readers = 0, j = 0; j < n; j++) for (kk = 0; kk < m->ops[j].n_in; kk++) readers += m->ops[j].in[kk] == c;
+                if ((S->acts[c].flags & OCR__DB_ACT_NOGRAD) || S->acts[c].gfirst != i || c == op->out) continue;
+                for (readers = 0, j = 0; j < n; j++) for (kk = 0; kk < S->ops[j].n_in; kk++) readers += S->ops[j].in[kk] == c;
                 if (readers != 1) continue;
-                for (j = 0; j < i && m->ops[j].out != c; j++) {}
+                for (j = 0; j < i && S->ops[j].out != c; j++) {}
                 eligible[in] = 1;
                 prod[in] = j;
-                writes[in] = j < i && (m->ops[j].kind == OCR__DB_BN || m->ops[j].kind == OCR__DB_RELU) && m->acts[m->ops[j].in[0]].galias >= 0;
+                writes[in] = j < i && (S->ops[j].kind == OCR__DB_BN || S->ops[j].kind == OCR__DB_RELU) && S->acts[S->ops[j].in[0]].galias >= 0;
                 if (!writes[in] && j < first_reader) first_reader = j;
                 if (writes[in] && (writer < 0 || j < prod[writer])) writer = in;
             }
             for (in = 0; in < op->n_in; in++) {
                 c = op->in[in];
                 if (!eligible[in] || (writes[in] && (in != writer || prod[in] > first_reader))) continue;
-                m->acts[c].galias = op->out;
+                S->acts[c].galias = op->out;
                 if (r[na + op->out].t0 > r[na + c].t0) r[na + op->out].t0 = r[na + c].t0;
                 if (r[na + op->out].t1 < r[na + c].t1) r[na + op->out].t1 = r[na + c].t1;
             }
         }
         /* in-place chains: one range from the first write to the last read of any member (aliases point backwards) */
         for (i = na - 1; i >= 0; i--) {
-            int root = m->acts[i].alias;
+            int root = S->acts[i].alias;
             if (root < 0 || r[i].t0 == forever) continue;
             if (r[root].t0 > r[i].t0) r[root].t0 = r[i].t0;
             if (r[root].t1 < r[i].t1) r[root].t1 = r[i].t1;
@@ -821,47 +891,48 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
         for (i = 0; i < na; i++) {
             const ocr__db_range *val = &r[i], *grad = &r[na + i];
             if (val->t0 == forever) continue; /* not in this mode */
-            if (m->acts[i].alias < 0) {
+            if (S->acts[i].alias < 0) {
                 v[n_v] = *val;
                 if (v[n_v].t1 < v[n_v].t0) v[n_v].t1 = v[n_v].t0; /* written, never read */
                 n_v++;
             }
-            if (m->acts[i].recompute && m->acts[i].rfirst >= 0) v[n_v++] = r[2 * na + i];
-            if (training && grad->t1 >= 0 && !(m->acts[i].flags & OCR__DB_ACT_NOGRAD) && m->acts[i].galias < 0) {
+            if (S->acts[i].recompute && S->acts[i].rfirst >= 0) v[n_v++] = r[2 * na + i];
+            if (training && grad->t1 >= 0 && !(S->acts[i].flags & OCR__DB_ACT_NOGRAD) && S->acts[i].galias < 0) {
                 g[n_g] = *grad;
                 if (g[n_g].t0 == forever) g[n_g].t0 = n; /* nothing accumulates into it: the zero seeded with the outputs' */
                 n_g++;
             }
         }
-        if (m->share_off) {
+        if (S->share_off) {
             for (i = 0; i < n_v; i++) { v[i].t0 = 0; v[i].t1 = forever; }
             for (i = 0; i < n_g; i++) { g[i].t0 = 0; g[i].t1 = forever; }
         }
-        m->layout_need[0] = ocr__db_place(v, n_v, live);
-        m->layout_need[1] = ocr__db_place(g, n_g, live);
+        S->layout_need[0] = ocr__db_place(v, n_v, live);
+        S->layout_need[1] = ocr__db_place(g, n_g, live);
         for (i = 0; i < n_v; i++) {
-            if (v[i].act < na) m->acts[v[i].act].off = v[i].off;
-            else m->acts[v[i].act - na].roff = v[i].off;
+            if (v[i].act < na) S->acts[v[i].act].off = v[i].off;
+            else S->acts[v[i].act - na].roff = v[i].off;
         }
-        for (i = 0; i < n_g; i++) m->acts[g[i].act].goff = g[i].off;
+        for (i = 0; i < n_g; i++) S->acts[g[i].act].goff = g[i].off;
         for (i = 0; i < na; i++) {
             int root = i;
-            while (m->acts[root].galias >= 0) root = m->acts[root].galias;
-            m->acts[i].goff = m->acts[root].goff;
+            while (S->acts[root].galias >= 0) root = S->acts[root].galias;
+            S->acts[i].goff = S->acts[root].goff;
         }
         for (i = 0; i < na; i++)
-            if (m->acts[i].alias >= 0) m->acts[i].off = m->acts[m->acts[i].alias].off;
-        m->layout_key = key;
+            if (S->acts[i].alias >= 0) S->acts[i].off = S->acts[S->acts[i].alias].off;
+        S->layout_key = key;
     }
     if (!ocr_size_mul((size_t)N, (size_t)(H / 32), &unit) || !ocr_size_mul(unit, (size_t)(W / 32), &unit) ||
-        !ocr_size_mul(unit, m->layout_need[0], &need[0]) || !ocr_size_mul(unit, m->layout_need[1], &need[1]))
+        !ocr_size_mul(unit, S->layout_need[0], &need[0]) || !ocr_size_mul(unit, S->layout_need[1], &need[1]))
         return ocr_error(ctx, OCR_EOVERFLOW, "%s: the activations of input [%lld,3,%lld,%lld] are too large", fn, (long long)N,
                          (long long)H, (long long)W);
-    m->N = N; m->H = H; m->W = W;
+    S->N = N; S->H = H; S->W = W;
     return OCR_OK;
 }
 
-static int ocr__db_reserve(ocr_ctx *ctx, const char *fn, const ocr_dbnet *m, float **buf, size_t *cap, size_t need) {
+static int ocr__db_reserve(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, float **buf, size_t *cap, size_t need) {
+    ocr__dbnet_state *S = m->state_;
     size_t bytes;
     if (need <= *cap && *buf) return OCR_OK;
     if (!ocr_size_mul(need ? need : 1, sizeof(float), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "%s: buffer too large", fn);
@@ -870,37 +941,43 @@ static int ocr__db_reserve(ocr_ctx *ctx, const char *fn, const ocr_dbnet *m, flo
     if (!(*buf = ocr_floats_alloc(ctx, m->params.device, need, "activations")))
         return ocr_error(ctx, ctx->last_status, "%s: cannot allocate %zu bytes of activations on %s", fn, bytes, ocr_device_name(m->params.device));
     *cap = need;
+    if (buf == &S->values || buf == &S->grads) S->arena_allocs++; /* for ocr_dbnet_memory */
     return OCR_OK;
 }
 
 static ocr_shape ocr__db_shape(const ocr_dbnet *m, int a) {
-    const ocr__dbnet_act *t = &m->acts[a];
-    return ocr_shape4(m->N, t->channels, m->H / t->div, m->W / t->div);
+    const ocr__dbnet_state *S = m->state_;
+    const ocr__dbnet_act *t = &S->acts[a];
+    return ocr_shape4(S->N, t->channels, S->H / t->div, S->W / t->div);
 }
 
 static ocr_tensor ocr__db_val(const ocr_dbnet *m, int a) {
-    const ocr__dbnet_act *t = &m->acts[a];
+    const ocr__dbnet_state *S = m->state_;
+    const ocr__dbnet_act *t = &S->acts[a];
     return ocr_tensor_view(t->name, (t->flags & OCR__DB_ACT_I32) ? OCR_I32 : OCR_F32, m->params.device, ocr__db_shape(m, a),
-                           m->values + ocr__db_unit(m) * t->off);
+                           S->values + ocr__db_unit(m) * t->off);
 }
 
 /* The value a backward reads: the recomputed copy where the layout does not keep it. */
 static ocr_tensor ocr__db_val_bwd(const ocr_dbnet *m, int a) {
+    const ocr__dbnet_state *S = m->state_;
     ocr_tensor t = ocr__db_val(m, a);
-    if (m->acts[a].recompute) t.data = m->values + ocr__db_unit(m) * m->acts[a].roff;
+    if (S->acts[a].recompute) t.data = S->values + ocr__db_unit(m) * S->acts[a].roff;
     return t;
 }
 
 static ocr_tensor ocr__db_grad(const ocr_dbnet *m, int a) {
+    const ocr__dbnet_state *S = m->state_;
     char name[OCR_NAME_MAX];
-    snprintf(name, sizeof name, "%.88s.grad", m->acts[a].name);
-    return ocr_tensor_view(name, OCR_F32, m->params.device, ocr__db_shape(m, a), m->grads + ocr__db_unit(m) * m->acts[a].goff);
+    snprintf(name, sizeof name, "%.88s.grad", S->acts[a].name);
+    return ocr_tensor_view(name, OCR_F32, m->params.device, ocr__db_shape(m, a), S->grads + ocr__db_unit(m) * S->acts[a].goff);
 }
 
 /* save_mean (which 0) or save_invstd (1) of a BN op */
 static ocr_tensor ocr__db_bn_stat(const ocr_dbnet *m, const ocr__dbnet_op *op, int which) {
-    int64_t c = m->acts[op->out].channels;
-    return ocr_tensor_view(which ? "save_invstd" : "save_mean", OCR_F32, m->params.device, ocr_shape1(c), m->bn_stats + op->stats + which * c);
+    const ocr__dbnet_state *S = m->state_;
+    int64_t c = S->acts[op->out].channels;
+    return ocr_tensor_view(which ? "save_invstd" : "save_mean", OCR_F32, m->params.device, ocr_shape1(c), S->bn_stats + op->stats + which * c);
 }
 
 static int ocr__db_op_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *op, int training) {
@@ -947,7 +1024,8 @@ static int ocr__db_op_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *o
 /* Computes activation a again for the backward (ocr__db_layout): a BN+ReLU output from the BN's kept input and saved
    statistics, or a convolution output from its input; the same values the forward computed, bit for bit. */
 static int ocr__db_recompute(ocr_ctx *ctx, const ocr_dbnet *m, int a) {
-    const ocr__dbnet_op *op = &m->ops[ocr__db_producer(m, a)];
+    const ocr__dbnet_state *S = m->state_;
+    const ocr__dbnet_op *op = &S->ops[ocr__db_producer(m, a)];
     ocr_tensor x = ocr__db_val_bwd(m, op->in[0]), y = ocr__db_val_bwd(m, a);
     if (op->kind == OCR__DB_BN) {
         ocr_tensor g = ocr_params_value(&m->params, op->w), be = ocr_params_value(&m->params, op->b);
@@ -962,9 +1040,10 @@ static int ocr__db_recompute(ocr_ctx *ctx, const ocr_dbnet *m, int a) {
 }
 
 static int ocr__db_op_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *op) {
+    ocr__dbnet_state *S = m->state_;
     ocr_tensor x = ocr__db_val_bwd(m, op->in[0]), dy = ocr__db_grad(m, op->out);
     ocr_tensor dx = ocr__db_grad(m, op->in[0]);
-    ocr_tensor *dxp = (m->acts[op->in[0]].flags & OCR__DB_ACT_NOGRAD) ? NULL : &dx;
+    ocr_tensor *dxp = (S->acts[op->in[0]].flags & OCR__DB_ACT_NOGRAD) ? NULL : &dx;
     ocr_conv_params cp = ocr_conv_params_make(op->stride, op->pad, 1, 1);
     switch (op->kind) {
     case OCR__DB_CONV:
@@ -983,7 +1062,7 @@ static int ocr__db_op_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *
             return ocr_nn_batchnorm2d_relu_backward(ctx, &x, &y, &g, &sm, &si, &dy, 1, dxp, &dg, &dbe);
         }
         if (op->relu) { /* the unfused pair: relu_backward into a zeroed buffer, then the BN backward from it */
-            ocr_tensor y = ocr__db_val(m, op->out), masked = ocr_tensor_view("relu_dy", OCR_F32, m->params.device, dy.shape, m->relu_dy);
+            ocr_tensor y = ocr__db_val(m, op->out), masked = ocr_tensor_view("relu_dy", OCR_F32, m->params.device, dy.shape, S->relu_dy);
             int rc;
             if ((rc = ocr_tensor_zero(ctx, &masked)) || (rc = ocr_nn_relu_backward(ctx, &y, &dy, &masked))) return rc;
             return ocr_nn_batchnorm2d_backward(ctx, &x, &g, &sm, &si, &masked, 1, dxp, &dg, &dbe);
@@ -1005,7 +1084,7 @@ static int ocr__db_op_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *
     case OCR__DB_UPSAMPLE: return ocr_nn_upsample_nearest_backward(ctx, &dy, op->factor, &dx);
     case OCR__DB_ADD: { /* an input gradient computed in place is dy already */
         ocr_tensor dx2 = ocr__db_grad(m, op->in[1]);
-        return ocr_nn_add_backward(ctx, &dy, m->acts[op->in[0]].galias >= 0 ? NULL : &dx, m->acts[op->in[1]].galias >= 0 ? NULL : &dx2);
+        return ocr_nn_add_backward(ctx, &dy, S->acts[op->in[0]].galias >= 0 ? NULL : &dx, S->acts[op->in[1]].galias >= 0 ? NULL : &dx2);
     }
     default: { /* OCR__DB_CONCAT */
         ocr_tensor parts[4];
@@ -1022,20 +1101,22 @@ static int ocr__db_op_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *
    BN's ReLU applied by the convolution's output pass. Folded from the current parameters on every forward, so no
    folded copy can go stale. */
 static int ocr__db_foldable(const ocr_dbnet *m, int i, int training) {
-    return !training && !m->bn_fold_off && m->params.device == OCR_DEVICE_CPU && ocr__db_conv_bn_pair(m, i);
+    const ocr__dbnet_state *S = m->state_;
+    return !training && !S->bn_fold_off && m->params.device == OCR_DEVICE_CPU && ocr__db_conv_bn_pair(m, i);
 }
 
 static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *conv, const ocr__dbnet_op *bn) {
+    ocr__dbnet_state *S = m->state_;
     ocr_tensor x = ocr__db_val(m, conv->in[0]), y = ocr__db_val(m, bn->out), w = ocr_params_value(&m->params, conv->w), wf, bf;
     const float *gamma = (const float *)ocr_params_value(&m->params, bn->w).data, *beta = (const float *)ocr_params_value(&m->params, bn->b).data;
     const float *mean = (const float *)ocr_params_value(&m->params, bn->mean).data, *var = (const float *)ocr_params_value(&m->params, bn->var).data;
     const float *bias = conv->b >= 0 ? (const float *)ocr_params_value(&m->params, conv->b).data : NULL;
     ocr_conv_params cp = ocr_conv_params_make(conv->stride, conv->pad, 1, 1);
-    int64_t cout = m->acts[bn->out].channels, n_w = ocr_tensor_numel(&w), taps = w.shape.dim[2] * w.shape.dim[3], i, t, c;
+    int64_t cout = S->acts[bn->out].channels, n_w = ocr_tensor_numel(&w), taps = w.shape.dim[2] * w.shape.dim[3], i, t, c;
     float *wd, *scale;
     int rc;
-    if ((rc = ocr__db_reserve(ctx, "ocr_dbnet_forward", m, &m->bn_folded, &m->bn_folded_cap, (size_t)(n_w + 2 * cout)))) return rc;
-    wd = m->bn_folded;
+    if ((rc = ocr__db_reserve(ctx, "ocr_dbnet_forward", m, &S->bn_folded, &S->bn_folded_cap, (size_t)(n_w + 2 * cout)))) return rc;
+    wd = S->bn_folded;
     scale = wd + n_w + cout;
     for (c = 0; c < cout; c++) {
         scale[c] = (float)(1.0 / sqrt((double)var[c] + (double)m->cfg.bn_eps)) * gamma[c]; /* as the BN op computes it */
@@ -1056,9 +1137,10 @@ static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op 
 
 /* Puts "fn: layer 'name': " in front of the message an ocr_nn op left. */
 static int ocr__db_layer_error(ocr_ctx *ctx, const char *fn, const ocr_dbnet *m, const ocr__dbnet_op *op, int rc) {
+    const ocr__dbnet_state *S = m->state_;
     char msg[OCR_ERROR_MAX];
     snprintf(msg, sizeof msg, "%s", ctx->last_error);
-    return ocr_error(ctx, rc, "%s: layer '%s': %s", fn, m->acts[op->out].name, msg);
+    return ocr_error(ctx, rc, "%s: layer '%s': %s", fn, S->acts[op->out].name, msg);
 }
 
 /* The model's buffers are on one device and every op runs on ctx's. */
@@ -1069,6 +1151,7 @@ static int ocr__db_same_device(ocr_ctx *ctx, const char *fn, const ocr_dbnet *m)
 }
 
 OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, int training, ocr_tensor *prob, ocr_tensor *thresh) {
+    ocr__dbnet_state *S = m ? m->state_ : NULL;
     const char *fn = "ocr_dbnet_forward";
     char d[200];
     size_t need[2] = {0, 0};
@@ -1089,67 +1172,68 @@ OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, in
         return ocr_error(ctx, OCR_ESHAPE, "%s: input %s needs H and W that are positive multiples of 32 (got H=%lld, W=%lld)", fn,
                          ocr_tensor_describe(x, d, sizeof d), (long long)H, (long long)W);
     if ((rc = ocr_check_finite(ctx, fn, x))) return rc;
-    m->state = OCR__DB_IDLE; /* until this forward completes, backward must refuse */
+    S->phase = OCR__DB_IDLE; /* until this forward completes, backward must refuse */
     if ((rc = ocr__db_layout(ctx, fn, m, N, H, W, training, need)) ||
-        (rc = ocr__db_reserve(ctx, fn, m, &m->values, &m->values_cap, need[0])))
+        (rc = ocr__db_reserve(ctx, fn, m, &S->values, &S->values_cap, need[0])))
         return rc;
-    in = ocr__db_val(m, m->act_input);
+    in = ocr__db_val(m, S->act_input);
     if ((rc = ocr_tensor_copy(ctx, &in, x))) return rc; /* the explicit upload of a host input */
-    for (i = 0; i < m->n_ops; i++) {
-        const ocr__dbnet_op *op = &m->ops[i];
-        double t0 = m->op_seconds && m->op_clock ? m->op_clock() : 0.0;
+    for (i = 0; i < S->n_ops; i++) {
+        const ocr__dbnet_op *op = &S->ops[i];
+        double t0 = S->op_seconds && S->op_clock ? S->op_clock() : 0.0;
         if (ocr__db_runs(op->mode, training) && ocr__db_foldable(m, i, training)) {
-            if ((rc = ocr__db_fold_forward(ctx, m, op, &m->ops[i + 1]))) return ocr__db_layer_error(ctx, fn, m, op, rc);
-            if (m->op_seconds && m->op_clock) m->op_seconds[i] += m->op_clock() - t0;
+            if ((rc = ocr__db_fold_forward(ctx, m, op, &S->ops[i + 1]))) return ocr__db_layer_error(ctx, fn, m, op, rc);
+            if (S->op_seconds && S->op_clock) S->op_seconds[i] += S->op_clock() - t0;
             i++; /* the BN ran inside the convolution */
             continue;
         }
         if (ocr__db_runs(op->mode, training) && (rc = ocr__db_op_forward(ctx, m, op, training))) return ocr__db_layer_error(ctx, fn, m, op, rc);
-        if (m->op_seconds && m->op_clock) m->op_seconds[i] += m->op_clock() - t0;
+        if (S->op_seconds && S->op_clock) S->op_seconds[i] += S->op_clock() - t0;
     }
     if (training) m->num_batches_tracked++;
-    m->state = training ? OCR__DB_AFTER_TRAIN : OCR__DB_AFTER_EVAL;
-    *prob = ocr__db_val(m, training ? m->act_prob_logits : m->act_prob);
+    S->phase = training ? OCR__DB_AFTER_TRAIN : OCR__DB_AFTER_EVAL;
+    *prob = ocr__db_val(m, training ? S->act_prob_logits : S->act_prob);
     if (thresh) {
-        if (training) *thresh = ocr__db_val(m, m->act_thresh);
+        if (training) *thresh = ocr__db_val(m, S->act_thresh);
         else memset(thresh, 0, sizeof *thresh);
     }
     return OCR_OK;
 }
 
 OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_prob_logits, const ocr_tensor *d_thresh) {
+    ocr__dbnet_state *S = m ? m->state_ : NULL;
     const char *fn = "ocr_dbnet_backward";
     const ocr_tensor *ds[2];
     int outs[2], i, k, rc;
     if (!m || !m->params.allocated) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_dbnet_init", fn);
     if ((rc = ocr__db_same_device(ctx, fn, m))) return rc;
-    if (m->state != OCR__DB_AFTER_TRAIN)
+    if (S->phase != OCR__DB_AFTER_TRAIN)
         return ocr_error(ctx, OCR_ESTATE, "%s: needs a successful training-mode ocr_dbnet_forward first (%s)", fn,
-                         m->state == OCR__DB_AFTER_EVAL ? "the last forward was in eval mode"
-                         : m->state == OCR__DB_AFTER_BACKWARD ? "the last one's backward already ran, and it reuses the activations' memory as it goes"
+                         S->phase == OCR__DB_AFTER_EVAL ? "the last forward was in eval mode"
+                         : S->phase == OCR__DB_AFTER_BACKWARD ? "the last one's backward already ran, and it reuses the activations' memory as it goes"
                          : "no forward since init, a failed one, or a failed backward");
     ds[0] = d_prob_logits; ds[1] = d_thresh;
-    outs[0] = m->act_prob_logits; outs[1] = m->act_thresh;
+    outs[0] = S->act_prob_logits; outs[1] = S->act_thresh;
     for (i = 0; i < 2; i++) {
         if (!ds[i]) continue;
         if ((rc = ocr_check_f32(ctx, fn, ds[i])) || (rc = ocr_check_shape(ctx, fn, ds[i], ocr__db_shape(m, outs[i]))) ||
             (rc = ocr_check_finite(ctx, fn, ds[i])))
             return rc;
     }
-    m->state = OCR__DB_IDLE; /* from here on the activations are consumed: a failed backward needs a new forward too */
+    S->phase = OCR__DB_IDLE; /* from here on the activations are consumed: a failed backward needs a new forward too */
     /* the training forward laid out the gradients too */
-    if ((rc = ocr__db_reserve(ctx, fn, m, &m->grads, &m->grads_cap, ocr__db_unit(m) * m->layout_need[1]))) return rc;
+    if ((rc = ocr__db_reserve(ctx, fn, m, &S->grads, &S->grads_cap, ocr__db_unit(m) * S->layout_need[1]))) return rc;
     if (m->params.device != OCR_DEVICE_CPU) {
         size_t most = 0;
-        for (i = 0; i < m->n_ops; i++)
-            if (m->ops[i].kind == OCR__DB_BN && m->ops[i].relu && (size_t)ocr_shape_numel(ocr__db_shape(m, m->ops[i].out)) > most)
-                most = (size_t)ocr_shape_numel(ocr__db_shape(m, m->ops[i].out));
-        if ((rc = ocr__db_reserve(ctx, fn, m, &m->relu_dy, &m->relu_dy_cap, most))) return rc;
+        for (i = 0; i < S->n_ops; i++)
+            if (S->ops[i].kind == OCR__DB_BN && S->ops[i].relu && (size_t)ocr_shape_numel(ocr__db_shape(m, S->ops[i].out)) > most)
+                most = (size_t)ocr_shape_numel(ocr__db_shape(m, S->ops[i].out));
+        if ((rc = ocr__db_reserve(ctx, fn, m, &S->relu_dy, &S->relu_dy_cap, most))) return rc;
     }
     /* gradients share memory, so each starts from zero where it begins to live: the seeds first */
-    for (i = 0; i < m->n_acts; i++) {
+    for (i = 0; i < S->n_acts; i++) {
         ocr_tensor g = ocr__db_grad(m, i);
-        if (ocr__db_runs(m->acts[i].mode, 1) && !(m->acts[i].flags & OCR__DB_ACT_NOGRAD) && m->acts[i].gfirst < 0 &&
+        if (ocr__db_runs(S->acts[i].mode, 1) && !(S->acts[i].flags & OCR__DB_ACT_NOGRAD) && S->acts[i].gfirst < 0 &&
             (rc = ocr_tensor_zero(ctx, &g)))
             return rc;
     }
@@ -1159,21 +1243,101 @@ OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_pr
         g = ocr__db_grad(m, outs[i]);
         if ((rc = ocr_tensor_copy(ctx, &g, ds[i]))) return rc;
     }
-    for (i = m->n_ops - 1; i >= 0; i--) {
-        const ocr__dbnet_op *op = &m->ops[i];
-        double t0 = m->op_seconds && m->op_clock ? m->op_clock() : 0.0;
+    for (i = S->n_ops - 1; i >= 0; i--) {
+        const ocr__dbnet_op *op = &S->ops[i];
+        double t0 = S->op_seconds && S->op_clock ? S->op_clock() : 0.0;
         if (!ocr__db_runs(op->mode, 1)) continue;
         for (k = 0; k < op->n_in; k++) {
             ocr_tensor g = ocr__db_grad(m, op->in[k]);
-            if (m->acts[op->in[k]].gfirst == i && m->acts[op->in[k]].galias < 0 && (rc = ocr_tensor_zero(ctx, &g))) return rc;
+            if (S->acts[op->in[k]].gfirst == i && S->acts[op->in[k]].galias < 0 && (rc = ocr_tensor_zero(ctx, &g))) return rc;
         }
-        for (k = 0; k < m->n_acts; k++) /* activations are numbered in forward order: a chain's inputs come first */
-            if (m->acts[k].recompute && m->acts[k].rfirst == i && (rc = ocr__db_recompute(ctx, m, k))) return ocr__db_layer_error(ctx, fn, m, op, rc);
+        for (k = 0; k < S->n_acts; k++) /* activations are numbered in forward order: a chain's inputs come first */
+            if (S->acts[k].recompute && S->acts[k].rfirst == i && (rc = ocr__db_recompute(ctx, m, k))) return ocr__db_layer_error(ctx, fn, m, op, rc);
         if ((rc = ocr__db_op_backward(ctx, m, op))) return ocr__db_layer_error(ctx, fn, m, op, rc);
-        if (m->op_seconds && m->op_clock) m->op_seconds[m->n_ops + i] += m->op_clock() - t0;
+        if (S->op_seconds && S->op_clock) S->op_seconds[S->n_ops + i] += S->op_clock() - t0;
     }
-    m->state = OCR__DB_AFTER_BACKWARD;
+    S->phase = OCR__DB_AFTER_BACKWARD;
     return OCR_OK;
+}
+
+/* ---- options, memory and profiling ---- */
+
+OCRDEF int ocr_dbnet_set_options(ocr_ctx *ctx, ocr_dbnet *m, unsigned flags) {
+    const unsigned known = OCR_DBNET_NO_SHARING | OCR_DBNET_NO_RECOMPUTE | OCR_DBNET_NO_BN_FOLD;
+    ocr__dbnet_state *S;
+    if (!m || !m->state_) return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_set_options: needs a model from ocr_dbnet_init");
+    if (flags & ~known) return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_set_options: unknown flags 0x%x", flags & ~known);
+    S = m->state_;
+    /* the layout is keyed on these, so the next forward lays the activations out again */
+    S->share_off = (flags & OCR_DBNET_NO_SHARING) != 0;
+    S->recompute_off = (flags & OCR_DBNET_NO_RECOMPUTE) != 0;
+    S->bn_fold_off = (flags & OCR_DBNET_NO_BN_FOLD) != 0;
+    return OCR_OK;
+}
+
+OCRDEF ocr_dbnet_memory_info ocr_dbnet_memory(const ocr_dbnet *m) {
+    ocr_dbnet_memory_info info;
+    const ocr__dbnet_state *S = m ? m->state_ : NULL;
+    size_t unit;
+    int training, i;
+    memset(&info, 0, sizeof info);
+    if (!S) return info;
+    info.values_bytes = S->values_cap * sizeof(float);
+    info.grads_bytes = S->grads_cap * sizeof(float);
+    info.arena_allocations = S->arena_allocs;
+    if (!S->layout_key || !S->N) return info; /* no forward yet */
+    training = (S->layout_key - 1) & 1;
+    unit = ocr__db_unit(m);
+    info.values_need_bytes = unit * S->layout_need[0] * sizeof(float);
+    info.grads_need_bytes = training ? unit * S->layout_need[1] * sizeof(float) : 0;
+    for (i = 0; i < S->n_acts; i++) {
+        const ocr__dbnet_act *a = &S->acts[i];
+        size_t bytes = (size_t)ocr_shape_numel(ocr__db_shape(m, i)) * sizeof(float);
+        if (!ocr__db_runs(a->mode, training)) continue;
+        if (a->alias < 0) info.values_unshared_bytes += bytes;
+        if (training && !(a->flags & OCR__DB_ACT_NOGRAD)) info.grads_unshared_bytes += bytes;
+    }
+    return info;
+}
+
+OCRDEF int ocr_dbnet_profile(ocr_ctx *ctx, ocr_dbnet *m, double (*clock)(void)) {
+    ocr__dbnet_state *S;
+    if (!m || !m->state_) return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_profile: needs a model from ocr_dbnet_init");
+    S = m->state_;
+    S->op_clock = NULL;
+    OCR_FREE(S->op_seconds);
+    S->op_seconds = NULL;
+    if (!clock) return OCR_OK;
+    if (!(S->op_seconds = (double *)OCR_MALLOC(2 * (size_t)S->n_ops * sizeof *S->op_seconds)))
+        return ocr_error(ctx, OCR_ENOMEM, "ocr_dbnet_profile: out of memory");
+    memset(S->op_seconds, 0, 2 * (size_t)S->n_ops * sizeof *S->op_seconds);
+    S->op_clock = clock;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_dbnet_op_count(const ocr_dbnet *m) { return m && m->state_ ? m->state_->n_ops : 0; }
+
+OCRDEF ocr_dbnet_op_info ocr_dbnet_op(const ocr_dbnet *m, int i) {
+    static const char *const kinds[] = {"conv", "convT", "bn", "relu", "maxpool", "upsample", "add", "concat", "sigmoid"};
+    const ocr__dbnet_state *S = m ? m->state_ : NULL;
+    ocr_dbnet_op_info info;
+    const ocr__dbnet_op *op;
+    const ocr__dbnet_act *a;
+    memset(&info, 0, sizeof info);
+    info.name = info.kind = "";
+    if (!S || i < 0 || i >= S->n_ops) return info;
+    op = &S->ops[i];
+    a = &S->acts[op->out];
+    info.name = a->name;
+    info.kind = op->kind == OCR__DB_BN && op->relu ? "bn+relu" : kinds[op->kind];
+    info.channels = a->channels;
+    info.height = S->H / a->div;
+    info.width = S->W / a->div;
+    if (S->op_seconds) {
+        info.seconds_forward = S->op_seconds[i];
+        info.seconds_backward = S->op_seconds[S->n_ops + i];
+    }
+    return info;
 }
 
 /* ---- checkpoints ---- */
@@ -1220,6 +1384,7 @@ static void ocr__db_nbt_name(const ocr_dbnet *m, const ocr__dbnet_op *op, char *
 
 OCRDEF int ocr_dbnet_save(ocr_ctx *ctx, const ocr_dbnet *m, const char *path, const char *const *meta_keys,
                           const char *const *meta_values, int n_meta) {
+    const ocr__dbnet_state *S = m ? m->state_ : NULL;
     const char *fn = "ocr_dbnet_save";
     char cfgv[6][32];
     const char *keys[64], *vals[64];
@@ -1248,18 +1413,18 @@ OCRDEF int ocr_dbnet_save(ocr_ctx *ctx, const ocr_dbnet *m, const char *path, co
         if ((rc = ocr_params_host_copy(ctx, P, &host))) return rc;
         P = &host;
     }
-    views = (ocr_tensor *)OCR_MALLOC((size_t)(m->params.count + m->n_ops) * sizeof *views);
-    ptrs = (const ocr_tensor **)OCR_MALLOC((size_t)(m->params.count + m->n_ops) * sizeof *ptrs);
-    nbt = (int64_t *)OCR_MALLOC((size_t)m->n_ops * sizeof *nbt);
+    views = (ocr_tensor *)OCR_MALLOC((size_t)(m->params.count + S->n_ops) * sizeof *views);
+    ptrs = (const ocr_tensor **)OCR_MALLOC((size_t)(m->params.count + S->n_ops) * sizeof *ptrs);
+    nbt = (int64_t *)OCR_MALLOC((size_t)S->n_ops * sizeof *nbt);
     if (!views || !ptrs || !nbt) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
     for (i = 0; i < P->count; i++) { views[n] = ocr_params_value(P, i); ptrs[n] = &views[n]; n++; }
-    for (i = 0; i < m->n_ops; i++) {
+    for (i = 0; i < S->n_ops; i++) {
         char name[OCR_NAME_MAX];
         ocr_shape scalar;
-        if (m->ops[i].kind != OCR__DB_BN) continue;
+        if (S->ops[i].kind != OCR__DB_BN) continue;
         memset(&scalar, 0, sizeof scalar);
         nbt[i] = m->num_batches_tracked;
-        ocr__db_nbt_name(m, &m->ops[i], name, sizeof name);
+        ocr__db_nbt_name(m, &S->ops[i], name, sizeof name);
         views[n] = ocr_tensor_view(name, OCR_I64, OCR_DEVICE_CPU, scalar, &nbt[i]);
         ptrs[n] = &views[n];
         n++;
@@ -1285,14 +1450,15 @@ OCRDEF int ocr_dbnet_read_config(ocr_ctx *ctx, const char *path, ocr_dbnet_confi
 
 /* Every file entry is a parameter or a BN's num_batches_tracked (an I64 scalar); the count comes from the first. */
 static int ocr__db_load_nbt(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, const ocr_safetensors *st, const char *path) {
+    ocr__dbnet_state *S = m->state_;
     int i, j, found = 0;
     for (i = 0; i < st->n_entries; i++) {
         const ocr_safetensors_entry *e = &st->entries[i];
         int known = ocr_params_find(&m->params, e->name) >= 0;
-        for (j = 0; j < m->n_ops && !known; j++) {
+        for (j = 0; j < S->n_ops && !known; j++) {
             char name[OCR_NAME_MAX];
-            if (m->ops[j].kind != OCR__DB_BN) continue;
-            ocr__db_nbt_name(m, &m->ops[j], name, sizeof name);
+            if (S->ops[j].kind != OCR__DB_BN) continue;
+            ocr__db_nbt_name(m, &S->ops[j], name, sizeof name);
             if (strcmp(name, e->name) != 0) continue;
             if (e->dtype != OCR_I64 || ocr_shape_numel(e->shape) != 1)
                 return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' in '%s' must be an I64 scalar, found %s", fn, e->name, path, ocr_dtype_name(e->dtype));
@@ -1345,7 +1511,7 @@ OCRDEF int ocr_dbnet_load(ocr_ctx *ctx, ocr_dbnet *m, const char *path) {
         ocr_error(ctx, rc, "%s: '%s': %s", fn, path, msg);
         goto done;
     }
-    m->state = OCR__DB_IDLE; /* saved activations belong to the old weights */
+    m->state_->phase = OCR__DB_IDLE; /* saved activations belong to the old weights */
 done:
     ocr_params_free(&staged);
     ocr_safetensors_close(&st);
@@ -1363,7 +1529,7 @@ OCRDEF int ocr_dbnet_load_backbone(ocr_ctx *ctx, ocr_dbnet *m, const char *path)
         snprintf(msg, sizeof msg, "%s", ctx->last_error);
         ocr_error(ctx, rc, "ocr_dbnet_load_backbone: '%s': %s", path, msg);
     } else {
-        m->state = OCR__DB_IDLE;
+        m->state_->phase = OCR__DB_IDLE;
     }
     ocr_safetensors_close(&st);
     return rc;

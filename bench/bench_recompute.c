@@ -1,6 +1,6 @@
 /* bench_recompute - what computing activations again in the backward costs: a DBNet training forward and backward on
-   the CPU with the default layout (BN+ReLU outputs and three convolution outputs recomputed, ocr__db_layout) against
-   the same model with recompute_off (everything the backward reads kept), alternating in one process after one
+   the CPU with the default layout (BN+ReLU outputs and three convolution outputs recomputed) against the same model
+   with OCR_DBNET_NO_RECOMPUTE (everything the backward reads kept), alternating in one process after one
    warm-up each, median of the reps; prints a table and one JSON line.
    usage: bench_recompute [--reps N (>= 5)] [--width W] [--size S] [--batch N] [--threads T]   (default 7, 1, 640, 1, 2) */
 #define OCR_IMPLEMENTATION
@@ -52,20 +52,20 @@ int main(int argc, char **argv) {
     for (r = -1; r < reps; r++)
         for (k = 0; k < 2; k++) {
             double t0;
-            m.recompute_off = k;
+            if (ocr_dbnet_set_options(&ctx, &m, k ? OCR_DBNET_NO_RECOMPUTE : 0)) die(&ctx, "options");
             bench_settle();
             t0 = now();
             if (ocr_dbnet_forward(&ctx, &m, &x, 1, &prob, &thresh)) die(&ctx, "forward");
             if (ocr_dbnet_backward(&ctx, &m, &dp, &dt)) die(&ctx, "backward");
             if (r >= 0) sec[k][r] = now() - t0;
-            mib[k] = (double)ocr__db_unit(&m) * (double)m.layout_need[0] * 4.0 / 1048576.0;
+            mib[k] = (double)ocr_dbnet_memory(&m).values_need_bytes / 1048576.0;
         }
     for (k = 0; k < 2; k++) med[k] = median(sec[k], reps);
     printf("bench_recompute: DB-ResNet-18 width %g, %dx%d, batch %d, %d threads, forward + backward, median of %d after 1 warm-up\n",
            (double)width, size, size, batch, threads, reps);
     printf("layout                 seconds  activations MiB\n");
     printf("recompute (default)    %7.3f  %15.0f\n", med[0], mib[0]);
-    printf("recompute_off          %7.3f  %15.0f\n", med[1], mib[1]);
+    printf("no recompute (keep)    %7.3f  %15.0f\n", med[1], mib[1]);
     printf("{\"bench\":\"recompute\",\"width\":%g,\"size\":%d,\"batch\":%d,\"threads\":%d,\"reps\":%d,\"recompute_s\":%.4f,\"keep_s\":%.4f,"
            "\"time_ratio\":%.3f,\"recompute_activations_mib\":%.1f,\"keep_activations_mib\":%.1f}\n",
            (double)width, size, batch, threads, reps, med[0], med[1], med[0] / med[1], mib[0], mib[1]);

@@ -144,40 +144,28 @@ static void ours_free(ours *o) {
     for (k = 0; k < 4; k++) ocr_tensor_free(&o->targets[k]);
 }
 
-/* MiB of our activation values and gradients: the model's two arenas, shared by liveness, and what every value and
-   gradient would take in a range of its own (mib[2], mib[3]). */
-static void arena_mib(const ocr_dbnet *m, int training, double mib[4]) {
-    int i;
-    mib[0] = (double)m->values_cap * 4.0 / 1048576.0;
-    mib[1] = (double)m->grads_cap * 4.0 / 1048576.0;
-    mib[2] = mib[3] = 0.0;
-    for (i = 0; i < m->n_acts; i++) {
-        const ocr__dbnet_act *a = &m->acts[i];
-        double size = (double)m->N * a->channels * (double)(m->H / a->div) * (double)(m->W / a->div) * 4.0 / 1048576.0;
-        if (!ocr__db_runs(a->mode, training)) continue;
-        if (a->alias < 0) mib[2] += size;
-        if (training && !(a->flags & OCR__DB_ACT_NOGRAD)) mib[3] += size;
-    }
+/* MiB of our activation values and gradients after the last step: the model's two arenas, shared by liveness, and what
+   every value and gradient would take in a range of its own (mib[2], mib[3]). */
+static void arena_mib(const ocr_dbnet *m, double mib[4]) {
+    ocr_dbnet_memory_info mem = ocr_dbnet_memory(m);
+    mib[0] = (double)mem.values_bytes / 1048576.0;
+    mib[1] = (double)mem.grads_bytes / 1048576.0;
+    mib[2] = (double)mem.values_unshared_bytes / 1048576.0;
+    mib[3] = (double)mem.grads_unshared_bytes / 1048576.0;
 }
 
-static const char *op_kind_name(int kind) {
-    static const char *names[] = {"conv", "convT", "bn", "relu", "maxpool", "upsample", "add", "concat", "sigmoid"};
-    return kind >= 0 && kind < (int)(sizeof names / sizeof names[0]) ? names[kind] : "?";
-}
-
-static void print_layers(const ours *o, const double *sec, int steps) {
+static void print_layers(const ours *o, int steps) {
     const ocr_dbnet *m = &o->m;
     double tf = 0, tb = 0;
     int i;
     printf("  %-34s %-8s %-18s %10s %10s\n", "layer (output)", "op", "output shape", "fwd ms", "bwd ms");
-    for (i = 0; i < m->n_ops; i++) {
-        const ocr__dbnet_op *op = &m->ops[i];
-        const ocr__dbnet_act *a = &m->acts[op->out];
+    for (i = 0; i < ocr_dbnet_op_count(m); i++) {
+        ocr_dbnet_op_info op = ocr_dbnet_op(m, i);
         char shape[64];
-        snprintf(shape, sizeof shape, "%dx%lldx%lld", a->channels, (long long)(m->H / a->div), (long long)(m->W / a->div));
-        printf("  %-34s %-8s %-18s %10.2f %10.2f\n", a->name, op->relu ? "bn+relu" : op_kind_name(op->kind), shape, 1e3 * sec[i] / steps,
-               1e3 * sec[m->n_ops + i] / steps);
-        tf += sec[i]; tb += sec[m->n_ops + i];
+        snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)op.channels, (long long)op.height, (long long)op.width);
+        printf("  %-34s %-8s %-18s %10.2f %10.2f\n", op.name, op.kind, shape, 1e3 * op.seconds_forward / steps,
+               1e3 * op.seconds_backward / steps);
+        tf += op.seconds_forward; tb += op.seconds_backward;
     }
     printf("  %-34s %-8s %-18s %10.2f %10.2f\n", "total", "", "", 1e3 * tf / steps, 1e3 * tb / steps);
 }
@@ -244,7 +232,7 @@ int main(int argc, char **argv) {
            "ours MiB", "torch MiB", "torch+je MiB", "ours/best");
     for (c = 0; c < n_configs; c++) {
         const config *cf = &configs[c];
-        double t_ours[MAX_REPS], t_peer[2][MAX_REPS], med_ours, med_peer[2] = {0, 0}, best = 0, best_mem = 0, *sec = NULL, arena[4];
+        double t_ours[MAX_REPS], t_peer[2][MAX_REPS], med_ours, med_peer[2] = {0, 0}, best = 0, best_mem = 0, arena[4];
         int ok[2] = {0, 0}, p, same;
         ours o;
         if (only && !strstr(cf->name, only)) continue;
@@ -252,11 +240,7 @@ int main(int argc, char **argv) {
         snprintf(cmd, sizeof cmd, "setup %s 18 %g %d %d %d %d", cf->train ? "train" : "infer", cf->width, cf->N, cf->H, cf->W, cf->threads);
         for (p = 0; p < n_peers; p++) ok[p] = bench_peer_ask(&peers[p], cmd, line, sizeof line) && bench_peer_ask(&peers[p], "run", line, sizeof line);
         (void)ours_run(&ctx, &o); /* warm-up: buffers grow, pages fault in */
-        if (layers) {
-            sec = (double *)calloc(2 * (size_t)o.m.n_ops, sizeof *sec);
-            o.m.op_seconds = sec;
-            o.m.op_clock = now;
-        }
+        if (layers && ocr_dbnet_profile(&ctx, &o.m, now)) die(&ctx, "profile");
         for (r = 0; r < reps; r++) {
             bench_settle();
             t_ours[r] = ours_run(&ctx, &o);
@@ -284,7 +268,7 @@ int main(int argc, char **argv) {
         printf("%-32s %8.3f %10.2f %8.3f %10.3f %9.2f | %8.0f %8.0f %10.0f %9.2f\n", cf->name, med_ours, cf->N / med_ours, med_peer[0],
                med_peer[1], best > 0 ? med_ours / best : 0.0, mem_ours[c], mem_peer[c][0], mem_peer[c][1],
                best_mem > 0 ? mem_ours[c] / best_mem : 0.0);
-        arena_mib(&o.m, cf->train, arena);
+        arena_mib(&o.m, arena);
         printf("  ours: activations %.0f MiB + gradients %.0f MiB, shared by liveness (%.0f + %.0f MiB unshared)\n", arena[0], arena[1],
                arena[2], arena[3]);
         fflush(stdout);
@@ -296,7 +280,7 @@ int main(int argc, char **argv) {
                                n_done++ ? "," : "", cf->name, med_ours, cf->N / med_ours, med_peer[0], med_peer[1], best > 0 ? cf->N / best : 0.0,
                                best > 0 ? med_ours / best : 0.0, mem_ours[c], mem_peer[c][0], mem_peer[c][1],
                                best_mem > 0 ? mem_ours[c] / best_mem : 0.0, arena[0], arena[1]);
-        if (layers) { print_layers(&o, sec, reps); free(sec); }
+        if (layers) print_layers(&o, reps);
         ours_free(&o);
     }
     for (i = 0; i < n_peers; i++) bench_peer_stop(&peers[i], 1, NULL, 0);

@@ -496,8 +496,7 @@ static void test_dbnet_buffers_and_batches(void) {
     ocr_dbnet a, b;
     ocr_dbnet_config cfg = make_config(18, 0.125f, 0.03f);
     ocr_tensor big, small, pa, pb, ta;
-    float *values;
-    size_t cap;
+    ocr_dbnet_memory_info mem, after;
     int64_t i;
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 8));
     OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &a, &cfg));
@@ -512,13 +511,14 @@ static void test_dbnet_buffers_and_batches(void) {
     OCR_CHECK(ocr_shape_equal(ta.shape, pa.shape) && strcmp(pa.name, "prob_logits") == 0 && strcmp(ta.name, "thresh") == 0);
     for (i = 0; i < ocr_tensor_numel(&ta); i++) OCR_CHECK(((float *)ta.data)[i] >= 0.0f && ((float *)ta.data)[i] <= 1.0f);
     OCR_CHECK_OK(&ctx, ocr_dbnet_backward(&ctx, &a, &pa, &ta));
-    values = a.values;
-    cap = a.values_cap;
+    mem = ocr_dbnet_memory(&a);
+    OCR_CHECK(mem.arena_allocations >= 2 && mem.values_need_bytes <= mem.values_bytes && mem.grads_need_bytes <= mem.grads_bytes);
     /* eval on the small input: no allocation, same result as a model that never saw the big one */
     memcpy(b.params.data, a.params.data, a.params.numel * sizeof(float)); /* same weights and running stats */
     OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &a, &small, 0, &pa, NULL));
     OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &b, &small, 0, &pb, NULL));
-    OCR_CHECK(a.values == values && a.values_cap == cap);
+    after = ocr_dbnet_memory(&a);
+    OCR_CHECK(after.arena_allocations == mem.arena_allocations && after.values_bytes == mem.values_bytes);
     OCR_CHECK(strcmp(pa.name, "prob") == 0 && ocr_shape_equal(pa.shape, ocr_shape4(1, 1, 32, 64)));
     OCR_CHECK(memcmp(pa.data, pb.data, ocr_tensor_bytes(&pa)) == 0);
     /* each image of a batch in eval mode equals that image alone */
@@ -532,11 +532,65 @@ static void test_dbnet_buffers_and_batches(void) {
         ocr_test_close("image 2 of the batch vs alone", keep + 2 * 64 * 64, (const float *)pb.data, 64 * 64, 1e-5, 1e-6);
         free(keep);
     }
-    OCR_CHECK(a.values == values && a.values_cap == cap);
+    after = ocr_dbnet_memory(&a);
+    OCR_CHECK(after.arena_allocations == mem.arena_allocations && after.values_bytes == mem.values_bytes);
     ocr_tensor_free(&big);
     ocr_tensor_free(&small);
     ocr_dbnet_free(&a);
     ocr_dbnet_free(&b);
+    ocr_ctx_free(&ctx);
+}
+
+/* A clock that advances one second per reading: each timed op gets exactly 1 per run. */
+static double fake_seconds;
+static double fake_clock(void) { return fake_seconds += 1.0; }
+
+/* The options refuse unknown flags; the op list names every layer in forward order with its output shape, and the
+   profiler times each op that runs, forward and backward. */
+static void test_dbnet_options_and_profile(void) {
+    ocr_ctx ctx;
+    ocr_dbnet m;
+    ocr_dbnet_config cfg = make_config(18, 0.125f, 0.03f);
+    ocr_tensor x, prob, thresh;
+    ocr_dbnet_op_info op;
+    int i, n, convs = 0, seen_prob = 0;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 5));
+    OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &m, &cfg));
+    OCR_CHECK_ERR(&ctx, ocr_dbnet_set_options(&ctx, &m, 8), OCR_EINVAL, "unknown flags 0x8");
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, 64, 96)));
+    OCR_CHECK_OK(&ctx, ocr_tensor_fill_normal(&ctx, &x, 0.0f, 1.0f));
+    OCR_CHECK(ocr_dbnet_memory(&m).values_bytes == 0 && ocr_dbnet_memory(&m).arena_allocations == 0);
+    n = ocr_dbnet_op_count(&m);
+    op = ocr_dbnet_op(&m, n);
+    OCR_CHECK(n > 50 && strcmp(op.name, "") == 0 && strcmp(ocr_dbnet_op(&m, -1).kind, "") == 0);
+    OCR_CHECK_OK(&ctx, ocr_dbnet_profile(&ctx, &m, fake_clock));
+    OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &m, &x, 1, &prob, &thresh));
+    OCR_CHECK_OK(&ctx, ocr_dbnet_backward(&ctx, &m, &prob, &thresh));
+    for (i = 0; i < n; i++) {
+        op = ocr_dbnet_op(&m, i);
+        if (strcmp(op.kind, "conv") == 0 || strcmp(op.kind, "convT") == 0) {
+            char wname[128];
+            snprintf(wname, sizeof wname, "%s.weight", op.name);
+            OCR_CHECK_MSG(ocr_params_find(&m.params, wname) >= 0 || strcmp(op.name, "prob_logits") == 0, "op %d: convolution '%s' has no weight",
+                          i, op.name);
+            convs++;
+        }
+        if (strcmp(op.name, "backbone.conv1") == 0)
+            OCR_CHECK(i == 0 && op.channels == 8 && op.height == 32 && op.width == 48 && op.seconds_forward == 1.0 && op.seconds_backward == 1.0);
+        if (strcmp(op.name, "backbone.bn1") == 0) OCR_CHECK(i == 1 && strcmp(op.kind, "bn+relu") == 0);
+        if (strcmp(op.name, "prob") == 0) { /* eval only: no backward */
+            seen_prob = 1;
+            OCR_CHECK(strcmp(op.kind, "sigmoid") == 0 && op.height == 64 && op.width == 96 && op.seconds_backward == 0.0);
+        }
+    }
+    OCR_CHECK(seen_prob && convs == 20 + 4 + 4 + 2 * 3); /* backbone with downsamples, laterals, branches, heads */
+    /* turned off: the times are gone and nothing more is counted */
+    OCR_CHECK_OK(&ctx, ocr_dbnet_profile(&ctx, &m, NULL));
+    OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &m, &x, 0, &prob, NULL));
+    OCR_CHECK(ocr_dbnet_op(&m, 0).seconds_forward == 0.0);
+    ocr_tensor_free(&x);
+    ocr_dbnet_free(&m);
+    ocr_dbnet_free(&m); /* a freed model frees again as a no-op */
     ocr_ctx_free(&ctx);
 }
 
@@ -551,8 +605,8 @@ static int eval_both(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, ocr_tensor
     return ok && memcmp(prob[0].data, prob[1].data, ocr_tensor_bytes(&prob[0])) == 0;
 }
 
-/* Activation values and gradients share memory by liveness (ocr__db_layout), and a training step computes each BN+ReLU
-   output again for the backward instead of keeping it. The same model with share_off and recompute_off gives each
+/* Activation values and gradients share memory by liveness, and a training step computes each BN+ReLU output again for
+   the backward instead of keeping it. The same model with OCR_DBNET_NO_SHARING and _NO_RECOMPUTE gives each
    value a range of its own and keeps them all: both run eval and training steps on three input sizes (the arenas grow, then a smaller input
    reuses them without allocating) and must agree bit for bit in the outputs, every parameter gradient, the running statistics and the eval
    map; a second backward of the same forward is refused (the first reuses the activations' memory as it goes). */
@@ -561,15 +615,16 @@ static void test_dbnet_shared_buffers_bit_exact(void) {
     ocr_ctx ctx;
     ocr_dbnet m[2];
     ocr_dbnet_config cfg = make_config(18, 0.25f, 0.03f);
-    float *first = NULL, *arenas[2] = {NULL, NULL};
+    float *first = NULL;
+    ocr_dbnet_memory_info mem[2];
+    int64_t allocs = -1;
     int s, k;
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 21));
     for (k = 0; k < 2; k++) {
         ocr_rng_seed(&ctx.rng, 21);
         OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &m[k], &cfg));
     }
-    m[1].share_off = 1;
-    m[1].recompute_off = 1;
+    OCR_CHECK_OK(&ctx, ocr_dbnet_set_options(&ctx, &m[1], OCR_DBNET_NO_SHARING | OCR_DBNET_NO_RECOMPUTE));
     first = (float *)malloc(m[0].params.numel * sizeof(float));
     OCR_CHECK(first != NULL && m[0].params.numel == m[1].params.numel);
     for (s = 0; s < 3 && first && !ocr_test__case_failed; s++) {
@@ -593,20 +648,28 @@ static void test_dbnet_shared_buffers_bit_exact(void) {
                       memcmp(thresh[0].data, thresh[1].data, ocr_tensor_bytes(&thresh[0])) == 0, "training outputs differ at size %d", s);
         OCR_CHECK_MSG(memcmp(m[0].params.grad, m[1].params.grad, m[0].params.numel * sizeof(float)) == 0, "gradients differ at size %d", s);
         OCR_CHECK_MSG(memcmp(m[0].params.data, m[1].params.data, m[0].params.numel * sizeof(float)) == 0, "running statistics differ at size %d", s);
+        for (k = 0; k < 2; k++) mem[k] = ocr_dbnet_memory(&m[k]);
+        /* a range of its own for each (rounded up to 64 bytes) against sharing and recomputing */
+        OCR_CHECK_MSG(mem[1].values_need_bytes >= mem[1].values_unshared_bytes && mem[1].grads_need_bytes >= mem[1].grads_unshared_bytes &&
+                      mem[1].values_need_bytes < 2 * mem[1].values_unshared_bytes && mem[1].grads_need_bytes < 2 * mem[1].grads_unshared_bytes,
+                      "unshared layout vs the sum of the activations at size %d", s);
+        OCR_CHECK_MSG(mem[0].values_need_bytes < mem[0].values_unshared_bytes && mem[0].grads_need_bytes < mem[0].grads_unshared_bytes &&
+                      mem[0].values_unshared_bytes == mem[1].values_unshared_bytes, "shared layout at size %d", s);
         memcpy(first, m[0].params.grad, m[0].params.numel * sizeof(float));
         OCR_CHECK_ERR(&ctx, ocr_dbnet_backward(&ctx, &m[0], &dp, &dt), OCR_ESTATE, "backward already ran");
         OCR_CHECK_MSG(memcmp(first, m[0].params.grad, m[0].params.numel * sizeof(float)) == 0, "a refused second backward changed gradients at size %d", s);
         OCR_CHECK_MSG(eval_both(&ctx, m, &x, prob), "eval map after training differs at size %d", s);
-        if (s == 1) { arenas[0] = m[0].values; arenas[1] = m[0].grads; }
+        if (s == 1) allocs = ocr_dbnet_memory(&m[0]).arena_allocations;
         ocr_tensor_free(&x);
         ocr_tensor_free(&dp);
         ocr_tensor_free(&dt);
     }
     /* the largest size set the arenas: sharing must have saved most of the gradients' memory and some of the values' */
+    for (k = 0; k < 2; k++) mem[k] = ocr_dbnet_memory(&m[k]);
     printf("     arenas of 3x3x96x64 at width 0.25: values %.2f MiB shared vs %.2f MiB not, gradients %.2f vs %.2f MiB\n",
-           m[0].values_cap * 4.0 / 1048576, m[1].values_cap * 4.0 / 1048576, m[0].grads_cap * 4.0 / 1048576, m[1].grads_cap * 4.0 / 1048576);
-    OCR_CHECK(m[0].values_cap < m[1].values_cap && 3 * m[0].grads_cap < m[1].grads_cap);
-    OCR_CHECK_MSG(m[0].values == arenas[0] && m[0].grads == arenas[1], "the smaller third input reallocated an arena");
+           mem[0].values_bytes / 1048576.0, mem[1].values_bytes / 1048576.0, mem[0].grads_bytes / 1048576.0, mem[1].grads_bytes / 1048576.0);
+    OCR_CHECK(mem[0].values_bytes < mem[1].values_bytes && 3 * mem[0].grads_bytes < mem[1].grads_bytes);
+    OCR_CHECK_MSG(mem[0].arena_allocations == allocs, "the smaller third input reallocated an arena");
     free(first);
     for (k = 0; k < 2; k++) ocr_dbnet_free(&m[k]);
     ocr_ctx_free(&ctx);
@@ -619,6 +682,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_dbnet_bad_input);
     OCR_TEST_RUN(test_dbnet_buffers_and_batches);
     OCR_TEST_RUN(test_dbnet_shared_buffers_bit_exact);
+    OCR_TEST_RUN(test_dbnet_options_and_profile);
     OCR_TEST_RUN(test_dbnet_checkpoint_roundtrip);
     OCR_TEST_RUN(test_dbnet_fixture_from_pytorch);
     OCR_TEST_RUN(test_dbnet_parity_pytorch_live);

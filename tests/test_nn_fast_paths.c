@@ -345,13 +345,13 @@ static void test_dbnet_bn_fold(void) {
                 ocr_tensor_fill_uniform(&ctx, &t, lo[k], hi[k]);
             }
         }
-        m.bn_fold_off = 1;
+        OCR_CHECK_OK(&ctx, ocr_dbnet_set_options(&ctx, &m, OCR_DBNET_NO_BN_FOLD));
         OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &m, &x, 0, &prob, NULL));
         if (ocr_test__case_failed) break;
         ref_prob = (float *)malloc(ocr_tensor_bytes(&prob));
         if (!ref_prob) { OCR_CHECK_MSG(0, "out of memory"); break; }
         memcpy(ref_prob, prob.data, ocr_tensor_bytes(&prob));
-        m.bn_fold_off = 0;
+        OCR_CHECK_OK(&ctx, ocr_dbnet_set_options(&ctx, &m, 0));
         OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &m, &x, 0, &prob, NULL));
         printf("     %d thread(s): folded eval forward vs unfolded: probability map %.2e (relative)\n", threads,
                ocr_test_rel_err((const float *)prob.data, ref_prob, (long long)ocr_tensor_numel(&prob), 1e-6));
