@@ -272,6 +272,401 @@ OCRDEF int ocr_cuda_zero_bytes(void *ptr, size_t bytes);
 extern "C" {
 #endif
 
+/* ================================================================================================== reference
+   Every op once more as the direct loop of its PyTorch definition (named above each function): the yardstick the fast
+   paths below are tested against (tests/test_nn_fast_paths.c), itself checked against PyTorch's numbers
+   (tests/test_nn_parity.c), and what every CPU op runs instead of its fast path when ctx->debug_flags has
+   OCR_DEBUG_REFERENCE (OCR_REFERENCE=1 in the environment). The public functions validate their arguments first
+   and then call these, so everything here may assume consistent shapes. Same contracts as the fast paths: forward
+   functions overwrite their output, backward functions accumulate into every gradient given (relu and batchnorm
+   backwards overwrite instead when dx is dy itself). Sums over many terms accumulate in double. Work is divided only
+   into independent output planes or channels, each computed the same way on any thread, so the results do not
+   depend on the thread count.
+   Not duplicated here: ocr_optim_step (CPU), ocr_clip_grad_norm and ocr_params_ema, whose CPU code is already the
+   plain loop of its formula. */
+
+typedef struct {
+    int64_t N, C, H, W;    /* input of the convolution in the forward (conv2d) sense */
+    int64_t K, OH, OW;     /* output channels and size */
+    int kh, kw, sh, sw, ph, pw, dh, dw, groups;
+} ocr__conv_geom;
+
+/* With OCR_DEBUG_REFERENCE every op below runs its reference. Asked after the CUDA dispatch: the device is the CPU. */
+static int ocr__use_ref(const ocr_ctx *ctx) { return (ctx->debug_flags & OCR_DEBUG_REFERENCE) != 0; }
+
+/* torch.addmm(C, op(A), op(B), beta=beta, alpha=alpha) on row-major matrices; beta 0 ignores C (NaN included) and
+   alpha 0 or K 0 leave beta * C, as BLAS does. */
+static void ocr__ref_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                          const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    int64_t i, j, k;
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            double s = 0.0;
+            float *c = C + i * ldc + j;
+            if (alpha != 0.0f)
+                for (k = 0; k < K; k++) s += (double)(trans_a ? A[k * lda + i] : A[i * lda + k]) * (trans_b ? B[j * ldb + k] : B[k * ldb + j]);
+            *c = (float)(alpha * s) + (beta == 0.0f ? 0.0f : beta * *c);
+        }
+}
+
+/* The outputs o in [0, n_out) whose input position o * stride + off lies inside [0, n_in): [*lo, *hi). Lets the
+   convolution loops below skip the zero padding instead of testing every tap. */
+static void ocr__ref_span(int64_t off, int64_t stride, int64_t n_in, int64_t n_out, int64_t *lo, int64_t *hi) {
+    int64_t first = off >= 0 ? 0 : (-off + stride - 1) / stride;      /* first o with o * stride + off >= 0 */
+    int64_t end = n_in - off <= 0 ? 0 : (n_in - off - 1) / stride + 1; /* first o with o * stride + off >= n_in */
+    *lo = first;
+    *hi = end < n_out ? end : n_out;
+    if (*hi < *lo) *hi = *lo;
+}
+
+typedef struct {
+    const ocr__conv_geom *g;
+    const float *x, *w, *bias, *dy;
+    float *y, *dx, *dw;
+    int relu, accumulate;
+    double *acc[OCR_MAX_THREADS];   /* per thread: one plane (or row) of double sums */
+} ocr__ref_conv_job;
+
+/* torch.nn.functional.conv2d (then relu when relu): for output plane (n, k) of group gr = k / (K/groups),
+   y[n,k,oh,ow] = bias[k] + sum over c < C/groups, i < kh, j < kw of
+                  w[k,c,i,j] * x[n, gr*C/groups + c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]   (0 outside the image).
+   Work items: output planes n*K + k. accumulate: y += instead of y =. */
+static void ocr__ref_conv_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__ref_conv_job *j = (const ocr__ref_conv_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, P = g->OH * g->OW, item, c, i, jj, oh, ow, lo, hi, q;
+    double *acc = j->acc[tid];
+    for (item = begin; item < end; item++) {
+        int64_t n = item / g->K, k = item % g->K;
+        const float *xg = j->x + (n * g->C + (k / Kg) * Cg) * g->H * g->W;   /* the first input plane of k's group */
+        float *y = j->y + item * P;
+        for (q = 0; q < P; q++) acc[q] = 0.0;
+        for (c = 0; c < Cg; c++)
+            for (i = 0; i < g->kh; i++)
+                for (jj = 0; jj < g->kw; jj++) {
+                    double wv = j->w[((k * Cg + c) * g->kh + i) * g->kw + jj];
+                    ocr__ref_span((int64_t)jj * g->dw - g->pw, g->sw, g->W, g->OW, &lo, &hi);
+                    for (oh = 0; oh < g->OH; oh++) {
+                        int64_t ih = oh * g->sh - g->ph + (int64_t)i * g->dh;
+                        int64_t base = (c * g->H + ih) * g->W + (int64_t)jj * g->dw - g->pw; /* x column ow*sw - pw + jj*dw */
+                        if (ih < 0 || ih >= g->H) continue;
+                        for (ow = lo; ow < hi; ow++) acc[oh * g->OW + ow] += wv * xg[base + ow * g->sw];
+                    }
+                }
+        for (q = 0; q < P; q++) {
+            float v = (float)acc[q] + (j->bias ? j->bias[k] : 0.0f);
+            if (j->relu && v < 0.0f) v = 0.0f;   /* NaN stays NaN, as torch.relu */
+            y[q] = j->accumulate ? y[q] + v : v;
+        }
+    }
+}
+
+/* The input gradient of conv2d (torch.nn.grad.conv2d_input): every term of the sum above sends w * dy back to the
+   input it read, dx[n, gr*C/groups + c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] += w[k,c,i,j] * dy[n,k,oh,ow].
+   Work items: input planes n*C + c, each summing over the output channels of its group. Accumulates into dx. */
+static void ocr__ref_conv_dx_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__ref_conv_job *j = (const ocr__ref_conv_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, HW = g->H * g->W, item, k, i, jj, oh, ow, lo, hi, q;
+    double *acc = j->acc[tid];
+    for (item = begin; item < end; item++) {
+        int64_t n = item / g->C, c = item % g->C, k0 = (c / Cg) * Kg;
+        float *dx = j->dx + item * HW;
+        for (q = 0; q < HW; q++) acc[q] = 0.0;
+        for (k = k0; k < k0 + Kg; k++)
+            for (i = 0; i < g->kh; i++)
+                for (jj = 0; jj < g->kw; jj++) {
+                    double wv = j->w[((k * Cg + c % Cg) * g->kh + i) * g->kw + jj];
+                    const float *dyk = j->dy + (n * g->K + k) * g->OH * g->OW;
+                    ocr__ref_span((int64_t)jj * g->dw - g->pw, g->sw, g->W, g->OW, &lo, &hi);
+                    for (oh = 0; oh < g->OH; oh++) {
+                        int64_t ih = oh * g->sh - g->ph + (int64_t)i * g->dh, base = ih * g->W + (int64_t)jj * g->dw - g->pw;
+                        if (ih < 0 || ih >= g->H) continue;
+                        for (ow = lo; ow < hi; ow++) acc[base + ow * g->sw] += wv * dyk[oh * g->OW + ow];
+                    }
+                }
+        for (q = 0; q < HW; q++) dx[q] += (float)acc[q];
+    }
+}
+
+/* The weight gradient of conv2d (torch.nn.grad.conv2d_weight):
+   dw[k,c,i,j] += sum over n, oh, ow of dy[n,k,oh,ow] * x[n, gr*C/groups + c, oh*sh - ph + i*dh, ow*sw - pw + j*dw].
+   Work items: output channels k. The sum over ow runs in a row of partial sums (one per ow), added up at the end,
+   so that the innermost loop is a vector multiply-add rather than one long dependent chain. */
+static void ocr__ref_conv_dw_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__ref_conv_job *j = (const ocr__ref_conv_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, k, c, i, jj, n, oh, ow, lo, hi;
+    double *acc = j->acc[tid];
+    for (k = begin; k < end; k++)
+        for (c = 0; c < Cg; c++)
+            for (i = 0; i < g->kh; i++)
+                for (jj = 0; jj < g->kw; jj++) {
+                    double s = 0.0;
+                    ocr__ref_span((int64_t)jj * g->dw - g->pw, g->sw, g->W, g->OW, &lo, &hi);
+                    for (ow = 0; ow < g->OW; ow++) acc[ow] = 0.0;
+                    for (n = 0; n < g->N; n++) {
+                        const float *xc = j->x + (n * g->C + (k / Kg) * Cg + c) * g->H * g->W;
+                        const float *dyk = j->dy + (n * g->K + k) * g->OH * g->OW;
+                        for (oh = 0; oh < g->OH; oh++) {
+                            int64_t ih = oh * g->sh - g->ph + (int64_t)i * g->dh, base = ih * g->W + (int64_t)jj * g->dw - g->pw;
+                            if (ih < 0 || ih >= g->H) continue;
+                            for (ow = lo; ow < hi; ow++) acc[ow] += (double)dyk[oh * g->OW + ow] * xc[base + ow * g->sw];
+                        }
+                    }
+                    for (ow = 0; ow < g->OW; ow++) s += acc[ow];
+                    j->dw[((k * Cg + c) * g->kh + i) * g->kw + jj] += (float)s;
+                }
+}
+
+/* Runs one of the three parts above over its work items with a double buffer of `floats` per thread. */
+static int ocr__ref_conv_run(ocr_ctx *ctx, ocr__ref_conv_job *j, int64_t items, int64_t floats, ocr_range_fn fn) {
+    int t;
+    for (t = 0; t < ctx->n_threads; t++)
+        if (!(j->acc[t] = (double *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + t, (size_t)(floats > 0 ? floats : 1) * sizeof(double))))
+            return ctx->last_status;
+    ocr_parallel_for(ctx, items, 1, fn, j);
+    return OCR_OK;
+}
+
+/* db[k] += sum over n and the P pixels of dy[n,k] (the bias gradient of both convolutions) */
+static void ocr__ref_bias_grad(const float *dy, float *db, int64_t N, int64_t K, int64_t P) {
+    int64_t n, k, p;
+    for (k = 0; k < K; k++) {
+        double s = 0.0;
+        for (n = 0; n < N; n++)
+            for (p = 0; p < P; p++) s += dy[(n * K + k) * P + p];
+        db[k] += (float)s;
+    }
+}
+
+/* torch.nn.functional.conv2d, with relu: torch.relu(conv2d(...)). y is overwritten. */
+static int ocr__ref_conv2d_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, const float *b, int relu,
+                                   float *y) {
+    ocr__ref_conv_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g; j.x = x; j.w = w; j.bias = b; j.y = y; j.relu = relu;
+    return ocr__ref_conv_run(ctx, &j, g->N * g->K, g->OH * g->OW, ocr__ref_conv_fwd_part);
+}
+
+/* conv2d's backward: dx, dw and db (each optional) accumulate. */
+static int ocr__ref_conv2d_backward(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, const float *dy, float *dx,
+                                    float *dw, float *db) {
+    ocr__ref_conv_job j;
+    int rc;
+    memset(&j, 0, sizeof j);
+    j.g = g; j.x = x; j.w = w; j.dy = dy; j.dx = dx; j.dw = dw;
+    if (dx && (rc = ocr__ref_conv_run(ctx, &j, g->N * g->C, g->H * g->W, ocr__ref_conv_dx_part))) return rc;
+    if (dw && (rc = ocr__ref_conv_run(ctx, &j, g->K, g->OW, ocr__ref_conv_dw_part))) return rc;
+    if (db) ocr__ref_bias_grad(dy, db, g->N, g->K, g->OH * g->OW);
+    return OCR_OK;
+}
+
+/* torch.nn.functional.conv_transpose2d, which PyTorch defines as the input gradient of the conv2d that has the same
+   weight: g is that conv2d's geometry (C, H, W: the transposed convolution's output; K, OH, OW: its input), so
+   y = bias + conv2d_input(x). y is overwritten. */
+static int ocr__ref_conv_transpose2d_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, const float *b,
+                                             float *y) {
+    ocr__ref_conv_job j;
+    int64_t HW = g->H * g->W, q, plane;
+    int rc;
+    memset(&j, 0, sizeof j);
+    j.g = g; j.w = w; j.dy = x; j.dx = y;
+    memset(y, 0, (size_t)(g->N * g->C * HW) * sizeof(float));
+    if ((rc = ocr__ref_conv_run(ctx, &j, g->N * g->C, HW, ocr__ref_conv_dx_part))) return rc;
+    if (b)
+        for (plane = 0; plane < g->N * g->C; plane++)
+            for (q = 0; q < HW; q++) y[plane * HW + q] += b[plane % g->C];
+    return OCR_OK;
+}
+
+/* conv_transpose2d's backward, by the same duality: dx += conv2d(dy, w), dw += conv2d_weight with the roles of x and dy
+   swapped, db += the sum of dy. Each optional. */
+static int ocr__ref_conv_transpose2d_backward(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, const float *dy,
+                                              float *dx, float *dw, float *db) {
+    ocr__ref_conv_job j;
+    int rc;
+    memset(&j, 0, sizeof j);
+    j.g = g; j.x = dy; j.w = w; j.y = dx; j.accumulate = 1; j.dy = x; j.dw = dw;
+    if (dx && (rc = ocr__ref_conv_run(ctx, &j, g->N * g->K, g->OH * g->OW, ocr__ref_conv_fwd_part))) return rc;
+    if (dw && (rc = ocr__ref_conv_run(ctx, &j, g->K, g->OW, ocr__ref_conv_dw_part))) return rc;
+    if (db) ocr__ref_bias_grad(dy, db, g->N, g->C, g->H * g->W);
+    return OCR_OK;
+}
+
+/* y = (x - mean) * invstd * gamma + beta per channel over x [N, C, P] (gamma, beta NULL: 1, 0), then max(y, 0) when
+   relu (NaN stays). Shared by the forward and ocr_nn_batchnorm2d_apply, so the two agree bit for bit. */
+static void ocr__ref_bn_normalize(const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                                  int relu, float *y, int64_t N, int64_t C, int64_t P) {
+    int64_t n, c, p;
+    for (n = 0; n < N; n++)
+        for (c = 0; c < C; c++) {
+            const float *xc = x + (n * C + c) * P;
+            float *yc = y + (n * C + c) * P, ga = gamma ? gamma[c] : 1.0f, be = beta ? beta[c] : 0.0f;
+            for (p = 0; p < P; p++) {
+                float v = (xc[p] - mean[c]) * invstd[c] * ga + be;
+                yc[p] = relu && v < 0.0f ? 0.0f : v;
+            }
+        }
+}
+
+/* torch.nn.functional.batch_norm (then relu when relu) on x [N, C, P]. training: per channel the mean and the biased
+   variance over N and P normalise; running_mean = (1 - momentum) * running_mean + momentum * mean and running_var the
+   same with the unbiased variance (n / (n - 1) times the biased). Eval: the running statistics normalise.
+   Both: save_mean = the mean used, save_invstd = 1 / sqrt(var + eps). */
+static void ocr__ref_bn_forward(const float *x, const float *gamma, const float *beta, float *rmean, float *rvar, int training,
+                                float momentum, float eps, float *smean, float *sinv, int relu, float *y, int64_t N, int64_t C, int64_t P) {
+    int64_t n, c, p, count = N * P;
+    for (c = 0; c < C; c++) {
+        double mean = rmean[c], var = rvar[c];
+        if (training) {
+            double s = 0.0, ss = 0.0;
+            for (n = 0; n < N; n++)
+                for (p = 0; p < P; p++) s += x[(n * C + c) * P + p];
+            mean = s / (double)count;
+            for (n = 0; n < N; n++)
+                for (p = 0; p < P; p++) ss += (x[(n * C + c) * P + p] - mean) * (x[(n * C + c) * P + p] - mean);
+            var = ss / (double)count;
+            rmean[c] = (1.0f - momentum) * rmean[c] + momentum * (float)mean;
+            rvar[c] = (1.0f - momentum) * rvar[c] + momentum * (float)(ss / (double)(count - 1)); /* count >= 2: checked */
+        }
+        smean[c] = (float)mean;
+        sinv[c] = (float)(1.0 / sqrt(var + (double)eps));
+    }
+    ocr__ref_bn_normalize(x, gamma, beta, smean, sinv, relu, y, N, C, P);
+}
+
+/* batch_norm's backward (torch.ops.aten.native_batch_norm_backward) with the saved mean m and invstd s:
+   xhat = (x - m) * s, g = dy (zero where relu_y <= 0 for the fused BN + ReLU, relu_y being its output);
+   dbeta += sum g, dgamma += sum g * xhat over N and P; dx += gamma * s * (g - mean(g) - xhat * mean(g * xhat)) in training
+   (the statistics depend on x), dx += gamma * s * g in eval (they are constants). dx == dy: overwritten instead. */
+static void ocr__ref_bn_backward(const float *x, const float *relu_y, const float *gamma, const float *mean, const float *invstd,
+                                 const float *dy, int training, float *dx, float *dgamma, float *dbeta, int64_t N, int64_t C, int64_t P) {
+    int64_t n, c, p, i;
+    for (c = 0; c < C; c++) {
+        double sg = 0.0, sgx = 0.0;
+        float m = mean[c], s = invstd[c], k = (gamma ? gamma[c] : 1.0f) * s, a, b;
+        for (n = 0; n < N; n++)
+            for (p = 0; p < P; p++) {
+                i = (n * C + c) * P + p;
+                {
+                    float g = relu_y && !(relu_y[i] > 0.0f) ? 0.0f : dy[i];
+                    sg += g;
+                    sgx += (double)g * ((x[i] - m) * s);
+                }
+            }
+        if (dgamma) dgamma[c] += (float)sgx;
+        if (dbeta) dbeta[c] += (float)sg;
+        if (!dx) continue;
+        a = (float)(sg / (double)(N * P));
+        b = (float)(sgx / (double)(N * P));
+        for (n = 0; n < N; n++)
+            for (p = 0; p < P; p++) {
+                float g, t;
+                i = (n * C + c) * P + p;
+                g = relu_y && !(relu_y[i] > 0.0f) ? 0.0f : dy[i];
+                t = training ? k * (g - a - (x[i] - m) * s * b) : k * g;
+                dx[i] = (dx == dy ? 0.0f : dx[i]) + t;
+            }
+    }
+}
+
+/* torch.relu: y = max(x, 0), NaN stays NaN */
+static void ocr__ref_relu_forward(const float *x, float *y, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+/* relu's backward from its output y: dx += dy where y > 0 (dx == dy: overwritten with the masked dy) */
+static void ocr__ref_relu_backward(const float *y, const float *dy, float *dx, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) dx[i] = (dx == dy ? 0.0f : dx[i]) + (y[i] > 0.0f ? dy[i] : 0.0f);
+}
+/* torch.sigmoid: y = 1 / (1 + exp(-x)) (exp overflowing to inf gives the right 0) */
+static void ocr__ref_sigmoid_forward(const float *x, float *y, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) y[i] = (float)(1.0 / (1.0 + exp(-(double)x[i])));
+}
+/* sigmoid's backward from its output y: dx += dy * y * (1 - y) */
+static void ocr__ref_sigmoid_backward(const float *y, const float *dy, float *dx, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) dx[i] += dy[i] * y[i] * (1.0f - y[i]);
+}
+/* torch.add: y = a + b; its backward: da += dy and db += dy (each optional) */
+static void ocr__ref_add_forward(const float *a, const float *b, float *y, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+static void ocr__ref_add_backward(const float *dy, float *da, float *db, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        if (da) da[i] += dy[i];
+        if (db) db[i] += dy[i];
+    }
+}
+
+/* torch.nn.functional.max_pool2d(x, kernel, stride, pad, return_indices=True) on planes [H, W] (NC of them): each output
+   is the maximum of its window clipped to the plane (the padding is -inf, which never wins), argmax (optional) the
+   index h*W + w of the first maximum in row-major order; a NaN wins over everything, the first NaN of the window. */
+static void ocr__ref_maxpool2d_forward(const float *x, int64_t NC, int64_t H, int64_t W, int kernel, int stride, int pad, float *y,
+                                      int32_t *argmax, int64_t OH, int64_t OW) {
+    int64_t plane, oh, ow, ih, iw;
+    for (plane = 0; plane < NC; plane++)
+        for (oh = 0; oh < OH; oh++)
+            for (ow = 0; ow < OW; ow++) {
+                int64_t h0 = oh * stride - pad, w0 = ow * stride - pad, at = -1;
+                float best = 0.0f;
+                const float *xp = x + plane * H * W;
+                for (ih = h0 < 0 ? 0 : h0; ih < h0 + kernel && ih < H; ih++)
+                    for (iw = w0 < 0 ? 0 : w0; iw < w0 + kernel && iw < W; iw++) {
+                        float v = xp[ih * W + iw];
+                        if (at < 0 || v > best || (isnan(v) && !isnan(best))) { best = v; at = ih * W + iw; }
+                    }
+                y[(plane * OH + oh) * OW + ow] = best;
+                if (argmax) argmax[(plane * OH + oh) * OW + ow] = (int32_t)at;
+            }
+}
+/* max_pool2d's backward: dx[plane][argmax] += dy (argmax already checked to lie inside the plane) */
+static void ocr__ref_maxpool2d_backward(const float *dy, const int32_t *argmax, int64_t NC, int64_t P, float *dx, int64_t HW) {
+    int64_t plane, i;
+    for (plane = 0; plane < NC; plane++)
+        for (i = 0; i < P; i++) dx[plane * HW + argmax[plane * P + i]] += dy[plane * P + i];
+}
+
+/* torch.nn.functional.interpolate(x, scale_factor=f, mode="nearest") for an integer f: y[h, w] = x[h / f, w / f] per
+   plane; its backward: dx[h / f, w / f] += dy[h, w] */
+static void ocr__ref_upsample_forward(const float *x, int64_t NC, int64_t H, int64_t W, int64_t f, float *y) {
+    int64_t plane, h, w;
+    for (plane = 0; plane < NC; plane++)
+        for (h = 0; h < H * f; h++)
+            for (w = 0; w < W * f; w++) y[(plane * H * f + h) * W * f + w] = x[(plane * H + h / f) * W + w / f];
+}
+static void ocr__ref_upsample_backward(const float *dy, int64_t NC, int64_t H, int64_t W, int64_t f, float *dx) {
+    int64_t plane, h, w;
+    for (plane = 0; plane < NC; plane++)
+        for (h = 0; h < H * f; h++)
+            for (w = 0; w < W * f; w++) dx[(plane * H + h / f) * W + w / f] += dy[(plane * H * f + h) * W * f + w];
+}
+
+/* torch.cat(xs, dim=1) of n parts [N, C_i, H, W] into y [N, sum C_i, H, W]; its backward: dxs[i] += its slice of dy */
+static void ocr__ref_concat_forward(const ocr_tensor *const *xs, int n, ocr_tensor *y) {
+    int64_t N = y->shape.dim[0], Cy = y->shape.dim[1], P = y->shape.dim[2] * y->shape.dim[3], b, c, p, off = 0;
+    int i;
+    for (i = 0; i < n; off += xs[i]->shape.dim[1], i++)
+        for (b = 0; b < N; b++)
+            for (c = 0; c < xs[i]->shape.dim[1]; c++)
+                for (p = 0; p < P; p++)
+                    ((float *)y->data)[(b * Cy + off + c) * P + p] = ((const float *)xs[i]->data)[(b * xs[i]->shape.dim[1] + c) * P + p];
+}
+static void ocr__ref_concat_backward(const ocr_tensor *dy, ocr_tensor *const *dxs, int n) {
+    int64_t N = dy->shape.dim[0], Cy = dy->shape.dim[1], P = dy->shape.dim[2] * dy->shape.dim[3], b, c, p, off = 0;
+    int i;
+    for (i = 0; i < n; off += dxs[i]->shape.dim[1], i++)
+        for (b = 0; b < N; b++)
+            for (c = 0; c < dxs[i]->shape.dim[1]; c++)
+                for (p = 0; p < P; p++)
+                    ((float *)dxs[i]->data)[(b * dxs[i]->shape.dim[1] + c) * P + p] += ((const float *)dy->data)[(b * Cy + off + c) * P + p];
+}
+
 /* ---------------------------------------------------------------- GEMM */
 
 /* Micro-kernels compute C[mr,nr] += alpha * Apanel[kc,mr]^T Bpanel[kc,nr] from zero-padded packed panels. */
@@ -586,6 +981,10 @@ OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N
         return ocr_error(ctx, OCR_EINVAL, "ocr_gemm: bad sizes M=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld", (long long)M,
                          (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
     if (M == 0 || N == 0) return OCR_OK;
+    if (ocr__use_ref(ctx)) {
+        ocr__ref_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return OCR_OK;
+    }
     uk = ocr__pick_ukernel(ctx);
     ocr__gemm_job_init(&g, &uk, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     kc_max = K < OCR__KC ? K : OCR__KC;
@@ -709,12 +1108,6 @@ static int ocr__cuda_done(ocr_ctx *ctx, int rc, const char *fn, const char *phas
 #endif
 
 /* ---------------------------------------------------------------- convolution lowering */
-
-typedef struct {
-    int64_t N, C, H, W;    /* input of the convolution in the forward (conv2d) sense */
-    int64_t K, OH, OW;     /* output channels and size */
-    int kh, kw, sh, sw, ph, pw, dh, dw, groups;
-} ocr__conv_geom;
 
 typedef struct {
     const ocr__conv_geom *g;
@@ -2077,6 +2470,12 @@ static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x
         return ocr__cuda_done(ctx, ocr_cuda_relu_forward(ctx, y, y), fn, "forward", y, NULL, NULL);
     }
 #endif
+    if (ocr__use_ref(ctx)) {
+        if ((rc = ocr__ref_conv2d_forward(ctx, &g, (const float *)x->data, (const float *)w->data, b ? (const float *)b->data : NULL,
+                                          relu, (float *)y->data)))
+            return rc;
+        return ocr__watch(ctx, fn, "forward", y);
+    }
     ep.bias = b ? (const float *)b->data : NULL;
     ep.relu = relu;
     if ((rc = ocr__conv_forward(ctx, &g, (const float *)x->data, (const float *)w->data, (float *)y->data, 0, &ep))) return rc;
@@ -2108,9 +2507,15 @@ OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_t
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv2d_backward(ctx, x, w, dy, p, dx, dw, db), fn, "backward", dx, dw, db);
 #endif
-    if (dx && (rc = ocr__conv_backward_data(ctx, &g, (float *)dx->data, (const float *)w->data, (float *)dy->data))) return rc;
-    if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)x->data, (float *)dw->data, (float *)dy->data, 1))) return rc;
-    if (db) ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.K, g.OH * g.OW);
+    if (ocr__use_ref(ctx)) {
+        if ((rc = ocr__ref_conv2d_backward(ctx, &g, (const float *)x->data, (const float *)w->data, (const float *)dy->data,
+                                           dx ? (float *)dx->data : NULL, dw ? (float *)dw->data : NULL, db ? (float *)db->data : NULL)))
+            return rc;
+    } else {
+        if (dx && (rc = ocr__conv_backward_data(ctx, &g, (float *)dx->data, (const float *)w->data, (float *)dy->data))) return rc;
+        if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)x->data, (float *)dw->data, (float *)dy->data, 1))) return rc;
+        if (db) ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.K, g.OH * g.OW);
+    }
     if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
     return ocr__watch(ctx, fn, "backward", db);
 }
@@ -2230,6 +2635,12 @@ OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, co
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_forward(ctx, x, w, b, p, y), fn, "forward", y, NULL, NULL);
 #endif
+    if (ocr__use_ref(ctx)) {
+        if ((rc = ocr__ref_conv_transpose2d_forward(ctx, &g, (const float *)x->data, (const float *)w->data,
+                                                    b ? (const float *)b->data : NULL, (float *)y->data)))
+            return rc;
+        return ocr__watch(ctx, fn, "forward", y);
+    }
     if (ocr__convt_is_unfold(&g)) {
         if ((rc = ocr__convt_unfold(ctx, &g, (const float *)x->data, (const float *)w->data, b ? (const float *)b->data : NULL,
                                     (float *)y->data)))
@@ -2258,9 +2669,16 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_backward(ctx, x, w, dy, p, dx, dw, db), fn, "backward", dx, dw, db);
 #endif
-    if (dx && (rc = ocr__conv_run(ctx, &g, OCR__CONV_FWD, (float *)dy->data, (float *)w->data, (float *)dx->data, 1))) return rc;
-    if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)dy->data, (float *)dw->data, (float *)x->data, 1))) return rc;
-    if (db) ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.C, g.H * g.W);
+    if (ocr__use_ref(ctx)) {
+        if ((rc = ocr__ref_conv_transpose2d_backward(ctx, &g, (const float *)x->data, (const float *)w->data, (const float *)dy->data,
+                                                     dx ? (float *)dx->data : NULL, dw ? (float *)dw->data : NULL,
+                                                     db ? (float *)db->data : NULL)))
+            return rc;
+    } else {
+        if (dx && (rc = ocr__conv_run(ctx, &g, OCR__CONV_FWD, (float *)dy->data, (float *)w->data, (float *)dx->data, 1))) return rc;
+        if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)dy->data, (float *)dw->data, (float *)x->data, 1))) return rc;
+        if (db) ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.C, g.H * g.W);
+    }
     if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
     return ocr__watch(ctx, fn, "backward", db);
 }
@@ -2547,6 +2965,12 @@ OCRDEF int ocr_nn_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const o
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_batchnorm2d_forward(ctx, x, gamma, beta, running_mean, running_var, training, momentum, eps, save_mean, save_invstd, y), fn, "forward", y, NULL, NULL);
 #endif
+    if (ocr__use_ref(ctx)) {
+        ocr__ref_bn_forward((const float *)x->data, gamma ? (const float *)gamma->data : NULL, beta ? (const float *)beta->data : NULL,
+                            (float *)running_mean->data, (float *)running_var->data, training, momentum, eps, (float *)save_mean->data,
+                            (float *)save_invstd->data, 0, (float *)y->data, x->shape.dim[0], C, x->shape.dim[2] * x->shape.dim[3]);
+        return ocr__watch(ctx, fn, "forward", y);
+    }
     memset(&j, 0, sizeof j);
     j.x = (const float *)x->data; j.y = (float *)y->data;
     j.gamma = gamma ? (const float *)gamma->data : NULL; j.beta = beta ? (const float *)beta->data : NULL;
@@ -2627,13 +3051,20 @@ OCRDEF int ocr_nn_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const 
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_batchnorm2d_backward(ctx, x, gamma, save_mean, save_invstd, dy, training, dx, dgamma, dbeta), fn, "backward", dx, dgamma, dbeta);
 #endif
-    memset(&j, 0, sizeof j);
-    j.x = (const float *)x->data; j.dy = (const float *)dy->data;
-    j.gamma = gamma ? (const float *)gamma->data : NULL;
-    j.mean = (const float *)save_mean->data; j.invstd = (const float *)save_invstd->data;
-    j.dx = dx ? (float *)dx->data : NULL; j.dgamma = dgamma ? (float *)dgamma->data : NULL; j.dbeta = dbeta ? (float *)dbeta->data : NULL;
-    j.N = x->shape.dim[0]; j.C = C; j.P = x->shape.dim[2] * x->shape.dim[3]; j.training = training;
-    ocr_parallel_for(ctx, C, 1, ocr__bn_bwd_part, &j);
+    if (ocr__use_ref(ctx)) {
+        ocr__ref_bn_backward((const float *)x->data, NULL, gamma ? (const float *)gamma->data : NULL, (const float *)save_mean->data,
+                             (const float *)save_invstd->data, (const float *)dy->data, training, dx ? (float *)dx->data : NULL,
+                             dgamma ? (float *)dgamma->data : NULL, dbeta ? (float *)dbeta->data : NULL, x->shape.dim[0], C,
+                             x->shape.dim[2] * x->shape.dim[3]);
+    } else {
+        memset(&j, 0, sizeof j);
+        j.x = (const float *)x->data; j.dy = (const float *)dy->data;
+        j.gamma = gamma ? (const float *)gamma->data : NULL;
+        j.mean = (const float *)save_mean->data; j.invstd = (const float *)save_invstd->data;
+        j.dx = dx ? (float *)dx->data : NULL; j.dgamma = dgamma ? (float *)dgamma->data : NULL; j.dbeta = dbeta ? (float *)dbeta->data : NULL;
+        j.N = x->shape.dim[0]; j.C = C; j.P = x->shape.dim[2] * x->shape.dim[3]; j.training = training;
+        ocr_parallel_for(ctx, C, 1, ocr__bn_bwd_part, &j);
+    }
     if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dgamma))) return rc;
     return ocr__watch(ctx, fn, "backward", dbeta);
 }
@@ -2670,6 +3101,13 @@ OCRDEF int ocr_nn_batchnorm2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, co
         return ocr_error(ctx, OCR_EINVAL, "%s: eps %g must be > 0 and momentum %g in [0, 1]", fn, eps, momentum);
     if (training && x->shape.dim[0] * x->shape.dim[2] * x->shape.dim[3] < 2)
         return ocr_error(ctx, OCR_ESHAPE, "%s: training needs more than one value per channel, input '%s' has one", fn, x->name);
+    if (ocr__use_ref(ctx)) {
+        ocr__ref_bn_forward((const float *)x->data, gamma ? (const float *)gamma->data : NULL, beta ? (const float *)beta->data : NULL,
+                            (float *)running_mean->data, (float *)running_var->data, training, momentum, eps, (float *)save_mean->data,
+                            (float *)save_invstd->data, 1, (float *)y->data, x->shape.dim[0], x->shape.dim[1],
+                            x->shape.dim[2] * x->shape.dim[3]);
+        return ocr__watch(ctx, fn, "forward", y);
+    }
     memset(&j, 0, sizeof j);
     j.x = (const float *)x->data; j.y = (float *)y->data;
     j.gamma = gamma ? (const float *)gamma->data : NULL; j.beta = beta ? (const float *)beta->data : NULL;
@@ -2690,6 +3128,12 @@ OCRDEF int ocr_nn_batchnorm2d_apply(ocr_ctx *ctx, const ocr_tensor *x, const ocr
     vecs[0] = gamma; vecs[1] = beta; vecs[2] = save_mean; vecs[3] = save_invstd;
     if (!save_mean || !save_invstd) return ocr_error(ctx, OCR_EINVAL, "%s: save_mean and save_invstd from a forward are required", fn);
     if ((rc = ocr__bn_relu_check(ctx, fn, x, y, NULL, vecs, 4, NULL))) return rc;
+    if (ocr__use_ref(ctx)) {
+        ocr__ref_bn_normalize((const float *)x->data, gamma ? (const float *)gamma->data : NULL, beta ? (const float *)beta->data : NULL,
+                              (const float *)save_mean->data, (const float *)save_invstd->data, relu != 0, (float *)y->data,
+                              x->shape.dim[0], x->shape.dim[1], x->shape.dim[2] * x->shape.dim[3]);
+        return ocr__watch(ctx, fn, "forward", y);
+    }
     memset(&j, 0, sizeof j);
     j.x = (const float *)x->data; j.y = (float *)y->data;
     j.gamma = gamma ? (const float *)gamma->data : NULL; j.beta = beta ? (const float *)beta->data : NULL;
@@ -2711,13 +3155,20 @@ OCRDEF int ocr_nn_batchnorm2d_relu_backward(ocr_ctx *ctx, const ocr_tensor *x, c
     if (!save_mean || !save_invstd) return ocr_error(ctx, OCR_EINVAL, "%s: save_mean and save_invstd from forward are required", fn);
     if (!dy) return ocr_error(ctx, OCR_EINVAL, "%s: dy is required", fn);
     if ((rc = ocr__bn_relu_check(ctx, fn, x, y, dy, vecs, 5, dx)) || (rc = ocr__bn_check_dx(ctx, fn, x, y, dy, dx))) return rc;
-    memset(&j, 0, sizeof j);
-    j.x = (const float *)x->data; j.dy = (const float *)dy->data; j.relu_y = (const float *)y->data;
-    j.gamma = gamma ? (const float *)gamma->data : NULL;
-    j.mean = (const float *)save_mean->data; j.invstd = (const float *)save_invstd->data;
-    j.dx = dx ? (float *)dx->data : NULL; j.dgamma = dgamma ? (float *)dgamma->data : NULL; j.dbeta = dbeta ? (float *)dbeta->data : NULL;
-    j.N = x->shape.dim[0]; j.C = x->shape.dim[1]; j.P = x->shape.dim[2] * x->shape.dim[3]; j.training = training;
-    ocr_parallel_for(ctx, j.C, 1, ocr__bn_bwd_part, &j);
+    if (ocr__use_ref(ctx)) {
+        ocr__ref_bn_backward((const float *)x->data, (const float *)y->data, gamma ? (const float *)gamma->data : NULL,
+                             (const float *)save_mean->data, (const float *)save_invstd->data, (const float *)dy->data, training,
+                             dx ? (float *)dx->data : NULL, dgamma ? (float *)dgamma->data : NULL, dbeta ? (float *)dbeta->data : NULL,
+                             x->shape.dim[0], x->shape.dim[1], x->shape.dim[2] * x->shape.dim[3]);
+    } else {
+        memset(&j, 0, sizeof j);
+        j.x = (const float *)x->data; j.dy = (const float *)dy->data; j.relu_y = (const float *)y->data;
+        j.gamma = gamma ? (const float *)gamma->data : NULL;
+        j.mean = (const float *)save_mean->data; j.invstd = (const float *)save_invstd->data;
+        j.dx = dx ? (float *)dx->data : NULL; j.dgamma = dgamma ? (float *)dgamma->data : NULL; j.dbeta = dbeta ? (float *)dbeta->data : NULL;
+        j.N = x->shape.dim[0]; j.C = x->shape.dim[1]; j.P = x->shape.dim[2] * x->shape.dim[3]; j.training = training;
+        ocr_parallel_for(ctx, j.C, 1, ocr__bn_bwd_part, &j);
+    }
     if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dgamma))) return rc;
     return ocr__watch(ctx, fn, "backward", dbeta);
 }
@@ -2798,7 +3249,8 @@ OCRDEF int ocr_nn_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y)
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_relu_forward(ctx, x, y), "ocr_nn_relu_forward", "forward", y, NULL, NULL);
 #endif
-    ocr__pw(ctx, OCR__PW_RELU, x, NULL, y);
+    if (ocr__use_ref(ctx)) ocr__ref_relu_forward((const float *)x->data, (float *)y->data, ocr_tensor_numel(y));
+    else ocr__pw(ctx, OCR__PW_RELU, x, NULL, y);
     return ocr__watch(ctx, "ocr_nn_relu_forward", "forward", y);
 }
 
@@ -2811,7 +3263,8 @@ OCRDEF int ocr_nn_relu_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_ten
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_relu_backward(ctx, y, dy, dx), fn, "backward", dx, NULL, NULL);
 #endif
-    ocr__pw(ctx, OCR__PW_RELU_BWD, y, dy, dx);
+    if (ocr__use_ref(ctx)) ocr__ref_relu_backward((const float *)y->data, (const float *)dy->data, (float *)dx->data, ocr_tensor_numel(dx));
+    else ocr__pw(ctx, OCR__PW_RELU_BWD, y, dy, dx);
     return ocr__watch(ctx, fn, "backward", dx);
 }
 
@@ -2821,7 +3274,8 @@ OCRDEF int ocr_nn_sigmoid_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor 
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_sigmoid_forward(ctx, x, y), "ocr_nn_sigmoid_forward", "forward", y, NULL, NULL);
 #endif
-    ocr__pw(ctx, OCR__PW_SIGMOID, x, NULL, y);
+    if (ocr__use_ref(ctx)) ocr__ref_sigmoid_forward((const float *)x->data, (float *)y->data, ocr_tensor_numel(y));
+    else ocr__pw(ctx, OCR__PW_SIGMOID, x, NULL, y);
     return ocr__watch(ctx, "ocr_nn_sigmoid_forward", "forward", y);
 }
 
@@ -2832,7 +3286,8 @@ OCRDEF int ocr_nn_sigmoid_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_sigmoid_backward(ctx, y, dy, dx), fn, "backward", dx, NULL, NULL);
 #endif
-    ocr__pw(ctx, OCR__PW_SIGMOID_BWD, y, dy, dx);
+    if (ocr__use_ref(ctx)) ocr__ref_sigmoid_backward((const float *)y->data, (const float *)dy->data, (float *)dx->data, ocr_tensor_numel(dx));
+    else ocr__pw(ctx, OCR__PW_SIGMOID_BWD, y, dy, dx);
     return ocr__watch(ctx, fn, "backward", dx);
 }
 
@@ -2843,7 +3298,8 @@ OCRDEF int ocr_nn_add_forward(ocr_ctx *ctx, const ocr_tensor *a, const ocr_tenso
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_add_forward(ctx, a, b, y), fn, "forward", y, NULL, NULL);
 #endif
-    ocr__pw(ctx, OCR__PW_ADD, a, b, y);
+    if (ocr__use_ref(ctx)) ocr__ref_add_forward((const float *)a->data, (const float *)b->data, (float *)y->data, ocr_tensor_numel(y));
+    else ocr__pw(ctx, OCR__PW_ADD, a, b, y);
     return ocr__watch(ctx, fn, "forward", y);
 }
 
@@ -2855,8 +3311,12 @@ OCRDEF int ocr_nn_add_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *d
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_add_backward(ctx, dy, da, db), fn, "backward", da, db, NULL);
 #endif
-    if (da) ocr__pw(ctx, OCR__PW_ACC, dy, NULL, da);
-    if (db) ocr__pw(ctx, OCR__PW_ACC, dy, NULL, db);
+    if (ocr__use_ref(ctx)) {
+        ocr__ref_add_backward((const float *)dy->data, da ? (float *)da->data : NULL, db ? (float *)db->data : NULL, ocr_tensor_numel(dy));
+    } else {
+        if (da) ocr__pw(ctx, OCR__PW_ACC, dy, NULL, da);
+        if (db) ocr__pw(ctx, OCR__PW_ACC, dy, NULL, db);
+    }
     if ((rc = ocr__watch(ctx, fn, "backward", da))) return rc;
     return ocr__watch(ctx, fn, "backward", db);
 }
@@ -2972,6 +3432,11 @@ OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kerne
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_maxpool2d_forward(ctx, x, kernel, stride, pad, y, argmax), fn, "forward", y, NULL, NULL);
 #endif
+    if (ocr__use_ref(ctx)) {
+        ocr__ref_maxpool2d_forward((const float *)x->data, ys.dim[0] * ys.dim[1], x->shape.dim[2], x->shape.dim[3], kernel, stride, pad,
+                                   (float *)y->data, argmax ? (int32_t *)argmax->data : NULL, ys.dim[2], ys.dim[3]);
+        return ocr__watch(ctx, fn, "forward", y);
+    }
     j.x = (const float *)x->data; j.y = (float *)y->data; j.idx = argmax ? (int32_t *)argmax->data : NULL;
     j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3]; j.k = kernel; j.s = stride; j.p = pad;
     j.vector = 0;
@@ -3037,7 +3502,8 @@ OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const o
     if (bad >= 0)
         return ocr_error(ctx, OCR_ERANGE, "%s: argmax '%s' holds %d at %lld, outside the %lld-pixel input plane", fn, argmax->name,
                          (int)j.argmax[bad], (long long)bad, (long long)j.HW);
-    ocr_parallel_for(ctx, planes, 1, ocr__maxpool_bwd_part, &j);
+    if (ocr__use_ref(ctx)) ocr__ref_maxpool2d_backward(j.dy, j.argmax, planes, j.P, j.dx, j.HW);
+    else ocr_parallel_for(ctx, planes, 1, ocr__maxpool_bwd_part, &j);
     return ocr__watch(ctx, fn, "backward", dx);
 }
 
@@ -3094,7 +3560,8 @@ OCRDEF int ocr_nn_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, in
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_upsample_nearest_forward(ctx, x, factor, y), fn, "forward", y, NULL, NULL);
 #endif
     j.x = (float *)x->data; j.y = (float *)y->data; j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.factor = factor;
-    ocr_parallel_for(ctx, x->shape.dim[0] * x->shape.dim[1], 1, ocr__upsample_fwd_part, &j);
+    if (ocr__use_ref(ctx)) ocr__ref_upsample_forward(j.x, x->shape.dim[0] * x->shape.dim[1], j.H, j.W, j.factor, j.y);
+    else ocr_parallel_for(ctx, x->shape.dim[0] * x->shape.dim[1], 1, ocr__upsample_fwd_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
 }
 
@@ -3111,7 +3578,8 @@ OCRDEF int ocr_nn_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, 
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_upsample_nearest_backward(ctx, dy, factor, dx), fn, "backward", dx, NULL, NULL);
 #endif
     j.x = (float *)dx->data; j.y = (float *)dy->data; j.H = dx->shape.dim[2]; j.W = dx->shape.dim[3]; j.factor = factor;
-    ocr_parallel_for(ctx, dx->shape.dim[0] * dx->shape.dim[1], 1, ocr__upsample_bwd_part, &j);
+    if (ocr__use_ref(ctx)) ocr__ref_upsample_backward(j.y, dx->shape.dim[0] * dx->shape.dim[1], j.H, j.W, j.factor, j.x);
+    else ocr_parallel_for(ctx, dx->shape.dim[0] * dx->shape.dim[1], 1, ocr__upsample_bwd_part, &j);
     return ocr__watch(ctx, fn, "backward", dx);
 }
 
@@ -3143,6 +3611,10 @@ OCRDEF int ocr_nn_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int 
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_concat_forward(ctx, xs, n, y), fn, "forward", y, NULL, NULL);
 #endif
+    if (ocr__use_ref(ctx)) {
+        ocr__ref_concat_forward(xs, n, y);
+        return ocr__watch(ctx, fn, "forward", y);
+    }
     P = y->shape.dim[2] * y->shape.dim[3];
     for (b = 0; b < y->shape.dim[0]; b++) {
         off = 0;
@@ -3164,14 +3636,16 @@ OCRDEF int ocr_nn_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_concat_backward(ctx, dy, dxs, n), fn, "backward", NULL, NULL, NULL);
 #endif
     P = dy->shape.dim[2] * dy->shape.dim[3];
-    for (b = 0; b < dy->shape.dim[0]; b++) {
-        off = 0;
-        for (i = 0; i < n; i++) {
-            int64_t ci = dxs[i]->shape.dim[1];
-            ocr__pw_floats(ctx, OCR__PW_ACC, (const float *)dy->data + (b * dy->shape.dim[1] + off) * P, NULL, (float *)dxs[i]->data + b * ci * P, ci * P);
-            off += ci;
+    if (ocr__use_ref(ctx)) ocr__ref_concat_backward(dy, dxs, n);
+    else
+        for (b = 0; b < dy->shape.dim[0]; b++) {
+            off = 0;
+            for (i = 0; i < n; i++) {
+                int64_t ci = dxs[i]->shape.dim[1];
+                ocr__pw_floats(ctx, OCR__PW_ACC, (const float *)dy->data + (b * dy->shape.dim[1] + off) * P, NULL, (float *)dxs[i]->data + b * ci * P, ci * P);
+                off += ci;
+            }
         }
-    }
     for (i = 0; i < n; i++) if ((rc = ocr__watch(ctx, fn, "backward", dxs[i]))) return rc;
     return OCR_OK;
 }

@@ -1,4 +1,5 @@
-/* The fast paths of ocr_nn. Every lowering of its convolutions against direct loops in double: the implicit (padded-image, phase-split)
+/* The fast paths of ocr_nn against the library's own reference loops (the same public calls with OCR_DEBUG_REFERENCE set;
+   tests/test_nn_parity.c holds that reference to PyTorch). Every lowering of its convolutions: the implicit (padded-image, phase-split)
    path for rows at least 32 wide at stride 1 and 2 with padding and dilation, the data gradient computed as a
    flipped-kernel convolution, the weight gradient from dot products (implicit and from im2col) and from the packed
    GEMM, the packed im2col path, 1x1 convolutions, groups, output-channel counts that leave partial 8-row panels and
@@ -7,7 +8,7 @@
    each on 1 and 2 threads and with every micro-kernel this CPU runs.
    And the fused BatchNorm + ReLU against the two ops it replaces (bit for bit, NaN and Inf included), the convolution
    with its bias and ReLU in the output pass against conv then ReLU (bit for bit), transposed convolutions with
-   kernel = stride (and one general) against double loops, and DBNet's eval forward with every
+   kernel = stride (and one general) against the reference, and DBNet's eval forward with every
    BN folded into its convolution against the same forward running each BN as its own op (1e-4 relative), and the
    stem's vectorised 3x3/2 max pooling against the per-output loop (bit for bit, ties and NaN included). */
 #define OCR_IMPLEMENTATION
@@ -19,35 +20,12 @@
 
 typedef struct { const char *name; int N, C, K, H, W, kh, kw, sh, sw, ph, pw, dil, groups; } geom;
 
-/* y = conv(x, w), dx = conv^T(dy, w), dw = dy (x) x in double, as torch.nn.Conv2d defines them */
-static void reference(const geom *t, int OH, int OW, const float *x, const float *w, const float *dy, double *y, double *dx,
-                      double *dw) {
-    int Cg = t->C / t->groups, Kg = t->K / t->groups, n, k, c, i, j, oh, ow;
-    for (n = 0; n < t->N; n++)
-        for (k = 0; k < t->K; k++)
-            for (c = 0; c < Cg; c++)
-                for (i = 0; i < t->kh; i++)
-                    for (j = 0; j < t->kw; j++) {
-                        int cin = (k / Kg) * Cg + c, wi = ((k * Cg + c) * t->kh + i) * t->kw + j;
-                        for (oh = 0; oh < OH; oh++) {
-                            int ih = oh * t->sh - t->ph + i * t->dil;
-                            if (ih < 0 || ih >= t->H) continue;
-                            for (ow = 0; ow < OW; ow++) {
-                                int iw = ow * t->sw - t->pw + j * t->dil;
-                                long yi = (((long)n * t->K + k) * OH + oh) * OW + ow, xi = (((long)n * t->C + cin) * t->H + ih) * t->W + iw;
-                                if (iw < 0 || iw >= t->W) continue;
-                                y[yi] += (double)w[wi] * x[xi];
-                                dx[xi] += (double)w[wi] * dy[yi];
-                                dw[wi] += (double)dy[yi] * x[xi];
-                            }
-                        }
-                    }
-}
+/* Runs f with every op on its reference loop (OCR_DEBUG_REFERENCE), whatever the environment says, and restores the flags. */
+#define ON_REFERENCE(ctx, f) do { unsigned flags_ = (ctx)->debug_flags; (ctx)->debug_flags |= OCR_DEBUG_REFERENCE; f; \
+                                  (ctx)->debug_flags = flags_; } while (0)
 
-static void to_float(const double *d, float *f, long n) {
-    long i;
-    for (i = 0; i < n; i++) f[i] = (float)d[i];
-}
+/* Cases whose fast output differs in some bit from the reference's: none would mean the flag did not route. */
+static int n_differing;
 
 /* The bias and ReLU applied by the convolution's own output pass equal conv2d_forward (bias added) then relu_forward,
    bit for bit. */
@@ -78,16 +56,15 @@ static void conv_relu_case(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *
 static void run_case(const geom *t, int threads, int kernel, double tol) {
     ocr_ctx ctx;
     ocr_conv_params p = ocr_conv_params_make(1, 0, t->dil, t->groups);
-    ocr_tensor x, w, y, dy, dx, dw;
+    ocr_tensor x, w, y, dy, dx, dw, ry, rdx, rdw;
     ocr_shape ys;
     long nx, nw, ny;
-    double *ry = NULL, *rdx = NULL, *rdw = NULL;
-    float *fy = NULL, *fdx = NULL, *fdw = NULL;
     char what[160];
-    memset(&x, 0, sizeof x); w = y = dy = dx = dw = x;
+    memset(&x, 0, sizeof x); w = y = dy = dx = dw = ry = rdx = rdw = x;
     p.stride_h = t->sh; p.stride_w = t->sw; p.pad_h = t->ph; p.pad_w = t->pw;
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, threads, 7));
     ctx.cpu_kernel = kernel;
+    ctx.debug_flags &= ~(unsigned)OCR_DEBUG_REFERENCE; /* the fast paths, even under OCR_REFERENCE=1 */
     OCR_CHECK_OK(&ctx, ocr_nn_conv2d_out_shape(&ctx, ocr_shape4(t->N, t->C, t->H, t->W), ocr_shape4(t->K, t->C / t->groups, t->kh, t->kw), p, &ys));
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->C, t->H, t->W)));
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->K, t->C / t->groups, t->kh, t->kw)));
@@ -95,6 +72,9 @@ static void run_case(const geom *t, int threads, int kernel, double tol) {
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dy, "dy", OCR_F32, OCR_DEVICE_CPU, ys));
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dx, "dx", OCR_F32, OCR_DEVICE_CPU, x.shape));
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dw, "dw", OCR_F32, OCR_DEVICE_CPU, w.shape));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &ry, "ref_y", OCR_F32, OCR_DEVICE_CPU, ys));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &rdx, "ref_dx", OCR_F32, OCR_DEVICE_CPU, x.shape));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &rdw, "ref_dw", OCR_F32, OCR_DEVICE_CPU, w.shape));
     if (ocr_test__case_failed) goto done;
     nx = (long)ocr_tensor_numel(&x); nw = (long)ocr_tensor_numel(&w); ny = (long)ocr_tensor_numel(&y);
     ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
@@ -103,43 +83,24 @@ static void run_case(const geom *t, int threads, int kernel, double tol) {
     /* gradients accumulate: start from a known non-zero value */
     ocr_tensor_fill(&ctx, &dx, 0.5);
     ocr_tensor_fill(&ctx, &dw, -0.25);
-    ry = (double *)calloc((size_t)ny, sizeof(double)); rdx = (double *)calloc((size_t)nx, sizeof(double));
-    rdw = (double *)calloc((size_t)nw, sizeof(double));
-    fy = (float *)malloc((size_t)ny * sizeof(float)); fdx = (float *)malloc((size_t)nx * sizeof(float)); fdw = (float *)malloc((size_t)nw * sizeof(float));
-    if (!ry || !rdx || !rdw || !fy || !fdx || !fdw) { OCR_CHECK_MSG(0, "out of memory"); goto done; }
+    ocr_tensor_fill(&ctx, &rdx, 0.5);
+    ocr_tensor_fill(&ctx, &rdw, -0.25);
     OCR_CHECK_OK(&ctx, ocr_nn_conv2d_forward(&ctx, &x, &w, NULL, p, &y));
     OCR_CHECK_OK(&ctx, ocr_nn_conv2d_backward(&ctx, &x, &w, &dy, p, &dx, &dw, NULL));
-    {
-        /* the same seed gives every (threads, kernel) run of a case the same inputs: the reference is computed once */
-        static const geom *ref_case;
-        static float *ref_y, *ref_dx, *ref_dw;
-        if (ref_case != t) {
-            long i;
-            free(ref_y); free(ref_dx); free(ref_dw);
-            ref_case = NULL;
-            ref_y = (float *)malloc((size_t)ny * sizeof(float)); ref_dx = (float *)malloc((size_t)nx * sizeof(float));
-            ref_dw = (float *)malloc((size_t)nw * sizeof(float));
-            if (!ref_y || !ref_dx || !ref_dw) { OCR_CHECK_MSG(0, "out of memory"); goto done; }
-            reference(t, (int)ys.dim[2], (int)ys.dim[3], (const float *)x.data, (const float *)w.data, (const float *)dy.data, ry, rdx, rdw);
-            for (i = 0; i < nx; i++) rdx[i] += 0.5;
-            for (i = 0; i < nw; i++) rdw[i] -= 0.25;
-            to_float(ry, ref_y, ny); to_float(rdx, ref_dx, nx); to_float(rdw, ref_dw, nw);
-            ref_case = t;
-        }
-        memcpy(fy, ref_y, (size_t)ny * sizeof(float)); memcpy(fdx, ref_dx, (size_t)nx * sizeof(float));
-        memcpy(fdw, ref_dw, (size_t)nw * sizeof(float));
-    }
+    ON_REFERENCE(&ctx, OCR_CHECK_OK(&ctx, ocr_nn_conv2d_forward(&ctx, &x, &w, NULL, p, &ry)));
+    ON_REFERENCE(&ctx, OCR_CHECK_OK(&ctx, ocr_nn_conv2d_backward(&ctx, &x, &w, &dy, p, &rdx, &rdw, NULL)));
+    if (memcmp(y.data, ry.data, ocr_tensor_bytes(&y)) != 0) n_differing++;
     snprintf(what, sizeof what, "%s, %d thread(s), kernel %s: y", t->name, threads, ocr_gemm_kernel_name(&ctx));
-    OCR_CHECK_MSG(ocr_test_rel_err((const float *)y.data, fy, ny, 1e-6) <= tol, "%s off by %g", what,
-                  ocr_test_rel_err((const float *)y.data, fy, ny, 1e-6));
-    OCR_CHECK_MSG(ocr_test_rel_err((const float *)dx.data, fdx, nx, 1e-6) <= tol, "%s: dx off by %g", what,
-                  ocr_test_rel_err((const float *)dx.data, fdx, nx, 1e-6));
-    OCR_CHECK_MSG(ocr_test_rel_err((const float *)dw.data, fdw, nw, 1e-6) <= tol, "%s: dw off by %g", what,
-                  ocr_test_rel_err((const float *)dw.data, fdw, nw, 1e-6));
+    OCR_CHECK_MSG(ocr_test_rel_err((const float *)y.data, (const float *)ry.data, ny, 1e-6) <= tol, "%s off by %g", what,
+                  ocr_test_rel_err((const float *)y.data, (const float *)ry.data, ny, 1e-6));
+    OCR_CHECK_MSG(ocr_test_rel_err((const float *)dx.data, (const float *)rdx.data, nx, 1e-6) <= tol, "%s: dx off by %g", what,
+                  ocr_test_rel_err((const float *)dx.data, (const float *)rdx.data, nx, 1e-6));
+    OCR_CHECK_MSG(ocr_test_rel_err((const float *)dw.data, (const float *)rdw.data, nw, 1e-6) <= tol, "%s: dw off by %g", what,
+                  ocr_test_rel_err((const float *)dw.data, (const float *)rdw.data, nw, 1e-6));
     conv_relu_case(&ctx, &x, &w, p, what);
 done:
-    free(ry); free(rdx); free(rdw); free(fy); free(fdx); free(fdw);
     ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&y); ocr_tensor_free(&dy); ocr_tensor_free(&dx); ocr_tensor_free(&dw);
+    ocr_tensor_free(&ry); ocr_tensor_free(&rdx); ocr_tensor_free(&rdw);
     ocr_ctx_free(&ctx);
 }
 
@@ -180,6 +141,7 @@ static void test_conv_paths(void) {
             for (k = 0; k < 3; k++) run_case(&cases[c], t, kernels[k], 2e-6);
     for (c = 0; c < (int)(sizeof winograd / sizeof winograd[0]); c++) /* the default kernel: the only one that takes it */
         for (t = 1; t <= 2; t++) run_case(&winograd[c], t, OCR_CPU_KERNEL_AUTO, 2e-5);
+    OCR_CHECK_MSG(n_differing > 0, "every fast output equals the reference bit for bit: OCR_DEBUG_REFERENCE did not route");
 }
 
 static int same_bits(const ocr_tensor *a, const ocr_tensor *b) {
@@ -261,7 +223,7 @@ static void test_bn_relu_fused(void) {
 }
 
 /* Transposed convolutions whose kernel equals the stride (one GEMM per chunk of input rows, each output written
-   once) and a general one, against the data gradient of the convolution they transpose, computed in double. */
+   once) and a general one, against the reference, with its backward. */
 static void test_conv_transpose_paths(void) {
     static const geom cases[] = {
         /* name, N, C = output channels, K = input channels, H, W (output), kernel, stride, pad, dilation, groups */
@@ -276,34 +238,43 @@ static void test_conv_transpose_paths(void) {
             const geom *t = &cases[c];
             ocr_ctx ctx;
             ocr_conv_params p = ocr_conv_params_make(t->sh, t->ph, 1, 1);
-            ocr_tensor xin, w, b, y;
-            int OH = (t->H + 2 * t->ph - t->kh) / t->sh + 1, OW = (t->W + 2 * t->pw - t->kw) / t->sw + 1;
-            long nx = (long)t->N * t->C * t->H * t->W, ny = (long)t->N * t->K * OH * OW, nw = (long)t->K * t->C * t->kh * t->kw, i;
-            double *ry = (double *)calloc((size_t)ny, sizeof(double)), *rdx = (double *)calloc((size_t)nx, sizeof(double));
-            double *rdw = (double *)calloc((size_t)nw, sizeof(double));
-            float *zeros = (float *)calloc((size_t)nx, sizeof(float)), *fdx = (float *)malloc((size_t)nx * sizeof(float));
-            memset(&xin, 0, sizeof xin); w = b = y = xin;
+            ocr_tensor xin, w, b, y, ry, dy, g[6];
+            int OH = (t->H + 2 * t->ph - t->kh) / t->sh + 1, OW = (t->W + 2 * t->pw - t->kw) / t->sw + 1, i;
+            long ny = (long)t->N * t->C * t->H * t->W;
+            memset(&xin, 0, sizeof xin); w = b = y = ry = dy = xin;
+            memset(g, 0, sizeof g);
             p.stride_w = t->sw; p.pad_w = t->pw;
             OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, threads, 5));
+            ctx.debug_flags &= ~(unsigned)OCR_DEBUG_REFERENCE;
             OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &xin, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->K, OH, OW)));
             OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->K, t->C, t->kh, t->kw)));
             OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &b, "b", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(t->C)));
             OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y, "y", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->C, t->H, t->W)));
-            if (!ocr_test__case_failed && ry && rdx && rdw && zeros && fdx) {
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &ry, "ref_y", OCR_F32, OCR_DEVICE_CPU, y.shape));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dy, "dy", OCR_F32, OCR_DEVICE_CPU, y.shape));
+            for (i = 0; i < 6; i++) /* dx, dw, db of the fast path, then of the reference */
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &g[i], i % 3 == 0 ? "dx" : i % 3 == 1 ? "dw" : "db", OCR_F32, OCR_DEVICE_CPU,
+                                                    i % 3 == 0 ? xin.shape : i % 3 == 1 ? w.shape : b.shape));
+            if (!ocr_test__case_failed) {
                 ocr_tensor_fill_uniform(&ctx, &xin, -1.0f, 1.0f);
                 ocr_tensor_fill_uniform(&ctx, &w, -0.5f, 0.5f);
                 ocr_tensor_fill_uniform(&ctx, &b, -0.5f, 0.5f);
+                ocr_tensor_fill_uniform(&ctx, &dy, -1.0f, 1.0f);
                 ocr_tensor_fill(&ctx, &y, 7.0); /* every output must be written */
+                for (i = 0; i < 6; i++) ocr_tensor_fill(&ctx, &g[i], 0.5); /* gradients accumulate */
                 OCR_CHECK_OK(&ctx, ocr_nn_conv_transpose2d_forward(&ctx, &xin, &w, &b, p, &y));
-                /* conv2d with weight [K, C, kh, kw] maps [N, C, H, W] to [N, K, OH, OW]; its dx for dy = x is the answer */
-                reference(t, OH, OW, zeros, (const float *)w.data, (const float *)xin.data, ry, rdx, rdw);
-                for (i = 0; i < nx; i++) rdx[i] += ((const float *)b.data)[(i / ((long)t->H * t->W)) % t->C];
-                to_float(rdx, fdx, nx);
-                OCR_CHECK_MSG(ocr_test_rel_err((const float *)y.data, fdx, nx, 1e-6) <= 2e-6, "%s, %d thread(s): off by %g", t->name, threads,
-                              ocr_test_rel_err((const float *)y.data, fdx, nx, 1e-6));
+                OCR_CHECK_OK(&ctx, ocr_nn_conv_transpose2d_backward(&ctx, &xin, &w, &dy, p, &g[0], &g[1], &g[2]));
+                ON_REFERENCE(&ctx, OCR_CHECK_OK(&ctx, ocr_nn_conv_transpose2d_forward(&ctx, &xin, &w, &b, p, &ry)));
+                ON_REFERENCE(&ctx, OCR_CHECK_OK(&ctx, ocr_nn_conv_transpose2d_backward(&ctx, &xin, &w, &dy, p, &g[3], &g[4], &g[5])));
+                OCR_CHECK_MSG(ocr_test_rel_err((const float *)y.data, (const float *)ry.data, ny, 1e-6) <= 2e-6, "%s, %d thread(s): off by %g",
+                              t->name, threads, ocr_test_rel_err((const float *)y.data, (const float *)ry.data, ny, 1e-6));
+                for (i = 0; i < 3; i++)
+                    OCR_CHECK_MSG(ocr_test_rel_err((const float *)g[i].data, (const float *)g[i + 3].data, (long long)ocr_tensor_numel(&g[i]), 1e-6) <= 2e-6,
+                                  "%s, %d thread(s): %s off by %g", t->name, threads, g[i].name,
+                                  ocr_test_rel_err((const float *)g[i].data, (const float *)g[i + 3].data, (long long)ocr_tensor_numel(&g[i]), 1e-6));
             }
-            free(ry); free(rdx); free(rdw); free(zeros); free(fdx);
-            ocr_tensor_free(&xin); ocr_tensor_free(&w); ocr_tensor_free(&b); ocr_tensor_free(&y);
+            ocr_tensor_free(&xin); ocr_tensor_free(&w); ocr_tensor_free(&b); ocr_tensor_free(&y); ocr_tensor_free(&ry); ocr_tensor_free(&dy);
+            for (i = 0; i < 6; i++) ocr_tensor_free(&g[i]);
             ocr_ctx_free(&ctx);
         }
 }

@@ -2,7 +2,9 @@
    (float64 PyTorch on float32-rounded inputs), a 3-step training run of a conv-bn-relu-convtranspose network under
    SGD, SGD Nesterov and AdamW, gradient clipping, the poly schedule, ocr_params (views, save, load), the weight
    average (hand-computed), and the error paths: mis-shaped tensors are refused before anything is written, and NaN is caught under
-   OCR_DEBUG_CHECK_NUMERICS. Regenerate the fixtures with: /usr/bin/python3 tools/make_fixtures.py */
+   OCR_DEBUG_CHECK_NUMERICS. The op and training cases run on the fast paths (one thread with the portable GEMM, two
+   with the best kernel) and on the reference loops (OCR_DEBUG_REFERENCE). Regenerate the fixtures with:
+   /usr/bin/python3 tools/make_fixtures.py */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -105,17 +107,22 @@ static void expect_close(fcase *fc, const ocr_tensor *got, const char *ref_name,
     expect_close_to(what, got, fc_in(fc, ref_name), tol);
 }
 
-/* One context with one thread and the portable GEMM, one with two threads and the best kernel. */
+/* Variant 0: one thread and the portable GEMM; 1: two threads and the best kernel; 2 (VARIANT_REFERENCE): two threads
+   with every op on its reference loop (OCR_DEBUG_REFERENCE), so the library's reference is itself held to PyTorch. */
+#define N_VARIANTS 3
+#define VARIANT_REFERENCE 2
 static int ctx_variant(ocr_ctx *ctx, int variant) {
     if (ocr_ctx_init(ctx, variant ? 2 : 1, 99) != OCR_OK) { OCR_CHECK_MSG(0, "%s", ocr_ctx_last_error(ctx)); return 0; }
     ctx->cpu_kernel = variant ? OCR_CPU_KERNEL_AUTO : OCR_CPU_KERNEL_PORTABLE;
+    if (variant == VARIANT_REFERENCE) ctx->debug_flags |= OCR_DEBUG_REFERENCE;
+    else ctx->debug_flags &= ~(unsigned)OCR_DEBUG_REFERENCE; /* the fast paths, even under OCR_REFERENCE=1 */
     return 1;
 }
 
-/* Runs case_fn on every case of fixture op under both context variants. */
+/* Runs case_fn on every case of fixture op under every context variant. */
 static void for_each_case(const char *op, void (*case_fn)(fcase *fc)) {
     int variant, k, cases;
-    for (variant = 0; variant < 2; variant++) {
+    for (variant = 0; variant < N_VARIANTS; variant++) {
         ocr_ctx ctx;
         ocr_safetensors st;
         if (!ctx_variant(&ctx, variant)) return;
@@ -534,7 +541,7 @@ done:
 
 static void test_optim_parity(void) {
     int variant;
-    for (variant = 0; variant < 2; variant++) {
+    for (variant = 0; variant < N_VARIANTS; variant++) {
         ocr_ctx ctx;
         ocr_safetensors st;
         if (!ctx_variant(&ctx, variant)) return;
@@ -844,6 +851,27 @@ static void test_check_numerics(void) {
 
 /* A NaN must never be hidden: ReLU (alone and fused after BN) passes it on, as PyTorch does, so the numerics watch
    and the loss still see it; its gradient there is 0, as PyTorch's. */
+/* OCR_REFERENCE in the environment, read by ocr_ctx_init, sets OCR_DEBUG_REFERENCE ("0" or empty does not); the
+   caller's environment is restored after. */
+static void test_reference_env(void) {
+    static const char *const values[4] = {"1", "0", "", NULL};
+    const char *old = getenv("OCR_REFERENCE");
+    char *saved = old ? strdup(old) : NULL;
+    int i;
+    for (i = 0; i < 4; i++) {
+        ocr_ctx ctx;
+        if (values[i]) setenv("OCR_REFERENCE", values[i], 1);
+        else unsetenv("OCR_REFERENCE");
+        OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+        OCR_CHECK_MSG(((ctx.debug_flags & OCR_DEBUG_REFERENCE) != 0) == (i == 0), "OCR_REFERENCE=%s: flag %s", values[i] ? values[i] : "(unset)",
+                      (ctx.debug_flags & OCR_DEBUG_REFERENCE) ? "set" : "not set");
+        ocr_ctx_free(&ctx);
+    }
+    if (saved) setenv("OCR_REFERENCE", saved, 1);
+    else unsetenv("OCR_REFERENCE");
+    free(saved);
+}
+
 static void test_relu_keeps_nan(void) {
     ocr_ctx ctx;
     float xv[9] = {-1.0f, 0.0f, 2.0f, NAN, -NAN, 3.0f, -2.0f, NAN, 1.0f}, yv[9], gv[9], dxv[9];
@@ -868,6 +896,7 @@ static void test_relu_keeps_nan(void) {
 
 int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
+    OCR_TEST_RUN(test_reference_env);
     OCR_TEST_RUN(test_relu_keeps_nan);
     OCR_TEST_RUN(test_conv2d_parity);
     OCR_TEST_RUN(test_conv_transpose2d_parity);
