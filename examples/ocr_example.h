@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <math.h>
 #include <unistd.h>
+#include <stdarg.h>
+#include <stddef.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #define OCR_EX_UNUSED __attribute__((unused))
@@ -44,6 +46,24 @@ OCR_EX_UNUSED static void ocr_ex_usage(FILE *f, const char *prog, const char *sy
     fprintf(f, "  %-22s %s\n", "--help", "show this help and exit");
 }
 
+/* Sets a flag's variable from text as the command line writes it (a bool takes 0 or 1). 0, or -1 when text is not a
+   whole value of the flag's type (an integer in int's range, a finite number). */
+OCR_EX_UNUSED static int ocr_ex_flag_set(const ocr_ex_flag *f, const char *text) {
+    char *end;
+    errno = 0;
+    if (f->type == OCR_EX_STRING) { *(const char **)f->value = text; return 0; }
+    if (f->type == OCR_EX_INT || f->type == OCR_EX_BOOL) {
+        long v = strtol(text, &end, 10);
+        if (errno || *end || end == text || v < -2147483647L || v > 2147483647L || (f->type == OCR_EX_BOOL && v != 0 && v != 1)) return -1;
+        *(int *)f->value = (int)v;
+    } else {
+        double v = strtod(text, &end);
+        if (errno || *end || end == text || !isfinite(v)) return -1;
+        *(float *)f->value = (float)v;
+    }
+    return 0;
+}
+
 /* Parses argv. Returns the number of positional arguments moved to the front of argv (after argv[0]);
    exits 0 on --help and 2 on an unknown or malformed flag, with the reason and the usage on stderr. */
 OCR_EX_UNUSED static int ocr_ex_parse(int argc, char **argv, const char *synopsis, const ocr_ex_flag *flags, int n) {
@@ -68,28 +88,152 @@ OCR_EX_UNUSED static int ocr_ex_parse(int argc, char **argv, const char *synopsi
         }
         val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!val) { fprintf(stderr, "%s: flag %s needs a value\n", argv[0], flags[k].name); exit(2); }
-        if (flags[k].type == OCR_EX_STRING) { *(const char **)flags[k].value = val; continue; }
-        {
-            char *end;
-            errno = 0;
-            if (flags[k].type == OCR_EX_INT) {
-                long v = strtol(val, &end, 10);
-                if (errno || *end || end == val || v < -2147483647L || v > 2147483647L) {
-                    fprintf(stderr, "%s: flag %s needs an integer, got '%s'\n", argv[0], flags[k].name, val);
-                    exit(2);
-                }
-                *(int *)flags[k].value = (int)v;
-            } else {
-                double v = strtod(val, &end);
-                if (errno || *end || end == val || !isfinite(v)) {
-                    fprintf(stderr, "%s: flag %s needs a number, got '%s'\n", argv[0], flags[k].name, val);
-                    exit(2);
-                }
-                *(float *)flags[k].value = (float)v;
-            }
+        if (ocr_ex_flag_set(&flags[k], val) != 0) {
+            fprintf(stderr, "%s: flag %s needs %s, got '%s'\n", argv[0], flags[k].name, flags[k].type == OCR_EX_INT ? "an integer" : "a number",
+                    val);
+            exit(2);
         }
     }
     return npos;
+}
+
+/* ---------------------------------------------------------------- settings tables */
+
+/* A program's settings described once, in one table: each row is a flag (parsed, and listed by --help with its
+   default, through ocr_ex_parse) whose variable lives at offset in the program's settings struct, and says whether
+   checkpoints keep it. A stored setting is written as the metadata pair "<prefix><name>" (the flag's name without
+   "--", dashes as underscores: --weight-decay -> train.weight_decay) and read back on resume. Values are text as on
+   the command line: ints "%d", floats "%.9g" (which reads back to the same float), strings as they are, a NULL string
+   as "". */
+enum { OCR_EX_RUNTIME = 0, OCR_EX_STORED = 1 };
+typedef struct {
+    const char *name;         /* "--weight-decay" */
+    ocr_ex_flag_type type;
+    size_t offset;            /* of the variable in the settings struct: offsetof(struct, field) */
+    const char *def;          /* default, as the command line writes it; NULL: 0, or a NULL string */
+    int stored;               /* OCR_EX_STORED: kept in checkpoints and restored on resume; OCR_EX_RUNTIME: not */
+    const char *absent;       /* stored: what a checkpoint without the key means (it predates the setting); NULL: required */
+    const char *help;
+} ocr_ex_setting;
+
+/* The row's flag, pointing into the settings struct at base. */
+OCR_EX_UNUSED static ocr_ex_flag ocr_ex_setting_flag(const ocr_ex_setting *s, void *base) {
+    ocr_ex_flag f;
+    f.name = s->name;
+    f.type = s->type;
+    f.value = (char *)base + s->offset;
+    f.help = s->help;
+    return f;
+}
+
+/* "--weight-decay" -> "<prefix>weight_decay" */
+OCR_EX_UNUSED static void ocr_ex_setting_key(const ocr_ex_setting *s, const char *prefix, char *key, size_t cap) {
+    const char *n = strncmp(s->name, "--", 2) == 0 ? s->name + 2 : s->name;
+    size_t i;
+    snprintf(key, cap, "%s%s", prefix, n);
+    for (i = strlen(prefix); i < cap && key[i]; i++) if (key[i] == '-') key[i] = '_';
+}
+
+/* Every variable to its default. A default that does not parse is the program's bug: it says so and aborts. */
+OCR_EX_UNUSED static void ocr_ex_settings_defaults(const ocr_ex_setting *t, int n, void *base) {
+    int i;
+    for (i = 0; i < n; i++) {
+        ocr_ex_flag f = ocr_ex_setting_flag(&t[i], base);
+        if (!t[i].def) {
+            if (f.type == OCR_EX_STRING) *(const char **)f.value = NULL;
+            else if (f.type == OCR_EX_FLOAT) *(float *)f.value = 0.0f;
+            else *(int *)f.value = 0;
+        } else if (ocr_ex_flag_set(&f, t[i].def) != 0) {
+            fprintf(stderr, "ocr_ex_settings_defaults: the default '%s' of %s does not parse\n", t[i].def, t[i].name);
+            abort();
+        }
+    }
+}
+
+/* Sets the defaults, then parses argv against the table as ocr_ex_parse does (its return value, --help and exits). */
+OCR_EX_UNUSED static int ocr_ex_settings_parse(int argc, char **argv, const char *synopsis, const ocr_ex_setting *t, int n, void *base) {
+    ocr_ex_flag *flags = (ocr_ex_flag *)malloc((size_t)(n > 0 ? n : 1) * sizeof *flags);
+    int i, npos;
+    if (!flags) { fprintf(stderr, "%s: out of memory\n", argv[0]); exit(1); }
+    ocr_ex_settings_defaults(t, n, base);
+    for (i = 0; i < n; i++) flags[i] = ocr_ex_setting_flag(&t[i], base);
+    npos = ocr_ex_parse(argc, argv, synopsis, flags, n);
+    free(flags);
+    return npos;
+}
+
+/* Metadata pairs for a checkpoint, with their text in one buffer. */
+#define OCR_EX_META_MAX 96
+typedef struct {
+    int n;
+    const char *keys[OCR_EX_META_MAX], *values[OCR_EX_META_MAX];
+    char text[32768];
+    size_t used;
+} ocr_ex_meta;
+
+OCR_EX_UNUSED static void ocr_ex_meta_init(ocr_ex_meta *m) { m->n = 0; m->used = 0; }
+
+/* Adds key = printf(fmt, ...). 0, or -1 when the pairs or their text do not fit (nothing is cut short). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 3, 4)))
+#endif
+OCR_EX_UNUSED static int ocr_ex_meta_add(ocr_ex_meta *m, const char *key, const char *fmt, ...) {
+    size_t room = sizeof m->text - m->used, klen = strlen(key) + 1;
+    va_list ap;
+    int len;
+    if (m->n >= OCR_EX_META_MAX || klen >= room) return -1;
+    memcpy(m->text + m->used, key, klen);
+    va_start(ap, fmt);
+    len = vsnprintf(m->text + m->used + klen, room - klen, fmt, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len >= room - klen) return -1;
+    m->keys[m->n] = m->text + m->used;
+    m->values[m->n] = m->text + m->used + klen;
+    m->n++;
+    m->used += klen + (size_t)len + 1;
+    return 0;
+}
+
+/* The stored settings as "<prefix><name>" pairs, in the table's order. 0, or -1 when they do not fit. */
+OCR_EX_UNUSED static int ocr_ex_settings_to_meta(const ocr_ex_setting *t, int n, const void *base, const char *prefix, ocr_ex_meta *m) {
+    int i, rc = 0;
+    for (i = 0; i < n && rc == 0; i++) {
+        const void *v = (const char *)base + t[i].offset;
+        char key[128];
+        if (!t[i].stored) continue;
+        ocr_ex_setting_key(&t[i], prefix, key, sizeof key);
+        switch (t[i].type) {
+        case OCR_EX_INT: case OCR_EX_BOOL: rc = ocr_ex_meta_add(m, key, "%d", *(const int *)v); break;
+        case OCR_EX_FLOAT: rc = ocr_ex_meta_add(m, key, "%.9g", (double)*(const float *)v); break;
+        case OCR_EX_STRING: rc = ocr_ex_meta_add(m, key, "%s", *(const char *const *)v ? *(const char *const *)v : ""); break;
+        }
+    }
+    return rc;
+}
+
+/* The stored settings back from a checkpoint's metadata: lookup(src, key) gives a value or NULL (e.g.
+   ocr_safetensors_meta). Strings point into src's text, which must outlive them; "" gives NULL where the default is
+   NULL. A key that is missing (and has no value for older checkpoints) or a value that does not parse: prints why
+   under prog and returns 1 (the exit status); else 0. */
+OCR_EX_UNUSED static int ocr_ex_settings_from_meta(const char *prog, const ocr_ex_setting *t, int n, void *base, const char *prefix,
+                                                   const char *(*lookup)(const void *src, const char *key), const void *src) {
+    int i;
+    for (i = 0; i < n; i++) {
+        ocr_ex_flag f = ocr_ex_setting_flag(&t[i], base);
+        char key[128];
+        const char *v;
+        if (!t[i].stored) continue;
+        ocr_ex_setting_key(&t[i], prefix, key, sizeof key);
+        v = lookup(src, key);
+        if (!v) v = t[i].absent;
+        if (!v) { fprintf(stderr, "%s: the checkpoint lacks '%s'; not a %s checkpoint\n", prog, key, prog); return 1; }
+        if (f.type == OCR_EX_STRING && !t[i].def && !v[0]) { *(const char **)f.value = NULL; continue; }
+        if (ocr_ex_flag_set(&f, v) != 0) {
+            fprintf(stderr, "%s: the checkpoint's '%s' is '%s', not a valid value of %s\n", prog, key, v, t[i].name);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------- progress */
@@ -192,70 +336,9 @@ OCR_EX_UNUSED static int ocr_ex_on_host(ocr_ctx *ctx, const ocr_tensor *t, ocr_t
 }
 #endif
 
-/* ---------------------------------------------------------------- inference (needs ocr_dbnet.h and ocr_data.h) */
-#if defined(OCR_DBNET_H) && defined(OCR_DATA_H)
+/* ---------------------------------------------------------------- datasets (needs ocr_data.h) */
+#if defined(OCR_DATA_H)
 #include <sys/stat.h>
-
-/* A checkpoint written by ocr_dbnet_save: the model its config describes, with its weights. */
-OCR_EX_UNUSED static int ocr_ex_load_model(ocr_ctx *ctx, const char *path, ocr_dbnet *m) {
-    ocr_dbnet_config cfg;
-    int rc;
-    memset(m, 0, sizeof *m);
-    if ((rc = ocr_dbnet_read_config(ctx, path, &cfg)) || (rc = ocr_dbnet_init(ctx, m, &cfg))) return rc;
-    if ((rc = ocr_dbnet_load(ctx, m, path))) ocr_dbnet_free(m);
-    return rc;
-}
-
-/* The network input size of a width x height image as the official inference resizes (DBNET_REFERENCE 4.4,
-   demo.py): aspect kept, the short side scaled to short_side or, when long_side > 0, the long side to long_side;
-   that side is rounded up to a multiple of 32 and the other follows, also rounded up (the FPN needs multiples
-   of 32). */
-OCR_EX_UNUSED static int ocr_ex_input_size(ocr_ctx *ctx, int width, int height, int short_side, int long_side, int *in_w,
-                                           int *in_h) {
-    int by_long = long_side > 0, target = by_long ? long_side : short_side;
-    int w_is_ref = by_long ? width >= height : width < height;
-    double other;
-    if (width < 1 || height < 1 || target < 1 || target > OCR_IMAGE_MAX_SIDE)
-        return ocr_error(ctx, OCR_ERANGE, "ocr_ex_input_size: image %dx%d with side %d; sides must be >= 1 and the side at most %d", width,
-                         height, target, OCR_IMAGE_MAX_SIDE);
-    target = (target + 31) / 32 * 32;
-    /* demo.py's order of operations: target / reference side * other side / 32, then ceil */
-    other = ceil((double)target / (w_is_ref ? width : height) * (w_is_ref ? height : width) / 32.0) * 32.0;
-    if (other > OCR_IMAGE_MAX_SIDE)
-        return ocr_error(ctx, OCR_ERANGE, "ocr_ex_input_size: a %dx%d image would need a %s side of %.0f px (at most %d): use --long-side",
-                         width, height, by_long ? "short" : "long", other, OCR_IMAGE_MAX_SIDE);
-    *in_w = w_is_ref ? target : (int)other;
-    *in_h = w_is_ref ? (int)other : target;
-    return OCR_OK;
-}
-
-/* A copy of img resized to in_w x in_h (bilinear, as cv2.resize) in out->image, whose old contents are freed first;
-   free with ocr_sample_free. */
-OCR_EX_UNUSED static int ocr_ex_resized_copy(ocr_ctx *ctx, const ocr_image *img, int in_w, int in_h, ocr_sample *out) {
-    int rc;
-    ocr_sample_free(out);
-    if ((rc = ocr_image_alloc(ctx, &out->image, img->width, img->height, img->channels))) return rc;
-    memcpy(out->image.pixels, img->pixels, (size_t)img->width * (size_t)img->height * (size_t)img->channels);
-    return ocr_sample_resize(ctx, out, in_w, in_h);
-}
-
-/* Resizes img to in_w x in_h (bilinear, as cv2.resize), normalises it as the official code (BGR mean, no std) into
-   *x (reallocated; free with ocr_tensor_free) and runs the model in eval mode: *prob is the probability map
-   [1,1,in_h,in_w], a view into the model valid until its next forward. id names the image in messages. */
-OCR_EX_UNUSED static int ocr_ex_infer(ocr_ctx *ctx, ocr_dbnet *m, const ocr_image *img, const char *id, int in_w, int in_h,
-                                      ocr_tensor *x, ocr_tensor *prob) {
-    ocr_sample s;
-    int rc;
-    memset(&s, 0, sizeof s);
-    snprintf(s.id, sizeof s.id, "%s", id);
-    ocr_tensor_free(x);
-    if (!(rc = ocr_ex_resized_copy(ctx, img, in_w, in_h, &s)) &&
-        !(rc = ocr_tensor_alloc(ctx, x, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w))) &&
-        !(rc = ocr_image_normalize(ctx, &s.image, OCR_NORM_DBNET, x)))
-        rc = ocr_dbnet_forward(ctx, m, x, 0, prob, NULL);
-    ocr_sample_free(&s);
-    return rc;
-}
 
 OCR_EX_UNUSED static int ocr_ex_is_dir(const char *path) {
     struct stat st;

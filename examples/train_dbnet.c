@@ -31,6 +31,68 @@ typedef struct {
     float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines, synth_text_scale, val_scale, ema;
 } train_args;
 
+/* Every flag, once: its variable, default, whether checkpoints keep it (as "train.<name>": a resumed run takes those from
+   its checkpoint; only the others may change), and its help. The order is --help's. The macros check that the field's
+   type is the flag's (comparing distinct pointer types does not compile with -Werror). */
+#define FIELD(f, ctype) offsetof(train_args, f) + 0 * sizeof(&((train_args *)0)->f == (ctype *)0)
+#define INT(f) OCR_EX_INT, FIELD(f, int)
+#define FLOAT(f) OCR_EX_FLOAT, FIELD(f, float)
+#define STRING(f) OCR_EX_STRING, FIELD(f, const char *)
+#define BOOL(f) OCR_EX_BOOL, FIELD(f, int)
+#define STORED OCR_EX_STORED, NULL
+#define RUNTIME OCR_EX_RUNTIME, NULL
+static const ocr_ex_setting kSettings[] = {
+    {"--data", STRING(data), "synth", STORED, "training data: synth, icdar:DIR (images/ and gts/, or IMAGES,GTS) or lmdb:PATH"},
+    {"--val", STRING(val), "synth", STORED, "validation data, same forms; synth is a fixed held-out set (other seed)"},
+    {"--steps", INT(steps), "3000", STORED, "optimizer steps"},
+    {"--epochs", INT(epochs), "0", STORED, "for icdar/lmdb data: train this many epochs instead of --steps"},
+    {"--batch", INT(batch), "4", STORED, "images per step"},
+    {"--size", INT(size), "256", STORED, "training crop size in pixels (multiple of 32)"},
+    {"--lr", FLOAT(lr), "2e-3", STORED, "peak learning rate (poly decay, power 0.9)"},
+    {"--optimizer", STRING(optimizer), "adamw", STORED, "sgd (momentum 0.9) or adamw"},
+    {"--weight-decay", FLOAT(weight_decay), "1e-4", STORED, "weight decay"},
+    {"--backbone", STRING(backbone), "resnet18", STORED, "resnet18 or resnet34"},
+    {"--width", FLOAT(width), "0.25", STORED, "channel width multiplier (1 = the official model)"},
+    {"--prior", FLOAT(prior), "0.03", STORED, "initial text probability of the probability head's bias (0: official init)"},
+    {"--balanced-fraction", FLOAT(balanced_fraction), "0.2", STORED,
+     "fraction of the steps trained with class-balanced BCE; then positive-weighted BCE"},
+    {"--pos-weight", FLOAT(pos_weight), "1", STORED, "positive-class weight of the BCE after the balanced phase (0: official OHEM)"},
+    /* the settings added after the first checkpoints: "absent" is what a checkpoint from before each means */
+    {"--prob-dice", FLOAT(prob_dice), "10", OCR_EX_STORED, "0", "weight of a Dice loss on the probability map itself (0: the official loss only)"},
+    {"--ema", FLOAT(ema), "0.998", OCR_EX_STORED, "0",
+     "decay of a moving average of the weights that validation and the best checkpoint use (0: off)"},
+    {"--synth-lines", FLOAT(synth_lines), "90", OCR_EX_STORED, "30",
+     "text lines tried per megapixel in synthetic training scenes (validation keeps the default)"},
+    {"--synth-text-scale", FLOAT(synth_text_scale), "1", OCR_EX_STORED, "1",
+     "text heights of synthetic training scenes times this (validation keeps the default)"},
+    {"--clip", FLOAT(clip), "5", STORED, "global gradient-norm clip (0: none)"},
+    {"--threads", INT(threads), "0", RUNTIME, "compute threads (0: all cores)"},
+    {"--workers", INT(workers), "1", RUNTIME, "data loader threads"},
+    {"--seed", INT(seed), "1", STORED, "seed of initialisation, data order and augmentation"},
+    {"--init", STRING(init), NULL, STORED, "backbone weights: a torchvision ResNet state_dict as safetensors"},
+    {"--resume", STRING(resume), NULL, RUNTIME, "continue the run in DIR from its last checkpoint"},
+    {"--out", STRING(out), NULL, RUNTIME, "run directory (default runs/dbnet-<time>)"},
+    {"--eval-every", INT(eval_every), "500", STORED, "validate every N steps (and at the end)"},
+    {"--log-every", INT(log_every), "10", RUNTIME, "log every N steps"},
+    {"--save-every", INT(save_every), "100", RUNTIME, "write the last checkpoint every N steps"},
+    {"--val-count", INT(val_count), "200", STORED, "validation images"},
+    {"--val-size", INT(val_size), "320", STORED, "validation image size (multiple of 32)"},
+    {"--val-scale", FLOAT(val_scale), "0", OCR_EX_STORED, "1",
+     "validation images are scaled by this for the network (sides rounded up to multiples of 32), detections mapped back; "
+     "0: 1.4 for synthetic validation scenes (their smallest words need it), 1 for datasets"},
+    {"--device", STRING(device), "cpu", RUNTIME, "cpu or cuda"},
+    {"--check-numerics", BOOL(check_numerics), NULL, RUNTIME, "check every layer's outputs and gradients for NaN/Inf"},
+    {"--stop-at", INT(stop_at), "0", RUNTIME, "stop after this step as if interrupted (saves last; for tests)"},
+};
+#undef FIELD
+#undef INT
+#undef FLOAT
+#undef STRING
+#undef BOOL
+#undef STORED
+#undef RUNTIME
+enum { N_SETTINGS = sizeof kSettings / sizeof kSettings[0] };
+
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { (void)sig; g_stop = 1; }
 
@@ -93,7 +155,6 @@ typedef struct {
     ocr_dataset ds;
     int count, size;
     ocr_sample *samples;         /* decoded once: validation must not cost a re-render each time */
-    ocr_sample scaled;           /* one image resized to the network input, remade per use (caching 200 would cost ~120 MB) */
     int input;                   /* network input side; detections are mapped back to the size x size images */
     ocr_tensor input_batch;      /* [vb, 3, input, input] */
     ocr_tensor prob_host;        /* the probability maps downloaded from the device for post-processing */
@@ -122,19 +183,10 @@ static void val_open(ocr_ctx *ctx, val_set *v, const char *spec, const ocr_synth
         die(ctx, "allocating the validation batch");
 }
 
-/* The network's view of validation image i: the image itself, or its copy scaled to the input size. */
-static const ocr_image *val_net_image(ocr_ctx *ctx, val_set *v, int i) {
-    const ocr_image *img = &v->samples[i].image;
-    if (img->width == v->input && img->height == v->input) return img;
-    if (ocr_ex_resized_copy(ctx, img, v->input, v->input, &v->scaled)) die(ctx, "scaling a validation image by --val-scale");
-    return &v->scaled.image;
-}
-
 static void val_free(val_set *v) {
     int i;
     for (i = 0; i < v->count; i++) ocr_sample_free(&v->samples[i]);
     free(v->samples);
-    ocr_sample_free(&v->scaled);
     ocr_tensor_free(&v->input_batch);
     ocr_tensor_free(&v->prob_host);
     ocr_dataset_close(&v->ds);
@@ -167,7 +219,7 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
         if (ocr_tensor_slice(ctx, &v->input_batch, 0, nb, &in)) die(ctx, "validation");
         for (b = 0; b < nb; b++) {
             ocr_tensor row;
-            if (ocr_tensor_slice(ctx, &in, b, 1, &row) || ocr_image_normalize(ctx, val_net_image(ctx, v, i + b), OCR_NORM_DBNET, &row))
+            if (ocr_tensor_slice(ctx, &in, b, 1, &row) || ocr_image_network_input(ctx, &v->samples[i + b].image, OCR_NORM_DBNET, &row))
                 die(ctx, "validation input");
         }
         if (ocr_dbnet_forward(ctx, m, &in, 0, &prob, NULL) || ocr_ex_on_host(ctx, &prob, &v->prob_host, &prob)) die(ctx, "validation forward");
@@ -200,64 +252,7 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
 
 /* ---------------------------------------------------------------- checkpoints */
 
-/* The run's settings, stored in every checkpoint so --resume continues the same run. */
-static const char *const kArgNames[] = {"data", "val", "init", "optimizer", "backbone", "steps", "batch", "size", "seed",
-                                        "eval_every", "val_count", "val_size", "lr", "width", "weight_decay",
-                                        "balanced_fraction", "pos_weight", "prior", "clip", "epochs", "prob_dice", "synth_lines",
-                                        "synth_text_scale", "val_scale", "ema"};
-enum { N_ARGS = sizeof kArgNames / sizeof kArgNames[0] };
-
-static void args_to_meta(const train_args *a, char values[][256]) {
-    snprintf(values[0], 256, "%s", a->data);
-    snprintf(values[1], 256, "%s", a->val);
-    snprintf(values[2], 256, "%s", a->init ? a->init : "");
-    snprintf(values[3], 256, "%s", a->optimizer);
-    snprintf(values[4], 256, "%s", a->backbone);
-    snprintf(values[5], 256, "%d", a->steps);
-    snprintf(values[6], 256, "%d", a->batch);
-    snprintf(values[7], 256, "%d", a->size);
-    snprintf(values[8], 256, "%d", a->seed);
-    snprintf(values[9], 256, "%d", a->eval_every);
-    snprintf(values[10], 256, "%d", a->val_count);
-    snprintf(values[11], 256, "%d", a->val_size);
-    snprintf(values[12], 256, "%.9g", a->lr);
-    snprintf(values[13], 256, "%.9g", a->width);
-    snprintf(values[14], 256, "%.9g", a->weight_decay);
-    snprintf(values[15], 256, "%.9g", a->balanced_fraction);
-    snprintf(values[16], 256, "%.9g", a->pos_weight);
-    snprintf(values[17], 256, "%.9g", a->prior);
-    snprintf(values[18], 256, "%.9g", a->clip);
-    snprintf(values[19], 256, "%d", a->epochs);
-    snprintf(values[20], 256, "%.9g", a->prob_dice);
-    snprintf(values[21], 256, "%.9g", a->synth_lines);
-    snprintf(values[22], 256, "%.9g", a->synth_text_scale);
-    snprintf(values[23], 256, "%.9g", a->val_scale);
-    snprintf(values[24], 256, "%.9g", a->ema);
-}
-
-/* Strings stay alive in the checkpoint's metadata for the whole run (the file is kept open). */
-static void args_from_meta(const ocr_safetensors *st, train_args *a) {
-    const char *v[N_ARGS];
-    int i;
-    for (i = 0; i < N_ARGS; i++) {
-        char key[64];
-        snprintf(key, sizeof key, "train.%s", kArgNames[i]);
-        v[i] = ocr_safetensors_meta(st, key);
-        if (!v[i] && strcmp(kArgNames[i], "prob_dice") == 0) v[i] = "0"; /* runs from before the Dice(P) term */
-        if (!v[i] && strcmp(kArgNames[i], "synth_lines") == 0) v[i] = "30"; /* runs from before denser training scenes */
-        if (!v[i] && strcmp(kArgNames[i], "synth_text_scale") == 0) v[i] = "1"; /* ... before larger training text */
-        if (!v[i] && strcmp(kArgNames[i], "val_scale") == 0) v[i] = "1";        /* ... before upscaled validation */
-        if (!v[i] && strcmp(kArgNames[i], "ema") == 0) v[i] = "0";              /* ... before the weight average */
-        if (!v[i]) { fprintf(stderr, "train_dbnet: the checkpoint lacks '%s'; not a train_dbnet checkpoint\n", key); exit(1); }
-    }
-    a->data = v[0]; a->val = v[1]; a->init = v[2][0] ? v[2] : NULL; a->optimizer = v[3]; a->backbone = v[4];
-    a->steps = atoi(v[5]); a->batch = atoi(v[6]); a->size = atoi(v[7]); a->seed = atoi(v[8]); a->eval_every = atoi(v[9]);
-    a->val_count = atoi(v[10]); a->val_size = atoi(v[11]); a->lr = (float)atof(v[12]); a->width = (float)atof(v[13]);
-    a->weight_decay = (float)atof(v[14]); a->balanced_fraction = (float)atof(v[15]); a->pos_weight = (float)atof(v[16]);
-    a->prior = (float)atof(v[17]); a->clip = (float)atof(v[18]); a->epochs = atoi(v[19]); a->prob_dice = (float)atof(v[20]);
-    a->synth_lines = (float)atof(v[21]); a->synth_text_scale = (float)atof(v[22]); a->val_scale = (float)atof(v[23]);
-    a->ema = (float)atof(v[24]);
-}
+static const char *checkpoint_meta(const void *st, const char *key) { return ocr_safetensors_meta((const ocr_safetensors *)st, key); }
 
 typedef struct {
     int64_t step;           /* steps done */
@@ -266,74 +261,35 @@ typedef struct {
     double seconds;         /* training time before this process */
 } train_state;
 
-/* name.safetensors holds the weights and everything needed to continue; name.optim.safetensors the optimizer
-   moments and, with --ema, the weight average ("ema", n floats in the parameter buffer's order). Each file is written
-   atomically; both carry the step, so a mismatched pair is refused on resume. */
+/* name.safetensors holds the weights and everything needed to continue: the settings and the run's state as "train."
+   metadata. name.optim.safetensors holds the optimizer state and, with --ema, the weight average (ocr_optim_save).
+   Each file is written atomically; both carry train.step, so a mismatched pair is refused on resume. */
 static void save_checkpoint(ocr_ctx *ctx, const char *run_dir, const char *name, const ocr_dbnet *m, const ocr_optimizer *opt,
                             const float *ema, const train_args *a, const train_state *st) {
-    char path[4096], values[32][256];
-    const char *keys[32], *vals[32];
-    int n = 0, i, n_state = 0;
-    ocr_tensor mt, vt, et, staged[3];
-    const ocr_tensor *tensors[3];
-    args_to_meta(a, values);
-    for (i = 0; i < N_ARGS; i++) {
-        static char key_store[N_ARGS][64];
-        snprintf(key_store[i], sizeof key_store[i], "train.%s", kArgNames[i]);
-        keys[n] = key_store[i];
-        vals[n++] = values[i];
-    }
-    snprintf(values[N_ARGS + 0], 256, "%lld", (long long)st->step);
-    keys[n] = "train.step"; vals[n++] = values[N_ARGS + 0];
-    snprintf(values[N_ARGS + 1], 256, "%.9g", st->best_hmean);
-    keys[n] = "train.best_hmean"; vals[n++] = values[N_ARGS + 1];
-    snprintf(values[N_ARGS + 2], 256, "%lld", (long long)st->best_step);
-    keys[n] = "train.best_step"; vals[n++] = values[N_ARGS + 2];
-    snprintf(values[N_ARGS + 3], 256, "%.3f", st->seconds);
-    keys[n] = "train.seconds"; vals[n++] = values[N_ARGS + 3];
-    snprintf(values[N_ARGS + 4], 256, "%lld", (long long)opt->step);
-    keys[n] = "train.optim_step"; vals[n++] = values[N_ARGS + 4];
-    memset(staged, 0, sizeof staged);
-    if (opt->m) {
-        mt = ocr_tensor_view("optim.m", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->m);
-        if (ocr_ex_on_host(ctx, &mt, &staged[n_state], &mt)) die(ctx, "downloading the optimizer state");
-        tensors[n_state++] = &mt;
-    }
-    if (opt->v) {
-        vt = ocr_tensor_view("optim.v", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->v);
-        if (ocr_ex_on_host(ctx, &vt, &staged[n_state], &vt)) die(ctx, "downloading the optimizer state");
-        tensors[n_state++] = &vt;
-    }
-    if (ema) {
-        et = ocr_tensor_view("ema", OCR_F32, m->params.device, ocr_shape1((int64_t)m->params.numel), (void *)ema);
-        if (ocr_ex_on_host(ctx, &et, &staged[n_state], &et)) die(ctx, "downloading the weight average");
-        tensors[n_state++] = &et;
+    char path[4096];
+    ocr_ex_meta meta;
+    int n_settings;
+    ocr_ex_meta_init(&meta);
+    if (ocr_ex_settings_to_meta(kSettings, N_SETTINGS, a, "train.", &meta)) { fprintf(stderr, "train_dbnet: the settings are too long to store\n"); exit(1); }
+    n_settings = meta.n;
+    if (ocr_ex_meta_add(&meta, "train.step", "%lld", (long long)st->step) ||
+        ocr_ex_meta_add(&meta, "train.best_hmean", "%.9g", st->best_hmean) ||
+        ocr_ex_meta_add(&meta, "train.best_step", "%lld", (long long)st->best_step) ||
+        ocr_ex_meta_add(&meta, "train.seconds", "%.3f", st->seconds) ||
+        ocr_ex_meta_add(&meta, "train.optim_step", "%lld", (long long)opt->step)) {
+        fprintf(stderr, "train_dbnet: the settings are too long to store\n");
+        exit(1);
     }
     snprintf(path, sizeof path, "%s/%s.optim.safetensors", run_dir, name);
-    if (n_state && ocr_safetensors_save(ctx, path, tensors, n_state, keys + N_ARGS, vals + N_ARGS, 1)) die(ctx, "saving the optimizer state");
-    for (i = 0; i < 3; i++) ocr_tensor_free(&staged[i]);
+    if (ocr_optim_save(ctx, opt, ema, path, meta.keys + n_settings, meta.values + n_settings, 1)) die(ctx, "saving the optimizer state");
     snprintf(path, sizeof path, "%s/%s.safetensors", run_dir, name);
-    if (ocr_dbnet_save(ctx, m, path, keys, vals, n)) die(ctx, "saving a checkpoint");
+    if (ocr_dbnet_save(ctx, m, path, meta.keys, meta.values, meta.n)) die(ctx, "saving a checkpoint");
 }
 
-/* The file's tensor named as dst into dst, through a host copy when dst is device memory. */
-static void read_state(ocr_ctx *ctx, const ocr_safetensors *st, ocr_tensor *dst) {
-    ocr_tensor host;
-    if (dst->device == OCR_DEVICE_CPU) {
-        if (ocr_safetensors_read_into(ctx, st, dst->name, dst)) die(ctx, "reading the optimizer state");
-        return;
-    }
-    if (ocr_tensor_alloc(ctx, &host, dst->name, OCR_F32, OCR_DEVICE_CPU, dst->shape) || ocr_safetensors_read_into(ctx, st, dst->name, &host) ||
-        ocr_tensor_copy(ctx, dst, &host))
-        die(ctx, "reading the optimizer state");
-    ocr_tensor_free(&host);
-}
-
-static void load_optimizer(ocr_ctx *ctx, const char *run_dir, ocr_optimizer *opt, float *ema, const ocr_params *P, int64_t step,
-                           int64_t optim_step) {
+/* The optimizer state and the weight average (when ema is given) of the run's last checkpoint, whose step is step. */
+static void load_optimizer(ocr_ctx *ctx, const char *run_dir, ocr_optimizer *opt, float *ema, int64_t step, int64_t optim_step) {
     char path[4096];
     ocr_safetensors st;
-    ocr_tensor mt, vt, et;
     const char *s;
     snprintf(path, sizeof path, "%s/last.optim.safetensors", run_dir);
     if (ocr_safetensors_open(ctx, &st, path)) die(ctx, "reading the optimizer state");
@@ -342,19 +298,13 @@ static void load_optimizer(ocr_ctx *ctx, const char *run_dir, ocr_optimizer *opt
         fprintf(stderr, "train_dbnet: %s is from step %s but last.safetensors from step %lld\n", path, s ? s : "?", (long long)step);
         exit(1);
     }
-    if (opt->m) {
-        mt = ocr_tensor_view("optim.m", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->m);
-        read_state(ctx, &st, &mt);
+    opt->step = optim_step; /* a file from before ocr_optim_save's format holds only the tensors; a newer one sets it too */
+    if (ocr_optim_load(ctx, opt, ema, &st)) die(ctx, "reading the optimizer state");
+    if (opt->step != optim_step) {
+        fprintf(stderr, "train_dbnet: %s is at optimizer step %lld but last.safetensors at %lld\n", path, (long long)opt->step,
+                (long long)optim_step);
+        exit(1);
     }
-    if (ema) {
-        et = ocr_tensor_view("ema", OCR_F32, P->device, ocr_shape1((int64_t)P->numel), ema);
-        read_state(ctx, &st, &et);
-    }
-    if (opt->v) {
-        vt = ocr_tensor_view("optim.v", OCR_F32, opt->device, ocr_shape1((int64_t)opt->numel), opt->v);
-        read_state(ctx, &st, &vt);
-    }
-    opt->step = optim_step;
     ocr_safetensors_close(&st);
 }
 
@@ -372,8 +322,7 @@ static void swap_weights(ocr_dbnet *m, float **avg) {
 
 int main(int argc, char **argv) {
     train_args a;
-    ocr_ex_flag flags[40];
-    int nf = 0, is_synth, i;
+    int is_synth, i;
     ocr_ctx ctx;
     ocr_synth synth, train_synth; /* validation scenes keep the defaults; training ones may be denser */
     ocr_synth_config train_synth_cfg;
@@ -400,52 +349,8 @@ int main(int argc, char **argv) {
     int eval_done_at_end = 0;
     int64_t saved_step = -1;
 
-    memset(&a, 0, sizeof a);
     memset(targets_dev, 0, sizeof targets_dev);
-    a.data = "synth"; a.val = "synth"; a.out = NULL; a.device = "cpu"; a.optimizer = "adamw"; a.backbone = "resnet18";
-    a.steps = 3000; a.batch = 4; a.size = 256; a.threads = 0; a.workers = 1; a.seed = 1; a.eval_every = 500;
-    a.log_every = 10; a.val_count = 200; a.val_size = 320; a.lr = 2e-3f; a.width = 0.25f; a.weight_decay = 1e-4f;
-    a.balanced_fraction = 0.2f; a.pos_weight = 1.0f; a.prior = 0.03f; a.clip = 5.0f; a.prob_dice = 10.0f; a.save_every = 100;
-    a.synth_lines = 90.0f; a.synth_text_scale = 1.0f; a.val_scale = 0.0f; a.ema = 0.998f;
-
-#define FLAG(n, t, v, h) (flags[nf].name = n, flags[nf].type = t, flags[nf].value = v, flags[nf].help = h, nf++)
-    FLAG("--data", OCR_EX_STRING, &a.data, "training data: synth, icdar:DIR (images/ and gts/, or IMAGES,GTS) or lmdb:PATH");
-    FLAG("--val", OCR_EX_STRING, &a.val, "validation data, same forms; synth is a fixed held-out set (other seed)");
-    FLAG("--steps", OCR_EX_INT, &a.steps, "optimizer steps");
-    FLAG("--epochs", OCR_EX_INT, &a.epochs, "for icdar/lmdb data: train this many epochs instead of --steps");
-    FLAG("--batch", OCR_EX_INT, &a.batch, "images per step");
-    FLAG("--size", OCR_EX_INT, &a.size, "training crop size in pixels (multiple of 32)");
-    FLAG("--lr", OCR_EX_FLOAT, &a.lr, "peak learning rate (poly decay, power 0.9)");
-    FLAG("--optimizer", OCR_EX_STRING, &a.optimizer, "sgd (momentum 0.9) or adamw");
-    FLAG("--weight-decay", OCR_EX_FLOAT, &a.weight_decay, "weight decay");
-    FLAG("--backbone", OCR_EX_STRING, &a.backbone, "resnet18 or resnet34");
-    FLAG("--width", OCR_EX_FLOAT, &a.width, "channel width multiplier (1 = the official model)");
-    FLAG("--prior", OCR_EX_FLOAT, &a.prior, "initial text probability of the probability head's bias (0: official init)");
-    FLAG("--balanced-fraction", OCR_EX_FLOAT, &a.balanced_fraction, "fraction of the steps trained with class-balanced BCE; then positive-weighted BCE");
-    FLAG("--pos-weight", OCR_EX_FLOAT, &a.pos_weight, "positive-class weight of the BCE after the balanced phase (0: official OHEM)");
-    FLAG("--prob-dice", OCR_EX_FLOAT, &a.prob_dice, "weight of a Dice loss on the probability map itself (0: the official loss only)");
-    FLAG("--ema", OCR_EX_FLOAT, &a.ema, "decay of a moving average of the weights that validation and the best checkpoint use (0: off)");
-    FLAG("--synth-lines", OCR_EX_FLOAT, &a.synth_lines, "text lines tried per megapixel in synthetic training scenes (validation keeps the default)");
-    FLAG("--synth-text-scale", OCR_EX_FLOAT, &a.synth_text_scale, "text heights of synthetic training scenes times this (validation keeps the default)");
-    FLAG("--clip", OCR_EX_FLOAT, &a.clip, "global gradient-norm clip (0: none)");
-    FLAG("--threads", OCR_EX_INT, &a.threads, "compute threads (0: all cores)");
-    FLAG("--workers", OCR_EX_INT, &a.workers, "data loader threads");
-    FLAG("--seed", OCR_EX_INT, &a.seed, "seed of initialisation, data order and augmentation");
-    FLAG("--init", OCR_EX_STRING, &a.init, "backbone weights: a torchvision ResNet state_dict as safetensors");
-    FLAG("--resume", OCR_EX_STRING, &a.resume, "continue the run in DIR from its last checkpoint");
-    FLAG("--out", OCR_EX_STRING, &a.out, "run directory (default runs/dbnet-<time>)");
-    FLAG("--eval-every", OCR_EX_INT, &a.eval_every, "validate every N steps (and at the end)");
-    FLAG("--log-every", OCR_EX_INT, &a.log_every, "log every N steps");
-    FLAG("--save-every", OCR_EX_INT, &a.save_every, "write the last checkpoint every N steps");
-    FLAG("--val-count", OCR_EX_INT, &a.val_count, "validation images");
-    FLAG("--val-size", OCR_EX_INT, &a.val_size, "validation image size (multiple of 32)");
-    FLAG("--val-scale", OCR_EX_FLOAT, &a.val_scale, "validation images are scaled by this for the network (sides rounded up to multiples of 32), detections mapped back; "
-                                              "0: 1.4 for synthetic validation scenes (their smallest words need it), 1 for datasets");
-    FLAG("--device", OCR_EX_STRING, &a.device, "cpu or cuda");
-    FLAG("--check-numerics", OCR_EX_BOOL, &a.check_numerics, "check every layer's outputs and gradients for NaN/Inf");
-    FLAG("--stop-at", OCR_EX_INT, &a.stop_at, "stop after this step as if interrupted (saves last; for tests)");
-#undef FLAG
-    if (ocr_ex_parse(argc, argv, "[options]", flags, nf) != 0) {
+    if (ocr_ex_settings_parse(argc, argv, "[options]", kSettings, N_SETTINGS, &a) != 0) {
         fprintf(stderr, "train_dbnet: unexpected argument '%s' (see --help)\n", argv[1]);
         return 2;
     }
@@ -461,7 +366,7 @@ int main(int argc, char **argv) {
         snprintf(run_dir, sizeof run_dir, "%s", a.resume);
         snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
         if (ocr_safetensors_open(&ctx, &resume_st, path)) die(&ctx, "--resume");
-        args_from_meta(&resume_st, &a);
+        if (ocr_ex_settings_from_meta("train_dbnet", kSettings, N_SETTINGS, &a, "train.", checkpoint_meta, &resume_st)) return 1;
         st.step = atoll(ocr_safetensors_meta(&resume_st, "train.step"));
         st.best_hmean = atof(ocr_safetensors_meta(&resume_st, "train.best_hmean"));
         st.best_step = atoll(ocr_safetensors_meta(&resume_st, "train.best_step"));
@@ -508,7 +413,7 @@ int main(int argc, char **argv) {
     if (a.resume) {
         snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
         if (ocr_dbnet_load(&ctx, &model, path)) die(&ctx, "--resume");
-        load_optimizer(&ctx, run_dir, &opt, ema, &model.params, st.step, atoll(ocr_safetensors_meta(&resume_st, "train.optim_step")));
+        load_optimizer(&ctx, run_dir, &opt, ema, st.step, atoll(ocr_safetensors_meta(&resume_st, "train.optim_step")));
     }
 
     /* data */
