@@ -161,6 +161,21 @@ typedef enum {
 /* Writes an RGB (or grey, repeated) image into out: an F32 CPU tensor [3, H, W] or [1, 3, H, W]. */
 OCRDEF int ocr_image_normalize(ocr_ctx *ctx, const ocr_image *img, ocr_norm_mode mode, ocr_tensor *out);
 
+/* ---- the network input at test time ----
+       int in_w, in_h;
+       ocr_infer_input_size(&ctx, img.width, img.height, 736, 0, &in_w, &in_h);   // short side 736, as demo.py
+       ocr_tensor_alloc(&ctx, &x, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w));
+       ocr_image_network_input(&ctx, &img, OCR_NORM_DBNET, &x);                  // then ocr_dbnet_forward(..., 0, ...)
+   The probability map then has the input's size: ocr_postprocess scales its boxes back to img's. */
+/* The network input size of a width x height image as the official inference resizes it (DBNET_REFERENCE 4.4,
+   demo.py): aspect kept, the short side scaled to short_side or, when long_side > 0, the long side to long_side; that
+   side is rounded up to a multiple of 32 and the other follows, also rounded up (the network needs multiples of 32). */
+OCRDEF int ocr_infer_input_size(ocr_ctx *ctx, int width, int height, int short_side, int long_side, int *in_w, int *in_h);
+/* What the model sees of img: img resized to out's H x W (bilinear, as cv2.resize and ocr_sample_resize; not
+   resampled when the sizes match) and normalised by ocr_image_normalize into out, an F32 CPU tensor [3, H, W] or
+   [1, 3, H, W]. */
+OCRDEF int ocr_image_network_input(ocr_ctx *ctx, const ocr_image *img, ocr_norm_mode mode, ocr_tensor *out);
+
 /* ================================================================ [cache] declarations */
 
 /* A disk cache of per-sample tensors (decoded and resized images, target maps of samples that are not randomly
@@ -850,6 +865,12 @@ static int ocr__gt_line(ocr_ctx *ctx, const char *name, int line_no, const char 
                              fn, name, line_no, (int)n_num);
         n_coords = 8;
     } else {
+        /* an odd count of numbers before a non-numeric transcription is a missing coordinate, or a transcription that
+           starts with a number: the line cannot be read unambiguously (quote such a transcription). An all-numeric line
+           keeps the convention that its last field is the transcription and the coordinates are the even prefix. */
+        if (n_num < n_fields && n_num % 2)
+            return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' line %d: %d numbers before the transcription, an odd count: a coordinate is "
+                             "missing, or the transcription starts with a number (quote it: \"12,5\")", fn, name, line_no, (int)n_num);
         if (n_num == n_fields) n_num--; /* the last field is always the transcription */
         n_coords = n_num & ~(size_t)1;
         if (n_coords < 6)
@@ -1205,6 +1226,25 @@ static int ocr__lmdb_fail(ocr_ctx *ctx, const ocr__lmdb *D, const char *fn, cons
     return ocr_error(ctx, mdb_rc == ENOMEM ? OCR_ENOMEM : OCR_EIO, "%s: LMDB '%s': %s: %s", fn, D->path, what, mdb_strerror(mdb_rc));
 }
 
+static int ocr__lmdb_check_size(ocr_ctx *ctx, const ocr__lmdb *D, MDB_env *env, unsigned flags) {
+    MDB_envinfo info;
+    MDB_stat st;
+    struct stat fs;
+    char file[4200];
+    uint64_t need;
+    int rc;
+    if ((rc = mdb_env_info(env, &info)) || (rc = mdb_env_stat(env, &st))) return ocr__lmdb_fail(ctx, D, "ocr_dataset_get", "reading its metadata", rc);
+    if (flags & MDB_NOSUBDIR) snprintf(file, sizeof file, "%s", D->path);
+    else snprintf(file, sizeof file, "%s/data.mdb", D->path);
+    if (stat(file, &fs) != 0) return ocr_error(ctx, OCR_EIO, "ocr_dataset_get: LMDB '%s': cannot stat '%s': %s", D->path, file, strerror(errno));
+    need = ((uint64_t)info.me_last_pgno + 1) * (uint64_t)st.ms_psize;
+    if ((uint64_t)fs.st_size < need)
+        return ocr_error(ctx, OCR_EFORMAT, "ocr_dataset_get: LMDB '%s': '%s' is truncated: %lld bytes, but its metadata uses %llu "
+                         "(%llu pages of %u bytes)", D->path, file, (long long)fs.st_size, (unsigned long long)need,
+                         (unsigned long long)info.me_last_pgno + 1, st.ms_psize);
+    return OCR_OK;
+}
+
 static int ocr__lmdb_open_env(ocr_ctx *ctx, ocr__lmdb *D, long pid, ocr__lmdb_proc **out) {
     const char *fn = "ocr_dataset_get";
     ocr__lmdb_proc *p = (ocr__lmdb_proc *)OCR_MALLOC(sizeof *p);
@@ -1226,6 +1266,9 @@ static int ocr__lmdb_open_env(ocr_ctx *ctx, ocr__lmdb *D, long pid, ocr__lmdb_pr
         OCR_FREE(p);
         return ocr__lmdb_fail(ctx, D, fn, "mdb_env_open", rc);
     }
+    /* The map reaches as far as the environment's own metadata says; a data file cut shorter (a partial copy, a full
+       disk) would turn the first read past its end into SIGBUS, so it is refused before any page is touched. */
+    if ((rc = ocr__lmdb_check_size(ctx, D, p->env, flags))) { mdb_env_close(p->env); OCR_FREE(p); return rc; }
     if ((rc = mdb_txn_begin(p->env, NULL, MDB_RDONLY, &txn)) == 0) {
         rc = mdb_dbi_open(txn, NULL, 0, &p->dbi);
         mdb_txn_abort(txn);
@@ -1291,6 +1334,22 @@ static int ocr__lmdb_read(ocr_ctx *ctx, const ocr__lmdb *D, MDB_txn *txn, MDB_db
     return OCR_OK;
 }
 
+/* 1 when a label is a JSON object (valid JSON starting with '{'): a detection label of the wrong shape, which must be
+   refused rather than read as recognition text; "{abc}" is not JSON and stays text. */
+static int ocr__lmdb_label_is_object(const char *l, size_t n) {
+    int is_json, n_toks, max_toks;
+    ocr_json_tok *toks;
+    size_t i;
+    for (i = 0; i < n && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r' || l[i] == '\n'); i++) {}
+    if (i == n || l[i] != '{') return 0;
+    max_toks = (int)(n / 2 + 2);
+    toks = (ocr_json_tok *)OCR_MALLOC((size_t)max_toks * sizeof *toks);
+    if (!toks) return 1; /* cannot tell: the JSON reader then reports the problem */
+    is_json = ocr_json_parse(NULL, l, n, toks, max_toks, &n_toks) == OCR_OK; /* NULL ctx: the probe's error is not ours */
+    OCR_FREE(toks);
+    return is_json;
+}
+
 static int ocr__lmdb_begin(ocr_ctx *ctx, ocr_dataset *ds, ocr__lmdb_proc **p, MDB_txn **txn) {
     ocr__lmdb *D = (ocr__lmdb *)ds->impl;
     int rc = ocr__lmdb_env(ctx, D, p);
@@ -1347,7 +1406,8 @@ static int ocr__lmdb_get(ocr_dataset *ds, ocr_ctx *ctx, int64_t index, unsigned 
     }
     for (i = 0; i < lab.mv_size && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r' || l[i] == '\n'); i++) {}
     snprintf(where, sizeof where, "LMDB '%s' key '%s'", D->path, lkey);
-    if (i < lab.mv_size && l[i] == '[') {
+    /* a detection label is a JSON list; a JSON object goes to the same reader, which refuses it naming the key */
+    if ((i < lab.mv_size && l[i] == '[') || ocr__lmdb_label_is_object(l, lab.mv_size)) {
         rc = ocr_label_parse_json(ctx, where, l, lab.mv_size, &out->polys, &out->n_polys);
     } else {
         /* Recognition set: the label is the text of one instance that covers the whole image. */
@@ -1510,6 +1570,13 @@ OCRDEF int ocr_lmdb_write_dataset(ocr_ctx *ctx, const char *path, ocr_dataset *s
             if ((rc = ocr_dataset_get(ctx, src, i, OCR_SAMPLE_LABELS_ONLY, &s))) break;
             if ((rc = src->get_encoded(src, ctx, i, &bytes, &size))) { ocr_sample_free(&s); break; }
             if (!ocr__d_label_json(&s, &label)) rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+            /* the reader's caps: never write a record it would refuse */
+            else if (label.len > OCR_LABEL_MAX_BYTES)
+                rc = ocr_error(ctx, OCR_EOVERFLOW, "%s: sample %lld ('%s'): its label is %zu bytes of JSON, above the %zu-byte cap "
+                               "the reader enforces", fn, (long long)i, s.id, label.len, OCR_LABEL_MAX_BYTES);
+            else if (size > OCR_IMAGE_MAX_BYTES)
+                rc = ocr_error(ctx, OCR_EOVERFLOW, "%s: sample %lld ('%s'): its image is %zu bytes, above the %zu-byte cap the "
+                               "reader enforces", fn, (long long)i, s.id, size, (size_t)OCR_IMAGE_MAX_BYTES);
             ocr_sample_free(&s);
             if (!rc) {
                 snprintf(key, sizeof key, "image-%09lld", (long long)i + 1);
@@ -1940,6 +2007,53 @@ OCRDEF int ocr_image_normalize(ocr_ctx *ctx, const ocr_image *img, ocr_norm_mode
         for (i = 0; i < plane; i++) dst[i] = ((float)img->pixels[i * (size_t)img->channels + (size_t)from] - sub[c]) * mul[c];
     }
     return OCR_OK;
+}
+
+OCRDEF int ocr_infer_input_size(ocr_ctx *ctx, int width, int height, int short_side, int long_side, int *in_w, int *in_h) {
+    const char *fn = "ocr_infer_input_size";
+    int by_long = long_side > 0, target = by_long ? long_side : short_side;
+    int w_is_ref = by_long ? width >= height : width < height; /* the side scaled to the target */
+    double other;
+    if (!in_w || !in_h) return ocr_error(ctx, OCR_EINVAL, "%s: in_w or in_h is NULL", fn);
+    if (width < 1 || height < 1 || target < 1 || target > OCR_IMAGE_MAX_SIDE)
+        return ocr_error(ctx, OCR_ERANGE, "%s: image %dx%d with side %d; sides must be >= 1 and the side at most %d", fn, width,
+                         height, target, OCR_IMAGE_MAX_SIDE);
+    target = (target + 31) / 32 * 32;
+    /* demo.py's order of operations: target / reference side * other side / 32, then ceil */
+    other = ceil((double)target / (w_is_ref ? width : height) * (w_is_ref ? height : width) / 32.0) * 32.0;
+    if (other > OCR_IMAGE_MAX_SIDE)
+        return ocr_error(ctx, OCR_ERANGE, "%s: a %dx%d image would need a %s side of %.0f px (at most %d): scale the %s side instead",
+                         fn, width, height, by_long ? "short" : "long", other, OCR_IMAGE_MAX_SIDE, by_long ? "short" : "long");
+    *in_w = w_is_ref ? target : (int)other;
+    *in_h = w_is_ref ? (int)other : target;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_image_network_input(ocr_ctx *ctx, const ocr_image *img, ocr_norm_mode mode, ocr_tensor *out) {
+    const char *fn = "ocr_image_network_input";
+    char d[200];
+    ocr_sample s;
+    int64_t H, W;
+    int rc;
+    if ((rc = ocr__d_image_check(ctx, fn, img)) || (rc = ocr_check_tensor(ctx, fn, out)) || (rc = ocr_check_dtype(ctx, fn, out, OCR_F32)) ||
+        (rc = ocr_check_device(ctx, fn, out, OCR_DEVICE_CPU)))
+        return rc;
+    if (!(out->shape.ndim == 3 || (out->shape.ndim == 4 && out->shape.dim[0] == 1)))
+        return ocr_error(ctx, OCR_ESHAPE, "%s: out %s must be [3, H, W] or [1, 3, H, W]", fn, ocr_tensor_describe(out, d, sizeof d));
+    H = out->shape.dim[out->shape.ndim - 2];
+    W = out->shape.dim[out->shape.ndim - 1];
+    if (H == img->height && W == img->width) return ocr_image_normalize(ctx, img, mode, out);
+    if (H > OCR_IMAGE_MAX_SIDE || W > OCR_IMAGE_MAX_SIDE)
+        return ocr_error(ctx, OCR_ERANGE, "%s: out %s is larger than %d pixels a side", fn, ocr_tensor_describe(out, d, sizeof d), OCR_IMAGE_MAX_SIDE);
+    /* the resize works on a sample: a copy of img without polygons */
+    memset(&s, 0, sizeof s);
+    snprintf(s.id, sizeof s.id, "%s", "network input");
+    if (!(rc = ocr_image_alloc(ctx, &s.image, img->width, img->height, img->channels))) {
+        memcpy(s.image.pixels, img->pixels, (size_t)img->width * (size_t)img->height * (size_t)img->channels);
+        if (!(rc = ocr_sample_resize(ctx, &s, (int)W, (int)H))) rc = ocr_image_normalize(ctx, &s.image, mode, out);
+    }
+    ocr_sample_free(&s);
+    return rc;
 }
 
 /* ================================================================ [cache] implementation */

@@ -8,6 +8,8 @@
 #include "ocr_data.h"
 #include "ocr_test.h"
 #include <pthread.h>
+#include <lmdb.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -186,6 +188,47 @@ static void test_decode_corrupt(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* A 3x2 24-bit BMP, bottom-up (positive height) or top-down (negative height), of the same pixels. */
+static size_t make_bmp(unsigned char *b, int top_down, const unsigned char rgb[2][3][3]) {
+    int x, y, row = 12; /* 3 pixels * 3 bytes = 9, padded to 12 */
+    size_t off = 54, n = off + (size_t)row * 2;
+    memset(b, 0, n);
+    b[0] = 'B'; b[1] = 'M';
+    b[2] = (unsigned char)n; b[10] = (unsigned char)off; b[14] = 40;
+    b[18] = 3;                                   /* width */
+    b[22] = top_down ? 0xFE : 2;                 /* height: -2 or 2, little-endian int32 */
+    if (top_down) b[23] = b[24] = b[25] = 0xFF;
+    b[26] = 1; b[28] = 24;                       /* planes, bits per pixel; compression 0 */
+    for (y = 0; y < 2; y++)
+        for (x = 0; x < 3; x++) {
+            int file_row = top_down ? y : 1 - y;    /* bottom-up files store the last row first */
+            unsigned char *px = b + off + (size_t)file_row * row + (size_t)x * 3;
+            px[0] = rgb[y][x][2]; px[1] = rgb[y][x][1]; px[2] = rgb[y][x][0]; /* BGR */
+        }
+    return n;
+}
+
+static void test_bmp_top_down(void) {
+    static const unsigned char rgb[2][3][3] = {{{255, 0, 0}, {0, 255, 0}, {0, 0, 255}}, {{10, 20, 30}, {40, 50, 60}, {70, 80, 90}}};
+    unsigned char bu[128], td[128];
+    size_t nb = make_bmp(bu, 0, rgb), nt = make_bmp(td, 1, rgb);
+    ocr_ctx ctx;
+    ocr_image a, b;
+    ocr_ctx_init(&ctx, 1, 0);
+    OCR_CHECK_OK(&ctx, ocr_image_decode(&ctx, bu, nb, &a));
+    OCR_CHECK_OK(&ctx, ocr_image_decode(&ctx, td, nt, &b)); /* was refused as "3x-2 ... outside the caps" */
+    OCR_CHECK(a.width == 3 && a.height == 2 && b.width == 3 && b.height == 2);
+    if (a.pixels && b.pixels && b.width == 3 && b.height == 2) {
+        OCR_CHECK(memcmp(a.pixels, rgb, 18) == 0);
+        OCR_CHECK(memcmp(b.pixels, rgb, 18) == 0);
+    }
+    ocr_image_free(&a);
+    ocr_image_free(&b);
+    OCR_CHECK_OK(&ctx, ocr_image_probe(&ctx, td, nt, &b));
+    OCR_CHECK(b.width == 3 && b.height == 2);
+    ocr_ctx_free(&ctx);
+}
+
 static void test_png_encode(void) {
     ocr_ctx ctx;
     int c, x, y;
@@ -285,6 +328,12 @@ static void test_gt_parse(void) {
     OCR_CHECK_ERR(&ctx, GT("1,2,3,4,nan,6,7,8,t", OCR_GT_ICDAR2015), OCR_EFORMAT, "field 5 ('nan')");
     OCR_CHECK_ERR(&ctx, GT("1,2,3,4,5e7,6,7,8,t", OCR_GT_ICDAR2015), OCR_ERANGE, "coordinate 5 is 5e+07");
     OCR_CHECK_ERR(&ctx, GT("1,2,3,4,t", OCR_GT_POLYGON), OCR_EFORMAT, "line 1: 4 coordinates");
+    /* a missing coordinate (or a transcription starting with a number) is an error, not a shorter polygon whose
+       transcription swallowed the stray number */
+    OCR_CHECK_ERR(&ctx, GT("1,1,9,1,9,9,1,9,5,text", OCR_GT_POLYGON), OCR_EFORMAT, "line 1: 9 numbers before the transcription, an odd count");
+    OCR_CHECK_OK(&ctx, GT("1,1,9,1,9,9,\"5,text\"", OCR_GT_POLYGON));
+    OCR_CHECK(n == 1 && p[0].n_points == 3 && p[0].text && strcmp(p[0].text, "5,text") == 0);
+    ocr_polygons_free(p, n);
     OCR_CHECK_ERR(&ctx, GT("1,2,3,4,5,6,7,8,\xff\xfe", OCR_GT_ICDAR2015), OCR_EFORMAT, "not UTF-8 text (bad byte 0xff at offset 16)");
 #undef GT
     ocr_ctx_free(&ctx);
@@ -607,6 +656,130 @@ static void test_lmdb_writer(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* Writes count records (image = a fixture PNG, label = labels[i]) with liblmdb directly. */
+static int write_raw_lmdb(const char *path, const char *const *labels, int count) {
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val k, v;
+    char key[32], num[16];
+    size_t size;
+    unsigned char *png = slurp(FIX "/img/rgb.png", &size);
+    int i, rc;
+    if (!png || mkdir(path, 0755) != 0) { free(png); return 0; }
+    rc = mdb_env_create(&env) || mdb_env_set_mapsize(env, (size_t)1 << 24) || mdb_env_open(env, path, 0, 0644) ||
+         mdb_txn_begin(env, NULL, 0, &txn) || mdb_dbi_open(txn, NULL, 0, &dbi);
+    for (i = 0; !rc && i < count; i++) {
+        snprintf(key, sizeof key, "image-%09d", i + 1);
+        k.mv_data = key; k.mv_size = strlen(key); v.mv_data = png; v.mv_size = size;
+        rc = mdb_put(txn, dbi, &k, &v, 0);
+        snprintf(key, sizeof key, "label-%09d", i + 1);
+        k.mv_size = strlen(key); v.mv_data = (void *)labels[i]; v.mv_size = strlen(labels[i]);
+        if (!rc) rc = mdb_put(txn, dbi, &k, &v, 0);
+    }
+    snprintf(num, sizeof num, "%d", count);
+    k.mv_data = (void *)"num-samples"; k.mv_size = 11; v.mv_data = num; v.mv_size = strlen(num);
+    if (!rc) rc = mdb_put(txn, dbi, &k, &v, 0) || mdb_txn_commit(txn);
+    mdb_env_close(env);
+    free(png);
+    return !rc;
+}
+
+/* An LMDB whose data.mdb was cut short is an error naming the file, never SIGBUS (the map reached past the end). */
+static void test_lmdb_truncated(void) {
+    static const char *labels[40];
+    ocr_ctx ctx;
+    ocr_dataset lm;
+    ocr_sample s;
+    char path[400], data[450];
+    struct stat st;
+    long long full;
+    int cut, i;
+    ocr_ctx_init(&ctx, 1, 0);
+    for (i = 0; i < 40; i++) labels[i] = "text";
+    snprintf(path, sizeof path, "%s/truncated", g_tmp);
+    snprintf(data, sizeof data, "%s/data.mdb", path);
+    OCR_CHECK(write_raw_lmdb(path, labels, 40));
+    OCR_CHECK_OK(&ctx, ocr_dataset_open_lmdb(&ctx, &lm, path));   /* whole, it reads */
+    OCR_CHECK_OK(&ctx, ocr_dataset_get(&ctx, &lm, 39, 0, &s));
+    ocr_sample_free(&s);
+    ocr_dataset_close(&lm);
+    OCR_CHECK(stat(data, &st) == 0 && st.st_size >= 4 * 8192);
+    full = (long long)st.st_size;
+    for (cut = 0; cut < 2; cut++) {
+        long long size = cut == 0 ? full / 2 : 8192;  /* half of it; only the two meta pages */
+        OCR_CHECK(truncate(data, (off_t)size) == 0);
+        OCR_CHECK_ERR(&ctx, ocr_dataset_open_lmdb(&ctx, &lm, path), OCR_EFORMAT, "data.mdb' is truncated");
+        OCR_CHECK_MSG(strstr(ocr_ctx_last_error(&ctx), path) != NULL, "message names the file: %s", ocr_ctx_last_error(&ctx));
+    }
+    ocr_ctx_free(&ctx);
+}
+
+/* A detection label that is a JSON object is refused naming its key, not read as recognition text (one instance over
+   the whole image); JSON lists and plain text (even text that starts with '{') keep their meanings, in one set. */
+static void test_lmdb_label_kind(void) {
+    static const char *const det[] = {"[{\"points\": [[0,0],[4,0],[4,4],[0,4]], \"transcription\": \"a\"}]",
+                                      " {\"points\": [[0,0],[4,0],[4,4],[0,4]], \"transcription\": \"b\"}"};
+    static const char *const obj[] = {"{\"points\": [[0,0],[4,0],[4,4],[0,4]], \"transcription\": \"b\"}"};
+    static const char *const rec[] = {"{abc}", "plain"};
+    ocr_ctx ctx;
+    ocr_dataset ds;
+    ocr_sample s;
+    char path[400];
+    ocr_ctx_init(&ctx, 1, 0);
+    snprintf(path, sizeof path, "%s/kind_det", g_tmp);
+    OCR_CHECK(write_raw_lmdb(path, det, 2));
+    OCR_CHECK_OK(&ctx, ocr_dataset_open_lmdb(&ctx, &ds, path));
+    OCR_CHECK_OK(&ctx, ocr_dataset_get(&ctx, &ds, 0, 0, &s));
+    OCR_CHECK(s.n_polys == 1 && s.polys && s.polys[0].n_points == 4);
+    ocr_sample_free(&s);
+    OCR_CHECK_ERR(&ctx, ocr_dataset_get(&ctx, &ds, 1, 0, &s), OCR_EFORMAT, "must be a JSON list");
+    OCR_CHECK(strstr(ocr_ctx_last_error(&ctx), "label-000000002") != NULL);
+    ocr_dataset_close(&ds);
+    snprintf(path, sizeof path, "%s/kind_obj", g_tmp);
+    OCR_CHECK(write_raw_lmdb(path, obj, 1));
+    OCR_CHECK_OK(&ctx, ocr_dataset_open_lmdb(&ctx, &ds, path));
+    OCR_CHECK_ERR(&ctx, ocr_dataset_get(&ctx, &ds, 0, 0, &s), OCR_EFORMAT, "must be a JSON list");
+    OCR_CHECK(strstr(ocr_ctx_last_error(&ctx), "label-000000001") != NULL);
+    ocr_dataset_close(&ds);
+    snprintf(path, sizeof path, "%s/kind_rec", g_tmp);
+    OCR_CHECK(write_raw_lmdb(path, rec, 2));
+    OCR_CHECK_OK(&ctx, ocr_dataset_open_lmdb(&ctx, &ds, path));
+    OCR_CHECK_OK(&ctx, ocr_dataset_get(&ctx, &ds, 0, 0, &s));
+    OCR_CHECK(s.n_polys == 1 && s.polys && s.polys[0].text && strcmp(s.polys[0].text, "{abc}") == 0);
+    ocr_sample_free(&s);
+    ocr_dataset_close(&ds);
+    ocr_ctx_free(&ctx);
+}
+
+/* The converter never writes a record the reader refuses: a ground-truth file under the reader's 16 MiB cap whose JSON
+   label would exceed it is refused at write time, naming the sample. */
+static void test_lmdb_writer_caps(void) {
+    ocr_ctx ctx;
+    ocr_dataset icdar;
+    char dir[300], path[1400];
+    FILE *f;
+    long i;
+    int ok = 1;
+    ocr_ctx_init(&ctx, 1, 0);
+    snprintf(dir, sizeof dir, "%s/bigcap", g_tmp);
+    snprintf(path, sizeof path, "mkdir -p %s/images %s/gts && cp " FIX "/icdar/images/img_1.png %s/images/", dir, dir, dir);
+    OCR_CHECK(system(path) == 0);
+    snprintf(path, sizeof path, "%s/gts/gt_img_1.txt", dir);
+    f = fopen(path, "w");
+    OCR_CHECK(f != NULL);
+    for (i = 0; f && i < 420000; i++) ok &= fputs("1,2,3,4,5,6,7,8,a\n", f) >= 0;   /* 7.6 MB of ground truth */
+    OCR_CHECK(f && ok && fclose(f) == 0);
+    snprintf(path, sizeof path, "%s/images", dir);
+    snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/gts");
+    OCR_CHECK_OK(&ctx, ocr_dataset_open_icdar(&ctx, &icdar, path, dir, OCR_GT_ICDAR2015));
+    snprintf(path, sizeof path, "%s/bigcap_lmdb", g_tmp);
+    OCR_CHECK_ERR(&ctx, ocr_lmdb_write_dataset(&ctx, path, &icdar, NULL, NULL), OCR_EOVERFLOW, "cap the reader enforces");
+    OCR_CHECK_MSG(strstr(ocr_ctx_last_error(&ctx), "img_1") != NULL, "names the sample: %s", ocr_ctx_last_error(&ctx));
+    ocr_dataset_close(&icdar);
+    ocr_ctx_free(&ctx);
+}
+
 int main(int argc, char **argv) {
     char cmd[300];
     ocr_test_init(argc, argv);
@@ -623,6 +796,10 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_lmdb_reference);
     OCR_TEST_RUN(test_lmdb_fork);
     OCR_TEST_RUN(test_lmdb_writer);
+    OCR_TEST_RUN(test_lmdb_truncated);
+    OCR_TEST_RUN(test_lmdb_label_kind);
+    OCR_TEST_RUN(test_lmdb_writer_caps);
+    OCR_TEST_RUN(test_bmp_top_down);
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
     return ocr_test_finish();
