@@ -94,6 +94,9 @@ OCRDEF int ocr_dbnet_read_config(ocr_ctx *ctx, const char *path, ocr_dbnet_confi
    differs from the model's, a missing tensor, a shape mismatch or an unknown tensor; on failure the model is
    unchanged. */
 OCRDEF int ocr_dbnet_load(ocr_ctx *ctx, ocr_dbnet *m, const char *path);
+/* The model a checkpoint describes, with its weights: ocr_dbnet_read_config, ocr_dbnet_init on ctx's device, then
+   ocr_dbnet_load. On failure *m is zeroed (ocr_dbnet_free on it is a no-op). */
+OCRDEF int ocr_dbnet_init_from_file(ocr_ctx *ctx, ocr_dbnet *m, const char *path);
 /* Loads a torchvision ResNet state_dict saved as safetensors (conv1.weight, layer1.0.bn1.running_mean, ...) into
    the backbone; fc.* and num_batches_tracked entries are ignored. Needs the matching depth and width 1 (ImageNet). */
 OCRDEF int ocr_dbnet_load_backbone(ocr_ctx *ctx, ocr_dbnet *m, const char *path);
@@ -1515,6 +1518,16 @@ OCRDEF int ocr_dbnet_load(ocr_ctx *ctx, ocr_dbnet *m, const char *path) {
 done:
     ocr_params_free(&staged);
     ocr_safetensors_close(&st);
+    return rc;
+}
+
+OCRDEF int ocr_dbnet_init_from_file(ocr_ctx *ctx, ocr_dbnet *m, const char *path) {
+    ocr_dbnet_config cfg;
+    int rc;
+    if (!m) return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_init_from_file: m is NULL");
+    memset(m, 0, sizeof *m);
+    if ((rc = ocr_dbnet_read_config(ctx, path, &cfg)) || (rc = ocr_dbnet_init(ctx, m, &cfg))) return rc;
+    if ((rc = ocr_dbnet_load(ctx, m, path))) ocr_dbnet_free(m);
     return rc;
 }
 

@@ -1562,23 +1562,47 @@ static int ocr__key_ref_cmp(const void *a, const void *b) {
     return x->len != y->len ? (x->len < y->len ? -1 : 1) : memcmp(x->s, y->s, x->len);
 }
 
+/* 1 when key token t stands for the string s, escaped or not: every JSON reader takes "\u005f_metadata__" for
+   "__metadata__". s is short (a reserved key), so a longer escaped key cannot match. */
+static int ocr__st_key_is(const char *src, const ocr_json_tok *t, const char *s) {
+    char buf[96];
+    size_t n = (size_t)(t->end - t->start);
+    if (ocr_json_streq(src, t, s)) return 1;
+    if (t->type != OCR_JSON_STRING || n >= sizeof buf || !memchr(src + t->start, '\\', n)) return 0;
+    return ocr_json_string(src, t, buf, sizeof buf) && strcmp(buf, s) == 0;
+}
+
 /* OCR_OK, or OCR_EFORMAT naming a key that object holds twice: the format forbids it, and JSON readers disagree
-   on which value wins. Sorting keeps this O(n log n) for headers with very many keys. */
+   on which value wins. Keys are compared as the strings they stand for ("a" and "\u0061" are one key; a key
+   that does not unescape, \u0000 or a lone surrogate, is compared raw: its reader refuses it anyway). Sorting
+   keeps this O(n log n) for headers with very many keys. */
 static int ocr__st_unique_keys(ocr_ctx *ctx, const char *fn, const char *src, const ocr_json_tok *toks, int object, const char *where) {
     int n = toks[object].size, i, k, rc = OCR_OK;
     ocr__key_ref *refs;
+    char *unescaped = NULL;
+    size_t escaped_bytes = 0, used = 0;
     if (n < 2) return OCR_OK;
+    for (i = 0, k = object + 1; i < n; i++, k = toks[toks[k].next].next)
+        if (memchr(src + toks[k].start, '\\', (size_t)(toks[k].end - toks[k].start))) escaped_bytes += (size_t)(toks[k].end - toks[k].start) + 1;
     refs = (ocr__key_ref *)OCR_MALLOC((size_t)n * sizeof *refs);
-    if (!refs) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+    if (escaped_bytes) unescaped = (char *)OCR_MALLOC(escaped_bytes); /* unescaping never grows a string */
+    if (!refs || (escaped_bytes && !unescaped)) { OCR_FREE(refs); OCR_FREE(unescaped); return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); }
     for (i = 0, k = object + 1; i < n; i++, k = toks[toks[k].next].next) {
+        size_t len = (size_t)(toks[k].end - toks[k].start);
         refs[i].s = src + toks[k].start;
-        refs[i].len = (size_t)(toks[k].end - toks[k].start);
+        refs[i].len = len;
+        if (memchr(src + toks[k].start, '\\', len) && ocr_json_string(src, &toks[k], unescaped + used, len + 1)) {
+            refs[i].s = unescaped + used;
+            refs[i].len = strlen(unescaped + used);
+            used += refs[i].len + 1;
+        }
     }
     qsort(refs, (size_t)n, sizeof *refs, ocr__key_ref_cmp);
     for (i = 1; i < n && !rc; i++)
         if (ocr__key_ref_cmp(&refs[i - 1], &refs[i]) == 0)
             rc = ocr_error(ctx, OCR_EFORMAT, "%s: %s has the key '%.*s' twice", fn, where, refs[i].len > 80 ? 80 : (int)refs[i].len, refs[i].s);
     OCR_FREE(refs);
+    OCR_FREE(unescaped);
     return rc;
 }
 
@@ -1617,7 +1641,7 @@ static int ocr__st_parse(ocr_ctx *ctx, ocr_safetensors *st) {
     if ((rc = ocr__st_unique_keys(ctx, fn, h, toks, 0, "header"))) goto done;
     /* Keys are walked through next links: ocr_json_child per key would make this quadratic. */
     for (i = 0, k = 1; i < toks[0].size; i++, k = toks[toks[k].next].next)
-        if (!ocr_json_streq(h, &toks[k], "__metadata__")) n_tensors++;
+        if (!ocr__st_key_is(h, &toks[k], "__metadata__")) n_tensors++;
     st->entries = (ocr_safetensors_entry *)OCR_MALLOC((size_t)(n_tensors ? n_tensors : 1) * sizeof *st->entries);
     if (!st->entries) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
     for (i = 0, next_key = 1; i < toks[0].size; i++) {
@@ -1627,7 +1651,7 @@ static int ocr__st_parse(ocr_ctx *ctx, ocr_safetensors *st) {
         size_t nbytes = 0;
         double d0, d1;
         next_key = toks[val].next;
-        if (ocr_json_streq(h, &toks[key], "__metadata__")) {
+        if (ocr__st_key_is(h, &toks[key], "__metadata__")) {
             int mk, mv;
             if (toks[val].type != OCR_JSON_OBJECT) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: __metadata__ is not an object", fn); goto done; }
             if ((rc = ocr__st_unique_keys(ctx, fn, h, toks, val, "__metadata__"))) goto done;

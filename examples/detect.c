@@ -142,7 +142,7 @@ int main(int argc, char **argv) {
         ocr_ctx_free(&ctx);
         return i;
     }
-    if (ocr_ex_load_model(&ctx, model_path, &model) != OCR_OK) {
+    if (ocr_dbnet_init_from_file(&ctx, &model, model_path) != OCR_OK) {
         fprintf(stderr, "%s: cannot load the model '%s': %s\n", argv[0], model_path, ocr_ctx_last_error(&ctx));
         ocr_ctx_free(&ctx);
         return 1;
@@ -161,8 +161,11 @@ int main(int argc, char **argv) {
         int in_w = 0, in_h = 0;
         memset(&img, 0, sizeof img);
         stem_of(path, stem, sizeof stem);
-        if (ocr_image_load(&ctx, path, &img) || ocr_ex_input_size(&ctx, img.width, img.height, short_side, long_side, &in_w, &in_h) ||
-            ocr_ex_infer(&ctx, &model, &img, path, in_w, in_h, &x, &prob) || ocr_ex_on_host(&ctx, &prob, &prob_host, &prob) ||
+        ocr_tensor_free(&x); /* the last image's input */
+        if (ocr_image_load(&ctx, path, &img) || ocr_infer_input_size(&ctx, img.width, img.height, short_side, long_side, &in_w, &in_h) ||
+            ocr_tensor_alloc(&ctx, &x, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w)) ||
+            ocr_image_network_input(&ctx, &img, OCR_NORM_DBNET, &x) || ocr_dbnet_forward(&ctx, &model, &x, 0, &prob, NULL) ||
+            ocr_ex_on_host(&ctx, &prob, &prob_host, &prob) ||
             ocr_postprocess(&ctx, &post, &prob, img.width, img.height, &dets) ||
             (dump_dir && write_dump(&ctx, dump_dir, stem, path, &img, &x, &prob))) {
             fprintf(stderr, "%s: '%s': %s\n", argv[0], path, ocr_ctx_last_error(&ctx));

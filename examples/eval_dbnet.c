@@ -266,7 +266,7 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
     int64_t i;
     int rc = 0, progress = isatty(fileno(stderr)) && !per_image;
     double start = now_seconds();
-    if (ocr_ex_load_model(ctx, model_path, &model)) {
+    if (ocr_dbnet_init_from_file(ctx, &model, model_path)) {
         fprintf(stderr, "%s: cannot load the model '%s': %s\n", prog, model_path, ocr_ctx_last_error(ctx));
         return 1;
     }
@@ -283,9 +283,11 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
         ocr_tensor prob;
         ocr_eval_counts counts;
         int in_w = 0, in_h = 0;
+        ocr_tensor_free(&x); /* the last image's input */
         if (ocr_dataset_get(ctx, &ds, i, 0, &s) ||
-            ocr_ex_input_size(ctx, s.image.width, s.image.height, short_side, long_side, &in_w, &in_h) ||
-            ocr_ex_infer(ctx, &model, &s.image, s.id, in_w, in_h, &x, &prob) ||
+            ocr_infer_input_size(ctx, s.image.width, s.image.height, short_side, long_side, &in_w, &in_h) ||
+            ocr_tensor_alloc(ctx, &x, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w)) ||
+            ocr_image_network_input(ctx, &s.image, OCR_NORM_DBNET, &x) || ocr_dbnet_forward(ctx, &model, &x, 0, &prob, NULL) ||
             ocr_postprocess(ctx, post, &prob, s.image.width, s.image.height, &dets) ||
             ocr_eval_add_image(ctx, &ev, s.polys, s.n_polys, dets.polys, dets.n, &counts)) {
             fprintf(stderr, "%s: sample %lld ('%s') of '%s': %s\n", prog, (long long)i, s.id, data, ocr_ctx_last_error(ctx));

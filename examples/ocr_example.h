@@ -336,70 +336,9 @@ OCR_EX_UNUSED static int ocr_ex_on_host(ocr_ctx *ctx, const ocr_tensor *t, ocr_t
 }
 #endif
 
-/* ---------------------------------------------------------------- inference (needs ocr_dbnet.h and ocr_data.h) */
-#if defined(OCR_DBNET_H) && defined(OCR_DATA_H)
+/* ---------------------------------------------------------------- datasets (needs ocr_data.h) */
+#if defined(OCR_DATA_H)
 #include <sys/stat.h>
-
-/* A checkpoint written by ocr_dbnet_save: the model its config describes, with its weights. */
-OCR_EX_UNUSED static int ocr_ex_load_model(ocr_ctx *ctx, const char *path, ocr_dbnet *m) {
-    ocr_dbnet_config cfg;
-    int rc;
-    memset(m, 0, sizeof *m);
-    if ((rc = ocr_dbnet_read_config(ctx, path, &cfg)) || (rc = ocr_dbnet_init(ctx, m, &cfg))) return rc;
-    if ((rc = ocr_dbnet_load(ctx, m, path))) ocr_dbnet_free(m);
-    return rc;
-}
-
-/* The network input size of a width x height image as the official inference resizes (DBNET_REFERENCE 4.4,
-   demo.py): aspect kept, the short side scaled to short_side or, when long_side > 0, the long side to long_side;
-   that side is rounded up to a multiple of 32 and the other follows, also rounded up (the FPN needs multiples
-   of 32). */
-OCR_EX_UNUSED static int ocr_ex_input_size(ocr_ctx *ctx, int width, int height, int short_side, int long_side, int *in_w,
-                                           int *in_h) {
-    int by_long = long_side > 0, target = by_long ? long_side : short_side;
-    int w_is_ref = by_long ? width >= height : width < height;
-    double other;
-    if (width < 1 || height < 1 || target < 1 || target > OCR_IMAGE_MAX_SIDE)
-        return ocr_error(ctx, OCR_ERANGE, "ocr_ex_input_size: image %dx%d with side %d; sides must be >= 1 and the side at most %d", width,
-                         height, target, OCR_IMAGE_MAX_SIDE);
-    target = (target + 31) / 32 * 32;
-    /* demo.py's order of operations: target / reference side * other side / 32, then ceil */
-    other = ceil((double)target / (w_is_ref ? width : height) * (w_is_ref ? height : width) / 32.0) * 32.0;
-    if (other > OCR_IMAGE_MAX_SIDE)
-        return ocr_error(ctx, OCR_ERANGE, "ocr_ex_input_size: a %dx%d image would need a %s side of %.0f px (at most %d): use --long-side",
-                         width, height, by_long ? "short" : "long", other, OCR_IMAGE_MAX_SIDE);
-    *in_w = w_is_ref ? target : (int)other;
-    *in_h = w_is_ref ? (int)other : target;
-    return OCR_OK;
-}
-
-/* A copy of img resized to in_w x in_h (bilinear, as cv2.resize) in out->image, whose old contents are freed first;
-   free with ocr_sample_free. */
-OCR_EX_UNUSED static int ocr_ex_resized_copy(ocr_ctx *ctx, const ocr_image *img, int in_w, int in_h, ocr_sample *out) {
-    int rc;
-    ocr_sample_free(out);
-    if ((rc = ocr_image_alloc(ctx, &out->image, img->width, img->height, img->channels))) return rc;
-    memcpy(out->image.pixels, img->pixels, (size_t)img->width * (size_t)img->height * (size_t)img->channels);
-    return ocr_sample_resize(ctx, out, in_w, in_h);
-}
-
-/* Resizes img to in_w x in_h (bilinear, as cv2.resize), normalises it as the official code (BGR mean, no std) into
-   *x (reallocated; free with ocr_tensor_free) and runs the model in eval mode: *prob is the probability map
-   [1,1,in_h,in_w], a view into the model valid until its next forward. id names the image in messages. */
-OCR_EX_UNUSED static int ocr_ex_infer(ocr_ctx *ctx, ocr_dbnet *m, const ocr_image *img, const char *id, int in_w, int in_h,
-                                      ocr_tensor *x, ocr_tensor *prob) {
-    ocr_sample s;
-    int rc;
-    memset(&s, 0, sizeof s);
-    snprintf(s.id, sizeof s.id, "%s", id);
-    ocr_tensor_free(x);
-    if (!(rc = ocr_ex_resized_copy(ctx, img, in_w, in_h, &s)) &&
-        !(rc = ocr_tensor_alloc(ctx, x, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w))) &&
-        !(rc = ocr_image_normalize(ctx, &s.image, OCR_NORM_DBNET, x)))
-        rc = ocr_dbnet_forward(ctx, m, x, 0, prob, NULL);
-    ocr_sample_free(&s);
-    return rc;
-}
 
 OCR_EX_UNUSED static int ocr_ex_is_dir(const char *path) {
     struct stat st;

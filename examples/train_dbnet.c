@@ -155,7 +155,6 @@ typedef struct {
     ocr_dataset ds;
     int count, size;
     ocr_sample *samples;         /* decoded once: validation must not cost a re-render each time */
-    ocr_sample scaled;           /* one image resized to the network input, remade per use (caching 200 would cost ~120 MB) */
     int input;                   /* network input side; detections are mapped back to the size x size images */
     ocr_tensor input_batch;      /* [vb, 3, input, input] */
     ocr_tensor prob_host;        /* the probability maps downloaded from the device for post-processing */
@@ -184,19 +183,10 @@ static void val_open(ocr_ctx *ctx, val_set *v, const char *spec, const ocr_synth
         die(ctx, "allocating the validation batch");
 }
 
-/* The network's view of validation image i: the image itself, or its copy scaled to the input size. */
-static const ocr_image *val_net_image(ocr_ctx *ctx, val_set *v, int i) {
-    const ocr_image *img = &v->samples[i].image;
-    if (img->width == v->input && img->height == v->input) return img;
-    if (ocr_ex_resized_copy(ctx, img, v->input, v->input, &v->scaled)) die(ctx, "scaling a validation image by --val-scale");
-    return &v->scaled.image;
-}
-
 static void val_free(val_set *v) {
     int i;
     for (i = 0; i < v->count; i++) ocr_sample_free(&v->samples[i]);
     free(v->samples);
-    ocr_sample_free(&v->scaled);
     ocr_tensor_free(&v->input_batch);
     ocr_tensor_free(&v->prob_host);
     ocr_dataset_close(&v->ds);
@@ -229,7 +219,7 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
         if (ocr_tensor_slice(ctx, &v->input_batch, 0, nb, &in)) die(ctx, "validation");
         for (b = 0; b < nb; b++) {
             ocr_tensor row;
-            if (ocr_tensor_slice(ctx, &in, b, 1, &row) || ocr_image_normalize(ctx, val_net_image(ctx, v, i + b), OCR_NORM_DBNET, &row))
+            if (ocr_tensor_slice(ctx, &in, b, 1, &row) || ocr_image_network_input(ctx, &v->samples[i + b].image, OCR_NORM_DBNET, &row))
                 die(ctx, "validation input");
         }
         if (ocr_dbnet_forward(ctx, m, &in, 0, &prob, NULL) || ocr_ex_on_host(ctx, &prob, &v->prob_host, &prob)) die(ctx, "validation forward");

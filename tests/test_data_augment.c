@@ -1,7 +1,7 @@
 /* Augmentation and normalisation (ocr_data.h [augment]): every geometric step moves polygons with the pixels (single
    pixels, blocks, filled polygon masks through the whole random chain), resampling matches OpenCV
    (tests/fixtures/synth, tools/make_synth_fixtures.py), the EAST crop keeps text and cuts none, normalisation values
-   are exact, and bad arguments are errors. */
+   are exact, the test-time input size follows the official rule, and bad arguments are errors. */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_data.h"
@@ -401,6 +401,87 @@ static void test_normalize_values(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* The test-time input size against values worked out from DBNET_REFERENCE 4.4's rule (demo.py: short side 736, the
+   other side ceil(736 / short * long / 32) * 32, in double precision and that order), and its refusals. */
+static void test_infer_input_size(void) {
+    /* width, height, short_side, long_side -> in_w, in_h */
+    static const int cases[][6] = {
+        {1280, 720, 736, 0, 1312, 736},  /* 736 / 720 * 1280 / 32 = 40.9 -> 41 * 32 */
+        {600, 900, 736, 0, 736, 1120},   /* portrait: 736 / 600 * 900 / 32 = 34.5 -> 35 * 32 */
+        {500, 500, 736, 0, 736, 736},    /* square */
+        {1000, 999, 736, 0, 768, 736},   /* 736 / 999 * 1000 / 32 = 23.02 -> 24 * 32 */
+        {1280, 720, 700, 0, 1280, 704},  /* the side itself rounds up to 704; 704 / 720 * 1280 / 32 = 39.1 -> 40 * 32 */
+        {1280, 720, 736, 1280, 1280, 736}, /* by the long side: 1280 / 1280 * 720 / 32 = 22.5 -> 23 * 32 */
+        {720, 1280, 736, 1000, 576, 1024}, /* 1000 -> 1024; 1024 / 1280 * 720 / 32 = 18 exactly */
+    };
+    ocr_ctx ctx;
+    int i, w, h;
+    ocr_ctx_init(&ctx, 1, 1);
+    for (i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        w = h = -1;
+        OCR_CHECK_OK(&ctx, ocr_infer_input_size(&ctx, cases[i][0], cases[i][1], cases[i][2], cases[i][3], &w, &h));
+        OCR_CHECK_MSG(w == cases[i][4] && h == cases[i][5], "%dx%d short %d long %d: %dx%d, expected %dx%d", cases[i][0], cases[i][1],
+                      cases[i][2], cases[i][3], w, h, cases[i][4], cases[i][5]);
+    }
+    OCR_CHECK_ERR(&ctx, ocr_infer_input_size(&ctx, 0, 10, 736, 0, &w, &h), OCR_ERANGE, "image 0x10");
+    OCR_CHECK_ERR(&ctx, ocr_infer_input_size(&ctx, 10, 10, 0, 0, &w, &h), OCR_ERANGE, "side 0");
+    OCR_CHECK_ERR(&ctx, ocr_infer_input_size(&ctx, 16000, 10, 736, 0, &w, &h), OCR_ERANGE, "scale the long side instead");
+    OCR_CHECK_ERR(&ctx, ocr_infer_input_size(&ctx, 10, 10, 736, 0, NULL, &h), OCR_EINVAL, "NULL");
+    ocr_ctx_free(&ctx);
+}
+
+/* The network input is ocr_sample_resize then ocr_image_normalize, bit for bit; an image of the input's size is only
+   normalised; a flat image stays flat whatever the scale (checked against the normalisation formula). */
+static void test_image_network_input(void) {
+    ocr_ctx ctx;
+    ocr_image img;
+    ocr_sample s;
+    ocr_tensor got, ref, same, bad;
+    ocr_rng rng;
+    size_t i, n = 37 * 23 * 3;
+    int c;
+    ocr_ctx_init(&ctx, 2, 1);
+    ocr_rng_seed(&rng, 3);
+    OCR_CHECK_OK(&ctx, ocr_image_alloc(&ctx, &img, 37, 23, 3));
+    for (i = 0; i < n; i++) img.pixels[i] = (uint8_t)ocr_rng_below(&rng, 256);
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &got, "got", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, 32, 64)));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &ref, "ref", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, 32, 64)));
+    OCR_CHECK_OK(&ctx, ocr_image_network_input(&ctx, &img, OCR_NORM_DBNET, &got));
+    memset(&s, 0, sizeof s);
+    OCR_CHECK_OK(&ctx, ocr_image_alloc(&ctx, &s.image, 37, 23, 3));
+    memcpy(s.image.pixels, img.pixels, n);
+    OCR_CHECK_OK(&ctx, ocr_sample_resize(&ctx, &s, 64, 32));
+    OCR_CHECK_OK(&ctx, ocr_image_normalize(&ctx, &s.image, OCR_NORM_DBNET, &ref));
+    OCR_CHECK(memcmp(got.data, ref.data, ocr_tensor_bytes(&got)) == 0);
+    /* the image's own size: plain normalisation into a [3, H, W] tensor */
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &same, "same", OCR_F32, OCR_DEVICE_CPU, ocr_shape3(3, 32, 64)));
+    OCR_CHECK_OK(&ctx, ocr_image_network_input(&ctx, &s.image, OCR_NORM_IMAGENET, &same));
+    OCR_CHECK_OK(&ctx, ocr_image_normalize(&ctx, &s.image, OCR_NORM_IMAGENET, &ref));
+    OCR_CHECK(memcmp(same.data, ref.data, ocr_tensor_bytes(&same)) == 0);
+    /* flat RGB (10, 20, 30): channels B, G, R minus the DBNet means, / 255, at every pixel */
+    for (i = 0; i < n; i++) img.pixels[i] = (uint8_t)(10 * (i % 3 + 1));
+    OCR_CHECK_OK(&ctx, ocr_image_network_input(&ctx, &img, OCR_NORM_DBNET, &got));
+    for (c = 0; c < 3; c++) {
+        static const double mean[3] = {122.67891434, 116.66876762, 104.00698793}, value[3] = {30, 20, 10};
+        const float *v = (const float *)got.data + (size_t)c * 32 * 64;
+        for (i = 0; i < 32 * 64; i++)
+            if (fabs(v[i] - (value[c] - mean[c]) / 255.0) > 1e-6) break;
+        OCR_CHECK_MSG(i == 32 * 64, "channel %d pixel %d: %g", c, (int)i, i < 32 * 64 ? v[i] : 0.0);
+    }
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &bad, "two", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, 32, 64)));
+    OCR_CHECK_ERR(&ctx, ocr_image_network_input(&ctx, &img, OCR_NORM_DBNET, &bad), OCR_ESHAPE, "'two'");
+    ocr_tensor_free(&bad);
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &bad, "half", OCR_F16, OCR_DEVICE_CPU, ocr_shape3(3, 32, 64)));
+    OCR_CHECK_ERR(&ctx, ocr_image_network_input(&ctx, &img, OCR_NORM_DBNET, &bad), OCR_EDTYPE, "'half'");
+    ocr_tensor_free(&bad);
+    ocr_sample_free(&s);
+    ocr_image_free(&img);
+    ocr_tensor_free(&got);
+    ocr_tensor_free(&ref);
+    ocr_tensor_free(&same);
+    ocr_ctx_free(&ctx);
+}
+
 static void test_augment_bad_arguments(void) {
     ocr_ctx ctx;
     ocr_sample s;
@@ -445,6 +526,8 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_augment_equals_steps);
     OCR_TEST_RUN(test_random_crop_rect);
     OCR_TEST_RUN(test_normalize_values);
+    OCR_TEST_RUN(test_infer_input_size);
+    OCR_TEST_RUN(test_image_network_input);
     OCR_TEST_RUN(test_augment_bad_arguments);
     return ocr_test_finish();
 }

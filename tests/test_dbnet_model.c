@@ -356,7 +356,7 @@ static void test_dbnet_official_init(void) {
 
 static void test_dbnet_checkpoint_roundtrip(void) {
     const char *keys[1] = {"epoch"}, *vals[1] = {"7"}, *bad_keys[1] = {"ocr_dbnet.width"};
-    char dir[] = "/tmp/ocr_dbnet_ckpt_XXXXXX", path[256], path2[256];
+    char dir[] = "/tmp/ocr_dbnet_ckpt_XXXXXX", path[256], path2[256], missing[256];
     ocr_ctx ctx;
     ocr_dbnet a, b, c;
     ocr_dbnet_config cfg = make_config(18, 0.25f, 0.03f), cfg2, read;
@@ -367,6 +367,7 @@ static void test_dbnet_checkpoint_roundtrip(void) {
     if (!mkdtemp(dir)) { OCR_CHECK_MSG(0, "mkdtemp failed"); ocr_ctx_free(&ctx); return; }
     snprintf(path, sizeof path, "%s/a.safetensors", dir);
     snprintf(path2, sizeof path2, "%s/b.safetensors", dir);
+    snprintf(missing, sizeof missing, "%s/missing.safetensors", dir);
     OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &a, &cfg));
     /* two training forwards change the running statistics and the batch count */
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, 32, 64)));
@@ -387,6 +388,14 @@ static void test_dbnet_checkpoint_roundtrip(void) {
     OCR_CHECK_OK(&ctx, ocr_dbnet_load(&ctx, &b, path));
     OCR_CHECK(b.num_batches_tracked == 2);
     OCR_CHECK(a.params.numel == b.params.numel && memcmp(a.params.data, b.params.data, a.params.numel * sizeof(float)) == 0);
+    /* the same in one call; a missing file is refused and leaves a zeroed model that frees as a no-op */
+    OCR_CHECK_OK(&ctx, ocr_dbnet_init_from_file(&ctx, &c, path));
+    OCR_CHECK(c.cfg.depth == 18 && c.cfg.width == 0.25f && c.cfg.prior_prob == 0.03f && c.num_batches_tracked == 2);
+    OCR_CHECK(c.params.numel == a.params.numel && memcmp(a.params.data, c.params.data, a.params.numel * sizeof(float)) == 0);
+    ocr_dbnet_free(&c);
+    OCR_CHECK_ERR(&ctx, ocr_dbnet_init_from_file(&ctx, &c, missing), OCR_EIO, "missing.safetensors");
+    OCR_CHECK(!c.params.allocated && ocr_dbnet_op_count(&c) == 0);
+    ocr_dbnet_free(&c);
     /* another width or depth is refused with the key that differs, and the model keeps its weights */
     cfg2 = make_config(18, 0.5f, 0.03f);
     OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &c, &cfg2));
@@ -416,10 +425,13 @@ static void test_dbnet_checkpoint_roundtrip(void) {
         OCR_CHECK_ERR(&ctx, ocr_dbnet_load(&ctx, &b, path2), OCR_ENOTFOUND, "decoder.out3.0.weight");
         OCR_CHECK(memcmp(before, b.params.data, b.params.numel * sizeof(float)) == 0 && b.num_batches_tracked == 2);
         free(before);
+        OCR_CHECK_ERR(&ctx, ocr_dbnet_init_from_file(&ctx, &c, path2), OCR_ENOTFOUND, "decoder.out3.0.weight");
+        OCR_CHECK(!c.params.allocated && ocr_dbnet_op_count(&c) == 0);
         /* a file without the config metadata */
         OCR_CHECK_OK(&ctx, ocr_safetensors_save(&ctx, path2, ptrs, n, NULL, NULL, 0));
         OCR_CHECK_ERR(&ctx, ocr_dbnet_load(&ctx, &b, path2), OCR_EFORMAT, "no ocr_dbnet.backbone");
         OCR_CHECK_ERR(&ctx, ocr_dbnet_read_config(&ctx, path2, &read), OCR_EFORMAT, "not an ocr_dbnet_save checkpoint");
+        OCR_CHECK_ERR(&ctx, ocr_dbnet_init_from_file(&ctx, &c, path2), OCR_EFORMAT, "no ocr_dbnet.backbone");
     }
     /* the loaded model computes what the saved one computes */
     {

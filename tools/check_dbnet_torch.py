@@ -26,7 +26,7 @@ MEAN_BGR = (122.67891434, 116.66876762, 104.00698793)
 
 
 def input_size(width, height, short_side, long_side):
-    """The network input size as examples/ocr_example.h (ocr_ex_input_size) and demo.py compute it."""
+    """The network input size as ocr_data.h (ocr_infer_input_size) and demo.py compute it."""
     by_long = long_side > 0
     target = long_side if by_long else short_side
     target = (target + 31) // 32 * 32
