@@ -10,7 +10,8 @@
 # build/fuzz/artifacts/NAME-*, the fuzzer's output to build/fuzz/NAME.log. Prints per target the executions, the rate
 # and the findings; exits 1 when any target found a crash, leak, timeout, out-of-memory or sanitizer report (or a
 # build failed). Replay a finding:  build/fuzz/fuzz_NAME build/fuzz/artifacts/NAME-crash-...
-# Environment: CC (clang), FUZZ_FLAGS (more libFuzzer flags, e.g. -jobs=2 or -use_value_profile=1).
+# Environment: CC (clang), FUZZ_FLAGS (more libFuzzer flags, e.g. -use_value_profile=1), FUZZ_LOCK (a file: builds
+# run under flock on it, for machines that share their cores).
 set -u
 cd "$(dirname "$0")/.."
 CC=${CC:-clang}
@@ -49,7 +50,7 @@ build_one() {
     fi
     [ -x "$bin" ] && return 0
     echo "fuzz/run.sh: building $bin"
-    $CC -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DOCR_FUZZ_LIBFUZZER \
+    ${FUZZ_LOCK:+flock "$FUZZ_LOCK"} $CC -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DOCR_FUZZ_LIBFUZZER \
         -I. -I/usr/include/stb "$src" -o "$bin" -lm -lpthread -llmdb >"$OUT/fuzz_$t.build.log" 2>&1 ||
         { cat "$OUT/fuzz_$t.build.log" >&2; echo "fuzz/run.sh: FAILED to build $bin" >&2; return 1; }
 }

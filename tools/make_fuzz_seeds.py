@@ -69,6 +69,8 @@ def seeds_safetensors():
         [("layer\u00e9.w", "BF16", [1, 2], arr("BF16", [1, 2], vals)), ("s", "F32", [], arr("F32", [], vals))],
         header_text='{"layer\\u00e9.w":{"dtype":"BF16","shape":[1,2],"data_offsets":[0,4]},'
                     '"s":{"shape":[],"dtype":"F32","data_offsets":[4,8]},"__metadata__":{"k\\n":"v\\ud83d\\ude00"}}'))
+    # "\u005f_metadata__" is the metadata key to every JSON reader
+    write("safetensors", "ok-escaped-metadata-key", st_file([], header_text='{"\\u005f_metadata__":{"k":"v"}}'))
     good = st_file([("a", "F32", [2], arr("F32", [2], vals))])
     write("safetensors", "bad-truncated", good[:-3])
     write("safetensors", "bad-trailing", good + b"\0")
