@@ -1739,9 +1739,9 @@ static int ocr__quad_has_collinear(const ocr_point q[4], int *which) {
 OCRDEF int ocr_perspective_transform(ocr_ctx *ctx, const ocr_point src[4], const ocr_point dst[4], double H[9]) {
     const char *fn = "ocr_perspective_transform";
     double a[8][9], scale = 0.0; /* the augmented system [A | b] */
-    int i, j, k, left;
+    int i, j, k, left, rc;
     if (!src || !dst || !H) return ocr_error(ctx, OCR_EINVAL, "%s: src, dst and H must not be NULL", fn);
-    if ((i = ocr_poly_check(ctx, fn, "src", src, 4)) || (i = ocr_poly_check(ctx, fn, "dst", dst, 4))) return i;
+    if ((rc = ocr_poly_check(ctx, fn, "src", src, 4)) || (rc = ocr_poly_check(ctx, fn, "dst", dst, 4))) return rc;
     if (ocr__quad_has_collinear(src, &left))
         return ocr_error(ctx, OCR_EINVAL, "%s: src points other than point %d are collinear: no homography", fn, left);
     if (ocr__quad_has_collinear(dst, &left))
