@@ -36,7 +36,10 @@ extern "C" {
        ocr_dbnet_backward(&ctx, &m, &d_prob_logits, &d_thresh);      // accumulates into m.params.grad
        ocr_optim_step(&ctx, &opt, &m.params, lr);
        ocr_dbnet_save(&ctx, &m, "model.safetensors", NULL, NULL, 0);
-       ocr_dbnet_free(&m); */
+       ocr_dbnet_free(&m);
+   Inference from a checkpoint (ocr_data.h's ocr_infer_input_size and ocr_image_network_input make x from an image):
+       ocr_dbnet_init_from_file(&ctx, &m, "model.safetensors");
+       ocr_dbnet_forward(&ctx, &m, &x, 0, &prob, NULL);              // the probability map, for ocr_postprocess */
 
 typedef struct {
     int depth;          /* ResNet depth: 18 or 34 */
@@ -103,8 +106,8 @@ OCRDEF int ocr_dbnet_load_backbone(ocr_ctx *ctx, ocr_dbnet *m, const char *path)
 
 /* ---- options, memory and profiling: for tests and benchmarks ---- */
 
-/* Flags of ocr_dbnet_set_options. Each turns off one memory saving: the results stay the same (bit for bit), the
-   memory grows. The tests run a model with and without them to check that the savings change nothing. */
+/* Flags of ocr_dbnet_set_options, for tests and benchmarks: each turns off one saving of memory or time. The first two
+   change no result, bit for bit (the tests check it), only the memory grows; the third changes results by rounding. */
 enum {
     OCR_DBNET_NO_SHARING = 1,   /* every activation value and gradient gets a range of its own instead of sharing memory
                                    with those whose lifetimes do not overlap */
@@ -132,8 +135,8 @@ OCRDEF ocr_dbnet_memory_info ocr_dbnet_memory(const ocr_dbnet *m);
    asynchronously: time there only with a clock that waits for the device. */
 OCRDEF int ocr_dbnet_profile(ocr_ctx *ctx, ocr_dbnet *m, double (*clock)(void));
 typedef struct {
-    const char *name;     /* the output's name: its PyTorch module's ("backbone.layer1.0.conv1"), an op's of the model
-                             ("backbone.layer1.0.sum"), or the output's ("prob_logits", "thresh", "prob") */
+    const char *name;     /* its output's: the PyTorch module of a layer ("backbone.layer1.0.conv1"), else a name of the
+                             model's own ("backbone.layer1.0.sum", "prob_logits", "thresh", "prob") */
     const char *kind;     /* "conv", "convT", "bn", "bn+relu", "relu", "maxpool", "upsample", "add", "concat" or "sigmoid" */
     int64_t channels, height, width; /* output of one image of the last forward's input (height, width 0 before any) */
     double seconds_forward, seconds_backward; /* accumulated since ocr_dbnet_profile (0 without a clock) */
