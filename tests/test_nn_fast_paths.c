@@ -382,6 +382,163 @@ static void test_maxpool_stem_path(void) {
     }
 }
 
+/* The tensors of test_ops_vs_reference: allocated on demand, freed together. */
+static ocr_tensor op_pool[96];
+static int op_pool_n;
+static ocr_tensor *op_tensor(ocr_ctx *ctx, const char *name, ocr_dtype dtype, ocr_shape shape) {
+    ocr_tensor *t = &op_pool[op_pool_n < 95 ? op_pool_n++ : 95];
+    memset(t, 0, sizeof *t);
+    OCR_CHECK_OK(ctx, ocr_tensor_alloc(ctx, t, name, dtype, OCR_DEVICE_CPU, shape));
+    return t;
+}
+static void op_close(const char *what, const ocr_tensor *fast, const ocr_tensor *ref, double tol) {
+    double e = fast->dtype != OCR_F32 ? 0.0 : ocr_test_rel_err((const float *)fast->data, (const float *)ref->data, (long long)ocr_tensor_numel(fast), 1e-6);
+    OCR_CHECK_MSG(tol == 0.0 ? memcmp(fast->data, ref->data, ocr_tensor_bytes(fast)) == 0 : e <= tol,
+                  "%s: %s differs from the reference (relative error %g)", what, fast->name, e);
+}
+
+/* Every other op's fast path against its reference on two threads (where the fast paths split their work), index 0 the
+   fast path and 1 the reference: BatchNorm in training and eval, plain and fused with ReLU (outputs, running and saved
+   statistics, all three gradients), ReLU, sigmoid and add with their gradients; max pooling (values and argmax, with
+   ties and a NaN), nearest upsampling and concat bit for bit, as they compute the same floats; ocr_gemm in its four
+   transpose forms with alpha and beta. */
+static void test_ops_vs_reference(void) {
+    enum { N = 2, C = 6, H = 11, W = 37 };
+    ocr_ctx ctx;
+    ocr_shape xs = ocr_shape4(N, C, H, W), cs = ocr_shape1(C);
+    ocr_tensor *x, *gamma, *beta, *dy, *t[2][8], *p[2][4];
+    unsigned flags;
+    int r, training, relu, i;
+    char what[96];
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 17));
+    flags = ctx.debug_flags & ~(unsigned)OCR_DEBUG_REFERENCE;
+    x = op_tensor(&ctx, "x", OCR_F32, xs); gamma = op_tensor(&ctx, "gamma", OCR_F32, cs);
+    beta = op_tensor(&ctx, "beta", OCR_F32, cs); dy = op_tensor(&ctx, "dy", OCR_F32, xs);
+    for (r = 0; r < 2; r++) {
+        static const char *const names[8] = {"y", "dx", "running_mean", "running_var", "save_mean", "save_invstd", "dgamma", "dbeta"};
+        for (i = 0; i < 8; i++) t[r][i] = op_tensor(&ctx, names[i], OCR_F32, i < 2 ? xs : cs);
+    }
+    if (ocr_test__case_failed) goto done;
+    ocr_tensor_fill_uniform(&ctx, x, -2.0f, 3.0f);
+    ocr_tensor_fill_uniform(&ctx, gamma, 0.5f, 1.5f);
+    ocr_tensor_fill_uniform(&ctx, beta, -0.5f, 0.5f);
+    ocr_tensor_fill_uniform(&ctx, dy, -1.0f, 1.0f);
+    for (training = 0; training <= 1; training++)
+        for (relu = 0; relu <= 1; relu++) {
+            for (r = 0; r < 2; r++) {
+                ocr_tensor **v = t[r];
+                ctx.debug_flags = flags | (r ? (unsigned)OCR_DEBUG_REFERENCE : 0u);
+                ocr_tensor_fill(&ctx, v[1], 0.5); ocr_tensor_fill(&ctx, v[6], 0.5); ocr_tensor_fill(&ctx, v[7], 0.5); /* accumulated */
+                ocr_tensor_fill(&ctx, v[2], 0.1); ocr_tensor_fill(&ctx, v[3], 1.3);
+                if (relu) {
+                    OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_relu_forward(&ctx, x, gamma, beta, v[2], v[3], training, 0.1f, 1e-5f, v[4], v[5], v[0]));
+                    OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_relu_backward(&ctx, x, v[0], gamma, v[4], v[5], dy, training, v[1], v[6], v[7]));
+                } else {
+                    OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_forward(&ctx, x, gamma, beta, v[2], v[3], training, 0.1f, 1e-5f, v[4], v[5], v[0]));
+                    OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_backward(&ctx, x, gamma, v[4], v[5], dy, training, v[1], v[6], v[7]));
+                }
+            }
+            snprintf(what, sizeof what, "batchnorm2d%s, training %d", relu ? " + relu" : "", training);
+            for (i = 0; i < 8; i++) op_close(what, t[0][i], t[1][i], 1e-5);
+        }
+    /* pointwise: y, dx (accumulated) and add's second gradient */
+    for (r = 0; r < 2; r++) p[r][0] = op_tensor(&ctx, "db", OCR_F32, xs);
+    if (ocr_test__case_failed) goto done;
+    for (i = 0; i < 3; i++) {
+        static const char *const ops[3] = {"relu", "sigmoid", "add"};
+        for (r = 0; r < 2; r++) {
+            ocr_tensor *y = t[r][0], *dx = t[r][1], *dx2 = p[r][0];
+            ctx.debug_flags = flags | (r ? (unsigned)OCR_DEBUG_REFERENCE : 0u);
+            ocr_tensor_fill(&ctx, dx, 0.5); ocr_tensor_fill(&ctx, dx2, -0.5);
+            if (i == 0) { OCR_CHECK_OK(&ctx, ocr_nn_relu_forward(&ctx, x, y)); OCR_CHECK_OK(&ctx, ocr_nn_relu_backward(&ctx, y, dy, dx)); }
+            if (i == 1) { OCR_CHECK_OK(&ctx, ocr_nn_sigmoid_forward(&ctx, x, y)); OCR_CHECK_OK(&ctx, ocr_nn_sigmoid_backward(&ctx, y, dy, dx)); }
+            if (i == 2) { OCR_CHECK_OK(&ctx, ocr_nn_add_forward(&ctx, x, dy, y)); OCR_CHECK_OK(&ctx, ocr_nn_add_backward(&ctx, dy, dx, dx2)); }
+        }
+        op_close(ops[i], t[0][0], t[1][0], 1e-6);
+        op_close(ops[i], t[0][1], t[1][1], 1e-6);
+        op_close(ops[i], p[0][0], p[1][0], 1e-6);
+    }
+    /* max pooling (the stem's 3x3/2 pad 1 and a 2x2/2 window), quantised values for ties and one NaN */
+    {
+        static const int pools[2][3] = {{3, 2, 1}, {2, 2, 0}};
+        float *xv = (float *)x->data;
+        for (i = 0; i < N * C * H * W; i++) xv[i] = (float)(int)(xv[i] * 2.0f);
+        xv[5 * W + 7] = NAN;
+        for (i = 0; i < 2; i++) {
+            int k = pools[i][0], s = pools[i][1], pad = pools[i][2];
+            ocr_shape ys = ocr_shape4(N, C, (H + 2 * pad - k) / s + 1, (W + 2 * pad - k) / s + 1);
+            for (r = 0; r < 2; r++) {
+                ocr_tensor *y = op_tensor(&ctx, "pooled", OCR_F32, ys), *idx = op_tensor(&ctx, "argmax", OCR_I32, ys);
+                p[r][0] = y; p[r][1] = idx; p[r][2] = t[r][1];
+                if (ocr_test__case_failed) goto done;
+                ctx.debug_flags = flags | (r ? (unsigned)OCR_DEBUG_REFERENCE : 0u);
+                ocr_tensor_fill(&ctx, t[r][1], 0.5);
+                OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, x, k, s, pad, y, idx));
+                OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_backward(&ctx, y, idx, t[r][1])); /* y as the gradient: any values do */
+            }
+            snprintf(what, sizeof what, "maxpool2d %dx%d/%d pad %d", k, k, s, pad);
+            for (r = 0; r < 3; r++) op_close(what, p[0][r], p[1][r], 0.0);
+        }
+    }
+    /* nearest upsampling by 2 and 3 and concat, forward and backward */
+    for (i = 2; i <= 3; i++) {
+        ocr_shape us = ocr_shape4(N, C, H * i, W * i);
+        for (r = 0; r < 2; r++) {
+            ocr_tensor *y = op_tensor(&ctx, "upsampled", OCR_F32, us);
+            p[r][0] = y; p[r][1] = t[r][1];
+            if (ocr_test__case_failed) goto done;
+            ctx.debug_flags = flags | (r ? (unsigned)OCR_DEBUG_REFERENCE : 0u);
+            ocr_tensor_fill(&ctx, t[r][1], 0.5);
+            OCR_CHECK_OK(&ctx, ocr_nn_upsample_nearest_forward(&ctx, dy, i, y));
+            OCR_CHECK_OK(&ctx, ocr_nn_upsample_nearest_backward(&ctx, y, i, t[r][1]));
+        }
+        snprintf(what, sizeof what, "upsample_nearest x%d", i);
+        op_close(what, p[0][0], p[1][0], 0.0);
+        op_close(what, p[0][1], p[1][1], 0.0);
+    }
+    for (r = 0; r < 2; r++) {
+        const ocr_tensor *parts[3];
+        ocr_tensor *grads[3];
+        ocr_tensor *y = op_tensor(&ctx, "concatenated", OCR_F32, ocr_shape4(N, 3 * C, H, W));
+        p[r][0] = y;
+        if (ocr_test__case_failed) goto done;
+        ctx.debug_flags = flags | (r ? (unsigned)OCR_DEBUG_REFERENCE : 0u);
+        parts[0] = x; parts[1] = dy; parts[2] = x;
+        grads[0] = t[r][1]; grads[1] = p[r][1] = op_tensor(&ctx, "dx_b", OCR_F32, xs); grads[2] = p[r][2] = op_tensor(&ctx, "dx_c", OCR_F32, xs);
+        if (ocr_test__case_failed) goto done;
+        for (i = 0; i < 3; i++) ocr_tensor_fill(&ctx, grads[i], 0.25 * i);
+        OCR_CHECK_OK(&ctx, ocr_nn_concat_forward(&ctx, parts, 3, y));
+        OCR_CHECK_OK(&ctx, ocr_nn_concat_backward(&ctx, y, grads, 3));
+    }
+    op_close("concat", p[0][0], p[1][0], 0.0);
+    op_close("concat", t[0][1], t[1][1], 0.0);
+    op_close("concat", p[0][1], p[1][1], 0.0);
+    op_close("concat", p[0][2], p[1][2], 0.0);
+    /* ocr_gemm: C = 0.7 op(A) op(B) + 0.3 C for the four transpose forms */
+    for (i = 0; i < 4; i++) {
+        enum { M = 37, NN = 29, K = 53 };
+        ocr_tensor *a = op_tensor(&ctx, "A", OCR_F32, ocr_shape1(M * K)), *b = op_tensor(&ctx, "B", OCR_F32, ocr_shape1(K * NN));
+        int ta = i & 1, tb = i >> 1;
+        for (r = 0; r < 2; r++) p[r][0] = op_tensor(&ctx, "C", OCR_F32, ocr_shape1(M * NN));
+        if (ocr_test__case_failed) goto done;
+        ocr_tensor_fill_uniform(&ctx, a, -1.0f, 1.0f);
+        ocr_tensor_fill_uniform(&ctx, b, -1.0f, 1.0f);
+        ocr_tensor_fill_uniform(&ctx, p[0][0], -1.0f, 1.0f);
+        memcpy(p[1][0]->data, p[0][0]->data, ocr_tensor_bytes(p[0][0]));
+        for (r = 0; r < 2; r++) {
+            ctx.debug_flags = flags | (r ? (unsigned)OCR_DEBUG_REFERENCE : 0u);
+            OCR_CHECK_OK(&ctx, ocr_gemm(&ctx, ta, tb, M, NN, K, 0.7f, (const float *)a->data, ta ? M : K, (const float *)b->data, tb ? K : NN,
+                                        0.3f, (float *)p[r][0]->data, NN));
+        }
+        snprintf(what, sizeof what, "gemm trans_a %d trans_b %d", ta, tb);
+        op_close(what, p[0][0], p[1][0], 1e-5);
+    }
+done:
+    for (i = 0; i < op_pool_n; i++) ocr_tensor_free(&op_pool[i]);
+    op_pool_n = 0;
+    ocr_ctx_free(&ctx);
+}
+
 int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
     OCR_TEST_RUN(test_conv_paths);
@@ -389,5 +546,6 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_conv_transpose_paths);
     OCR_TEST_RUN(test_dbnet_bn_fold);
     OCR_TEST_RUN(test_maxpool_stem_path);
+    OCR_TEST_RUN(test_ops_vs_reference);
     return ocr_test_finish();
 }
