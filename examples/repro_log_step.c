@@ -15,6 +15,7 @@
    otherwise, 2 bad flags. */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
+#include "ocr_geom.h"   /* ocr_point, which ocr_example.h's drawing helpers take */
 #include "ocr_example.h"
 #include <sys/stat.h>
 

@@ -21,6 +21,7 @@
    1 otherwise (or no usable GPU), 2 bad flags (--device cuda in a build without CUDA). */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
+#include "ocr_geom.h"   /* ocr_point, which ocr_example.h's drawing helpers take */
 #include "ocr_loss.h"
 #include "ocr_example.h"
 
