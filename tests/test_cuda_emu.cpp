@@ -551,6 +551,80 @@ static void test_optimizers(void) {
     }
 }
 
+/* ocr_optim_save/load with the state and the weight average on the device: staged through the host, the file loads into
+   a fresh device optimizer (which then continues bit for bit like the uninterrupted device run) and into a CPU one. */
+static void optim_dev_steps(ocr_optimizer *o, ocr_params *P, float *avg, int from, int to) {
+    float *g = (float *)malloc(P->numel * 4);
+    size_t k;
+    int s;
+    for (s = from; s < to && g; s++) {
+        for (k = 0; k < P->numel; k++) g[k] = (float)cos(0.3 * (double)k + s);
+        OCR_CHECK_OK(&gpu, ocr_cuda_memcpy(&gpu, P->grad, OCR_DEVICE_CUDA, g, OCR_DEVICE_CPU, P->numel * 4));
+        OCR_CHECK_OK(&gpu, ocr_optim_step(&gpu, o, P, 0.01f));
+        OCR_CHECK_OK(&gpu, ocr_params_ema(&gpu, avg, P, 0.9f));
+    }
+    free(g);
+}
+
+static int optim_dev_same(const float *a, const float *b, size_t n) {
+    float *ha = (float *)malloc(n * 4), *hb = (float *)malloc(n * 4);
+    int same = ha && hb && ocr_cuda_memcpy(&gpu, ha, OCR_DEVICE_CPU, a, OCR_DEVICE_CUDA, n * 4) == OCR_OK &&
+               ocr_cuda_memcpy(&gpu, hb, OCR_DEVICE_CPU, b, OCR_DEVICE_CUDA, n * 4) == OCR_OK && memcmp(ha, hb, n * 4) == 0;
+    free(ha); free(hb);
+    return same;
+}
+
+static void test_optimizer_state_on_device(void) {
+    ocr_params P[3];
+    ocr_optimizer o[3];
+    float *avg[2];
+    ocr_safetensors st;
+    ocr_optim_config cfg = ocr_optim_adamw(0.9f, 0.999f, 1e-8f, 1e-4f);
+    char path[128];
+    float *m_dev;
+    size_t k;
+    int i;
+    snprintf(path, sizeof path, "/tmp/ocr_test_cuda_emu_optim_%d.safetensors", (int)getpid());
+    for (i = 0; i < 3; i++) {
+        ocr_params_init(&P[i]);
+        OCR_CHECK_OK(&cpu, ocr_params_add(&cpu, &P[i], "w", ocr_shape2(5, 7), 1, NULL));
+        OCR_CHECK_OK(&cpu, ocr_params_add(&cpu, &P[i], "b", ocr_shape1(5), 1, NULL));
+        OCR_CHECK_OK(&cpu, ocr_params_alloc(&cpu, &P[i]));
+        if (ocr_test__case_failed) return;
+        for (k = 0; k < P[i].numel; k++) P[i].data[k] = (float)sin(0.7 * (double)k + 0.3);
+        if (i < 2) OCR_CHECK_OK(&gpu, ocr_params_to_device(&gpu, &P[i], OCR_DEVICE_CUDA));
+        OCR_CHECK_OK(i < 2 ? &gpu : &cpu, ocr_optim_init(i < 2 ? &gpu : &cpu, &o[i], &P[i], cfg));
+        if (i < 2) {
+            avg[i] = ocr_floats_alloc(&gpu, OCR_DEVICE_CUDA, P[i].numel, "avg");
+            OCR_CHECK_OK(&gpu, ocr_params_ema(&gpu, avg[i], &P[i], 0.0f));
+        }
+        if (ocr_test__case_failed) return;
+    }
+    optim_dev_steps(&o[0], &P[0], avg[0], 0, 6);
+    optim_dev_steps(&o[1], &P[1], avg[1], 0, 3);
+    OCR_CHECK_OK(&gpu, ocr_optim_save(&gpu, &o[1], avg[1], path, NULL, NULL, 0));
+    ocr_optim_free(&o[1]); /* a fresh device optimizer and a zeroed average take the file */
+    OCR_CHECK_OK(&gpu, ocr_optim_init(&gpu, &o[1], &P[1], cfg));
+    OCR_CHECK_OK(&gpu, ocr_params_ema(&gpu, avg[1], &P[1], 0.0f));
+    OCR_CHECK_OK(&gpu, ocr_safetensors_open(&gpu, &st, path));
+    if (ocr_test__case_failed) return;
+    OCR_CHECK_OK(&gpu, ocr_optim_load(&gpu, &o[1], avg[1], &st));
+    OCR_CHECK_OK(&cpu, ocr_optim_load(&cpu, &o[2], NULL, &st));
+    ocr_safetensors_close(&st);
+    remove(path);
+    OCR_CHECK(o[1].step == 3 && o[2].step == 3);
+    m_dev = (float *)malloc(P[1].numel * 4);
+    OCR_CHECK(m_dev && ocr_cuda_memcpy(&gpu, m_dev, OCR_DEVICE_CPU, o[1].m, OCR_DEVICE_CUDA, P[1].numel * 4) == OCR_OK &&
+              memcmp(m_dev, o[2].m, P[1].numel * 4) == 0);
+    free(m_dev);
+    optim_dev_steps(&o[1], &P[1], avg[1], 3, 6);
+    OCR_CHECK_MSG(optim_dev_same(P[0].data, P[1].data, P[0].numel) && optim_dev_same(o[0].m, o[1].m, P[0].numel) &&
+                      optim_dev_same(o[0].v, o[1].v, P[0].numel) && optim_dev_same(avg[0], avg[1], P[0].numel),
+                  "the device run resumed from its saved state differs from the uninterrupted one");
+    for (i = 0; i < 3; i++) { ocr_optim_free(&o[i]); ocr_params_free(&P[i]); }
+    for (i = 0; i < 2; i++) ocr_floats_free(avg[i], OCR_DEVICE_CUDA);
+}
+
 /* With numerics checking on, a non-finite device output is reported naming the op. */
 static void test_numerics_watch_on_device(void) {
     ocr_tensor a = host_rand("a", ocr_shape4(1, 2, 3, 3), -1, 1), b = host_rand("b", ocr_shape4(1, 2, 3, 3), -1, 1);
@@ -757,6 +831,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_maxpool_upsample_concat);
     OCR_TEST_RUN(test_losses);
     OCR_TEST_RUN(test_optimizers);
+    OCR_TEST_RUN(test_optimizer_state_on_device);
     OCR_TEST_RUN(test_numerics_watch_on_device);
     OCR_TEST_RUN(test_dbnet_training_step);
     ocr_ctx_free(&gpu);
