@@ -332,7 +332,7 @@ static void test_contours_match_opencv(void) {
     ocr_ctx_free(&ctx);
 }
 
-/* ocr_poly_fill ([geometry]) scores every box; here against cv2.fillPoly on polygons partly outside the mask,
+/* ocr_poly_fill (ocr_geom.h) scores every box; here against cv2.fillPoly on polygons partly outside the mask,
    with horizontal edges, self-intersections, one or two vertices. */
 static void test_fill_matches_opencv(void) {
     ocr_ctx ctx;

@@ -1,6 +1,6 @@
 """Reference for tests/test_dbnet_targets.c: DBNet's training targets as the official code (MhLiao/DB) computes
 them, built on Debian's python3-opencv, python3-pyclipper, python3-shapely and numpy (DBNET_REFERENCE.md 2.3-2.4),
-plus raw cv2.fillPoly and pyclipper offsets for the geometry checks.
+plus raw cv2.fillPoly and pyclipper offsets for the geometry checks (also run by tests/test_geom.c, offsets only).
 
 usage: dbnet_targets_ref.py IN.json OUT.safetensors
 
