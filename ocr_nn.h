@@ -1,5 +1,14 @@
 /* ocr_nn.h - layers with explicit forward and backward, the GEMM core, parameters and optimizers.  v0.1  MIT
 
+   The file in order: this block and the declarations; then the implementation, which opens with the REFERENCE (every
+   op as the direct loop of its PyTorch definition: ocr__ref_gemm, ocr__ref_conv2d_forward, ...); then the fast paths:
+   GEMM (micro-kernels, packing, ocr_gemm; tuning macros OCR__KC, OCR__NC, OCR__MC_PANELS, OCR__WGRAD_*), convolution
+   lowering (im2col and packed GEMM, the AVX-512 implicit path, Winograd F(4x4, 3x3) with OCR__WINO_*, the data
+   gradient as a flipped-kernel convolution; ocr__conv_forward and ocr__conv_run choose among them), the public
+   convolutions, row helpers and batch normalisation, pointwise ops, pooling / upsampling / concat, parameters,
+   optimizers and their state files. Each public ocr_nn_* function validates, then goes to CUDA (ctx->device), to its
+   reference (OCR_DEBUG_REFERENCE) or to its fast path.
+
    Do this in exactly one C or C++ file:
        #define OCR_NN_IMPLEMENTATION          (ocr_tensor.h's implementation goes in the same or another file;
        #include "ocr_nn.h"                 OCR_IMPLEMENTATION turns on every module)
@@ -20,6 +29,13 @@
    ACCUMULATE into every gradient they are given (pass NULL to skip one), so residual branches simply add.
    Shapes are checked before memory is touched. With ctx->debug_flags & OCR_DEBUG_CHECK_NUMERICS every forward
    output and every gradient written is checked for NaN/Inf and the error names the op and the tensor.
+
+   Debugging: OCR_REFERENCE=1 in the environment (read by ocr_ctx_init) or ctx->debug_flags |= OCR_DEBUG_REFERENCE runs
+   every CPU op on its reference loop instead of its fast path, same validation and errors, results equal within
+   float rounding: a run that goes wrong on the fast paths and right on the reference has found a fast-path bug, one
+   that goes wrong on both a model or data bug. It is the CPU twin of OCR_CUDA_NO_CUDNN=1 (ocr_cuda.cu), which routes
+   the CUDA convolutions around cuDNN; the CUDA ops ignore OCR_DEBUG_REFERENCE. OCR_NO_WINOGRAD=1 only turns off the
+   Winograd convolutions.
 
    Options: OCR_NO_SIMD (portable GEMM micro-kernel only). Dependencies: ocr_tensor.h.
 */

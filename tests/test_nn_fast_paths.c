@@ -10,7 +10,8 @@
    with its bias and ReLU in the output pass against conv then ReLU (bit for bit), transposed convolutions with
    kernel = stride (and one general) against the reference, and DBNet's eval forward with every
    BN folded into its convolution against the same forward running each BN as its own op (1e-4 relative), and the
-   stem's vectorised 3x3/2 max pooling against the per-output loop (bit for bit, ties and NaN included). */
+   stem's vectorised 3x3/2 max pooling against the per-output loop (bit for bit, ties and NaN included). And every other
+   op (BatchNorm, pointwise, pooling, upsampling, concat, ocr_gemm) against its reference. */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
