@@ -94,8 +94,9 @@ OCRDEF int ocr_dbnet_save(ocr_ctx *ctx, const ocr_dbnet *m, const char *path, co
 /* The config a checkpoint was saved with, to ocr_dbnet_init a model that can load it. */
 OCRDEF int ocr_dbnet_read_config(ocr_ctx *ctx, const char *path, ocr_dbnet_config *cfg);
 /* Loads a checkpoint into an initialised model. Refuses a file whose config (depth, width, k, BN momentum and eps)
-   differs from the model's, a missing tensor, a shape mismatch or an unknown tensor; on failure the model is
-   unchanged. */
+   differs from the model's, a missing tensor, a shape mismatch, an unknown tensor, or a value that is NaN, infinite
+   or above OCR_LOAD_MAX_ABS in magnitude (named with its tensor and index; ocr_dbnet_save refuses to write one);
+   on failure the model is unchanged. */
 OCRDEF int ocr_dbnet_load(ocr_ctx *ctx, ocr_dbnet *m, const char *path);
 /* The model a checkpoint describes, with its weights: ocr_dbnet_read_config, ocr_dbnet_init on ctx's device, then
    ocr_dbnet_load. On failure *m is zeroed (ocr_dbnet_free on it is a no-op). */
@@ -1423,7 +1424,13 @@ OCRDEF int ocr_dbnet_save(ocr_ctx *ctx, const ocr_dbnet *m, const char *path, co
     ptrs = (const ocr_tensor **)OCR_MALLOC((size_t)(m->params.count + S->n_ops) * sizeof *ptrs);
     nbt = (int64_t *)OCR_MALLOC((size_t)S->n_ops * sizeof *nbt);
     if (!views || !ptrs || !nbt) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
-    for (i = 0; i < P->count; i++) { views[n] = ocr_params_value(P, i); ptrs[n] = &views[n]; n++; }
+    for (i = 0; i < P->count; i++) {
+        views[n] = ocr_params_value(P, i);
+        ptrs[n] = &views[n];
+        /* never write what ocr_dbnet_load refuses */
+        if ((rc = ocr_check_range(ctx, fn, &views[n], -OCR_LOAD_MAX_ABS, OCR_LOAD_MAX_ABS))) goto done;
+        n++;
+    }
     for (i = 0; i < S->n_ops; i++) {
         char name[OCR_NAME_MAX];
         ocr_shape scalar;

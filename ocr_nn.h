@@ -169,8 +169,15 @@ OCRDEF int ocr_params_ema(ocr_ctx *ctx, float *avg, const ocr_params *P, float d
 enum { OCR_LOAD_ALLOW_MISSING = 1, OCR_LOAD_ALLOW_UNEXPECTED = 2 };
 /* Loads every param whose name starts with prefix from the entry named (name without prefix), e.g. prefix
    "backbone." takes a torchvision ResNet file. Strict unless flags relax it; F16/BF16 are converted.
-   Names, shapes and dtypes are all checked first: a refused load leaves every parameter as it was. Device parameters
-   load through a host copy; saving writes the values wherever they live. */
+   Names, shapes, dtypes and values are all checked first: a refused load leaves every parameter as it was. A value
+   that is NaN, infinite or larger in magnitude than OCR_LOAD_MAX_ABS is refused naming the tensor, its index and the
+   value (OCR_ENONFINITE, or OCR_ERANGE when finite). Device parameters load through a host copy; saving writes the
+   values wherever they live. */
+#ifndef OCR_LOAD_MAX_ABS
+/* Trained weights and BN statistics stay many orders below this; squared (variances, weight decay, gradient norms)
+   a value above it comes within a few orders of float's 3.4e38 and turns a forward pass into Inf. */
+#define OCR_LOAD_MAX_ABS 1e15
+#endif
 OCRDEF int ocr_params_load(ocr_ctx *ctx, ocr_params *P, const ocr_safetensors *st, const char *prefix, unsigned flags);
 OCRDEF int ocr_params_save(ocr_ctx *ctx, const ocr_params *P, const char *path,
                            const char *const *meta_keys, const char *const *meta_values, int n_meta);
@@ -3837,6 +3844,41 @@ OCRDEF size_t ocr_params_trainable_count(const ocr_params *P) {
     return n;
 }
 
+/* Checks a file entry's F32/F16/BF16 values in place (memcpy: the data section need not be aligned), so that a bad
+   checkpoint is named here rather than by whatever op first meets the NaN. */
+static int ocr__params_check_entry(ocr_ctx *ctx, const char *fn, const ocr_safetensors *st, int e) {
+    const ocr_safetensors_entry *en = &st->entries[e];
+    const unsigned char *p = st->bytes + st->data_start + en->begin;
+    int64_t i, n = ocr_shape_numel(en->shape);
+    for (i = 0; i < n; i++) {
+        float v;
+        if (en->dtype == OCR_F32) {
+            memcpy(&v, p + 4 * i, sizeof v);
+        } else {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, sizeof h);
+            v = en->dtype == OCR_F16 ? ocr_f16_to_f32(h) : ocr_bf16_to_f32(h);
+        }
+        if (!(fabsf(v) <= (float)OCR_LOAD_MAX_ABS)) { /* NaN fails the comparison too */
+            char sb[96], ib[96];
+            ocr_shape idx = en->shape;
+            int64_t r = i;
+            int d;
+            for (d = idx.ndim - 1; d >= 0; d--) {
+                int64_t m = idx.dim[d] ? idx.dim[d] : 1;
+                idx.dim[d] = r % m;
+                r /= m;
+            }
+            return ocr_error(ctx, isfinite(v) ? OCR_ERANGE : OCR_ENONFINITE,
+                             "%s: the file's tensor '%s' (%s %s) holds %g at index %lld %s; a model's values must be finite and "
+                             "at most %g in magnitude (OCR_LOAD_MAX_ABS)", fn, en->name, ocr_dtype_name(en->dtype),
+                             ocr_shape_str(en->shape, sb, sizeof sb), (double)v, (long long)i, ocr_shape_str(idx, ib, sizeof ib),
+                             (double)OCR_LOAD_MAX_ABS);
+        }
+    }
+    return OCR_OK;
+}
+
 OCRDEF int ocr_params_load(ocr_ctx *ctx, ocr_params *P, const ocr_safetensors *st, const char *prefix, unsigned flags) {
     const char *fn = "ocr_params_load";
     size_t plen = prefix ? strlen(prefix) : 0;
@@ -3866,6 +3908,7 @@ OCRDEF int ocr_params_load(ocr_ctx *ctx, ocr_params *P, const ocr_safetensors *s
         if (st->entries[e].dtype != OCR_F32 && st->entries[e].dtype != OCR_F16 && st->entries[e].dtype != OCR_BF16)
             return ocr_error(ctx, OCR_EDTYPE, "%s: the file's tensor '%s' is %s; parameters load from F32, F16 or BF16", fn, key,
                              ocr_dtype_name(st->entries[e].dtype));
+        if ((rc = ocr__params_check_entry(ctx, fn, st, e))) return rc;
         used++;
     }
     if (!(flags & OCR_LOAD_ALLOW_UNEXPECTED) && used != st->n_entries) {

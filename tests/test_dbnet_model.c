@@ -449,6 +449,82 @@ static void test_dbnet_checkpoint_roundtrip(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* A checkpoint holding NaN, Inf or a value beyond OCR_LOAD_MAX_ABS (3e38 is finite but overflows the first convolution)
+   is refused at load naming the file, the tensor, the index and the value; the model keeps its weights. The writer
+   refuses the same values. */
+static void test_dbnet_load_refuses_bad_values(void) {
+    char dir[] = "/tmp/ocr_dbnet_vals_XXXXXX", good[256], bad[256];
+    const char *target = "decoder.binarize.0.weight";
+    ocr_ctx ctx;
+    ocr_dbnet a, b, c;
+    ocr_dbnet_config cfg = make_config(18, 0.125f, 0.03f);
+    ocr_safetensors st;
+    ocr_tensor views[512], half;
+    const ocr_tensor *ptrs[512];
+    const char *mk[16], *mv[16];
+    float *before, saved;
+    int i, n = 0, n_meta = 0, ti, k;
+    struct { float value; int code; const char *text; } cases[5];
+    cases[0].value = NAN; cases[0].code = OCR_ENONFINITE; cases[0].text = "nan at index 5 [0,0,1,2]";
+    cases[1].value = 3e38f; cases[1].code = OCR_ERANGE; cases[1].text = "3e+38 at index 5 [0,0,1,2]";
+    cases[2].value = -3e38f; cases[2].code = OCR_ERANGE; cases[2].text = "-3e+38 at index 5";
+    cases[3].value = -INFINITY; cases[3].code = OCR_ENONFINITE; cases[3].text = "-inf at index 5";
+    cases[4].value = 2e15f; cases[4].code = OCR_ERANGE; cases[4].text = "at most 1e+15 in magnitude";
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 23));
+    if (!mkdtemp(dir)) { OCR_CHECK_MSG(0, "mkdtemp failed"); ocr_ctx_free(&ctx); return; }
+    snprintf(good, sizeof good, "%s/good.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &a, &cfg));
+    OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &b, &cfg));
+    OCR_CHECK_OK(&ctx, ocr_dbnet_save(&ctx, &a, good, NULL, NULL, 0));
+    /* the config metadata as ocr_dbnet_save writes it, for hand-made files */
+    OCR_CHECK_OK(&ctx, ocr_safetensors_open(&ctx, &st, good));
+    for (i = 0; i < st.n_meta && n_meta < 16; i++, n_meta++) { mk[n_meta] = st.meta_keys[i]; mv[n_meta] = st.meta_values[i]; }
+    ti = ocr_params_find(&a.params, target);
+    OCR_CHECK(ti >= 0 && ocr_shape_numel(a.params.info[ti].shape) > 5);
+    for (i = 0; i < a.params.count && n < 512; i++, n++) { views[n] = ocr_params_value(&a.params, i); ptrs[n] = &views[n]; }
+    before = (float *)malloc(b.params.numel * sizeof(float));
+    memcpy(before, b.params.data, b.params.numel * sizeof(float));
+    saved = ((float *)views[ti].data)[5];
+    for (k = 0; k < 5 && ti >= 0; k++) {
+        ((float *)views[ti].data)[5] = cases[k].value;
+        OCR_CHECK_OK(&ctx, ocr_safetensors_save(&ctx, bad, ptrs, n, mk, mv, n_meta));
+        OCR_CHECK_ERR(&ctx, ocr_dbnet_load(&ctx, &b, bad), cases[k].code, cases[k].text);
+        OCR_CHECK(strstr(ocr_ctx_last_error(&ctx), "bad.safetensors") && strstr(ocr_ctx_last_error(&ctx), target));
+        OCR_CHECK(memcmp(before, b.params.data, b.params.numel * sizeof(float)) == 0);
+        OCR_CHECK_ERR(&ctx, ocr_dbnet_init_from_file(&ctx, &c, bad), cases[k].code, target);
+        OCR_CHECK(!c.params.allocated);
+        /* the writer refuses what the reader refuses */
+        OCR_CHECK_ERR(&ctx, ocr_dbnet_save(&ctx, &a, bad, NULL, NULL, 0), cases[k].code, target);
+    }
+    /* just inside the bound loads, and the value arrives unchanged */
+    ((float *)views[ti].data)[5] = -1e15f;
+    OCR_CHECK_OK(&ctx, ocr_safetensors_save(&ctx, bad, ptrs, n, mk, mv, n_meta));
+    OCR_CHECK_OK(&ctx, ocr_dbnet_load(&ctx, &b, bad));
+    OCR_CHECK(ti >= 0 && ((float *)ocr_params_value(&b.params, ti).data)[5] == -1e15f);
+    if (ti >= 0) ((float *)views[ti].data)[5] = saved;
+    /* an F16 tensor holding Inf (1e5 saturates) goes through the conversion path and is refused the same way */
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &half, target, OCR_F16, OCR_DEVICE_CPU, views[ti].shape));
+    for (i = 0; i < ocr_tensor_numel(&half); i++) ocr_tensor_set(&half, i, ((float *)views[ti].data)[i]);
+    ocr_tensor_set(&half, 7, 1e5);
+    ptrs[ti] = &half;
+    OCR_CHECK_OK(&ctx, ocr_safetensors_save(&ctx, bad, ptrs, n, mk, mv, n_meta));
+    OCR_CHECK_ERR(&ctx, ocr_dbnet_load(&ctx, &b, bad), OCR_ENONFINITE, "(F16 ");
+    OCR_CHECK(strstr(ocr_ctx_last_error(&ctx), "inf at index 7"));
+    ocr_tensor_set(&half, 7, 0.5);
+    OCR_CHECK_OK(&ctx, ocr_safetensors_save(&ctx, bad, ptrs, n, mk, mv, n_meta));
+    OCR_CHECK_OK(&ctx, ocr_dbnet_load(&ctx, &b, bad));
+    ocr_tensor_free(&half);
+    free(before);
+    ocr_safetensors_close(&st);
+    ocr_dbnet_free(&a);
+    ocr_dbnet_free(&b);
+    unlink(good);
+    unlink(bad);
+    rmdir(dir);
+    ocr_ctx_free(&ctx);
+}
+
 static void test_dbnet_bad_input(void) {
     ocr_ctx ctx;
     ocr_dbnet m;
@@ -696,6 +772,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_dbnet_shared_buffers_bit_exact);
     OCR_TEST_RUN(test_dbnet_options_and_profile);
     OCR_TEST_RUN(test_dbnet_checkpoint_roundtrip);
+    OCR_TEST_RUN(test_dbnet_load_refuses_bad_values);
     OCR_TEST_RUN(test_dbnet_fixture_from_pytorch);
     OCR_TEST_RUN(test_dbnet_parity_pytorch_live);
     return ocr_test_finish();
