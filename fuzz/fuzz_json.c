@@ -4,7 +4,8 @@
    with ocr_json_quote, which must parse again to the same bytes), numbers converted, arrays and objects walked
    with ocr_json_child and ocr_json_find (each key of an object must find its own value), and the token tree's
    next/size links checked against each other. The parse is then repeated with one token too few, which must
-   fail cleanly: the token array is allocated to the exact count, so a write past it is a sanitizer report. */
+   fail cleanly: the token array is allocated to the exact count, so a write past it is a sanitizer report. Each
+   parse is also run without a context (ctx NULL), as the LMDB reader's label probe does. */
 #include "ocr_fuzz.h"
 
 /* Every key of object o must find a value, and the first key equal to it is the one found (the parser keeps
@@ -67,6 +68,14 @@ static int ocr_fuzz_json(const uint8_t *data, size_t size) {
     toks = (ocr_json_tok *)malloc((size_t)max_toks * sizeof *toks);
     if (!toks) { free(src); ocr_ctx_free(&ctx); return OCR_FUZZ_REJECTED; }
     rc = ocr_json_parse(&ctx, src, size, toks, max_toks, &n);
+    {
+        /* without a context (the LMDB reader probes labels so): the same answer, no message to write */
+        int n0 = -1;
+        if (ocr_json_parse(NULL, src, size, toks, max_toks, &n0) != rc || n0 != n) {
+            res = ocr_fuzz_fail("json", "parsing without a context gives another result (%d tokens, not %d)", n0, n);
+            goto done;
+        }
+    }
     if (rc) {
         if (n != 0) res = ocr_fuzz_fail("json", "failed parse left n_toks = %d", n);
         else if (!ocr_ctx_last_error(&ctx)[0]) res = ocr_fuzz_fail("json", "failed parse (%d) without a message", rc);

@@ -3,8 +3,9 @@
    The input is the record. The reader hands a record whose first non-blank byte is '[' to ocr_label_parse_json
    and takes anything else as recognition text; this target calls the parser on every input (so objects, scalars
    and garbage reach it too). Every polygon of an accepted label is checked: at least 3 points, coordinates finite
-   within OCR_COORD_MAX. The record's other checks (UTF-8, the image beside it) are inline in the reader's get and
-   need an LMDB environment; see fuzz/README.md. */
+   within OCR_COORD_MAX. The record's other checks (UTF-8, the label's kind, the image beside it) are inline in the
+   reader's get (ocr__lmdb_get) and need an LMDB environment; once they live in a function of their own that takes
+   the two records' bytes, this target should call it. */
 #include "ocr_fuzz.h"
 
 static int ocr_fuzz_lmdb_label(const uint8_t *data, size_t size) {
