@@ -2,8 +2,9 @@
 # ocr-c build entry point.
 #   ./build.sh            install missing Debian packages, build examples/NAME, build/test_*, build/bench_*
 #   ./build.sh test       build, then run every test normally and under AddressSanitizer + UBSan
-#   ./build.sh test-long  the long checks (tests/long_*.c)
+#   ./build.sh test-long  the long checks (tests/long_*.c: an LMDB fork soak, long interrupted-and-resumed training)
 #   ./build.sh bench      build and run the benchmarks
+#   ./build.sh fuzz [SECONDS | --runs N] [TARGET...]   the libFuzzer targets (fuzz/run.sh; default 60 s each)
 #   ./build.sh clean
 # Environment: CC (default gcc), JOBS (parallel compiles, default nproc), OCR_TEST_FILTER (substring of test names).
 set -euo pipefail
@@ -137,6 +138,16 @@ build_all() {
     [ -z "$pid" ] || wait $pid
 }
 
+# The README's C example is a program a newcomer copies: it must compile and run as printed.
+readme_example() {
+    local d=build/readme
+    mkdir -p $d
+    awk '/^```c$/{on=1; next} /^```$/{if (on) exit} on' README.md >$d/main.c
+    [ -s $d/main.c ] || { say "build.sh: README.md has no C example"; return 1; }
+    $CC $WARN $INC -O1 $d/main.c -o $d/main $LIBS 2>$d/main.log || { cat $d/main.log; say "build.sh: README.md's C example does not compile"; return 1; }
+    $d/main >$d/main.out 2>&1 || { cat $d/main.out; say "build.sh: README.md's C example failed when run"; return 1; }
+}
+
 # Clang catches a different set of warnings: a syntax-only pass over every program when it is installed.
 clang_pass() {
     command -v clang >/dev/null 2>&1 || return 0
@@ -235,9 +246,10 @@ cuda_nvcc_build() {
 }
 # ---------------------------------------------------------------- end of CUDA section
 
+# run_tests DIR LABEL [PREFIX]: every DIR/PREFIX* program (default test_) that still has a source in tests/
 run_tests() {
-    local dir=$1 label=$2 t out rc p f
-    for t in "$dir"/test_*; do
+    local dir=$1 label=$2 prefix=${3:-test_} t out rc p f
+    for t in "$dir"/"$prefix"*; do
         [ -x "$t" ] || continue
         case "$t" in *.log) continue ;; esac
         # only tests that still have a source: a binary left from a removed test must not count
@@ -267,8 +279,12 @@ clean)
     for f in examples/*.c; do [ -e "$f" ] && rm -f "${f%.c}"; done
     exit 0 ;;
 build|test|test-long|bench) ;;
--h|--help|help) sed -n '2,9p' "$0"; exit 0 ;;
-*) say "build.sh: unknown mode '$MODE' (build, test, test-long, bench, clean)"; exit 2 ;;
+fuzz)
+    shift
+    ensure_pkgs $BUILD_PKGS clang libclang-rt-14-dev
+    exec fuzz/run.sh "$@" ;;
+-h|--help|help) sed -n '2,10p' "$0"; exit 0 ;;
+*) say "build.sh: unknown mode '$MODE' (build, test, test-long, bench, fuzz, clean)"; exit 2 ;;
 esac
 
 ensure_pkgs $BUILD_PKGS
@@ -278,8 +294,10 @@ bench) ensure_pkgs $BENCH_PKGS ;;
 esac
 mkdir -p build
 timed "each header alone (gcc, g++, clang, clang++)" check_headers
+timed "no internal name defined in two files" tools/check_names.sh
 timed "library, tests and programs ($CC $OPT)" build_all "$OPT" build
 timed "clang syntax pass" clang_pass
+timed "README example" readme_example
 timed "CUDA emulation build" cuda_emu_build "$OPT" build   # CUDA section
 timed "nvcc build" cuda_nvcc_build                         # CUDA section
 say "build.sh: built with $CC ($(ls tests/test_*.c 2>/dev/null | wc -l) tests, $(ls examples/*.c 2>/dev/null | wc -l) examples)"
@@ -298,11 +316,7 @@ if [ "$MODE" = test ]; then
     [ "$TOTAL_FAIL" = 0 ]
 elif [ "$MODE" = test-long ]; then
     TOTAL_PASS=0; TOTAL_FAIL=0
-    for t in build/long_*; do
-        [ -x "$t" ] || continue
-        case "$t" in *.log) continue ;; esac
-        if "$t"; then TOTAL_PASS=$((TOTAL_PASS + 1)); else TOTAL_FAIL=$((TOTAL_FAIL + 1)); fi
-    done
+    run_tests build "[long]" long_
     say "$TOTAL_PASS passed, $TOTAL_FAIL failed"
     [ "$TOTAL_FAIL" = 0 ]
 elif [ "$MODE" = bench ]; then

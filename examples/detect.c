@@ -168,7 +168,9 @@ int main(int argc, char **argv) {
             ocr_ex_on_host(&ctx, &prob, &prob_host, &prob) ||
             ocr_postprocess(&ctx, &post, &prob, img.width, img.height, &dets) ||
             (dump_dir && write_dump(&ctx, dump_dir, stem, path, &img, &x, &prob))) {
-            fprintf(stderr, "%s: '%s': %s\n", argv[0], path, ocr_ctx_last_error(&ctx));
+            const char *msg = ocr_ctx_last_error(&ctx);
+            /* the library's advice in this program's terms */
+            fprintf(stderr, "%s: '%s': %s%s\n", argv[0], path, msg, strstr(msg, "scale the long side") ? " (use --long-side)" : "");
             failed = 1;
         } else {
             print_json_line(path, &img, &dets);
