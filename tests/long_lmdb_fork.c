@@ -113,7 +113,10 @@ static int check_labels(int64_t i, const ocr_sample *s, char *msg, size_t cap) {
         snprintf(msg, cap, "record %lld: image %dx%d, expected %dx%d", (long long)i, s->image.width, s->image.height, rec_w(i), rec_h(i));
         return 0;
     }
-    if (s->n_polys != rec_npolys(i)) { snprintf(msg, cap, "record %lld: %d polygons, expected %d", (long long)i, s->n_polys, rec_npolys(i)); return 0; }
+    if (s->n_polys != rec_npolys(i)) {
+        snprintf(msg, cap, "record %lld: %d polygons, expected %d", (long long)i, s->n_polys, rec_npolys(i));
+        return 0;
+    }
     for (k = 0; k < s->n_polys; k++) {
         const ocr_polygon *p = &s->polys[k];
         if (p->n_points != 4 || !p->ignore != !rec_ignore(i, k)) {
