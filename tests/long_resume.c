@@ -1,8 +1,9 @@
 /* long_resume - a long resume check of ./examples/train_dbnet (run by ./build.sh test-long, which builds the trainer
-   first; about a minute on 2 idle cores).
+   first; seconds on 2 idle cores, a few minutes when other programs load them).
 
    One small run of STEPS steps goes uninterrupted; the same run is then interrupted again and again and resumed each
-   time with --resume, until it completes:
+   time with --resume, until it completes. Twice: on synthetic scenes (the default data), and on a small ICDAR folder
+   whose epochs last 7 steps, so the run crosses many epoch boundaries and is resumed mid-epoch. The interruptions:
      - --stop-at at a random early step, at a validation-and-checkpoint step and at the step before the last;
      - SIGINT or SIGTERM at random instants while it trains (the step in progress finishes, last is saved, exit 130);
      - a signal within the first moments of a resumed process, before it has trained a step (it either dies before its
