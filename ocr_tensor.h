@@ -324,6 +324,14 @@ typedef struct {
     int64_t refused;                 /* records refused so far */
 } ocr_metrics;
 OCRDEF int ocr_metrics_open(ocr_ctx *ctx, ocr_metrics *m, const char *dir);
+/* Reopens dir's metrics for a run resumed from a state saved at step `step`: what was logged after that state (by a
+   process that went on and died) is dropped first, so the resumed run logs those steps again. metrics.jsonl keeps its
+   leading complete records with steps <= step; each events.out.tfevents.* file keeps its leading CRC-valid records up
+   to the first with a step past `step`. Both writers append in step order, so what goes is a tail, cut by one
+   truncate (atomic, and it needs no free disk). The new event file then starts with TensorBoard's restart marker,
+   Event{step: step+1, session_log{status: START}} (what PyTorch's SummaryWriter(purge_step=step+1) writes): a
+   TensorBoard that had already loaded the dropped events discards those at step+1 and later. */
+OCRDEF int ocr_metrics_open_resume(ocr_ctx *ctx, ocr_metrics *m, const char *dir, int64_t step);
 OCRDEF int ocr_metrics_scalar(ocr_ctx *ctx, ocr_metrics *m, int64_t step, const char *name, double value);
 /* A PNG-encoded image for TensorBoard's image tab (jsonl gets nothing). */
 OCRDEF int ocr_metrics_image(ocr_ctx *ctx, ocr_metrics *m, int64_t step, const char *tag, int width, int height,
@@ -374,6 +382,7 @@ OCRDEF int ocr_cuda_check_values(ocr_ctx *ctx, const char *fn, const ocr_tensor 
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <dirent.h>
 #include <time.h>
 
 
@@ -1776,17 +1785,69 @@ OCRDEF int ocr_safetensors_open_memory(ocr_ctx *ctx, ocr_safetensors *st, const 
     return rc;
 }
 
+/* Reads the 8-byte length, then the header, and validates both against the file's size (JSON, every tensor's range
+   inside the data section) before the data is read: a large file that is not safetensors, or whose header promises
+   data it lacks, is refused after reading at most its header. */
 OCRDEF int ocr_safetensors_open(ocr_ctx *ctx, ocr_safetensors *st, const char *path) {
-    int rc;
+    const char *fn = "ocr_safetensors_open";
+    struct stat sb;
+    FILE *f;
+    long fsize;
+    size_t size, have;
+    uint64_t hlen = 0;
+    int rc, b;
     memset(st, 0, sizeof *st);
-    if ((rc = ocr_read_file(ctx, path, (size_t)1 << 40, &st->bytes, &st->size))) return rc;
-    rc = ocr__st_parse(ctx, st);
-    if (rc) {
+    /* A directory opens and "seeks" to a huge size on Linux: refuse anything but a regular file first. */
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) return ocr_error(ctx, OCR_EIO, "%s: '%s' is not a regular file", fn, path);
+    f = fopen(path, "rb");
+    if (!f) return ocr_error(ctx, OCR_EIO, "%s: cannot open '%s': %s", fn, path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0 || (fsize = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return ocr_error(ctx, OCR_EIO, "%s: cannot size '%s' (not a regular file?)", fn, path);
+    }
+    if ((unsigned long)fsize > ((unsigned long)1 << 40) - 1) {
+        fclose(f);
+        return ocr_error(ctx, OCR_EOVERFLOW, "%s: '%s' has %ld bytes, more than the 2^40 allowed", fn, path, fsize);
+    }
+    size = (size_t)fsize;
+    have = size < 8 ? size : 8;
+    st->bytes = (unsigned char *)OCR_MALLOC(have + 1);
+    if (!st->bytes) { fclose(f); return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); }
+    if (have && fread(st->bytes, 1, have, f) != have) goto short_read;
+    if (have == 8) {
+        for (b = 7; b >= 0; b--) hlen = (hlen << 8) | st->bytes[b];
+        /* an implausible length is left for ocr__st_parse to refuse, with nothing more read */
+        if (hlen <= OCR_SAFETENSORS_MAX_HEADER && hlen <= size - 8) {
+            unsigned char *grown = (unsigned char *)OCR_REALLOC(st->bytes, 8 + (size_t)hlen + 1);
+            if (!grown) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate the %llu-byte header of '%s'", fn, (unsigned long long)hlen, path); goto fail; }
+            st->bytes = grown;
+            if (hlen && fread(st->bytes + 8, 1, (size_t)hlen, f) != (size_t)hlen) goto short_read;
+            have = 8 + (size_t)hlen;
+        }
+    }
+    /* ocr__st_parse reads only bytes [0, 8 + header length) and checks the tensors against the declared size */
+    st->bytes[have] = 0;
+    st->size = size;
+    if ((rc = ocr__st_parse(ctx, st))) {
         char msg[OCR_ERROR_MAX];
         snprintf(msg, sizeof msg, "%s", ctx->last_error);
         ocr_error(ctx, rc, "%s (file '%s')", msg, path);
-        ocr_safetensors_close(st);
+        goto fail;
     }
+    if (size > have) {
+        unsigned char *grown = (unsigned char *)OCR_REALLOC(st->bytes, size + 1);
+        if (!grown) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate %zu bytes for '%s'", fn, size, path); goto fail; }
+        st->bytes = grown;
+        if (fread(st->bytes + have, 1, size - have, f) != size - have) goto short_read;
+    }
+    st->bytes[size] = 0;
+    fclose(f);
+    return OCR_OK;
+short_read:
+    rc = ocr_error(ctx, OCR_EIO, "%s: short read on '%s' (did it shrink while being read?)", fn, path);
+fail:
+    fclose(f);
+    ocr_safetensors_close(st);
     return rc;
 }
 
@@ -1956,6 +2017,16 @@ OCRDEF uint32_t ocr_crc32c(uint32_t crc, const void *bytes, size_t n) {
     size_t i;
     int k;
     crc = ~crc;
+    if (n >= 4096) { /* checkpoints are hashed whole: a byte table (built here, no global state) is 8x faster */
+        uint32_t table[256];
+        for (i = 0; i < 256; i++) {
+            uint32_t c = (uint32_t)i;
+            for (k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+            table[i] = c;
+        }
+        for (i = 0; i < n; i++) crc = (crc >> 8) ^ table[(crc ^ p[i]) & 0xffu];
+        return ~crc;
+    }
     for (i = 0; i < n; i++) {
         crc ^= p[i];
         for (k = 0; k < 8; k++) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u))); /* reflected Castagnoli */
@@ -2192,6 +2263,122 @@ OCRDEF int ocr_metrics_close(ocr_ctx *ctx, ocr_metrics *m) {
     if (m->jsonl) fclose((FILE *)m->jsonl);
     if (m->events) fclose((FILE *)m->events);
     m->jsonl = m->events = NULL;
+    return rc;
+}
+
+/* Cuts path to its first keep bytes (nothing when it is shorter) and makes that durable. */
+static int ocr__metrics_truncate(ocr_ctx *ctx, const char *path, size_t keep, size_t size) {
+    int fd;
+    if (keep >= size) return OCR_OK;
+    fd = open(path, O_WRONLY);
+    if (fd < 0 || ftruncate(fd, (off_t)keep) != 0 || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return ocr_error(ctx, OCR_EIO, "ocr_metrics_open_resume: cannot cut '%s' to %llu bytes: %s", path, (unsigned long long)keep,
+                         strerror(e));
+    }
+    close(fd);
+    return OCR_OK;
+}
+
+/* The length of the leading complete records of a metrics.jsonl with increasing steps <= step. */
+static size_t ocr__metrics_jsonl_keep(const char *text, size_t n, int64_t step) {
+    size_t at = 0;
+    double last = -1;
+    while (at < n) {
+        const char *nl = (const char *)memchr(text + at, '\n', n - at);
+        ocr_json_tok toks[2 * OCR_METRICS_MAX_SCALARS + 8];
+        int nt, s;
+        double v;
+        if (!nl) break; /* a torn last line */
+        if (ocr_json_parse(NULL, text + at, (size_t)(nl - (text + at)), toks, (int)(sizeof toks / sizeof toks[0]), &nt) != OCR_OK ||
+            (s = ocr_json_find(text + at, toks, 0, "step")) < 0 || !ocr_json_number(text + at, &toks[s], &v) || v <= last ||
+            v > (double)step)
+            break;
+        last = v;
+        at = (size_t)(nl - text) + 1;
+    }
+    return at;
+}
+
+/* The length of the leading CRC-valid TFRecords of an event file whose Events have no step or one <= step. */
+static size_t ocr__metrics_events_keep(const unsigned char *p, size_t n, int64_t step) {
+    size_t at = 0;
+    while (at + 12 <= n) {
+        uint64_t len = 0, ev_step = 0;
+        size_t i, end;
+        int has_step = 0, ok = 1;
+        for (i = 0; i < 8; i++) len |= (uint64_t)p[at + i] << (8 * i);
+        if (ocr__masked_crc(p + at, 8) != ((uint32_t)p[at + 8] | (uint32_t)p[at + 9] << 8 | (uint32_t)p[at + 10] << 16 |
+                                           (uint32_t)p[at + 11] << 24) ||
+            len > n - at - 12 || n - at - 12 - len < 4)
+            break;
+        end = at + 12 + (size_t)len;
+        if (ocr__masked_crc(p + at + 12, (size_t)len) !=
+            ((uint32_t)p[end] | (uint32_t)p[end + 1] << 8 | (uint32_t)p[end + 2] << 16 | (uint32_t)p[end + 3] << 24))
+            break;
+        /* Event fields: 1 wall_time (fixed64), 2 step (varint), the rest length-delimited or fixed */
+        for (i = at + 12; i < end && ok;) {
+            uint64_t key = 0, v = 0;
+            int sh = 0;
+            while (i < end && sh < 64) { key |= (uint64_t)(p[i] & 0x7f) << sh; sh += 7; if (!(p[i++] & 0x80)) break; }
+            switch ((int)(key & 7)) {
+            case 0:
+                sh = 0;
+                while (i < end && sh < 64) { v |= (uint64_t)(p[i] & 0x7f) << sh; sh += 7; if (!(p[i++] & 0x80)) break; }
+                if ((key >> 3) == 2) { has_step = 1; ev_step = v; }
+                break;
+            case 1: i += 8; break;
+            case 5: i += 4; break;
+            case 2:
+                sh = 0;
+                while (i < end && sh < 64) { v |= (uint64_t)(p[i] & 0x7f) << sh; sh += 7; if (!(p[i++] & 0x80)) break; }
+                if (v > (uint64_t)(end - i)) ok = 0;
+                else i += (size_t)v;
+                break;
+            default: ok = 0;
+            }
+        }
+        if (!ok || (has_step && (int64_t)ev_step > step)) break;
+        at = end + 4;
+    }
+    return at;
+}
+
+OCRDEF int ocr_metrics_open_resume(ocr_ctx *ctx, ocr_metrics *m, const char *dir, int64_t step) {
+    char path[4096];
+    unsigned char *buf = NULL;
+    size_t size = 0;
+    DIR *d;
+    struct dirent *e;
+    ocr__pb sl;
+    int rc = OCR_OK;
+    if (!m || !dir) return ocr_error(ctx, OCR_EINVAL, "ocr_metrics_open_resume: m or dir is NULL");
+    memset(m, 0, sizeof *m);
+    if (step < 0) return ocr_error(ctx, OCR_EINVAL, "ocr_metrics_open_resume: step %lld is negative", (long long)step);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    if (access(path, F_OK) == 0) {
+        if ((rc = ocr_read_file(ctx, path, (size_t)1 << 32, &buf, &size))) return rc;
+        rc = ocr__metrics_truncate(ctx, path, ocr__metrics_jsonl_keep((const char *)buf, size, step), size);
+        OCR_FREE(buf);
+        if (rc) return rc;
+    }
+    d = opendir(dir);
+    while (d && !rc && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "events.out.tfevents.", 20) != 0) continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+        if ((rc = ocr_read_file(ctx, path, (size_t)-1 >> 1, &buf, &size))) break;
+        rc = ocr__metrics_truncate(ctx, path, ocr__metrics_events_keep(buf, size, step), size);
+        OCR_FREE(buf);
+    }
+    if (d) closedir(d);
+    if (rc || (rc = ocr_metrics_open(ctx, m, dir))) return rc;
+    memset(&sl, 0, sizeof sl);
+    ocr__pb_key(&sl, 1, 0); /* SessionLog.status = START (1); Event.session_log is field 7 */
+    ocr__pb_varint(&sl, 1);
+    rc = sl.oom ? ocr_error(ctx, OCR_ENOMEM, "ocr_metrics_open_resume: out of memory") : ocr__tb_event(ctx, m, step + 1, 7, &sl);
+    OCR_FREE(sl.buf);
+    if (rc) ocr_metrics_close(ctx, m);
     return rc;
 }
 

@@ -17,6 +17,7 @@
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
 #include "ocr_test.h"
+#include <fcntl.h>
 #include <unistd.h>
 
 #define FIXTURES "tests/fixtures/dbnet/"
@@ -515,6 +516,16 @@ static void test_dbnet_load_refuses_bad_values(void) {
     OCR_CHECK_OK(&ctx, ocr_safetensors_save(&ctx, bad, ptrs, n, mk, mv, n_meta));
     OCR_CHECK_OK(&ctx, ocr_dbnet_load(&ctx, &b, bad));
     ocr_tensor_free(&half);
+    /* a 1.5 GB sparse file of garbage given as a model: refused from its first 8 bytes, naming the path */
+    {
+        int fd = open(bad, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ocr_dbnet_config rc_cfg;
+        OCR_CHECK(fd >= 0 && ftruncate(fd, (off_t)1536 * 1024 * 1024) == 0 && pwrite(fd, "GARBAGE!", 8, 0) == 8);
+        if (fd >= 0) close(fd);
+        OCR_CHECK_ERR(&ctx, ocr_dbnet_read_config(&ctx, bad, &rc_cfg), OCR_EFORMAT, "bad.safetensors");
+        OCR_CHECK_ERR(&ctx, ocr_dbnet_init_from_file(&ctx, &c, bad), OCR_EFORMAT, "bad.safetensors");
+        OCR_CHECK_ERR(&ctx, ocr_dbnet_load(&ctx, &b, bad), OCR_EFORMAT, "header length");
+    }
     free(before);
     ocr_safetensors_close(&st);
     ocr_dbnet_free(&a);

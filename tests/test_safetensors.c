@@ -4,6 +4,14 @@
    files are refused with a reason, random mutations load or fail cleanly, and the atomic file helpers. */
 #define OCR_IMPLEMENTATION
 #define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+/* The library's allocations go through these, so a test can tell how much a refused open allocated (and so read). */
+static size_t st_largest_alloc;
+static void *st_malloc(size_t n) { if (n > st_largest_alloc) st_largest_alloc = n; return malloc(n); }
+static void *st_realloc(void *p, size_t n) { if (n > st_largest_alloc) st_largest_alloc = n; return realloc(p, n); }
+#define OCR_MALLOC(n) st_malloc(n)
+#define OCR_REALLOC(p, n) st_realloc((p), (n))
+#define OCR_FREE(p) free(p)
 #include "ocr_tensor.h"
 #include "ocr_test.h"
 #include <dirent.h>
@@ -546,6 +554,72 @@ static void test_malformed(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* A sparse file of 1.5 GB (no disk used) whose first bytes are not a safetensors header, or whose header promises
+   more data than the file holds, is refused after reading at most its header: the largest allocation stays small
+   (reading the file whole took 1.5 GiB and seconds). */
+static void sparse_file(const char *path, off_t size, const void *head, size_t head_len) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    OCR_CHECK(fd >= 0);
+    if (fd < 0) return;
+    OCR_CHECK(ftruncate(fd, size) == 0);
+    OCR_CHECK(pwrite(fd, head, head_len, 0) == (ssize_t)head_len);
+    close(fd);
+}
+
+static void test_header_checked_before_data(void) {
+    const off_t big = (off_t)1536 * 1024 * 1024;
+    char path[128];
+    ocr_ctx ctx;
+    ocr_safetensors st;
+    unsigned char head[4096];
+    size_t n;
+    unsigned char *b;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    snprintf(path, sizeof path, "%s/garbage.safetensors", tmp_dir);
+    /* garbage length: far past the cap */
+    memcpy(head, "\x89PNG\r\n\x1a\n", 8);
+    sparse_file(path, big, head, 8);
+    st_largest_alloc = 0;
+    EXPECT_ERR(&ctx, ocr_safetensors_open(&ctx, &st, path), OCR_EFORMAT, "exceeds the", path);
+    OCR_CHECK_MSG(st_largest_alloc < ((size_t)1 << 20), "allocated %zu bytes to refuse a bad length", st_largest_alloc);
+    /* a plausible length over bytes that are not JSON (zeros) */
+    memcpy(head, "\xe8\x03\0\0\0\0\0\0", 8);
+    sparse_file(path, big, head, 8);
+    st_largest_alloc = 0;
+    EXPECT_ERR(&ctx, ocr_safetensors_open(&ctx, &st, path), OCR_EFORMAT, "header is not valid JSON", path);
+    OCR_CHECK_MSG(st_largest_alloc < ((size_t)1 << 20), "allocated %zu bytes to refuse a bad header", st_largest_alloc);
+    /* a valid header whose one tensor (2e9 bytes) runs past the end of the 1.5 GB file */
+    b = make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[500000000],\"data_offsets\":[0,2000000000]}}", NULL, 0, &n);
+    OCR_CHECK(n <= sizeof head);
+    memcpy(head, b, n);
+    free(b);
+    sparse_file(path, big, head, n);
+    st_largest_alloc = 0;
+    EXPECT_ERR(&ctx, ocr_safetensors_open(&ctx, &st, path), OCR_EFORMAT, "truncated file", path);
+    OCR_CHECK_MSG(st_largest_alloc < ((size_t)1 << 20), "allocated %zu bytes to refuse a truncated file", st_largest_alloc);
+    /* a file shorter than the 8-byte length, and a length that runs past the end */
+    sparse_file(path, 5, "\x10\0\0\0\0", 5);
+    EXPECT_ERR(&ctx, ocr_safetensors_open(&ctx, &st, path), OCR_EFORMAT, "fewer than the 8-byte header length", path);
+    sparse_file(path, 20, "\x10\0\0\0\0\0\0\0{}", 10);
+    EXPECT_ERR(&ctx, ocr_safetensors_open(&ctx, &st, path), OCR_EFORMAT, "runs past the end", path);
+    /* the same tensor with its data present still loads, header first then data */
+    {
+        float v[3] = {1.5f, -2.0f, 0.25f};
+        ocr_tensor t;
+        b = make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]},\"__metadata__\":{\"k\":\"v\"}}", v, 12, &n);
+        write_bytes(path, b, n);
+        free(b);
+        OCR_CHECK_OK(&ctx, ocr_safetensors_open(&ctx, &st, path));
+        OCR_CHECK(st.size == n && st.n_entries == 1 && ocr_safetensors_meta(&st, "k") && !strcmp(ocr_safetensors_meta(&st, "k"), "v"));
+        OCR_CHECK_OK(&ctx, ocr_safetensors_read(&ctx, &st, "a", &t));
+        OCR_CHECK(t.data && memcmp(t.data, v, sizeof v) == 0);
+        ocr_tensor_free(&t);
+        ocr_safetensors_close(&st);
+    }
+    unlink(path);
+    ocr_ctx_free(&ctx);
+}
+
 /* ---------------------------------------------------------------- fuzzing */
 
 static void test_fuzz_mutations(void) {
@@ -705,6 +779,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_torch_written_file);
     OCR_TEST_RUN(test_torch_loads_ocr_file);
     OCR_TEST_RUN(test_malformed);
+    OCR_TEST_RUN(test_header_checked_before_data);
     OCR_TEST_RUN(test_fuzz_mutations);
     OCR_TEST_RUN(test_file_helpers);
     rc = ocr_test_finish();
