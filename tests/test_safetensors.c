@@ -2,6 +2,7 @@
    file PyTorch wrote (tests/fixtures/st/tiny_torch.safetensors, tools/make_st_fixtures.py) loads here, a file
    written here passes tools/check_st_torch.py (strict layout + torch load_state_dict(strict=True)), malformed
    files are refused with a reason, random mutations load or fail cleanly, and the atomic file helpers. */
+/* ocr-c build: own implementation */
 #define OCR_IMPLEMENTATION
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -15,6 +16,7 @@ static void *st_realloc(void *p, size_t n) { if (n > st_largest_alloc) st_larges
 #include "ocr_tensor.h"
 #include "ocr_test.h"
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <sys/stat.h>
