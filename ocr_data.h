@@ -82,6 +82,11 @@ OCRDEF int ocr_image_to_chw(ocr_ctx *ctx, const ocr_image *img, ocr_tensor *chw)
 enum { OCR_GT_ICDAR2015 = 0, OCR_GT_POLYGON = 1 };
 OCRDEF int ocr_gt_parse(ocr_ctx *ctx, const char *name, const char *text, size_t size, int format,
                         ocr_polygon **polys, int *n_polys);
+/* A detection result file (what detect writes, what eval_dbnet reads): one polygon per line, x1,y1,...,xn,yn[,score]
+   with n >= 3; an odd count of numbers means the last is the score (checked finite, not returned). UTF-8 BOM, LF or
+   CRLF, blank lines skipped. Every field must be one number on its own line: an empty field (a trailing comma), a
+   non-number or a coordinate outside +-OCR_COORD_MAX is an error naming the file (name) and the line. */
+OCRDEF int ocr_result_parse(ocr_ctx *ctx, const char *name, const char *text, size_t size, ocr_polygon **polys, int *n_polys);
 /* A detection label as JSON (PaddleOCR style): [{"points": [[x,y],...], "transcription": "..."}, ...]; at least 3
    finite points per instance, transcription optional, "###" or "ignore": true mark don't care. */
 OCRDEF int ocr_label_parse_json(ocr_ctx *ctx, const char *name, const char *text, size_t size,
@@ -942,12 +947,83 @@ OCRDEF int ocr_gt_parse(ocr_ctx *ctx, const char *name, const char *text, size_t
     return OCR_OK;
 }
 
+/* One result line of len bytes (no newline): its fields are split here, so a number can never reach into the next
+   line (strtod would skip the newline). */
+static int ocr__result_line(ocr_ctx *ctx, const char *name, int line_no, const char *line, size_t len, ocr__d_polys *L,
+                            double **xy, size_t *xy_cap) {
+    const char *fn = "ocr_result_parse";
+    size_t n_fields = 1, i, k, start, n_coords;
+    for (i = 0; i < len; i++) if (line[i] == ',') n_fields++;
+    if (*xy_cap < n_fields) {
+        double *d = (double *)OCR_REALLOC(*xy, n_fields * sizeof(double));
+        if (!d) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+        *xy = d;
+        *xy_cap = n_fields;
+    }
+    for (start = 0, k = 0; k < n_fields; k++) {
+        size_t end = start, b;
+        while (end < len && line[end] != ',') end++;
+        for (b = start; b < end && (line[b] == ' ' || line[b] == '\t'); b++) {}
+        if (b == end)
+            return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' line %d: field %d is empty; result lines are x1,y1,...,xn,yn[,score]", fn, name,
+                             line_no, (int)k + 1);
+        if (!ocr__d_parse_number(line + start, end - start, &(*xy)[k]))
+            return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' line %d: field %d ('%.*s') is not a number; result lines are x1,y1,...,xn,yn[,score]",
+                             fn, name, line_no, (int)k + 1, (int)(end - start > 40 ? 40 : end - start), line + start);
+        start = end + 1;
+    }
+    n_coords = n_fields & ~(size_t)1;
+    if (n_coords < 6)
+        return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' line %d: %d numbers; a result polygon needs at least 3 points (x1,y1,...,xn,yn[,score])",
+                         fn, name, line_no, (int)n_fields);
+    for (k = 0; k < n_coords; k++)
+        if (!ocr__d_coord_ok((*xy)[k]))
+            return ocr_error(ctx, OCR_ERANGE, "%s: '%s' line %d: coordinate %d is %g; coordinates must be finite with |v| <= %g", fn,
+                             name, line_no, (int)k + 1, (*xy)[k], OCR_COORD_MAX);
+    if (n_fields % 2 && !isfinite((*xy)[n_fields - 1]))
+        return ocr_error(ctx, OCR_ERANGE, "%s: '%s' line %d: the score is %g; it must be finite", fn, name, line_no, (*xy)[n_fields - 1]);
+    if (!ocr__d_polys_push(L, *xy, (int)(n_coords / 2), NULL, 0, 0))
+        return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+    return OCR_OK;
+}
+
+OCRDEF int ocr_result_parse(ocr_ctx *ctx, const char *name, const char *text, size_t size, ocr_polygon **polys, int *n_polys) {
+    const char *fn = "ocr_result_parse";
+    ocr__d_polys L;
+    double *xy = NULL;
+    size_t xy_cap = 0, pos = 0;
+    int line_no = 0, rc = OCR_OK;
+    if (!polys || !n_polys) return ocr_error(ctx, OCR_EINVAL, "%s: polys and n_polys must not be NULL", fn);
+    *polys = NULL;
+    *n_polys = 0;
+    if (!name) name = "(result)";
+    if (!text && size) return ocr_error(ctx, OCR_EINVAL, "%s: '%s': text is NULL", fn, name);
+    if (size > OCR_LABEL_MAX_BYTES) return ocr_error(ctx, OCR_EOVERFLOW, "%s: '%s' has %zu bytes, above the %zu cap", fn, name, size, OCR_LABEL_MAX_BYTES);
+    if (size >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) pos = 3;
+    memset(&L, 0, sizeof L);
+    while (pos < size && !rc) {
+        size_t end = pos, len, i;
+        while (end < size && text[end] != '\n') end++;
+        len = end - pos;
+        if (len && text[pos + len - 1] == '\r') len--;
+        line_no++; /* the size cap keeps this far below INT_MAX */
+        for (i = 0; i < len && (text[pos + i] == ' ' || text[pos + i] == '\t'); i++) {}
+        if (i < len) rc = ocr__result_line(ctx, name, line_no, text + pos, len, &L, &xy, &xy_cap);
+        pos = end + 1;
+    }
+    OCR_FREE(xy);
+    if (rc) { ocr_polygons_free(L.items, L.n); return rc; }
+    *polys = L.items;
+    *n_polys = L.n;
+    return OCR_OK;
+}
+
 OCRDEF int ocr_label_parse_json(ocr_ctx *ctx, const char *name, const char *text, size_t size, ocr_polygon **polys, int *n_polys) {
     const char *fn = "ocr_label_parse_json";
     ocr_json_tok *toks;
     ocr__d_polys L;
     double *xy = NULL;
-    int n_toks, i, rc = OCR_OK, max_toks;
+    int n_toks, i, rc = OCR_OK, max_toks, next_obj;
     *polys = NULL;
     *n_polys = 0;
     if (size > OCR_LABEL_MAX_BYTES) return ocr_error(ctx, OCR_EOVERFLOW, "%s: '%s' has %zu bytes, above the %zu cap", fn, name, size, OCR_LABEL_MAX_BYTES);
@@ -966,8 +1042,9 @@ OCRDEF int ocr_label_parse_json(ocr_ctx *ctx, const char *name, const char *text
         rc = ocr_error(ctx, OCR_EFORMAT, "%s: '%s' must be a JSON list of {\"points\": [[x,y],...], \"transcription\": ...}", fn, name);
         goto done;
     }
-    for (i = 0; i < toks[0].size; i++) {
-        int obj = ocr_json_child(toks, 0, i), pts, tr, ig, k, n_pts, ignore = 0;
+    /* elements are walked through next links (ocr_json_child per element is quadratic: minutes for a 16 MiB label) */
+    for (i = 0, next_obj = 1; i < toks[0].size; i++, next_obj = toks[next_obj].next) {
+        int obj = next_obj, pts, tr, ig, k, n_pts, ignore = 0, next_pt;
         char *tx = NULL;
         if (toks[obj].type != OCR_JSON_OBJECT) { rc = ocr_error(ctx, OCR_EFORMAT, "%s: '%s' instance %d is not an object", fn, name, i); goto done; }
         pts = ocr_json_find(text, toks, obj, "points");
@@ -980,8 +1057,8 @@ OCRDEF int ocr_label_parse_json(ocr_ctx *ctx, const char *name, const char *text
         OCR_FREE(xy);
         xy = (double *)OCR_MALLOC((size_t)n_pts * 2 * sizeof(double));
         if (!xy) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
-        for (k = 0; k < n_pts; k++) {
-            int pt = ocr_json_child(toks, pts, k), c;
+        for (k = 0, next_pt = pts + 1; k < n_pts; k++, next_pt = toks[next_pt].next) {
+            int pt = next_pt, c;
             if (toks[pt].type != OCR_JSON_ARRAY || toks[pt].size != 2) {
                 rc = ocr_error(ctx, OCR_EFORMAT, "%s: '%s' instance %d point %d is not a pair [x, y]", fn, name, i, k);
                 goto done;

@@ -8,6 +8,7 @@
 #include "../fuzz/ocr_fuzz.h"
 #include "ocr_test.h"
 #include <dirent.h>
+#include <time.h>
 #include "../fuzz/fuzz_safetensors.c"
 #include "../fuzz/fuzz_image.c"
 #include "../fuzz/fuzz_icdar_gt.c"
@@ -115,12 +116,36 @@ static void test_kept_findings(void) {
     printf("  %d kept findings in all\n", total);
 }
 
+/* A label near the reader's cap parses in linear time: ocr_label_parse_json once looked up every instance and
+   every point from the start of its list, and 400,000 points took minutes (a 16 MiB label, the cap, most of an
+   hour). The bound is loose: the linear walk takes well under a second, even under the sanitizers. */
+static void test_label_linear(void) {
+    const int n = 400000;
+    size_t cap = (size_t)n * 16 + 64, len = 0;
+    char *s = (char *)malloc(cap);
+    struct timespec t0, t1;
+    double seconds;
+    int i, r;
+    OCR_CHECK(s != NULL);
+    if (!s) return;
+    len += (size_t)snprintf(s + len, cap - len, "[{\"points\":[");
+    for (i = 0; i < n; i++) len += (size_t)snprintf(s + len, cap - len, "%s[%d,%d]", i ? "," : "", i % 1000, i / 1000);
+    len += (size_t)snprintf(s + len, cap - len, "]}]");
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    r = ocr_fuzz_lmdb_label((const uint8_t *)s, len);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    OCR_CHECK_MSG(r == OCR_FUZZ_ACCEPTED, "a label of %d points was refused", n);
+    OCR_CHECK_MSG(seconds < 20.0, "a label of %d points (%zu bytes) took %.1f s to parse", n, len, seconds);
+    free(s);
+}
+
 /* The checks can fail: a target whose library call misbehaves is reported, not passed. */
 static void test_checks_bite(void) {
     static const uint8_t ok_json[] = "{\"a\":[1,2]}";
     OCR_CHECK(ocr_fuzz_json(ok_json, sizeof ok_json - 1) == OCR_FUZZ_ACCEPTED);
     OCR_CHECK(ocr_fuzz_json(ok_json, sizeof ok_json - 2) == OCR_FUZZ_REJECTED);
-    OCR_CHECK(ocr_fuzz_fail("self-test", "expected message, ignore it") == OCR_FUZZ_FAILED);
+    OCR_CHECK(ocr_fuzz_fail("self-test", "this line is expected (test_checks_bite)") == OCR_FUZZ_FAILED);
 }
 
 int main(int argc, char **argv) {
@@ -128,5 +153,6 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_seed_corpora);
     OCR_TEST_RUN(test_kept_findings);
     OCR_TEST_RUN(test_checks_bite);
+    OCR_TEST_RUN(test_label_linear);
     return ocr_test_finish();
 }
