@@ -26,63 +26,6 @@ static const char *prog = "eval_dbnet";
 
 /* ---------------------------------------------------------------- result files */
 
-/* Parses a result file: each non-blank line x1,y1,...,xn,yn[,score] with n >= 3. */
-static int parse_results(ocr_ctx *ctx, const char *path, const char *text, size_t size, ocr_polygon **polys, int *n_polys) {
-    size_t pos = 0;
-    int line_no = 0, cap = 0;
-    *polys = NULL;
-    *n_polys = 0;
-    while (pos < size) {
-        size_t end = pos, n_num = 0, k;
-        double *xy;
-        const char *s;
-        char *next;
-        ocr_polygon *p;
-        while (end < size && text[end] != '\n') end++;
-        line_no++;
-        for (k = pos; k < end; k++) if (text[k] == ',') n_num++;
-        n_num++;
-        for (k = pos; k < end && (text[k] == ' ' || text[k] == '\t' || text[k] == '\r'); k++) {}
-        if (k == end) { pos = end + 1; continue; }
-        xy = (double *)OCR_MALLOC(n_num * sizeof(double));
-        if (!xy) return ocr_error(ctx, OCR_ENOMEM, "'%s': out of memory", path);
-        for (s = text + pos, k = 0; k < n_num; k++) {
-            /* strtod stops at the comma; the field must hold one number and blanks only */
-            xy[k] = strtod(s, &next);
-            while (next < text + end && (*next == ' ' || *next == '\t' || *next == '\r')) next++;
-            if (next == s || !isfinite(xy[k]) || fabs(xy[k]) > OCR_COORD_MAX || (next < text + end && *next != ',')) {
-                OCR_FREE(xy);
-                return ocr_error(ctx, OCR_EFORMAT, "'%s' line %d: field %d is not a coordinate; expected x1,y1,...,xn,yn[,score]", path,
-                                 line_no, (int)k + 1);
-            }
-            s = next + 1;
-        }
-        n_num &= ~(size_t)1; /* an odd count ends with the score */
-        if (n_num < 6) {
-            OCR_FREE(xy);
-            return ocr_error(ctx, OCR_EFORMAT, "'%s' line %d: %d coordinates; a polygon needs at least 3 points", path, line_no, (int)n_num);
-        }
-        if (*n_polys == cap) {
-            ocr_polygon *grown = (ocr_polygon *)OCR_REALLOC(*polys, (size_t)(cap = cap ? 2 * cap : 16) * sizeof **polys);
-            if (!grown) { OCR_FREE(xy); return ocr_error(ctx, OCR_ENOMEM, "'%s': out of memory", path); }
-            *polys = grown;
-        }
-        p = &(*polys)[*n_polys];
-        memset(p, 0, sizeof *p);
-        p->points = (ocr_point *)OCR_MALLOC(n_num / 2 * sizeof(ocr_point));
-        if (!p->points) { OCR_FREE(xy); return ocr_error(ctx, OCR_ENOMEM, "'%s': out of memory", path); }
-        for (k = 0; k < n_num / 2; k++) {
-            p->points[k].x = (float)xy[2 * k];
-            p->points[k].y = (float)xy[2 * k + 1];
-        }
-        p->n_points = (int)(n_num / 2);
-        (*n_polys)++;
-        OCR_FREE(xy);
-        pos = end + 1;
-    }
-    return OCR_OK;
-}
-
 /* Orders file names as people do: img_2 before img_10. */
 static int natural_cmp(const void *pa, const void *pb) {
     const char *a = *(const char *const *)pa, *b = *(const char *const *)pb;
@@ -218,7 +161,7 @@ static int eval_files(ocr_ctx *ctx, const char *gt_dir, const char *pred_dir, in
         if (ocr_read_file(ctx, gt_path, OCR_LABEL_MAX_BYTES, &gt_text, &gt_size) ||
             ocr_gt_parse(ctx, gt_path, (const char *)gt_text, gt_size, gt_format, &gt, &n_g) ||
             (c < 2 && (ocr_read_file(ctx, cand[c], OCR_LABEL_MAX_BYTES, &pred_text, &pred_size) ||
-                       parse_results(ctx, cand[c], (const char *)pred_text, pred_size, &det, &n_d))) ||
+                       ocr_result_parse(ctx, cand[c], (const char *)pred_text, pred_size, &det, &n_d))) ||
             ocr_eval_add_image(ctx, &ev, gt, n_g, det, n_d, &counts)) {
             fprintf(stderr, "%s: %s\n", prog, ocr_ctx_last_error(ctx));
             rc = 1;

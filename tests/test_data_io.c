@@ -339,6 +339,56 @@ static void test_gt_parse(void) {
     ocr_ctx_free(&ctx);
 }
 
+static void check_result_poly(const ocr_polygon *p, int n, const float *xy) {
+    int k;
+    OCR_CHECK_MSG(p->n_points == n, "%d points, expected %d", p->n_points, n);
+    if (p->n_points != n) return;
+    for (k = 0; k < n; k++) OCR_CHECK_MSG(p->points[k].x == xy[2 * k] && p->points[k].y == xy[2 * k + 1], "point %d", k);
+    OCR_CHECK(p->text == NULL && p->ignore == 0);
+}
+
+/* Result files (eval_dbnet --pred): fields are split per line, so a trailing comma is an error naming the line instead
+   of taking its number from the next line, as strtod (which skips the newline) did. */
+static void test_result_parse(void) {
+    ocr_ctx ctx;
+    ocr_polygon *p;
+    int n;
+    static const float q[] = {10, 10, 60, 10, 60, 30, 10, 30}, t3[] = {1.5f, -2, 3, 4, 5e-1f, 6};
+    ocr_ctx_init(&ctx, 1, 0);
+#define RP(s) ocr_result_parse(&ctx, "res_img_1.txt", s, strlen(s), &p, &n)
+    OCR_CHECK_OK(&ctx, RP("\xEF\xBB\xBF" "10,10,60,10,60,30,10,30\r\n\n  \t\r\n 10 , 10,60,10,60,30,10,30,0.87\n1.5,-2,+3,4,5e-1,6"));
+    OCR_CHECK(n == 3);
+    if (n == 3) {
+        check_result_poly(&p[0], 4, q);
+        check_result_poly(&p[1], 4, q);
+        check_result_poly(&p[2], 3, t3);
+    }
+    ocr_polygons_free(p, n);
+    OCR_CHECK_OK(&ctx, RP(""));
+    OCR_CHECK(n == 0 && p == NULL);
+    OCR_CHECK_OK(&ctx, RP("\n\n"));
+    OCR_CHECK(n == 0 && p == NULL);
+    /* the reported case: the last field is empty and the next line starts with a number */
+    OCR_CHECK_ERR(&ctx, RP("10,10,60,10,60,30,10,\n30,40,80,40,80,60,30,60\n"), OCR_EFORMAT, "'res_img_1.txt' line 1: field 8 is empty");
+    OCR_CHECK(n == 0 && p == NULL);
+    OCR_CHECK_ERR(&ctx, RP("10,10,60,10,60,30,10,30\n10,10,60,10,60,30,10,30,\n5"), OCR_EFORMAT, "line 2: field 9 is empty");
+    OCR_CHECK_ERR(&ctx, RP("10,,60,10,60,30,10,30"), OCR_EFORMAT, "line 1: field 2 is empty");
+    OCR_CHECK_ERR(&ctx, RP("10,10,60,10,60,30,10,30,  \n"), OCR_EFORMAT, "field 9 is empty");
+    /* a number split across lines leaves a line of one number */
+    OCR_CHECK_ERR(&ctx, RP("10,10,60,10,60,30,10,3\n0\n"), OCR_EFORMAT, "'res_img_1.txt' line 2: 1 numbers");
+    OCR_CHECK_ERR(&ctx, RP("10,10,abc,10,60,30,10,30"), OCR_EFORMAT, "line 1: field 3 ('abc') is not a number");
+    OCR_CHECK_ERR(&ctx, RP("10,10,0x3C,10,60,30,10,30"), OCR_EFORMAT, "field 3 ('0x3C') is not a number");
+    OCR_CHECK_ERR(&ctx, RP("10,10,nan,10,60,30,10,30"), OCR_EFORMAT, "field 3 ('nan') is not a number");
+    OCR_CHECK_ERR(&ctx, RP("10,10,60 70,10,60,30,10,30"), OCR_EFORMAT, "field 3 ('60 70') is not a number");
+    OCR_CHECK_ERR(&ctx, RP("10;10;60;10;60;30;10;30"), OCR_EFORMAT, "field 1 ('10;10;60;10;60;30;10;30') is not a number");
+    OCR_CHECK_ERR(&ctx, RP("1,2,3,4,5"), OCR_EFORMAT, "line 1: 5 numbers; a result polygon needs at least 3 points");
+    OCR_CHECK_ERR(&ctx, RP("1,2,3,4"), OCR_EFORMAT, "line 1: 4 numbers");
+    OCR_CHECK_ERR(&ctx, RP("10,10,6e7,10,60,30,10,30"), OCR_ERANGE, "line 1: coordinate 3 is 6e+07");
+    OCR_CHECK_ERR(&ctx, RP("10,10,60,10,60,30,10,30,1e999"), OCR_ERANGE, "line 1: the score is inf");
+#undef RP
+    ocr_ctx_free(&ctx);
+}
+
 static void test_label_json(void) {
     ocr_ctx ctx;
     ocr_polygon *p;
@@ -791,6 +841,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_decode_corrupt);
     OCR_TEST_RUN(test_png_encode);
     OCR_TEST_RUN(test_gt_parse);
+    OCR_TEST_RUN(test_result_parse);
     OCR_TEST_RUN(test_label_json);
     OCR_TEST_RUN(test_icdar_dataset);
     OCR_TEST_RUN(test_lmdb_reference);
