@@ -10,8 +10,8 @@
 # build/fuzz/artifacts/NAME-*, the fuzzer's output to build/fuzz/NAME.log. Prints per target the executions, the rate
 # and the findings; exits 1 when any target found a crash, leak, timeout, out-of-memory or sanitizer report (or a
 # build failed). Replay a finding:  build/fuzz/fuzz_NAME build/fuzz/artifacts/NAME-crash-...
-# Environment: CC (clang), FUZZ_FLAGS (more libFuzzer flags, e.g. -use_value_profile=1), FUZZ_LOCK (a file: builds
-# run under flock on it, for machines that share their cores).
+# Environment: CC (clang), FUZZ_FLAGS (more libFuzzer flags, e.g. -use_value_profile=1), FUZZ_CFLAGS (more compiler
+# flags; a change rebuilds), FUZZ_LOCK (a file: builds run under flock on it, for machines that share their cores).
 set -u
 cd "$(dirname "$0")/.."
 CC=${CC:-clang}
@@ -45,14 +45,16 @@ build_one() {
     local t=$1 bin=$OUT/fuzz_$1 src=fuzz/fuzz_$1.c dep
     [ -f "$src" ] || { echo "fuzz/run.sh: no target '$t' ($src)" >&2; return 1; }
     if [ -x "$bin" ]; then
-        # rebuilt when the target, the shared fuzz header or a library header is newer than the binary
+        # rebuilt when the target, the shared fuzz header or a library header is newer than the binary, or the flags changed
         for dep in "$src" fuzz/*.h ./*.h; do [ "$dep" -nt "$bin" ] && { rm -f "$bin"; break; }; done
+        [ "$(cat "$bin.flags" 2>/dev/null)" = "${FUZZ_CFLAGS:-}" ] || rm -f "$bin"
     fi
     [ -x "$bin" ] && return 0
     echo "fuzz/run.sh: building $bin"
     ${FUZZ_LOCK:+flock "$FUZZ_LOCK"} $CC -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DOCR_FUZZ_LIBFUZZER \
-        -I. -I/usr/include/stb "$src" -o "$bin" -lm -lpthread -llmdb >"$OUT/fuzz_$t.build.log" 2>&1 ||
+        ${FUZZ_CFLAGS:-} -I. -I/usr/include/stb "$src" -o "$bin" -lm -lpthread -llmdb >"$OUT/fuzz_$t.build.log" 2>&1 ||
         { cat "$OUT/fuzz_$t.build.log" >&2; echo "fuzz/run.sh: FAILED to build $bin" >&2; return 1; }
+    printf '%s' "${FUZZ_CFLAGS:-}" >"$bin.flags"
 }
 
 mkdir -p "$OUT/artifacts" "$OUT/corpus"
