@@ -158,6 +158,24 @@ static void test_stale_cache(void) {
     static const char *const thresh[] = {"thresh 0.2..0.8", "STALE maps", "ocr-c cache: 1 hits, 2 misses, 2 writes", "OK:", NULL};
     expect_run("stale_cache", "", 0, needles);
     expect_run("stale_cache", "--shrink-ratio 0.4 --thresh-min 0.2 --thresh-max 0.8", 0, thresh);
+    /* a kept --dir: the second run finds the first run's entries, still valid, and expects hits there (it reported FAIL);
+       a third run with another changed configuration misses and rebuilds only that one */
+    {
+        static const char *const first[] = {"ocr-c cache: 1 hits, 2 misses, 2 writes", "OK: ocr-c's cache missed and rebuilt", NULL};
+        static const char *const again[] = {"already holds both configurations' entries from an earlier run",
+                                            "ocr-c (key: content + config)  hit  -> maps match this configuration",
+                                            "ocr-c cache: 3 hits, 0 misses, 0 writes", "naive cache: served stale maps in 1 of 3 runs",
+                                            "OK: ocr-c's cache served the entries an earlier run stored", NULL};
+        static const char *const other[] = {"already holds the default configuration's entry",
+                                            "ocr-c (key: content + config)  miss, rebuilt and stored -> maps match this configuration",
+                                            "ocr-c cache: 2 hits, 1 misses, 1 writes", "OK: ocr-c's cache missed and rebuilt", NULL};
+        char args[256];
+        snprintf(args, sizeof args, "--dir %s/stale_cache_kept", ocr_test_cli_dir);
+        expect_run("stale_cache", args, 0, first);
+        expect_run("stale_cache", args, 0, again);
+        snprintf(args, sizeof args, "--dir %s/stale_cache_kept --shrink-ratio 0.5", ocr_test_cli_dir);
+        expect_run("stale_cache", args, 0, other);
+    }
     /* the same configuration twice is a usage error: nothing to show */
     expect_run("stale_cache", "--shrink-ratio 0.4", 2, NULL);
     expect_usage("stale_cache");
