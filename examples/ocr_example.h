@@ -8,6 +8,7 @@
 #include <string.h>
 #include <errno.h>
 #include <math.h>
+#include <float.h>
 #include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,7 +48,8 @@ OCR_EX_UNUSED static void ocr_ex_usage(FILE *f, const char *prog, const char *sy
 }
 
 /* Sets a flag's variable from text as the command line writes it (a bool takes 0 or 1). 0, or -1 when text is not a
-   whole value of the flag's type (an integer in int's range, a finite number). */
+   whole value of the flag's type (an integer in int's range; a finite number that a float holds: 1e99 would become
+   Inf, and 1e-50 zero). */
 OCR_EX_UNUSED static int ocr_ex_flag_set(const ocr_ex_flag *f, const char *text) {
     char *end;
     errno = 0;
@@ -58,7 +60,7 @@ OCR_EX_UNUSED static int ocr_ex_flag_set(const ocr_ex_flag *f, const char *text)
         *(int *)f->value = (int)v;
     } else {
         double v = strtod(text, &end);
-        if (errno || *end || end == text || !isfinite(v)) return -1;
+        if (errno || *end || end == text || !isfinite(v) || fabs(v) > FLT_MAX || (v != 0 && fabs(v) < FLT_MIN)) return -1;
         *(float *)f->value = (float)v;
     }
     return 0;
@@ -89,8 +91,8 @@ OCR_EX_UNUSED static int ocr_ex_parse(int argc, char **argv, const char *synopsi
         val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!val) { fprintf(stderr, "%s: flag %s needs a value\n", argv[0], flags[k].name); exit(2); }
         if (ocr_ex_flag_set(&flags[k], val) != 0) {
-            fprintf(stderr, "%s: flag %s needs %s, got '%s'\n", argv[0], flags[k].name, flags[k].type == OCR_EX_INT ? "an integer" : "a number",
-                    val);
+            fprintf(stderr, "%s: flag %s needs %s, got '%s'\n", argv[0], flags[k].name,
+                    flags[k].type == OCR_EX_INT ? "an integer" : "a number within float's range (1.2e-38 <= |v| <= 3.4e38, or 0)", val);
             exit(2);
         }
     }
@@ -214,9 +216,10 @@ OCR_EX_UNUSED static int ocr_ex_settings_to_meta(const ocr_ex_setting *t, int n,
 /* The stored settings back from a checkpoint's metadata: lookup(src, key) gives a value or NULL (e.g.
    ocr_safetensors_meta). Strings point into src's text, which must outlive them; "" gives NULL where the default is
    NULL. A key that is missing (and has no value for older checkpoints) or a value that does not parse: prints why
-   under prog and returns 1 (the exit status); else 0. */
-OCR_EX_UNUSED static int ocr_ex_settings_from_meta(const char *prog, const ocr_ex_setting *t, int n, void *base, const char *prefix,
-                                                   const char *(*lookup)(const void *src, const char *key), const void *src) {
+   under prog, naming file (src's) and the key, and returns 1 (the exit status); else 0. */
+OCR_EX_UNUSED static int ocr_ex_settings_from_meta(const char *prog, const char *file, const ocr_ex_setting *t, int n, void *base,
+                                                   const char *prefix, const char *(*lookup)(const void *src, const char *key),
+                                                   const void *src) {
     int i;
     for (i = 0; i < n; i++) {
         ocr_ex_flag f = ocr_ex_setting_flag(&t[i], base);
@@ -226,10 +229,10 @@ OCR_EX_UNUSED static int ocr_ex_settings_from_meta(const char *prog, const ocr_e
         ocr_ex_setting_key(&t[i], prefix, key, sizeof key);
         v = lookup(src, key);
         if (!v) v = t[i].absent;
-        if (!v) { fprintf(stderr, "%s: the checkpoint lacks '%s'; not a %s checkpoint\n", prog, key, prog); return 1; }
+        if (!v) { fprintf(stderr, "%s: %s lacks '%s' in its metadata: not a %s checkpoint\n", prog, file, key, prog); return 1; }
         if (f.type == OCR_EX_STRING && !t[i].def && !v[0]) { *(const char **)f.value = NULL; continue; }
         if (ocr_ex_flag_set(&f, v) != 0) {
-            fprintf(stderr, "%s: the checkpoint's '%s' is '%s', not a valid value of %s\n", prog, key, v, t[i].name);
+            fprintf(stderr, "%s: %s has '%s' = '%s', not a valid value of %s\n", prog, file, key, v, t[i].name);
             return 1;
         }
     }

@@ -6,9 +6,12 @@
    held-out synthetic set, writing a run directory:
        metrics.jsonl                 one object per logged step, steps strictly increasing
        events.out.tfevents.*         the same scalars and validation overlays for TensorBoard
-       last.safetensors (+ .optim)   weights, optimizer state, RNG and loader position, config (atomic writes)
-       best.safetensors              the weights with the best validation H-mean
+       state.json                    the run's state, committed atomically (see "the run directory" below): it names
+       state.<G>.safetensors (+ .optim.safetensors)   weights with the settings and position / optimizer state
+       last.safetensors (+ .optim)   the same two files under stable names (hard links), PyTorch-loadable weights
+       best.safetensors (+ .optim)   the weights with the best validation H-mean
        overlays/step_NNNNNN_I.png    validation images with ground truth (green) and detections (red)
+       .lock                         held (flock) by the process training in the directory: one at a time
    The last line on stdout is one JSON object with the final validation figures.
 
    ./build.sh && ./examples/train_dbnet            (see --help for every flag) */
@@ -23,11 +26,13 @@
 #include <signal.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <sys/file.h>
+#include <dirent.h>
 
 typedef struct {
     const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone;
     int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, stop_at;
-    int check_numerics, save_every;
+    int check_numerics, save_every, overwrite;
     float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines, synth_text_scale, val_scale, ema;
 } train_args;
 
@@ -71,6 +76,7 @@ static const ocr_ex_setting kSettings[] = {
     {"--seed", INT(seed), "1", STORED, "seed of initialisation, data order and augmentation"},
     {"--init", STRING(init), NULL, STORED, "backbone weights: a torchvision ResNet state_dict as safetensors"},
     {"--resume", STRING(resume), NULL, RUNTIME, "continue the run in DIR from its last checkpoint"},
+    {"--overwrite", BOOL(overwrite), NULL, RUNTIME, "start a new run in an --out that holds one, deleting it (else refused)"},
     {"--out", STRING(out), NULL, RUNTIME, "run directory (default runs/dbnet-<time>)"},
     {"--eval-every", INT(eval_every), "500", STORED, "validate every N steps (and at the end)"},
     {"--log-every", INT(log_every), "10", RUNTIME, "log every N steps"},
@@ -261,12 +267,12 @@ typedef struct {
     double seconds;         /* training time before this process */
 } train_state;
 
-/* name.safetensors holds the weights and everything needed to continue: the settings and the run's state as "train."
-   metadata. name.optim.safetensors holds the optimizer state and, with --ema, the weight average (ocr_optim_save).
-   Each file is written atomically; both carry train.step, so a mismatched pair is refused on resume. */
-static void save_checkpoint(ocr_ctx *ctx, const char *run_dir, const char *name, const ocr_dbnet *m, const ocr_optimizer *opt,
-                            const float *ema, const train_args *a, const train_state *st) {
-    char path[4096];
+/* name.safetensors (weights_path) holds the weights and everything needed to continue: the settings and the run's
+   state as "train." metadata. optim_path holds the optimizer state and, with --ema, the weight average
+   (ocr_optim_save); both carry train.step. Each file is written atomically. */
+static void test_kill_point(int k);
+static void write_checkpoint(ocr_ctx *ctx, const char *weights_path, const char *optim_path, const ocr_dbnet *m,
+                             const ocr_optimizer *opt, const float *ema, const train_args *a, const train_state *st, int kill_point) {
     ocr_ex_meta meta;
     int n_settings;
     ocr_ex_meta_init(&meta);
@@ -280,28 +286,314 @@ static void save_checkpoint(ocr_ctx *ctx, const char *run_dir, const char *name,
         fprintf(stderr, "train_dbnet: the settings are too long to store\n");
         exit(1);
     }
-    snprintf(path, sizeof path, "%s/%s.optim.safetensors", run_dir, name);
-    if (ocr_optim_save(ctx, opt, ema, path, meta.keys + n_settings, meta.values + n_settings, 1)) die(ctx, "saving the optimizer state");
-    snprintf(path, sizeof path, "%s/%s.safetensors", run_dir, name);
-    if (ocr_dbnet_save(ctx, m, path, meta.keys, meta.values, meta.n)) die(ctx, "saving a checkpoint");
+    if (ocr_optim_save(ctx, opt, ema, optim_path, meta.keys + n_settings, meta.values + n_settings, 1)) die(ctx, "saving the optimizer state");
+    test_kill_point(kill_point);
+    if (ocr_dbnet_save(ctx, m, weights_path, meta.keys, meta.values, meta.n)) die(ctx, "saving a checkpoint");
 }
 
-/* The optimizer state and the weight average (when ema is given) of the run's last checkpoint, whose step is step. */
-static void load_optimizer(ocr_ctx *ctx, const char *run_dir, ocr_optimizer *opt, float *ema, int64_t step, int64_t optim_step) {
+/* ---------------------------------------------------------------- the run directory
+
+   A run's state -- weights, optimizer moments and step, weight average, the data position and the metrics position
+   (both are the step: the loader restarts at batch step % batches_per_epoch of epoch step / batches_per_epoch, and
+   ocr_metrics_open_resume drops what was logged after it) -- is committed as one unit, in this order:
+     1. the metrics are flushed and fsynced: the records up to the step are on disk before a state claims them;
+     2. state.<G>.safetensors (the weights, with the settings and position as "train." metadata) and
+        state.<G>.optim.safetensors (ocr_optim_save) are written under the next generation number G, each to a
+        temporary name, fsynced and renamed;
+     3. state.json, naming the two files with their sizes and CRC-32C, G and the step, is written to a temporary name,
+        fsynced, renamed over the previous one (a rename is atomic) and the directory fsynced. This is the commit;
+     4. last.safetensors and last.optim.safetensors are pointed at the new pair (hard links, renamed into place) and
+        the previous generation's files are removed.
+   A kill -9 at any instant, or a full disk failing any write, before 3 leaves the previous state.json and the pair
+   it names untouched; from 3 on the new one is complete. --resume trusts only state.json and the files it names,
+   checked against their sizes and CRCs, and rolls the metrics back to its step. A state added later (a loss scaler)
+   is one more file, or tensors in the optimizer file, named in state.json. A run directory from before state.json
+   (last.safetensors + last.optim.safetensors, each with train.step) still resumes, from that pair.
+   While a process trains in a directory it holds flock(DIR/.lock), which names it (pid and host): a second trainer
+   or a --resume is refused, and the kernel drops the lock when the holder dies, so a crashed run's lock is no
+   obstacle. */
+typedef struct {
+    int64_t generation;            /* of the state on disk: 0 before the first commit, or a directory from before state.json */
+    int64_t step;                  /* state.json's */
+    char weights[4096], optim[4096];
+} run_files;
+
+/* OCR_TEST_KILL_IN_SAVE=K (tests): the process SIGKILLs itself at point K of its first state commit: 1 after the metrics
+   flush, 2 between the optimizer and the weights file, 3 before state.json, 4 after it, 5 after last.* */
+static int g_kill_in_save;
+static void test_kill_point(int k) { if (k > 0 && g_kill_in_save == k) raise(SIGKILL); }
+
+/* Holds DIR/.lock for the process's lifetime (the descriptor stays open), writing "pid host" into it; exits naming the
+   holder when another process has it. */
+static void lock_run_dir(const char *run_dir) {
+    char path[4096], host[256], text[512];
+    int fd, len;
+    snprintf(path, sizeof path, "%s/.lock", run_dir);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) { fprintf(stderr, "train_dbnet: cannot lock the run directory: %s: %s\n", path, strerror(errno)); exit(1); }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ssize_t n = read(fd, text, sizeof text - 1);
+        text[n > 0 ? n : 0] = 0;
+        text[strcspn(text, "\n")] = 0;
+        fprintf(stderr, "train_dbnet: %s is in use: process %s holds %s; one process trains in a run directory at a time\n", run_dir,
+                text[0] ? text : "(unknown)", path);
+        exit(1);
+    }
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = 0;
+    len = snprintf(text, sizeof text, "%ld on %s\n", (long)getpid(), host);
+    if (ftruncate(fd, 0) != 0 || write(fd, text, (size_t)len) != len) { /* the lock holds without its note */ }
+}
+
+static int file_exists(const char *dir, const char *name) {
     char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* "state.<digits>.safetensors" or "state.<digits>.optim.safetensors": its generation, else -1. */
+static int64_t state_file_generation(const char *name) {
+    const char *p = name + 6;
+    int64_t g = 0;
+    if (strncmp(name, "state.", 6) != 0 || *p < '0' || *p > '9') return -1;
+    for (; *p >= '0' && *p <= '9' && g < ((int64_t)1 << 50); p++) g = g * 10 + (*p - '0');
+    return strcmp(p, ".safetensors") == 0 || strcmp(p, ".optim.safetensors") == 0 ? g : -1;
+}
+
+/* Removes what a killed writer left (temporary files) and the state files of generations other than keep. */
+static void remove_stale_files(const char *run_dir, int64_t keep) {
+    DIR *d = opendir(run_dir);
+    struct dirent *e;
+    char path[4096];
+    while (d && (e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        int64_t g = state_file_generation(n);
+        int tmp = strstr(n, ".tmp.") && (strncmp(n, "state.", 6) == 0 || strncmp(n, "last.", 5) == 0 || strncmp(n, "best.", 5) == 0);
+        if (!tmp && (g < 0 || g == keep)) continue;
+        snprintf(path, sizeof path, "%s/%s", run_dir, n);
+        unlink(path);
+    }
+    if (d) closedir(d);
+}
+
+/* The name of a file that shows dir holds a run, or NULL. */
+static const char *run_evidence(const char *run_dir) {
+    static const char *const names[] = {"state.json", "last.safetensors", "last.optim.safetensors", "best.safetensors", "metrics.jsonl"};
+    static char found[300];
+    DIR *d;
+    struct dirent *e;
+    int i;
+    for (i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
+        if (file_exists(run_dir, names[i])) return names[i];
+    found[0] = 0;
+    d = opendir(run_dir);
+    while (d && !found[0] && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0 || state_file_generation(e->d_name) >= 0)
+            snprintf(found, sizeof found, "%s", e->d_name);
+    if (d) closedir(d);
+    return found[0] ? found : NULL;
+}
+
+/* --overwrite: deletes the files a run writes (and nothing else) */
+static void clear_run(const char *run_dir) {
+    static const char *const names[] = {"state.json", "last.safetensors", "last.optim.safetensors", "best.safetensors",
+                                        "best.optim.safetensors", "metrics.jsonl"};
+    char path[4096];
+    DIR *d;
+    struct dirent *e;
+    int i;
+    for (i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
+        snprintf(path, sizeof path, "%s/%s", run_dir, names[i]);
+        unlink(path);
+    }
+    remove_stale_files(run_dir, -1);
+    d = opendir(run_dir);
+    while (d && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0) {
+            snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
+            unlink(path);
+        }
+    if (d) closedir(d);
+    snprintf(path, sizeof path, "%s/overlays", run_dir);
+    d = opendir(path);
+    while (d && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "step_", 5) == 0 && strstr(e->d_name, ".png")) {
+            snprintf(path, sizeof path, "%s/overlays/%s", run_dir, e->d_name);
+            unlink(path);
+        }
+    if (d) closedir(d);
+}
+
+/* A file's size and CRC-32C */
+static void file_digest(ocr_ctx *ctx, const char *path, size_t *size, uint32_t *crc) {
+    unsigned char *bytes;
+    if (ocr_read_file(ctx, path, (size_t)-1 >> 1, &bytes, size)) die(ctx, "reading the run's state back");
+    *crc = ocr_crc32c(0, bytes, *size);
+    OCR_FREE(bytes);
+}
+
+/* dst becomes another name of src (a hard link renamed into place); without hard links, 1 and nothing changed. */
+static int link_over(const char *src, const char *dst) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid());
+    unlink(tmp);
+    if (link(src, tmp) != 0) return 1;
+    if (rename(tmp, dst) != 0) { unlink(tmp); return 1; }
+    return 0;
+}
+
+/* Commits the run's state at st->step (the order is explained above). */
+static void commit_state(ocr_ctx *ctx, const char *run_dir, run_files *rf, ocr_metrics *metrics, const ocr_dbnet *m,
+                         const ocr_optimizer *opt, const float *ema, const train_args *a, const train_state *st) {
+    run_files next;
+    char path[4096], text[2048], wname[64], oname[64];
+    size_t wsize, osize;
+    uint32_t wcrc, ocrc;
+    int len;
+    if (ocr_metrics_flush(ctx, metrics)) die(ctx, "metrics");
+    test_kill_point(1);
+    next.generation = rf->generation + 1;
+    next.step = st->step;
+    snprintf(wname, sizeof wname, "state.%06lld.safetensors", (long long)next.generation);
+    snprintf(oname, sizeof oname, "state.%06lld.optim.safetensors", (long long)next.generation);
+    snprintf(next.weights, sizeof next.weights, "%s/%s", run_dir, wname);
+    snprintf(next.optim, sizeof next.optim, "%s/%s", run_dir, oname);
+    write_checkpoint(ctx, next.weights, next.optim, m, opt, ema, a, st, 2);
+    test_kill_point(3);
+    file_digest(ctx, next.weights, &wsize, &wcrc);
+    file_digest(ctx, next.optim, &osize, &ocrc);
+    len = snprintf(text, sizeof text,
+                   "{\"format\":1,\"generation\":%lld,\"step\":%lld,\"weights\":\"%s\",\"weights_bytes\":%llu,\"weights_crc32c\":%lu,"
+                   "\"optim\":\"%s\",\"optim_bytes\":%llu,\"optim_crc32c\":%lu}\n",
+                   (long long)next.generation, (long long)next.step, wname, (unsigned long long)wsize, (unsigned long)wcrc, oname,
+                   (unsigned long long)osize, (unsigned long)ocrc);
+    snprintf(path, sizeof path, "%s/state.json", run_dir);
+    if (ocr_write_file_atomic(ctx, path, text, (size_t)len)) die(ctx, "committing the run's state (the previous one stays)");
+    test_kill_point(4);
+    *rf = next;
+    snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
+    if (link_over(next.weights, path)) {
+        char optim_path[4096];
+        snprintf(optim_path, sizeof optim_path, "%s/last.optim.safetensors", run_dir);
+        write_checkpoint(ctx, path, optim_path, m, opt, ema, a, st, 0); /* a file system without hard links: copies */
+    } else {
+        snprintf(path, sizeof path, "%s/last.optim.safetensors", run_dir);
+        if (link_over(next.optim, path)) { fprintf(stderr, "train_dbnet: cannot link %s to %s: %s\n", path, next.optim, strerror(errno)); exit(1); }
+    }
+    test_kill_point(5);
+    remove_stale_files(run_dir, next.generation);
+}
+
+/* A count or a number from a checkpoint's metadata; missing or malformed: exits naming the file and the key. */
+static int64_t meta_count(const ocr_safetensors *st, const char *file, const char *key) {
+    const char *s = ocr_safetensors_meta(st, key);
+    char *end = NULL;
+    long long v = 0;
+    if (s) { errno = 0; v = strtoll(s, &end, 10); }
+    if (!s || end == s || *end || errno || v < 0) {
+        fprintf(stderr, "train_dbnet: --resume: %s %s '%s'%s%s%s\n", file, s ? "has a malformed" : "lacks", key, s ? " = '" : "", s ? s : "",
+                s ? "' (expected a count)" : " in its metadata: not a train_dbnet checkpoint");
+        exit(1);
+    }
+    return (int64_t)v;
+}
+static double meta_number(const ocr_safetensors *st, const char *file, const char *key) {
+    const char *s = ocr_safetensors_meta(st, key);
+    char *end = NULL;
+    double v = 0;
+    if (s) v = strtod(s, &end);
+    if (!s || end == s || *end || !isfinite(v)) {
+        fprintf(stderr, "train_dbnet: --resume: %s %s '%s'%s%s%s\n", file, s ? "has a malformed" : "lacks", key, s ? " = '" : "", s ? s : "",
+                s ? "' (expected a number)" : " in its metadata: not a train_dbnet checkpoint");
+        exit(1);
+    }
+    return v;
+}
+
+/* state.json's field key: a count, or a plain file name in the run directory */
+static void manifest_field(const char *path, const char *text, const ocr_json_tok *toks, const char *key, int64_t *count, char *name,
+                           size_t cap) {
+    int i = ocr_json_find(text, toks, 0, key);
+    double v;
+    if (i >= 0 && count && toks[i].type == OCR_JSON_NUMBER && ocr_json_number(text, &toks[i], &v) && v >= 0 && v < 9e15 && v == floor(v)) {
+        *count = (int64_t)v;
+        return;
+    }
+    if (i >= 0 && name && toks[i].type == OCR_JSON_STRING && ocr_json_string(text, &toks[i], name, cap) && name[0] && name[0] != '.' &&
+        !strchr(name, '/'))
+        return;
+    fprintf(stderr, "train_dbnet: --resume: %s %s '%s' (expected %s)\n", path, i < 0 ? "lacks" : "has a malformed", key,
+            count ? "a count" : "a file name in the run directory");
+    exit(1);
+}
+
+/* The state --resume continues from: state.json's, its files checked against it; or, in a directory from before
+   state.json, last.safetensors + last.optim.safetensors. */
+static void find_state(ocr_ctx *ctx, const char *run_dir, run_files *rf) {
+    static const char *const which[2] = {"weights", "optim"};
+    char path[4096], key[64], name[256];
+    unsigned char *text = NULL;
+    size_t n = 0;
+    ocr_json_tok toks[64];
+    int nt, f;
+    int64_t format = 0, want_size, want_crc;
+    memset(rf, 0, sizeof *rf);
+    snprintf(path, sizeof path, "%s/state.json", run_dir);
+    if (access(path, F_OK) != 0) {
+        snprintf(rf->weights, sizeof rf->weights, "%s/last.safetensors", run_dir);
+        snprintf(rf->optim, sizeof rf->optim, "%s/last.optim.safetensors", run_dir);
+        rf->step = -1;
+        if (access(rf->weights, F_OK) != 0) {
+            fprintf(stderr, "train_dbnet: --resume %s: no saved state there (state.json, or last.safetensors from an older "
+                            "train_dbnet)\n", run_dir);
+            exit(1);
+        }
+        return;
+    }
+    if (ocr_read_file(ctx, path, 1 << 16, &text, &n)) die(ctx, "--resume");
+    if (ocr_json_parse(ctx, (const char *)text, n, toks, 64, &nt) || toks[0].type != OCR_JSON_OBJECT) die(ctx, "--resume: state.json");
+    manifest_field(path, (const char *)text, toks, "format", &format, NULL, 0);
+    if (format != 1) { fprintf(stderr, "train_dbnet: --resume: %s is in format %lld; this train_dbnet reads format 1\n", path, (long long)format); exit(1); }
+    manifest_field(path, (const char *)text, toks, "generation", &rf->generation, NULL, 0);
+    manifest_field(path, (const char *)text, toks, "step", &rf->step, NULL, 0);
+    for (f = 0; f < 2; f++) {
+        size_t size;
+        uint32_t crc;
+        char *dst = f ? rf->optim : rf->weights;
+        manifest_field(path, (const char *)text, toks, which[f], NULL, name, sizeof name);
+        snprintf(key, sizeof key, "%s_bytes", which[f]);
+        manifest_field(path, (const char *)text, toks, key, &want_size, NULL, 0);
+        snprintf(key, sizeof key, "%s_crc32c", which[f]);
+        manifest_field(path, (const char *)text, toks, key, &want_crc, NULL, 0);
+        snprintf(dst, sizeof rf->weights, "%s/%s", run_dir, name);
+        if (access(dst, F_OK) != 0) {
+            fprintf(stderr, "train_dbnet: --resume: %s names %s, which is missing: %s\n", path, dst, strerror(errno));
+            exit(1);
+        }
+        file_digest(ctx, dst, &size, &crc);
+        if ((int64_t)size != want_size || (int64_t)crc != want_crc) {
+            fprintf(stderr, "train_dbnet: --resume: %s has %llu bytes with CRC-32C %lu but %s says %lld bytes with %lld: changed since "
+                            "it was saved\n", dst, (unsigned long long)size, (unsigned long)crc, path, (long long)want_size, (long long)want_crc);
+            exit(1);
+        }
+    }
+    OCR_FREE(text);
+}
+
+/* The optimizer state and the weight average (when ema is given) of the state being resumed, whose step is step. */
+static void load_optimizer(ocr_ctx *ctx, const run_files *rf, ocr_optimizer *opt, float *ema, int64_t step, int64_t optim_step) {
     ocr_safetensors st;
     const char *s;
-    snprintf(path, sizeof path, "%s/last.optim.safetensors", run_dir);
-    if (ocr_safetensors_open(ctx, &st, path)) die(ctx, "reading the optimizer state");
+    if (ocr_safetensors_open(ctx, &st, rf->optim)) die(ctx, "reading the optimizer state");
     s = ocr_safetensors_meta(&st, "train.step");
     if (!s || atoll(s) != step) {
-        fprintf(stderr, "train_dbnet: %s is from step %s but last.safetensors from step %lld\n", path, s ? s : "?", (long long)step);
+        fprintf(stderr, "train_dbnet: %s is from step %s but %s from step %lld\n", rf->optim, s ? s : "?", rf->weights, (long long)step);
         exit(1);
     }
     opt->step = optim_step; /* a file from before ocr_optim_save's format holds only the tensors; a newer one sets it too */
     if (ocr_optim_load(ctx, opt, ema, &st)) die(ctx, "reading the optimizer state");
     if (opt->step != optim_step) {
-        fprintf(stderr, "train_dbnet: %s is at optimizer step %lld but last.safetensors at %lld\n", path, (long long)opt->step,
+        fprintf(stderr, "train_dbnet: %s is at optimizer step %lld but %s at %lld\n", rf->optim, (long long)opt->step, rf->weights,
                 (long long)optim_step);
         exit(1);
     }
@@ -341,13 +633,14 @@ int main(int argc, char **argv) {
     ocr_safetensors resume_st;
     ocr_tensor d_logits, d_thresh, targets_dev[F_COUNT];
     ocr_eval_result last_eval;
-    char run_dir[2048], path[4096];
+    char run_dir[2048], path[4096], best_optim[4096];
     int64_t batches_per_epoch, total_steps;
     double t_start, t_images = 0, seconds_before = 0;
     int tty = isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
     int log_level = OCR_LOG_WARN;
     int eval_done_at_end = 0;
-    int64_t saved_step = -1;
+    int64_t saved_step = -1, optim_step = 0;
+    run_files rf;
 
     memset(targets_dev, 0, sizeof targets_dev);
     if (ocr_ex_settings_parse(argc, argv, "[options]", kSettings, N_SETTINGS, &a) != 0) {
@@ -360,17 +653,34 @@ int main(int argc, char **argv) {
     ctx.log_user = &log_level;
     if (a.check_numerics) ctx.debug_flags |= OCR_DEBUG_CHECK_NUMERICS;
     memset(&st, 0, sizeof st);
+    memset(&rf, 0, sizeof rf);
+    if (getenv("OCR_TEST_KILL_IN_SAVE")) g_kill_in_save = atoi(getenv("OCR_TEST_KILL_IN_SAVE"));
 
     /* A resumed run takes its settings from its checkpoint; only threads, workers and logging may change. */
     if (a.resume) {
+        struct stat sb;
+        errno = 0;
+        if (a.overwrite) { fprintf(stderr, "train_dbnet: --overwrite starts a new run; it does not go with --resume\n"); return 2; }
         snprintf(run_dir, sizeof run_dir, "%s", a.resume);
-        snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
-        if (ocr_safetensors_open(&ctx, &resume_st, path)) die(&ctx, "--resume");
-        if (ocr_ex_settings_from_meta("train_dbnet", kSettings, N_SETTINGS, &a, "train.", checkpoint_meta, &resume_st)) return 1;
-        st.step = atoll(ocr_safetensors_meta(&resume_st, "train.step"));
-        st.best_hmean = atof(ocr_safetensors_meta(&resume_st, "train.best_hmean"));
-        st.best_step = atoll(ocr_safetensors_meta(&resume_st, "train.best_step"));
-        seconds_before = atof(ocr_safetensors_meta(&resume_st, "train.seconds"));
+        if (stat(run_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "train_dbnet: --resume %s: %s\n", run_dir, errno ? strerror(errno) : "not a directory");
+            return 1;
+        }
+        lock_run_dir(run_dir);
+        find_state(&ctx, run_dir, &rf);
+        remove_stale_files(run_dir, rf.generation);
+        if (ocr_safetensors_open(&ctx, &resume_st, rf.weights)) die(&ctx, "--resume");
+        if (ocr_ex_settings_from_meta("train_dbnet", rf.weights, kSettings, N_SETTINGS, &a, "train.", checkpoint_meta, &resume_st)) return 1;
+        st.step = meta_count(&resume_st, rf.weights, "train.step");
+        st.best_hmean = meta_number(&resume_st, rf.weights, "train.best_hmean");
+        st.best_step = meta_count(&resume_st, rf.weights, "train.best_step");
+        seconds_before = meta_number(&resume_st, rf.weights, "train.seconds");
+        optim_step = meta_count(&resume_st, rf.weights, "train.optim_step");
+        if (rf.step >= 0 && rf.step != st.step) {
+            fprintf(stderr, "train_dbnet: --resume: %s/state.json is at step %lld but %s at step %lld\n", run_dir, (long long)rf.step,
+                    rf.weights, (long long)st.step);
+            return 1;
+        }
     } else if (a.out) {
         snprintf(run_dir, sizeof run_dir, "%s", a.out);
     } else {
@@ -381,10 +691,10 @@ int main(int argc, char **argv) {
         snprintf(run_dir, sizeof run_dir, "runs/dbnet-%s", stamp);
     }
     if (a.steps < 1 || a.batch < 1 || a.size < 32 || a.size % 32 || a.val_size < 32 || a.val_size % 32 || a.val_count < 0 ||
-        a.workers < 1 || a.log_every < 1 || a.eval_every < 0 || !(a.lr > 0) || !(a.width > 0) || a.save_every < 1 ||
+        a.workers < 1 || a.log_every < 1 || a.eval_every < 0 || !(a.lr > 0 && a.lr <= 10) || !(a.width > 0 && a.width <= 4) || a.save_every < 1 ||
         !(a.synth_lines >= 0 && a.synth_lines <= 10000) || !(a.synth_text_scale >= 0.1f && a.synth_text_scale <= 10) ||
         !(a.val_scale == 0 || (a.val_scale >= 0.25f && a.val_scale <= 4)) || !(a.ema >= 0 && a.ema < 1)) {
-        fprintf(stderr, "train_dbnet: --steps, --batch, --workers, --log-every and --save-every must be >= 1, --lr and --width > 0, "
+        fprintf(stderr, "train_dbnet: --steps, --batch, --workers, --log-every and --save-every must be >= 1, --lr in (0, 10], --width in (0, 4], "
                         "--size and --val-size positive multiples of 32, --val-scale 0 or in [0.25, 4], "
                         "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10], --ema in [0, 1)\n");
         return 2;
@@ -393,6 +703,18 @@ int main(int argc, char **argv) {
     if (strcmp(a.optimizer, "sgd") != 0 && strcmp(a.optimizer, "adamw") != 0) { fprintf(stderr, "train_dbnet: --optimizer must be sgd or adamw\n"); return 2; }
     if (strcmp(a.backbone, "resnet18") != 0 && strcmp(a.backbone, "resnet34") != 0) { fprintf(stderr, "train_dbnet: --backbone must be resnet18 or resnet34\n"); return 2; }
     if (mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_dbnet: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
+    if (!a.resume) { /* a new run: the directory is locked, and a run already there is neither touched nor mixed with this one */
+        const char *found;
+        lock_run_dir(run_dir);
+        if ((found = run_evidence(run_dir)) != NULL) {
+            if (!a.overwrite) {
+                fprintf(stderr, "train_dbnet: %s already holds a run (%s): continue it with --resume %s, or start a new one in it with "
+                                "--overwrite (which deletes it)\n", run_dir, found, run_dir);
+                return 2;
+            }
+            clear_run(run_dir);
+        }
+    }
     snprintf(path, sizeof path, "%s/overlays", run_dir);
     mkdir(path, 0755);
 
@@ -411,9 +733,8 @@ int main(int argc, char **argv) {
             die(&ctx, "the weight average (--ema)");
     }
     if (a.resume) {
-        snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
-        if (ocr_dbnet_load(&ctx, &model, path)) die(&ctx, "--resume");
-        load_optimizer(&ctx, run_dir, &opt, ema, st.step, atoll(ocr_safetensors_meta(&resume_st, "train.optim_step")));
+        if (ocr_dbnet_load(&ctx, &model, rf.weights)) die(&ctx, "--resume");
+        load_optimizer(&ctx, &rf, &opt, ema, st.step, optim_step);
     }
 
     /* data */
@@ -460,7 +781,8 @@ int main(int argc, char **argv) {
         if (ctx.device != OCR_DEVICE_CPU &&
             ocr_tensor_alloc(&ctx, &targets_dev[i], lcfg.field_names[i], OCR_F32, ctx.device, ocr_shape4(a.batch, 1, a.size, a.size)))
             die(&ctx, "allocating target maps");
-    if (ocr_metrics_open(&ctx, &metrics, run_dir)) die(&ctx, "metrics");
+    /* a resumed run's metrics go back to its state: what a killed process logged after it is logged again */
+    if (a.resume ? ocr_metrics_open_resume(&ctx, &metrics, run_dir, st.step) : ocr_metrics_open(&ctx, &metrics, run_dir)) die(&ctx, "metrics");
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
@@ -555,22 +877,23 @@ int main(int argc, char **argv) {
                     st.best_hmean = last_eval.hmean;
                     st.best_step = st.step;
                     st.seconds = seconds_before + now_seconds() - t_start;
-                    save_checkpoint(&ctx, run_dir, "best", &model, &opt, NULL, &a, &st);
+                    snprintf(path, sizeof path, "%s/best.safetensors", run_dir);
+                    snprintf(best_optim, sizeof best_optim, "%s/best.optim.safetensors", run_dir);
+                    write_checkpoint(&ctx, path, best_optim, &model, &opt, NULL, &a, &st, 0);
                 }
                 swap_weights(&model, &ema);
             }
             if (st.step % a.save_every == 0 || st.step == a.stop_at || st.step == total_steps) {
                 st.seconds = seconds_before + now_seconds() - t_start;
-                save_checkpoint(&ctx, run_dir, "last", &model, &opt, ema, &a, &st);
+                commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &a, &st);
                 saved_step = st.step;
-                if (ocr_metrics_flush(&ctx, &metrics)) die(&ctx, "metrics");
             }
             if (st.step == a.stop_at) g_stop = 1;
         }
     }
     if (tty) fputc('\n', stderr);
     st.seconds = seconds_before + now_seconds() - t_start;
-    if (saved_step != st.step) save_checkpoint(&ctx, run_dir, "last", &model, &opt, ema, &a, &st);
+    if (saved_step != st.step) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &a, &st);
     if (g_stop && st.step < total_steps)
         fprintf(stderr, "train_dbnet: interrupted at step %lld; saved %s/last.safetensors; continue with --resume %s\n",
                 (long long)st.step, run_dir, run_dir);

@@ -17,7 +17,12 @@
 #include "ocr_test.h"
 #include "ocr_test_cli.h"
 #include <sys/stat.h>
+#include <sys/file.h>
+#include <sys/resource.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *const TRAIN = "./examples/train_dbnet";
@@ -115,6 +120,13 @@ static void to_old_optim_format(const char *run) {
     ocr_safetensors_close(&st);
 }
 
+/* Turns a run directory into what train_dbnet wrote before state.json: last.safetensors + last.optim.safetensors only. */
+static void to_old_layout(const char *run) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -f %s/state.json %s/state.*.safetensors", run, run);
+    OCR_CHECK(system(cmd) == 0);
+}
+
 static void test_resume_exact(void) {
     char args[1024], run_a[256], run_b[256], *out, *err;
     double la[11], lb[11];
@@ -143,6 +155,7 @@ static void test_resume_exact(void) {
     rc = ocr_test_run(args, &out, &err);
     OCR_CHECK_MSG(rc == 130, "'%s' exited %d (expected 130, as interrupted): %s", args, rc, err);
     free(out); free(err);
+    to_old_layout(run_b);
     to_old_optim_format(run_b);
     snprintf(args, sizeof args, "%s --resume %s --threads 2 --log-every 1 --workers 1", TRAIN, run_b);
     rc = ocr_test_run(args, &out, &err);
@@ -337,6 +350,472 @@ static void test_val_scale_mapping(void) {
     }
 }
 
+
+/* ---------------------------------------------------------------- crashes, full disks and the run directory */
+
+typedef struct { int exited, code, signal; } child_result;
+
+static uint64_t g_rng;
+static uint64_t rnd(void) { g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17; return g_rng; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Runs TRAIN with args (words split at spaces), stdout and stderr to dir/child_{out,err}.txt. kill_point > 0 sets
+   OCR_TEST_KILL_IN_SAVE; kill_after >= 0: SIGKILL after that many seconds if still running; fsize > 0: a file-size
+   limit (RLIMIT_FSIZE, SIGXFSZ ignored), so a write past it fails with EFBIG as on a full disk. */
+static child_result run_child(const char *args, int kill_point, double kill_after, long fsize, char **err) {
+    char copy[2048], *argv[64], *tok, path[300];
+    child_result r;
+    int n = 0, status = 0;
+    pid_t pid;
+    double t0 = now_s();
+    memset(&r, 0, sizeof r);
+    argv[n++] = (char *)TRAIN;
+    snprintf(copy, sizeof copy, "%s", args);
+    for (tok = strtok(copy, " "); tok && n < 63; tok = strtok(NULL, " ")) argv[n++] = tok;
+    argv[n] = NULL;
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        int fo, fe;
+        snprintf(path, sizeof path, "%s/child_out.txt", dir);
+        fo = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        snprintf(path, sizeof path, "%s/child_err.txt", dir);
+        fe = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(126);
+        if (kill_point > 0) {
+            char v[16];
+            snprintf(v, sizeof v, "%d", kill_point);
+            setenv("OCR_TEST_KILL_IN_SAVE", v, 1);
+        } else unsetenv("OCR_TEST_KILL_IN_SAVE");
+        if (fsize > 0) {
+            struct rlimit rl;
+            rl.rlim_cur = rl.rlim_max = (rlim_t)fsize;
+            signal(SIGXFSZ, SIG_IGN);
+            if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(125);
+        }
+        execv(TRAIN, argv);
+        _exit(127);
+    }
+    OCR_CHECK_MSG(pid > 0, "fork failed");
+    if (pid <= 0) return r;
+    if (kill_after >= 0) {
+        struct timespec ms = {0, 500000};
+        while (now_s() - t0 < kill_after && waitpid(pid, &status, WNOHANG) == 0) nanosleep(&ms, NULL);
+        if (waitpid(pid, &status, WNOHANG) == 0) kill(pid, SIGKILL);
+        else goto done;
+    }
+    waitpid(pid, &status, 0);
+done:
+    r.exited = WIFEXITED(status);
+    r.code = r.exited ? WEXITSTATUS(status) : -1;
+    r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    if (err) {
+        snprintf(path, sizeof path, "%s/child_err.txt", dir);
+        *err = ocr_test_read_text(path);
+        if (!*err) *err = strdup("");
+    }
+    return r;
+}
+
+/* The differences between the tensors of two safetensors files (names, dtypes, shapes, bytes); metadata is not
+   compared (train.seconds is a wall time). -1 when one does not open. */
+static int compare_tensors(const char *pa, const char *pb) {
+    ocr_safetensors a, b;
+    int i, d = 0;
+    if (ocr_safetensors_open(&ctx, &a, pa)) return -1;
+    if (ocr_safetensors_open(&ctx, &b, pb)) { ocr_safetensors_close(&a); return -1; }
+    if (a.n_entries != b.n_entries) d++;
+    for (i = 0; i < a.n_entries; i++) {
+        const ocr_safetensors_entry *ea = &a.entries[i];
+        int j = ocr_safetensors_find(&b, ea->name);
+        const ocr_safetensors_entry *eb = j >= 0 ? &b.entries[j] : NULL;
+        if (!eb || ea->dtype != eb->dtype || ea->end - ea->begin != eb->end - eb->begin ||
+            memcmp(a.bytes + a.data_start + ea->begin, b.bytes + b.data_start + eb->begin, (size_t)(ea->end - ea->begin)) != 0)
+            d++;
+    }
+    ocr_safetensors_close(&a);
+    ocr_safetensors_close(&b);
+    return d;
+}
+
+/* metrics.jsonl of two runs, line by line, without train/images_per_second (a speed): the number of lines that differ. */
+static int compare_metrics(const char *run_a, const char *run_b, int *n_lines) {
+    char pa[300], pb[300], *ta, *tb, *la, *lb;
+    int d = 0;
+    snprintf(pa, sizeof pa, "%s/metrics.jsonl", run_a);
+    snprintf(pb, sizeof pb, "%s/metrics.jsonl", run_b);
+    ta = ocr_test_read_text(pa);
+    tb = ocr_test_read_text(pb);
+    *n_lines = 0;
+    if (!ta || !tb) { free(ta); free(tb); return -1; }
+    for (la = ta, lb = tb; *la || *lb; (*n_lines)++) {
+        size_t na = strcspn(la, "\n"), nb = strcspn(lb, "\n");
+        char *ia = strstr(la, ",\"train/images_per_second\":"), *ib = strstr(lb, ",\"train/images_per_second\":");
+        size_t ca = ia && ia < la + na ? (size_t)(ia - la) : na, cb = ib && ib < lb + nb ? (size_t)(ib - lb) : nb;
+        size_t ra = ca < na ? na - ca - strcspn(ia + 1, ",}") - 1 : 0, rb = cb < nb ? nb - cb - strcspn(ib + 1, ",}") - 1 : 0;
+        if (ca != cb || memcmp(la, lb, ca) != 0 || ra != rb || memcmp(la + na - ra, lb + nb - rb, ra) != 0) d++;
+        la += na + (la[na] ? 1 : 0);
+        lb += nb + (lb[nb] ? 1 : 0);
+    }
+    free(ta);
+    free(tb);
+    return d;
+}
+
+/* Summary records (Events with a step) over a run's event files, after TensorBoard's purge: a SessionLog START at step s
+   drops the summaries already read with steps >= s. Files in name order, as TensorBoard reads them. */
+static int count_summaries(const char *run) {
+    char cmd[400], *list, *name;
+    int64_t steps[4096];
+    int n = 0, i;
+    snprintf(cmd, sizeof cmd, "ls %s | grep tfevents | sort > %s/events_list.txt", run, dir);
+    if (system(cmd) != 0) return -1;
+    snprintf(cmd, sizeof cmd, "%s/events_list.txt", dir);
+    list = ocr_test_read_text(cmd);
+    for (name = list ? strtok(list, "\n") : NULL; name; name = strtok(NULL, "\n")) {
+        char path[600];
+        unsigned char *b;
+        size_t size, at = 0;
+        snprintf(path, sizeof path, "%s/%s", run, name);
+        if (ocr_read_file(&ctx, path, (size_t)1 << 30, &b, &size)) { n = -1; break; }
+        while (at + 16 <= size) {
+            uint64_t len = 0, step = 0;
+            size_t p, end;
+            int has_step = 0, start = 0, k;
+            for (k = 0; k < 8; k++) len |= (uint64_t)b[at + k] << (8 * k);
+            end = at + 12 + (size_t)len;
+            if (end + 4 > size) break;
+            for (p = at + 12; p < end;) { /* Event: 1 fixed64, 2 varint step, else length-delimited (7: session_log) */
+                unsigned key = b[p++];
+                if (key == 0x09) p += 8;
+                else if (key == 0x10) { int sh = 0; step = 0; do { step |= (uint64_t)(b[p] & 0x7f) << sh; sh += 7; } while (b[p++] & 0x80); has_step = 1; }
+                else { size_t l = 0; int sh = 0; do { l |= (size_t)(b[p] & 0x7f) << sh; sh += 7; } while (b[p++] & 0x80); if (key == 0x3a) start = 1; p += l; }
+            }
+            if (start) { for (i = 0, k = 0; i < n; i++) if (steps[i] < (int64_t)step) steps[k++] = steps[i]; n = k; }
+            else if (has_step && n < 4096) steps[n++] = (int64_t)step;
+            at = end + 4;
+        }
+        free(b);
+    }
+    free(list);
+    return n;
+}
+
+/* The run directory holds a complete state: state.json names two files with its sizes and CRCs. Returns its step,
+   -1 when there is no state.json yet. */
+static int64_t check_state(const char *run) {
+    static const char *const which[2] = {"weights", "optim"};
+    char path[400], *text;
+    ocr_json_tok toks[64];
+    int nt, f, i;
+    double v;
+    int64_t step = -1;
+    snprintf(path, sizeof path, "%s/state.json", run);
+    if (access(path, F_OK) != 0) return -1;
+    text = ocr_test_read_text(path);
+    OCR_CHECK_MSG(text && ocr_json_parse(&ctx, text, strlen(text), toks, 64, &nt) == OCR_OK, "%s does not parse", path);
+    if (!text || ocr_test__case_failed) { free(text); return -2; }
+    i = ocr_json_find(text, toks, 0, "step");
+    if (i >= 0 && ocr_json_number(text, &toks[i], &v)) step = (int64_t)v;
+    for (f = 0; f < 2; f++) {
+        char name[128], key[64], file[600];
+        unsigned char *b;
+        size_t size;
+        double want_size = -1, want_crc = -1;
+        i = ocr_json_find(text, toks, 0, which[f]);
+        OCR_CHECK_MSG(i >= 0 && ocr_json_string(text, &toks[i], name, sizeof name), "%s: no %s", path, which[f]);
+        if (i < 0) break;
+        snprintf(key, sizeof key, "%s_bytes", which[f]);
+        if ((i = ocr_json_find(text, toks, 0, key)) >= 0) ocr_json_number(text, &toks[i], &want_size);
+        snprintf(key, sizeof key, "%s_crc32c", which[f]);
+        if ((i = ocr_json_find(text, toks, 0, key)) >= 0) ocr_json_number(text, &toks[i], &want_crc);
+        snprintf(file, sizeof file, "%s/%s", run, name);
+        OCR_CHECK_MSG(ocr_read_file(&ctx, file, (size_t)1 << 30, &b, &size) == OCR_OK, "%s names %s, which does not read", path, file);
+        if (ocr_test__case_failed) break;
+        OCR_CHECK_MSG((double)size == want_size && (double)ocr_crc32c(0, b, size) == want_crc, "%s does not match %s", file, path);
+        free(b);
+    }
+    free(text);
+    return step;
+}
+
+/* Runs killed with SIGKILL at random instants and inside their checkpoint writes (OCR_TEST_KILL_IN_SAVE), each followed
+   by --resume, always find a complete state and end bit for bit where an uninterrupted run ends: the weights, the
+   optimizer state and weight average, the best checkpoint, metrics.jsonl (but its speeds) and, after TensorBoard's
+   purge, as many summaries. Before the state was committed as one unit, the pair could come from two steps (refused),
+   and before the metrics rollback the resumed run died at its first logged step. */
+#define KILL_ARGS TINY " --steps 60 --eval-every 20 --save-every 1"
+static void test_kill_resume(void) {
+    char args[1024], whole[256], chain[256], pa[300], pb[300], *err = NULL;
+    const char *env = getenv("OCR_TEST_KILLS");
+    int want = env && atoi(env) > 0 ? atoi(env) : 30, kills = 0, in_save = 0, chains = 0, attempts = 0, d, n_lines;
+    double t0, duration;
+    child_result r;
+    snprintf(whole, sizeof whole, "%s/kill_whole", dir);
+    snprintf(args, sizeof args, "%s --out %s", KILL_ARGS, whole);
+    t0 = now_s();
+    r = run_child(args, 0, -1, 0, &err);
+    duration = now_s() - t0;
+    OCR_CHECK_MSG(r.exited && r.code == 0, "'%s' ended with exit %d, signal %d: %s", args, r.code, r.signal, err);
+    free(err);
+    if (ocr_test__case_failed) return;
+    while (kills < want || chains == 0 || attempts > 0) {
+        int64_t before, after;
+        int point = 0;
+        double delay = -1;
+        if (attempts == 0) snprintf(chain, sizeof chain, "%s/kill_chain_%d", dir, chains);
+        if (++attempts > 20 * want + 100) { OCR_CHECK_MSG(0, "%d processes without finishing", attempts); return; }
+        before = check_state(chain);
+        if (before < 0) snprintf(args, sizeof args, "%s --out %s --overwrite", KILL_ARGS, chain); /* nothing to resume yet */
+        else snprintf(args, sizeof args, "--resume %s --threads 2 --log-every 1 --workers %d", chain, 1 + (int)(rnd() % 2));
+        if (kills < want) {
+            if (rnd() % 3 == 0) point = 1 + (int)(rnd() % 5);
+            else delay = (double)(rnd() % 1000) / 1000.0 * duration / 10;
+        }
+        r = run_child(args, point, delay, 0, &err);
+        after = check_state(chain);
+        if (ocr_test__case_failed) { fprintf(stderr, "after '%s' (kill point %d, delay %.3f s): %s\n", args, point, delay, err); free(err); return; }
+        if (r.signal == SIGKILL) {
+            kills++;
+            in_save += point > 0;
+            OCR_CHECK_MSG(after >= before, "the state went back from step %lld to %lld", (long long)before, (long long)after);
+            OCR_CHECK_MSG(point < 4 || after > before || before == 60, "killed after state.json but the state stayed at %lld", (long long)before);
+        } else if (r.exited && r.code == 0) {
+            OCR_CHECK_MSG(after == 60, "a process exited 0 with the state at step %lld", (long long)after);
+            chains++;
+            attempts = 0;
+            /* the chain ends where the uninterrupted run does */
+            snprintf(pa, sizeof pa, "%s/last.safetensors", whole);
+            snprintf(pb, sizeof pb, "%s/last.safetensors", chain);
+            OCR_CHECK_MSG((d = compare_tensors(pa, pb)) == 0, "weights: %d differences", d);
+            snprintf(pa, sizeof pa, "%s/last.optim.safetensors", whole);
+            snprintf(pb, sizeof pb, "%s/last.optim.safetensors", chain);
+            OCR_CHECK_MSG((d = compare_tensors(pa, pb)) == 0, "optimizer state and weight average: %d differences", d);
+            snprintf(pa, sizeof pa, "%s/best.safetensors", whole);
+            snprintf(pb, sizeof pb, "%s/best.safetensors", chain);
+            OCR_CHECK_MSG((d = compare_tensors(pa, pb)) == 0, "best checkpoint: %d differences", d);
+            d = compare_metrics(whole, chain, &n_lines);
+            OCR_CHECK_MSG(d == 0 && n_lines == 60, "metrics.jsonl: %d of %d lines differ", d, n_lines);
+            OCR_CHECK_MSG(count_summaries(whole) == count_summaries(chain) && count_summaries(whole) > 60 * 7,
+                          "TensorBoard summaries after the purge: %d uninterrupted, %d killed and resumed", count_summaries(whole),
+                          count_summaries(chain));
+        } else {
+            OCR_CHECK_MSG(0, "'%s' (kill point %d) ended with exit %d, signal %d: %s", args, point, r.code, r.signal, err);
+        }
+        free(err);
+        if (ocr_test__case_failed) return;
+    }
+    printf("     %d kills (%d inside a state commit) over %d chain(s), each resumed to the uninterrupted run's end\n", kills, in_save, chains);
+    /* the comparisons can fail: another run's state differs */
+    snprintf(pa, sizeof pa, "%s/last.safetensors", whole);
+    snprintf(pb, sizeof pb, "%s/short/last.safetensors", dir);
+    OCR_CHECK_MSG(compare_tensors(pa, pb) != 0, "the comparison finds no difference between two different runs");
+}
+
+/* A disk that fills during a checkpoint write (a file-size limit: the write fails with EFBIG) leaves the previous
+   state, which resumes to the uninterrupted run's end; before, the resume died on the metrics the failed run logged. */
+static void test_full_disk(void) {
+    char args[1024], run_a[256], run_c[256], path[300], *err, *before, *after;
+    double la[11], lc[11];
+    int n_val, s;
+    long fsize;
+    struct stat sb;
+    child_result r;
+    snprintf(run_a, sizeof run_a, "%s/whole", dir); /* test_resume_exact's uninterrupted run */
+    snprintf(run_c, sizeof run_c, "%s/full_disk", dir);
+    snprintf(args, sizeof args, "%s --steps 10 --eval-every 0 --save-every 3 --stop-at 4 --out %s", TINY, run_c);
+    r = run_child(args, 0, -1, 0, &err);
+    OCR_CHECK_MSG(r.exited && r.code == 130, "'%s' ended with exit %d, signal %d: %s", args, r.code, r.signal, err);
+    free(err);
+    snprintf(path, sizeof path, "%s/last.optim.safetensors", run_c);
+    OCR_CHECK_MSG(stat(path, &sb) == 0, "no %s", path);
+    if (ocr_test__case_failed) return;
+    fsize = (long)sb.st_size / 2; /* the optimizer file, the largest, cannot be written again */
+    snprintf(path, sizeof path, "%s/state.json", run_c);
+    before = ocr_test_read_text(path);
+    snprintf(args, sizeof args, "--resume %s --threads 2 --log-every 1 --workers 1", run_c);
+    r = run_child(args, 0, -1, fsize, &err);
+    OCR_CHECK_MSG(r.exited && r.code == 1 && strstr(err, "File too large"), "the resume under a %ld-byte file limit ended with exit %d, "
+                  "signal %d: %s", fsize, r.code, r.signal, err);
+    free(err);
+    after = ocr_test_read_text(path);
+    OCR_CHECK_MSG(before && after && strcmp(before, after) == 0, "state.json changed: %s -> %s", before, after);
+    OCR_CHECK_MSG(check_state(run_c) == 4, "the state at step 4 did not survive");
+    free(before);
+    free(after);
+    r = run_child(args, 0, -1, 0, &err);
+    OCR_CHECK_MSG(r.exited && r.code == 0, "the resume after the full disk ended with exit %d, signal %d: %s", r.code, r.signal, err);
+    free(err);
+    read_losses(run_a, la, 10, &n_val);
+    read_losses(run_c, lc, 10, &n_val);
+    for (s = 1; s <= 10; s++)
+        OCR_CHECK_MSG(la[s] == lc[s], "step %d: loss %.9g uninterrupted, %.9g after the full disk", s, la[s], lc[s]);
+    {
+        char pa[300], pc[300];
+        int d;
+        snprintf(pa, sizeof pa, "%s/last.optim.safetensors", run_a);
+        snprintf(pc, sizeof pc, "%s/last.optim.safetensors", run_c);
+        OCR_CHECK_MSG((d = compare_tensors(pa, pc)) == 0, "optimizer state: %d differences after the full disk", d);
+    }
+}
+
+/* Rewrites path's metadata without key (the tensors stay). */
+static void drop_meta_key(const char *path, const char *key) {
+    ocr_safetensors st;
+    ocr_tensor t[256];
+    const ocr_tensor *ptrs[256];
+    const char *keys[128], *vals[128];
+    int i, n = 0;
+    OCR_CHECK_OK(&ctx, ocr_safetensors_open(&ctx, &st, path));
+    if (ocr_test__case_failed) return;
+    OCR_CHECK(st.n_entries <= 256 && st.n_meta <= 128);
+    for (i = 0; i < st.n_entries && i < 256; i++) { OCR_CHECK_OK(&ctx, ocr_safetensors_read(&ctx, &st, st.entries[i].name, &t[i])); ptrs[i] = &t[i]; }
+    for (i = 0; i < st.n_meta && i < 128; i++)
+        if (strcmp(st.meta_keys[i], key) != 0) { keys[n] = st.meta_keys[i]; vals[n] = st.meta_values[i]; n++; }
+    OCR_CHECK_MSG(n == st.n_meta - 1, "%s has no %s to drop", path, key);
+    if (!ocr_test__case_failed) OCR_CHECK_OK(&ctx, ocr_safetensors_save(&ctx, path, ptrs, st.n_entries, keys, vals, n));
+    for (i = 0; i < st.n_entries && i < 256; i++) ocr_tensor_free(&t[i]);
+    ocr_safetensors_close(&st);
+}
+
+/* --resume of a checkpoint without a key it needs is an error naming the file and the key (it was a NULL read), in a
+   run directory from before state.json and in one with it (state.json re-made to match the edited file). */
+static void test_resume_missing_keys(void) {
+    static const char *const keys[] = {"train.step", "train.best_hmean", "train.best_step", "train.seconds", "train.optim_step", "train.lr"};
+    char args[1024], run[256], path[300], want[300], *err;
+    int k;
+    child_result r;
+    for (k = 0; k < (int)(sizeof keys / sizeof keys[0]); k++) {
+        int old = k % 2 == 0;
+        snprintf(run, sizeof run, "%s/missing_%d", dir, k);
+        snprintf(args, sizeof args, "%s --steps 6 --eval-every 0 --save-every 3 --stop-at 3 --out %s", TINY, run);
+        r = run_child(args, 0, -1, 0, &err);
+        OCR_CHECK_MSG(r.exited && r.code == 130, "'%s' ended with exit %d: %s", args, r.code, err);
+        free(err);
+        if (old) {
+            to_old_layout(run);
+            snprintf(path, sizeof path, "%s/last.safetensors", run);
+            drop_meta_key(path, keys[k]);
+        } else { /* the state file named by state.json, and state.json made to match it */
+            char *text, *at;
+            unsigned char *b;
+            size_t size;
+            FILE *f;
+            snprintf(path, sizeof path, "%s/state.000001.safetensors", run);
+            drop_meta_key(path, keys[k]);
+            if (ocr_read_file(&ctx, path, (size_t)1 << 30, &b, &size)) { OCR_CHECK(0); return; }
+            snprintf(want, sizeof want, "%s/state.json", run);
+            text = ocr_test_read_text(want);
+            at = text ? strstr(text, "\"optim\"") : NULL;
+            OCR_CHECK(at != NULL);
+            if (!at) { free(b); free(text); return; }
+            f = fopen(want, "w");
+            OCR_CHECK(f != NULL);
+            if (f) {
+                fprintf(f, "{\"format\":1,\"generation\":1,\"step\":3,\"weights\":\"state.000001.safetensors\",\"weights_bytes\":%llu,"
+                        "\"weights_crc32c\":%lu,%s", (unsigned long long)size, (unsigned long)ocr_crc32c(0, b, size), at);
+                fclose(f);
+            }
+            free(b);
+            free(text);
+        }
+        snprintf(args, sizeof args, "--resume %s --threads 2", run);
+        r = run_child(args, 0, -1, 0, &err);
+        snprintf(want, sizeof want, "%s lacks '%s'", old ? "last.safetensors" : "state.000001.safetensors", keys[k]);
+        OCR_CHECK_MSG(r.exited && r.code == 1 && strstr(err, want), "--resume without %s: exit %d, signal %d (expected 1 and '%s'): %s",
+                      keys[k], r.code, r.signal, want, err);
+        free(err);
+    }
+    /* a state file that no longer matches state.json is refused, naming both */
+    snprintf(path, sizeof path, "%s/missing_1/state.000001.safetensors", dir);
+    drop_meta_key(path, "train.lr");
+    snprintf(args, sizeof args, "--resume %s/missing_1 --threads 2", dir);
+    r = run_child(args, 0, -1, 0, &err);
+    OCR_CHECK_MSG(r.exited && r.code == 1 && strstr(err, "state.000001.safetensors has") && strstr(err, "state.json says"),
+                  "a state file changed after state.json: exit %d: %s", r.code, err);
+    free(err);
+}
+
+/* One trainer per run directory (a second, or a --resume, is refused naming the first's pid; the lock of a killed one is
+   taken over); a directory holding a run is not touched by a new run without --resume (exit 2), and --overwrite starts
+   over in it. */
+static void test_run_dir_guard(void) {
+    char args[1024], run[256], path[300], want[64], *err, *before, *after;
+    pid_t pid;
+    int status, i;
+    child_result r;
+    snprintf(run, sizeof run, "%s/guarded", dir);
+    /* the first trainer, long enough to be caught running */
+    pid = fork();
+    if (pid == 0) {
+        char out[300];
+        snprintf(out, sizeof out, "%s/guard_first.txt", dir);
+        if (!freopen(out, "w", stdout) || !freopen(out, "w", stderr)) _exit(126);
+        execl(TRAIN, TRAIN, "--size", "64", "--batch", "2", "--width", "0.05", "--val-count", "4", "--val-size", "64", "--threads", "1",
+              "--steps", "100000", "--eval-every", "0", "--save-every", "1", "--out", run, (char *)NULL);
+        _exit(127);
+    }
+    snprintf(path, sizeof path, "%s/state.json", run);
+    for (i = 0; i < 3000 && access(path, F_OK) != 0; i++) { struct timespec ms = {0, 10000000}; nanosleep(&ms, NULL); }
+    OCR_CHECK_MSG(access(path, F_OK) == 0, "the first trainer wrote no state in 30 s");
+    snprintf(want, sizeof want, "process %ld on", (long)pid);
+    snprintf(args, sizeof args, "%s --steps 5 --out %s", TINY, run);
+    r = run_child(args, 0, -1, 0, &err);
+    OCR_CHECK_MSG(r.exited && r.code == 1 && strstr(err, "in use") && strstr(err, want), "a second trainer: exit %d (expected 1 naming %s): %s",
+                  r.code, want, err);
+    free(err);
+    snprintf(args, sizeof args, "--resume %s --threads 1", run);
+    r = run_child(args, 0, -1, 0, &err);
+    OCR_CHECK_MSG(r.exited && r.code == 1 && strstr(err, "in use") && strstr(err, want), "a --resume of a running run: exit %d: %s", r.code, err);
+    free(err);
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    /* the killed trainer's lock is no obstacle: the resume trains (until this test kills it too) */
+    snprintf(args, sizeof args, "--resume %s --threads 1", run);
+    r = run_child(args, 0, 5.0, 0, &err);
+    OCR_CHECK_MSG(r.signal == SIGKILL && strstr(err, "resuming"), "a --resume after the holder was killed: exit %d, signal %d: %s", r.code,
+                  r.signal, err);
+    free(err);
+
+    /* a finished run (test_short_run's) is not touched without --resume */
+    snprintf(run, sizeof run, "%s/short", dir);
+    snprintf(path, sizeof path, "%s/last.safetensors", run);
+    before = ocr_test_read_text(path);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run);
+    {
+        char *m_before = ocr_test_read_text(path);
+        snprintf(args, sizeof args, "%s --steps 3 --out %s", TINY, run);
+        r = run_child(args, 0, -1, 0, &err);
+        OCR_CHECK_MSG(r.exited && r.code == 2 && strstr(err, "already holds a run") && strstr(err, "--resume") && strstr(err, "--overwrite"),
+                      "a new run in a finished run's directory: exit %d (expected 2): %s", r.code, err);
+        free(err);
+        after = ocr_test_read_text(path);
+        OCR_CHECK_MSG(m_before && after && strcmp(m_before, after) == 0, "its metrics.jsonl changed");
+        free(after);
+        free(m_before);
+    }
+    snprintf(path, sizeof path, "%s/last.safetensors", run);
+    after = ocr_test_read_text(path);
+    OCR_CHECK_MSG(before && after && memcmp(before, after, 1000) == 0, "its last.safetensors changed");
+    free(before);
+    free(after);
+    /* --overwrite starts over there */
+    snprintf(args, sizeof args, "%s --steps 3 --eval-every 0 --out %s --overwrite", TINY, run);
+    r = run_child(args, 0, -1, 0, &err);
+    OCR_CHECK_MSG(r.exited && r.code == 0, "--overwrite: exit %d: %s", r.code, err);
+    free(err);
+    {
+        double losses[4];
+        int n_val;
+        OCR_CHECK_MSG(read_losses(run, losses, 3, &n_val) == 3 && check_state(run) == 3, "--overwrite did not leave a fresh 3-step run");
+    }
+}
+
 static void test_usage_errors(void) {
     char args[512];
     expect_exit("--help", 0, NULL);
@@ -349,6 +828,8 @@ static void test_usage_errors(void) {
     expect_exit("--ema 1", 2, "--ema in [0, 1)");
     expect_exit("--optimizer adam", 2, "--optimizer must be sgd or adamw");
     expect_exit("--device cuda", 2, "no CUDA");
+    snprintf(args, sizeof args, "--resume %s --overwrite", dir);
+    expect_exit(args, 2, "--overwrite starts a new run");
     snprintf(args, sizeof args, "--data icdar:%s/no_such_dir --out %s/x", dir, dir);
     expect_exit(args, 1, "no_such_dir");
     snprintf(args, sizeof args, "--data lmdb:%s/no_such_lmdb --out %s/y", dir, dir);
@@ -360,6 +841,12 @@ static void test_usage_errors(void) {
 int main(int argc, char **argv) {
     char cmd[128];
     ocr_test_init(argc, argv);
+    {
+        const char *seed = getenv("OCR_TEST_SEED");
+        g_rng = seed && *seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+        if (!g_rng) g_rng = 1;
+        printf("test_train: OCR_TEST_SEED=%llu\n", (unsigned long long)g_rng);
+    }
     if (access(TRAIN, X_OK) != 0) {
         fprintf(stderr, "test_train: %s must be built first (./build.sh builds it)\n", TRAIN);
         printf("FAIL program_built\nRESULT passed=0 failed=1\n");
@@ -375,6 +862,10 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_resume_exact);
     OCR_TEST_RUN(test_resume_restores_settings);
     OCR_TEST_RUN(test_val_scale_mapping);
+    OCR_TEST_RUN(test_full_disk);
+    OCR_TEST_RUN(test_resume_missing_keys);
+    OCR_TEST_RUN(test_run_dir_guard);
+    OCR_TEST_RUN(test_kill_resume);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "test_train: could not remove %s\n", dir);
     ocr_ctx_free(&ctx);
