@@ -8,7 +8,10 @@
      - SIGINT or SIGTERM at random instants while it trains (the step in progress finishes, last is saved, exit 130);
      - a signal within the first moments of a resumed process, before it has trained a step (it either dies before its
        handler exists and leaves the run as it was, or saves the state it has just loaded);
-   and the resumed processes use other --workers counts. At the end both run directories must agree bit for bit: every
+   and the resumed processes use other --workers counts. A third chain crashes the synthetic run instead: SIGKILL at
+   random instants (while training, around a commit, around a validation, at a process's start); each resume then
+   continues from the last committed state and logs again what the killed process logged after it. At the end each
+   interrupted run and its uninterrupted twin must agree bit for bit: every
    tensor of last, best and their optimizer files (weights, batch-norm statistics, moments, the weight average), their
    metadata except the elapsed seconds, every logged number of metrics.jsonl except the images-per-second rate, and
    every validation overlay image. Each interrupted process must report the step it stopped at, and that step must be
@@ -44,8 +47,9 @@ typedef struct {
     char data_args[300];   /* the data flags: empty for synthetic scenes */
     char whole[128], chain[128];
     int whole_ok, chain_ok;
+    int kills;             /* interrupted by SIGKILL (a crash) instead of a clean stop */
 } scenario;
-static scenario g_synth = {"synth", "", "", "", 0, 0}, g_icdar = {"icdar", "", "", "", 0, 0};
+static scenario g_synth = {"synth", "", "", "", 0, 0, 0}, g_icdar = {"icdar", "", "", "", 0, 0, 0}, g_killed = {"killed", "", "", "", 0, 0, 1};
 
 static uint64_t rnd(void) { /* xorshift64*: the test's own randomness */
     g_rng ^= g_rng >> 12; g_rng ^= g_rng << 25; g_rng ^= g_rng >> 27;
@@ -151,6 +155,17 @@ static int64_t checkpoint_step(const char *run) {
     if (v) step = atoll(v);
     ocr_safetensors_close(&st);
     return step;
+}
+
+/* The step of the state a --resume would continue from: state.json's when there is one, else the last checkpoint's. */
+static int64_t state_step(const char *run) {
+    char path[300], *text;
+    double v;
+    snprintf(path, sizeof path, "%s/state.json", run);
+    if (access(path, F_OK) != 0 || !(text = ocr_test_read_text(path))) return checkpoint_step(run);
+    v = ocr_test_json_number(text, strlen(text), "step");
+    free(text);
+    return v >= 0 ? (int64_t)v : -1;
 }
 
 /* ---- comparisons: each returns the number of differences and describes the first few ---- */
@@ -337,7 +352,8 @@ static void uninterrupted(scenario *sc) {
 static void interrupted_and_resumed(scenario *sc) {
     /* the interruptions, in order; each is skipped when the run is already past it */
     enum { STOP_AT, SIGNAL_WHILE_TRAINING, SIGNAL_AT_START };
-    static const struct { int kind; int64_t lo, hi; } plan[] = {
+    typedef struct { int kind; int64_t lo, hi; } step_plan;
+    static const step_plan clean[] = {
         {STOP_AT, 1, 40},
         {SIGNAL_WHILE_TRAINING, 60, 150},
         {STOP_AT, 2 * EVAL_EVERY, 2 * EVAL_EVERY},     /* a validation step, also a checkpoint step of the first segment */
@@ -348,24 +364,38 @@ static void interrupted_and_resumed(scenario *sc) {
         {SIGNAL_WHILE_TRAINING, 320, 380},
         {STOP_AT, STEPS - 1, STEPS - 1},
     };
+    /* a crash (SIGKILL) at any instant, also while a state is being committed; the run then continues from its last
+       committed state, and what it logged after that state is logged again */
+    static const step_plan crash[] = {
+        {STOP_AT, 30, 60},                                            /* a first state exists */
+        {SIGNAL_WHILE_TRAINING, 70, 140},
+        {SIGNAL_WHILE_TRAINING, 149, 150},                            /* around a commit (--save-every 25) */
+        {SIGNAL_AT_START, 0, 0},
+        {SIGNAL_WHILE_TRAINING, 2 * EVAL_EVERY - 1, 2 * EVAL_EVERY},  /* around a validation and its commit */
+        {SIGNAL_WHILE_TRAINING, 210, 290},
+        {SIGNAL_AT_START, 0, 0},
+        {SIGNAL_WHILE_TRAINING, 310, 390},
+    };
+    const step_plan *plan = sc->kills ? crash : clean;
+    const int n_plan = sc->kills ? (int)(sizeof crash / sizeof crash[0]) : (int)(sizeof clean / sizeof clean[0]);
     char args[1024];
     int64_t step = 0;
-    int p, seg = 1, interruptions = 0, workers = 2, signals = 0, early_deaths = 0;
+    int p, seg = 1, interruptions = 0, workers = 2, signals = 0, early_deaths = 0, crashes = 0;
     long startup_ms = 1000; /* a resumed process's time to its first step, measured on the way */
     snprintf(sc->chain, sizeof sc->chain, "%s/%s_chain", dir, sc->name);
-    for (p = 0; p <= (int)(sizeof plan / sizeof plan[0]); p++) {
+    for (p = 0; p <= n_plan; p++) {
         interrupt_plan ip = {0, 0, 0};
         segment_result r;
         int64_t target = 0, now;
         const char *what;
         char extra[64] = "";
-        int last = p == (int)(sizeof plan / sizeof plan[0]);
+        int last = p == n_plan;
         if (!last) {
             target = plan[p].lo + (int64_t)(rnd() % (uint64_t)(plan[p].hi - plan[p].lo + 1));
             if (plan[p].kind != SIGNAL_AT_START && target <= step) continue;
             if (plan[p].kind == STOP_AT) snprintf(extra, sizeof extra, " --stop-at %lld", (long long)target);
             else {
-                ip.signal = (signals++ % 2) ? SIGTERM : SIGINT;
+                ip.signal = sc->kills && plan[p].kind != STOP_AT ? SIGKILL : (signals++ % 2) ? SIGTERM : SIGINT;
                 ip.after_step = plan[p].kind == SIGNAL_AT_START ? -1 : target;
                 /* at the start: anywhere in the time a resumed process takes to reach its first step */
                 ip.delay_ms = plan[p].kind == SIGNAL_AT_START ? (long)(rnd() % (uint64_t)startup_ms) : (long)(rnd() % 30);
@@ -375,16 +405,25 @@ static void interrupted_and_resumed(scenario *sc) {
             snprintf(args, sizeof args, "%s %s --workers %d --steps %d --eval-every %d --save-every 50 --out %s%s", RUN_ARGS, sc->data_args,
                      workers, STEPS, EVAL_EVERY, sc->chain, extra);
         else
-            snprintf(args, sizeof args, "--resume %s --threads 2 --log-every 1 --workers %d%s", sc->chain, workers, extra);
+            snprintf(args, sizeof args, "--resume %s --threads 2 --log-every 1 --workers %d%s%s", sc->chain, workers,
+                     sc->kills ? " --save-every 25" : "", extra);
         r = run_segment(sc->name, args, seg, ip);
         if (seg > 1 && r.first_step_s > 0 && !(ip.signal && ip.after_step < 0)) startup_ms = (long)(1000.0 * r.first_step_s) + 1;
-        now = checkpoint_step(sc->chain);
+        now = state_step(sc->chain);
         what = last ? "to the end" : plan[p].kind == STOP_AT ? "--stop-at" : plan[p].kind == SIGNAL_AT_START ? "a signal at the start" : "a signal";
         printf("     segment %d (%s%s, %d workers): exit %d%s, checkpoint at step %lld, %.1f s\n", seg, what,
-               ip.signal ? (ip.signal == SIGINT ? " SIGINT" : " SIGTERM") : "", workers, r.code, r.signaled ? " (killed by the signal)" : "",
+               ip.signal ? (ip.signal == SIGINT ? " SIGINT" : ip.signal == SIGTERM ? " SIGTERM" : " SIGKILL") : "", workers, r.code,
+               r.signaled ? " (killed by the signal)" : "",
                (long long)now, r.seconds);
         fflush(stdout);
-        if (!last && r.signaled && plan[p].kind == SIGNAL_AT_START && r.signaled == ip.signal) {
+        if (!last && r.signaled == SIGKILL && ip.signal == SIGKILL) {
+            /* a crash: the state never goes back and never claims a step beyond what the process logged */
+            int64_t logged = last_logged_step(r.out_path);
+            OCR_CHECK_MSG(now >= step && now <= STEPS && now <= (logged > step ? logged : step),
+                          "segment %d: killed after logging step %lld, the state went from step %lld to %lld", seg, (long long)logged,
+                          (long long)step, (long long)now);
+            crashes++;
+        } else if (!last && r.signaled && plan[p].kind == SIGNAL_AT_START && r.signaled == ip.signal) {
             /* died before its handler existed: the run directory must be as it was */
             OCR_CHECK_MSG(now == step, "a process killed at its start moved the checkpoint from step %lld to %lld", (long long)step, (long long)now);
             early_deaths++;
@@ -410,10 +449,10 @@ static void interrupted_and_resumed(scenario *sc) {
         workers = 1 + (int)(rnd() % 3);
         if (step == STEPS) break;
     }
-    printf("     %d processes: %d interrupted (saved, exit 130), %d killed by a signal at their start before their handler existed\n",
-           seg - 1, interruptions, early_deaths);
+    printf("     %d processes: %d interrupted (saved, exit 130), %d killed by a signal at their start before their handler existed, "
+           "%d killed with SIGKILL\n", seg - 1, interruptions, early_deaths, crashes);
     OCR_CHECK_MSG(step == STEPS, "the interrupted run ended at step %lld of %d", (long long)step, STEPS);
-    OCR_CHECK_MSG(interruptions >= 5, "only %d interruptions happened", interruptions);
+    OCR_CHECK_MSG(interruptions + crashes >= 5, "only %d interruptions happened", interruptions + crashes);
     sc->chain_ok = !ocr_test__case_failed;
 }
 
@@ -483,6 +522,15 @@ static int make_icdar(const char *root) {
 static void test_synth_uninterrupted(void) { uninterrupted(&g_synth); }
 static void test_synth_interrupted_and_resumed(void) { interrupted_and_resumed(&g_synth); }
 static void test_synth_bit_identical(void) { bit_identical(&g_synth); }
+/* the same synthetic run crashed and resumed, against the same uninterrupted run */
+static void test_killed_and_resumed(void) {
+    if (!g_synth.whole[0]) uninterrupted(&g_synth); /* run alone (a case filter) */
+    if (!g_synth.whole_ok) { OCR_CHECK_MSG(0, "the uninterrupted synthetic run failed"); return; }
+    memcpy(g_killed.whole, g_synth.whole, sizeof g_killed.whole);
+    g_killed.whole_ok = 1;
+    interrupted_and_resumed(&g_killed);
+}
+static void test_killed_bit_identical(void) { bit_identical(&g_killed); }
 static void test_icdar_uninterrupted(void) {
     char root[128];
     snprintf(root, sizeof root, "%s/icdar", dir);
@@ -513,6 +561,8 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_synth_uninterrupted);
     OCR_TEST_RUN(test_synth_interrupted_and_resumed);
     OCR_TEST_RUN(test_synth_bit_identical);
+    OCR_TEST_RUN(test_killed_and_resumed);
+    OCR_TEST_RUN(test_killed_bit_identical);
     OCR_TEST_RUN(test_icdar_uninterrupted);
     OCR_TEST_RUN(test_icdar_interrupted_and_resumed);
     OCR_TEST_RUN(test_icdar_bit_identical);
