@@ -11,10 +11,9 @@
    and the resumed processes use other --workers counts. A third chain crashes the synthetic run instead: SIGKILL at
    random instants (while training, around a commit, around a validation, at a process's start); each resume then
    continues from the last committed state and logs again what the killed process logged after it. At the end each
-   interrupted run and its uninterrupted twin must agree bit for bit: every
-   tensor of last, best and their optimizer files (weights, batch-norm statistics, moments, the weight average), their
-   metadata except the elapsed seconds, every logged number of metrics.jsonl except the images-per-second rate, and
-   every validation overlay image. Each interrupted process must report the step it stopped at, and that step must be
+   interrupted run and its uninterrupted twin must agree bit for bit: every tensor of last, best and their optimizer
+   files (weights, batch-norm statistics, moments, the weight average), their metadata except the elapsed seconds,
+   every logged number of metrics.jsonl except the images-per-second rate, and every validation overlay image. Each interrupted process must report the step it stopped at, and that step must be
    the one in its checkpoint. The comparisons themselves are shown to tell different checkpoints apart.
 
        long_resume [case-name-filter]     OCR_LONG_SEED=N fixes the random choices (printed at the start) */
