@@ -162,7 +162,7 @@ readme_example() {
 clang_pass() {
     command -v clang >/dev/null 2>&1 || return 0
     local f
-    for f in tests/test_*.c examples/*.c bench/*.c; do
+    for f in tests/test_*.c tests/long_*.c examples/*.c bench/*.c; do
         [ -e "$f" ] || continue
         clang $WARN $INC -fsyntax-only "$f" || { say "build.sh: clang rejects $f"; return 1; }
     done
