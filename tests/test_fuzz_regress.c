@@ -1,7 +1,8 @@
 /* Fuzz regression: every seed of fuzz/corpus/NAME and every kept finding of tests/fixtures/fuzz/NAME replayed
-   through the fuzz targets' own functions (fuzz/fuzz_NAME.c, included here), in sorted file order. A seed named
+   through the fuzz targets' own functions (fuzz/fuzz_NAME.c, included here), in sorted file order. A file named
    ok-* must be accepted, bad-* refused cleanly, any-* either; a kept finding (a crash, leak, timeout or failed
-   check the fuzzer once found) must never fail a target's checks again. Under ./build.sh test's sanitizer build a
+   check the fuzzer once found) must never fail a target's checks again, and is named bad-* when the fix is to
+   refuse it. Under ./build.sh test's sanitizer build a
    finding that still crashes or leaks is reported by the sanitizers. */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
@@ -64,8 +65,8 @@ static unsigned char *read_all(const char *path, size_t *size) {
     return b;
 }
 
-/* Replays dir through target t; expect_names: check the ok-/bad- prefixes. Returns the number of files. */
-static int replay(int t, const char *dir, int expect_names) {
+/* Replays dir through target t, checking the ok-/bad- prefixes. Returns the number of files. */
+static int replay(int t, const char *dir) {
     int n, i;
     char **names = list_dir(dir, &n);
     for (i = 0; i < n; i++) {
@@ -79,10 +80,8 @@ static int replay(int t, const char *dir, int expect_names) {
         if (b) {
             r = g_targets[t].fn(b, size);
             OCR_CHECK_MSG(r != OCR_FUZZ_FAILED, "%s: a check of fuzz_%s failed (see above)", path, g_targets[t].name);
-            if (expect_names && strncmp(names[i], "ok-", 3) == 0)
-                OCR_CHECK_MSG(r == OCR_FUZZ_ACCEPTED, "%s: a valid seed was refused", path);
-            if (expect_names && strncmp(names[i], "bad-", 4) == 0)
-                OCR_CHECK_MSG(r == OCR_FUZZ_REJECTED, "%s: an invalid seed was accepted", path);
+            if (strncmp(names[i], "ok-", 3) == 0) OCR_CHECK_MSG(r == OCR_FUZZ_ACCEPTED, "%s: a valid input was refused", path);
+            if (strncmp(names[i], "bad-", 4) == 0) OCR_CHECK_MSG(r == OCR_FUZZ_REJECTED, "%s: an invalid input was accepted", path);
             free(b);
         }
         free(names[i]);
@@ -97,7 +96,7 @@ static void test_seed_corpora(void) {
         char dir[256];
         int n;
         snprintf(dir, sizeof dir, "fuzz/corpus/%s", g_targets[t].name);
-        n = replay(t, dir, 1);
+        n = replay(t, dir);
         OCR_CHECK_MSG(n >= 3, "%s holds %d seeds (tools/make_fuzz_seeds.py writes them)", dir, n);
         printf("  %-12s %d seeds\n", g_targets[t].name, n);
     }
@@ -109,7 +108,7 @@ static void test_kept_findings(void) {
         char dir[256];
         int n;
         snprintf(dir, sizeof dir, "tests/fixtures/fuzz/%s", g_targets[t].name);
-        n = replay(t, dir, 0);
+        n = replay(t, dir);
         if (n) printf("  %-12s %d kept findings\n", g_targets[t].name, n);
         total += n;
     }
