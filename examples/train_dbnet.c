@@ -545,7 +545,7 @@ static void find_state(ocr_ctx *ctx, const char *run_dir, run_files *rf) {
         rf->step = -1;
         if (access(rf->weights, F_OK) != 0) {
             fprintf(stderr, "train_dbnet: --resume %s: no saved state there (state.json, or last.safetensors from an older "
-                            "train_dbnet)\n", run_dir);
+                            "train_dbnet); start it again with --out %s --overwrite\n", run_dir, run_dir);
             exit(1);
         }
         return;

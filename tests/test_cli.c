@@ -24,6 +24,7 @@
 
 static const char *const DETECT = "./examples/detect";
 static const char *const EVAL = "./examples/eval_dbnet";
+static const char *const TRAIN = "./examples/train_dbnet";
 #define dir ocr_test_cli_dir       /* this run's scratch directory */
 static ocr_ctx ctx;
 
@@ -193,6 +194,34 @@ static void test_usage_errors(void) {
     ocr_test_expect_exit(cmd, 2, "unexpected argument: stray");
     snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s --per-image=1", EVAL, dir, dir);
     ocr_test_expect_exit(cmd, 2, "takes no value");
+    /* a number a float cannot hold (1e99 became Inf, 1e-50 zero) or outside a flag's range is a usage error, refused
+       before any work: no run directory appears (these ran and exited 1) */
+    {
+        static const struct { const char *prog, *args, *needle; } floats[] = {
+            {"train", "--lr 1e99", "flag --lr needs a number within float's range"},
+            {"train", "--width 1e39", "flag --width needs a number within float's range"},
+            {"train", "--lr=-1e39", "flag --lr needs a number within float's range"},
+            {"train", "--lr 1e-50", "got '1e-50'"},
+            {"train", "--lr 11", "--lr in (0, 10]"},
+            {"train", "--lr 0", "--lr in (0, 10]"},
+            {"train", "--width 1e30", "--width in (0, 4]"},
+            {"detect", "--thresh 1e99", "flag --thresh needs a number within float's range"},
+            {"eval", "--unclip 3.5e38", "flag --unclip needs a number within float's range"}};
+        struct stat sb;
+        int i;
+        for (i = 0; i < (int)(sizeof floats / sizeof floats[0]); i++) {
+            const char *prog = floats[i].prog[0] == 't' ? TRAIN : floats[i].prog[0] == 'd' ? DETECT : EVAL;
+            snprintf(cmd, sizeof cmd, "%s %s --out %s %s", prog, floats[i].args, path_in("never_made"),
+                     prog == TRAIN ? "--steps 1" : prog == DETECT ? img : "");
+            if (prog == EVAL) snprintf(cmd, sizeof cmd, "%s %s --gt %s --pred %s", EVAL, floats[i].args, dir, dir);
+            ocr_test_expect_exit(cmd, 2, floats[i].needle);
+            if (stat(path_in("never_made"), &sb) == 0) {
+                OCR_CHECK_MSG(0, "'%s' created its output before refusing a flag", cmd);
+                snprintf(cmd, sizeof cmd, "rm -rf %s", path_in("never_made"));
+                if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", path_in("never_made"));
+            }
+        }
+    }
 }
 
 static void test_missing_files(void) {
