@@ -554,7 +554,7 @@ static void test_kill_resume(void) {
     char args[1024], whole[256], chain[256], pa[300], pb[300], *err = NULL;
     const char *env = getenv("OCR_TEST_KILLS");
     int want = env && atoi(env) > 0 ? atoi(env) : 30, kills = 0, in_save = 0, chains = 0, attempts = 0, d, n_lines;
-    double t0, duration;
+    double t0, t_start = now_s(), duration;
     child_result r;
     snprintf(whole, sizeof whole, "%s/kill_whole", dir);
     snprintf(args, sizeof args, "%s --out %s", KILL_ARGS, whole);
@@ -575,7 +575,7 @@ static void test_kill_resume(void) {
         else snprintf(args, sizeof args, "--resume %s --threads 2 --log-every 1 --workers %d", chain, 1 + (int)(rnd() % 2));
         if (kills < want) {
             if (rnd() % 3 == 0) point = 1 + (int)(rnd() % 5);
-            else delay = (double)(rnd() % 1000) / 1000.0 * duration / 10;
+            else delay = (double)(rnd() % 1000) / 1000.0 * duration / 15;
         }
         r = run_child(args, point, delay, 0, &err);
         after = check_state(chain);
@@ -610,7 +610,8 @@ static void test_kill_resume(void) {
         free(err);
         if (ocr_test__case_failed) return;
     }
-    printf("     %d kills (%d inside a state commit) over %d chain(s), each resumed to the uninterrupted run's end\n", kills, in_save, chains);
+    printf("     %d kills (%d inside a state commit) over %d chain(s), each resumed to the uninterrupted run's end (%.0f s)\n", kills, in_save,
+           chains, now_s() - t_start);
     /* the comparisons can fail: another run's state differs */
     snprintf(pa, sizeof pa, "%s/last.safetensors", whole);
     snprintf(pb, sizeof pb, "%s/short/last.safetensors", dir);
@@ -776,14 +777,32 @@ static void test_run_dir_guard(void) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
     /* the killed trainer's lock is no obstacle: the resume trains (until this test kills it too) */
-    snprintf(args, sizeof args, "--resume %s --threads 1", run);
-    r = run_child(args, 0, 5.0, 0, &err);
-    OCR_CHECK_MSG(r.signal == SIGKILL && strstr(err, "resuming"), "a --resume after the holder was killed: exit %d, signal %d: %s", r.code,
-                  r.signal, err);
+    pid = fork();
+    if (pid == 0) {
+        snprintf(path, sizeof path, "%s/guard_second.txt", dir);
+        if (!freopen(path, "w", stdout) || !freopen(path, "w", stderr)) _exit(126);
+        execl(TRAIN, TRAIN, "--resume", run, "--threads", "1", (char *)NULL);
+        _exit(127);
+    }
+    snprintf(path, sizeof path, "%s/guard_second.txt", dir);
+    for (i = 0, err = NULL; i < 3000; i++) {
+        struct timespec ms = {0, 10000000};
+        free(err);
+        err = ocr_test_read_text(path);
+        if ((err && strstr(err, "resuming")) || waitpid(pid, &status, WNOHANG) != 0) break;
+        nanosleep(&ms, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    OCR_CHECK_MSG(err && strstr(err, "resuming") && WIFSIGNALED(status), "a --resume after the holder was killed: %s", err ? err : "");
     free(err);
 
-    /* a finished run (test_short_run's) is not touched without --resume */
-    snprintf(run, sizeof run, "%s/short", dir);
+    /* a finished run is not touched without --resume */
+    snprintf(run, sizeof run, "%s/finished", dir);
+    snprintf(args, sizeof args, "%s --steps 2 --eval-every 2 --out %s", TINY, run);
+    r = run_child(args, 0, -1, 0, &err);
+    OCR_CHECK_MSG(r.exited && r.code == 0, "'%s': exit %d: %s", args, r.code, err);
+    free(err);
     snprintf(path, sizeof path, "%s/last.safetensors", run);
     before = ocr_test_read_text(path);
     snprintf(path, sizeof path, "%s/metrics.jsonl", run);
