@@ -206,7 +206,7 @@ typedef struct {
     float thresh;          /* 0.3: a pixel is text when p > thresh (compared in float, as torch does) */
     double box_thresh;     /* 0.6: candidates scoring below are dropped */
     double unclip_ratio;   /* 1.5 in box mode, 2.0 in polygon mode (hard-coded there by the official code) */
-    double poly_epsilon;   /* polygon mode: approxPolyDP epsilon as a fraction of the contour perimeter (0.01) */
+    double poly_epsilon;   /* polygon mode: approxPolyDP epsilon as a fraction of the contour perimeter (0.002, official) */
     int max_candidates;    /* 1000: only the first contours (in OpenCV's order) are considered */
     int min_size;          /* 3: rectangles with a shorter side are dropped; min_size + 2 after unclipping */
     int mode;              /* OCR_POST_BOX or OCR_POST_POLYGON */
@@ -1759,7 +1759,7 @@ OCRDEF ocr_post_config ocr_post_config_default(int mode) {
     c.thresh = 0.3f;
     c.box_thresh = 0.6;
     c.unclip_ratio = mode == OCR_POST_POLYGON ? 2.0 : 1.5;
-    c.poly_epsilon = 0.01;
+    c.poly_epsilon = 0.002; /* polygons_from_bitmap: 0.002 * cv2.arcLength(contour, True) */
     c.max_candidates = 1000;
     c.min_size = 3;
     c.mode = mode;

@@ -403,6 +403,8 @@ static void test_min_area_box_matches_opencv(void) {
 static void test_approx_matches_opencv(void) {
     ocr_ctx ctx;
     int m, c, total = 0;
+    /* the reference approximates with the official 0.002 * arcLength; so must polygon mode's default */
+    double eps = ocr_post_config_default(OCR_POST_POLYGON).poly_epsilon;
     if (!reference()) { OCR_CHECK_MSG(0, "no reference"); return; }
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
     for (m = 0; m < N_MAPS; m++) {
@@ -410,7 +412,7 @@ static void test_approx_matches_opencv(void) {
         for (c = 0; c < t->n_contours; c++) {
             int n = t->contours[c].n, n_out = -1;
             ocr_point *pts = to_points(t->contours[c].xy, n), *out = (ocr_point *)malloc(sizeof(ocr_point) * (size_t)n);
-            OCR_CHECK_OK(&ctx, ocr_approx_poly(&ctx, pts, n, 0.01 * ocr_contour_arc_length(pts, n), out, &n_out));
+            OCR_CHECK_OK(&ctx, ocr_approx_poly(&ctx, pts, n, eps * ocr_contour_arc_length(pts, n), out, &n_out));
             OCR_CHECK_MSG(same_points(out, n_out, &t->approx[c]), "map %d contour %d: %d approximated points, OpenCV %d", m, c, n_out,
                           t->approx[c].n);
             total++;
@@ -579,8 +581,10 @@ static void test_hand_candidates_and_min_size(void) {
     ocr_ctx_free(&ctx);
 }
 
-/* A plus sign: its border has 16 points (each inner corner is cut diagonally by 8-connected following) and
-   approxPolyDP merges each cut back into one corner: 12 points, as cv2 gives; polygon mode returns one polygon. */
+/* A plus sign: its border has 16 points (each inner corner is cut diagonally by 8-connected following). At 0.01 of
+   the perimeter approxPolyDP merges each cut back into one corner (12 points); at the official 0.002 (polygon mode's
+   default, seg_detector_representer.py) the cuts stay (16 points), as cv2 gives for both; polygon mode returns one
+   polygon. */
 static void test_hand_polygon(void) {
     ocr_ctx ctx;
     static float p[64 * 64];
@@ -605,6 +609,10 @@ static void test_hand_polygon(void) {
         OCR_CHECK(ps.pts[0].x == 20 && ps.pts[0].y == 10 && ps.pts[1].x == 20 && ps.pts[1].y == 24 && ps.pts[2].x == 19 && ps.pts[2].y == 25);
         OCR_CHECK_OK(&ctx, ocr_approx_poly(&ctx, ps.pts, 16, 0.01 * ocr_contour_arc_length(ps.pts, 16), approx, &n));
         OCR_CHECK(n == 12 && approx[1].x == 20 && approx[1].y == 24 && approx[2].x == 5 && approx[2].y == 25);
+        OCR_CHECK(cfg.poly_epsilon == 0.002);
+        OCR_CHECK_OK(&ctx, ocr_approx_poly(&ctx, ps.pts, 16, cfg.poly_epsilon * ocr_contour_arc_length(ps.pts, 16), approx, &n));
+        OCR_CHECK(n == 16 && approx[1].x == 20 && approx[1].y == 24 && approx[2].x == 19 && approx[2].y == 25 && approx[3].x == 5 &&
+                  approx[3].y == 25);
     }
     OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, 64, 64, &d));
     OCR_CHECK_MSG(d.n == 1 && d.polys[0].n_points >= 12 && d.scores[0] > 0.95f, "%d detections, %d points", d.n, d.n ? d.polys[0].n_points : 0);

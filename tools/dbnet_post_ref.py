@@ -9,6 +9,14 @@ usage: dbnet_post_ref.py DIR
          DIR/clouds.txt one point set per line: n x0 y0 ... (integers), for get_mini_boxes
   writes DIR/ref.txt    whitespace-separated records (see write_map below)
 
+Constants and steps checked one by one against the official structure/representers/seg_detector_representer.py
+(MhLiao/DB): thresh 0.3 (class default), box_thresh 0.6 (eval.py/demo.py --box_thresh default; the class default
+0.7 is overridden there), max_candidates 1000 (every experiments/*.yaml), min_size 3 and min_size + 2 after
+unclipping, unclip ratio 1.5 in box mode and 2.0 hard-coded in polygon mode, polygon mode's approxPolyDP epsilon
+0.002 * cv2.arcLength(contour, True) (this script had 0.01 until it was checked), fewer than 4 approximated points
+dropped, box_score_fast on the float box (box mode) or the approximated points (polygon mode), round-then-clip to
+[0, dest] when mapping back.
+
 Deviation from the official code, where it would raise instead: an unclip that returns no polygon drops the
 candidate; pieces of an offset are kept in a list (numpy >= 1.24 refuses ragged arrays); numpy's removed np.int
 is spelled int."""
@@ -28,7 +36,7 @@ THRESH = 0.3
 BOX_THRESH = 0.6
 MAX_CANDIDATES = 1000
 MIN_SIZE = 3
-POLY_EPSILON = 0.01
+POLY_EPSILON = 0.002  # polygons_from_bitmap: epsilon = 0.002 * cv2.arcLength(contour, True)
 
 
 def mini_box(points):
