@@ -7,6 +7,13 @@
    - the settings table (kSettings in examples/train_dbnet.c): every flag is in --help with its default, and a run
      stopped with a non-default value for every stored setting resumes with all of them;
    - validation at --val-scale 1.5 maps detections back to the images (a model that finds every whole image scores 1);
+   - crashes and full disks: 30 SIGKILLs at random instants and inside the state commit (OCR_TEST_KILL_IN_SAVE), each
+     followed by --resume, always leave one complete state and end bit for bit where an uninterrupted run ends
+     (OCR_TEST_KILLS=N for more; OCR_TEST_SEED=S repeats a sequence); a write failing with EFBIG (RLIMIT_FSIZE, as a
+     full disk) keeps the previous state, which resumes exactly; a checkpoint lacking a key --resume needs is an error
+     naming the file and the key;
+   - the run directory's lock (a second trainer or a --resume of a running run is refused naming its pid, a killed
+     holder's lock is taken over), exit 2 for a new run in a directory holding one, and --overwrite;
    - usage errors exit 2, missing inputs exit 1 naming them, --device cuda says this build has no CUDA (a usage error, exit 2). */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
