@@ -307,7 +307,9 @@ static void write_checkpoint(ocr_ctx *ctx, const char *weights_path, const char 
    A kill -9 at any instant, or a full disk failing any write, before 3 leaves the previous state.json and the pair
    it names untouched; from 3 on the new one is complete. --resume trusts only state.json and the files it names,
    checked against their sizes and CRCs, and rolls the metrics back to its step. A state added later (a loss scaler)
-   is one more file, or tensors in the optimizer file, named in state.json. A run directory from before state.json
+   is one more file named in state.json (or tensors in the optimizer file, which ocr_optim_load refuses when it does
+   not know them), with state.json's "format" raised so that an older train_dbnet refuses it rather than resume
+   without it. A run directory from before state.json
    (last.safetensors + last.optim.safetensors, each with train.step) still resumes, from that pair.
    While a process trains in a directory it holds flock(DIR/.lock), which names it (pid and host): a second trainer
    or a --resume is refused, and the kernel drops the lock when the holder dies, so a crashed run's lock is no
