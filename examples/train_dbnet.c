@@ -6,9 +6,9 @@
    held-out synthetic set, writing a run directory:
        metrics.jsonl                 one object per logged step, steps strictly increasing
        events.out.tfevents.*         the same scalars and validation overlays for TensorBoard
-       state.json                    the run's state, committed atomically (see "the run directory" below): it names
-       state.<G>.safetensors (+ .optim.safetensors)   weights with the settings and position / optimizer state
-       last.safetensors (+ .optim)   the same two files under stable names (hard links), PyTorch-loadable weights
+       state.json                    names the run's state, committed atomically (see "the run directory" below):
+                                     state.<G>.safetensors (weights, settings, position) + state.<G>.optim.safetensors
+       last.safetensors (+ .optim)   the same two files under stable names (hard links); the weights load in PyTorch
        best.safetensors (+ .optim)   the weights with the best validation H-mean
        overlays/step_NNNNNN_I.png    validation images with ground truth (green) and detections (red)
        .lock                         held (flock) by the process training in the directory: one at a time
@@ -309,8 +309,8 @@ static void write_checkpoint(ocr_ctx *ctx, const char *weights_path, const char 
    checked against their sizes and CRCs, and rolls the metrics back to its step. A state added later (a loss scaler)
    is one more file named in state.json (or tensors in the optimizer file, which ocr_optim_load refuses when it does
    not know them), with state.json's "format" raised so that an older train_dbnet refuses it rather than resume
-   without it. A run directory from before state.json
-   (last.safetensors + last.optim.safetensors, each with train.step) still resumes, from that pair.
+   without it. A run directory from before state.json (last.safetensors + last.optim.safetensors, each with
+   train.step) still resumes, from that pair.
    While a process trains in a directory it holds flock(DIR/.lock), which names it (pid and host): a second trainer
    or a --resume is refused, and the kernel drops the lock when the holder dies, so a crashed run's lock is no
    obstacle. */
