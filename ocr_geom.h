@@ -115,9 +115,12 @@ OCRDEF double ocr_contour_arc_length(const ocr_point *pts, int n);
 /* ================================================================ [validity, intersection] declarations */
 
 /* 1 when the closed polygon is valid and simple as shapely sees it: at least 3 distinct vertices, no edge
-   touching or crossing a non-adjacent edge, no spike (an edge folding back onto the previous one). */
+   touching or crossing a non-adjacent edge, no spike (an edge folding back onto the previous one). A sweep over x
+   tests only edges whose ranges overlap: about n log n for text polygons. */
 OCRDEF int ocr_poly_is_simple(const ocr_point *pts, int n);
-/* Exact area of the intersection of two simple polygons, convex or not, of either orientation. */
+/* Exact area of the intersection of two simple polygons, convex or not, of either orientation. Edges are bucketed by
+   y, so two polygons of n points cost about n log n unless their edges are long enough to span many buckets (then
+   every pair is compared, as for small polygons). */
 OCRDEF int ocr_poly_intersection_area(ocr_ctx *ctx, const ocr_point *a, int na, const ocr_point *b, int nb, double *area);
 
 /* ================================================================ [perspective] declarations */
@@ -1568,19 +1571,57 @@ static int ocr__segments_touch(ocr__dpt a, ocr__dpt b, ocr__dpt c, ocr__dpt d) {
     return 0;
 }
 
+static double ocr__edge_minx(const ocr__dpt *r, int m, int i) { double a = r[i].x, b = r[(i + 1) % m].x; return a < b ? a : b; }
+
+/* Edges sorted by smallest x and swept: only pairs whose x ranges overlap are tested (about linear for text
+   polygons; every pair was tested before, 25,000 points took seconds). */
 static int ocr__ring_is_simple(const ocr__dpt *r, int m) {
-    int i, j;
+    int i, k, n_active = 0, ok = 1, *order, *active;
     if (m < 3) return 0;
     for (i = 0; i < m; i++) {
         ocr__dpt a = r[i], b = r[(i + 1) % m], c = r[(i + 2) % m];
         /* a spike: the next edge folds back along this one */
         if (ocr__cross3(a, b, c) == 0 && (b.x - a.x) * (c.x - b.x) + (b.y - a.y) * (c.y - b.y) < 0) return 0;
-        for (j = i + 2; j < m; j++) {
-            if (i == 0 && j == m - 1) continue; /* adjacent through the closing vertex */
-            if (ocr__segments_touch(a, b, r[j], r[(j + 1) % m])) return 0;
-        }
     }
-    return 1;
+    order = (int *)OCR_MALLOC(sizeof(int) * 2 * (size_t)m);
+    if (!order) return 0;
+    active = order + m;
+    for (i = 0; i < m; i++) order[i] = i;
+    {
+        /* bottom-up merge sort on the edges' smallest x (qsort has no context argument, and global state is not
+           allowed); active is the scratch buffer until the sweep */
+        int width, *src = order, *dst = active;
+        for (width = 1; width < m; width *= 2) {
+            int lo;
+            for (lo = 0; lo < m; lo += 2 * width) {
+                int mid = lo + width < m ? lo + width : m, hi = lo + 2 * width < m ? lo + 2 * width : m, p = lo, q = mid, o = lo;
+                while (p < mid && q < hi) dst[o++] = ocr__edge_minx(r, m, src[q]) < ocr__edge_minx(r, m, src[p]) ? src[q++] : src[p++];
+                while (p < mid) dst[o++] = src[p++];
+                while (q < hi) dst[o++] = src[q++];
+            }
+            { int *t = src; src = dst; dst = t; }
+        }
+        if (src != order) memcpy(order, src, sizeof(int) * (size_t)m);
+    }
+    for (k = 0; k < m && ok; k++) {
+        int e = order[k], w = 0, t;
+        ocr__dpt a = r[e], b = r[(e + 1) % m];
+        double lo = a.x < b.x ? a.x : b.x, ylo = a.y < b.y ? a.y : b.y, yhi = a.y > b.y ? a.y : b.y;
+        for (t = 0; t < n_active; t++) {
+            int f = active[t];
+            ocr__dpt c = r[f], d = r[(f + 1) % m];
+            if ((c.x > d.x ? c.x : d.x) < lo) continue; /* ends before this edge starts: never needed again */
+            active[w++] = f;
+            if (f == (e + 1) % m || e == (f + 1) % m) continue; /* adjacent */
+            if ((c.y > d.y ? c.y : d.y) < ylo || (c.y < d.y ? c.y : d.y) > yhi) continue;
+            if (ocr__segments_touch(a, b, c, d)) { ok = 0; break; }
+        }
+        if (!ok) break;
+        n_active = w;
+        active[n_active++] = e;
+    }
+    OCR_FREE(order);
+    return ok;
 }
 
 OCRDEF int ocr_poly_is_simple(const ocr_point *pts, int n) {
@@ -1615,9 +1656,74 @@ static int ocr__ring_contains(const ocr__dpt *r, int m, ocr__dpt p) {
 
 typedef struct { double t, x, y; } ocr__cut;
 
+/* A ring's edges bucketed by y (one bucket per edge over the ring's y range), so that a point-in-ring query or the
+   edges an edge may meet look at a few edges instead of all: the intersection of two 25,000-point polygons took
+   seconds. Built only while the buckets hold at most 32 entries per edge (long edges spanning many buckets);
+   otherwise every edge is scanned as before. */
+typedef struct { double y0, y1, inv_h; int nb; int *start, *edges, *stamp, *cand; } ocr__ybuckets;
+
+static int ocr__yb_at(const ocr__ybuckets *ix, double y) {
+    double f = (y - ix->y0) * ix->inv_h;
+    return !(f > 0) ? 0 : f >= ix->nb - 1 ? ix->nb - 1 : (int)f;
+}
+
+static int ocr__int_less(const void *a, const void *b) { int s = *(const int *)a, t = *(const int *)b; return s < t ? -1 : s > t; }
+
+static void ocr__yb_free(ocr__ybuckets *ix) { OCR_FREE(ix->start); OCR_FREE(ix->edges); memset(ix, 0, sizeof *ix); }
+
+static int ocr__yb_build(ocr__ybuckets *ix, const ocr__dpt *Q, int nq) {
+    size_t total = 0;
+    int j, b;
+    memset(ix, 0, sizeof *ix);
+    ix->y0 = ix->y1 = Q[0].y;
+    for (j = 1; j < nq; j++) { ix->y0 = fmin(ix->y0, Q[j].y); ix->y1 = fmax(ix->y1, Q[j].y); }
+    ix->nb = nq;
+    ix->inv_h = ix->y1 > ix->y0 ? nq / (ix->y1 - ix->y0) : 0.0;
+    for (j = 0; j < nq; j++) {
+        ocr__dpt c = Q[j], d = Q[(j + 1) % nq];
+        total += (size_t)(ocr__yb_at(ix, fmax(c.y, d.y)) - ocr__yb_at(ix, fmin(c.y, d.y)) + 1);
+        if (total > 32 * (size_t)nq + 64) return 0;
+    }
+    ix->start = (int *)OCR_MALLOC(sizeof(int) * ((size_t)nq + 1 + 2 * (size_t)nq));
+    ix->edges = (int *)OCR_MALLOC(sizeof(int) * (total ? total : 1));
+    if (!ix->start || !ix->edges) { ocr__yb_free(ix); return 0; }
+    ix->stamp = ix->start + nq + 1;
+    ix->cand = ix->stamp + nq;
+    for (b = 0; b <= nq; b++) ix->start[b] = 0;
+    for (j = 0; j < nq; j++) {
+        ocr__dpt c = Q[j], d = Q[(j + 1) % nq];
+        for (b = ocr__yb_at(ix, fmin(c.y, d.y)); b <= ocr__yb_at(ix, fmax(c.y, d.y)); b++) ix->start[b + 1]++;
+        ix->stamp[j] = -1;
+    }
+    for (b = 0; b < nq; b++) ix->start[b + 1] += ix->start[b];
+    for (j = 0; j < nq; j++) { /* cand holds each bucket's fill position while building */
+        ocr__dpt c = Q[j], d = Q[(j + 1) % nq];
+        for (b = ocr__yb_at(ix, fmin(c.y, d.y)); b <= ocr__yb_at(ix, fmax(c.y, d.y)); b++) ix->cand[b] = 0;
+    }
+    for (j = 0; j < nq; j++) {
+        ocr__dpt c = Q[j], d = Q[(j + 1) % nq];
+        for (b = ocr__yb_at(ix, fmin(c.y, d.y)); b <= ocr__yb_at(ix, fmax(c.y, d.y)); b++) ix->edges[ix->start[b] + ix->cand[b]++] = j;
+    }
+    return 1;
+}
+
 static int ocr__cut_less(const void *a, const void *b) {
     double s = ((const ocr__cut *)a)->t, t = ((const ocr__cut *)b)->t;
     return s < t ? -1 : s > t;
+}
+
+/* The same count over the edges of p's bucket: every edge that straddles p.y is there (the bucket index is monotone in
+   y), and an edge can only change the parity when it straddles. */
+static int ocr__ring_contains_ix(const ocr__dpt *r, int m, const ocr__ybuckets *ix, ocr__dpt p) {
+    int k, b, inside = 0;
+    if (!ix) return ocr__ring_contains(r, m, p);
+    if (!(p.y >= ix->y0 && p.y <= ix->y1)) return 0;
+    b = ocr__yb_at(ix, p.y);
+    for (k = ix->start[b]; k < ix->start[b + 1]; k++) {
+        ocr__dpt a = r[ix->edges[k]], c = r[(ix->edges[k] + 1) % m];
+        if ((a.y > p.y) != (c.y > p.y) && p.x < a.x + (p.y - a.y) * (c.x - a.x) / (c.y - a.y)) inside = !inside;
+    }
+    return inside;
 }
 
 /* Green's theorem: the area of P ∩ Q (both counter-clockwise) is the integral of x dy - y dx over the parts of
@@ -1627,16 +1733,29 @@ static int ocr__cut_less(const void *a, const void *b) {
    each other; with_shared says whether this pass is the one that counts it. */
 static double ocr__boundary_inside(const ocr__dpt *P, int np, const ocr__dpt *Q, int nq, int with_shared, double tol, ocr__cut *cuts,
                                    double *shared) {
-    double sum = 0.0;
-    int i, j, k;
+    double sum = 0.0, pad = 1e-9 + 4 * tol;
+    int i, j, k, jj, nj;
+    ocr__ybuckets yb, *ix = nq >= 16 && ocr__yb_build(&yb, Q, nq) ? &yb : NULL;
     for (i = 0; i < np; i++) {
         ocr__dpt a = P[i], b = P[(i + 1) % np];
         double ex = b.x - a.x, ey = b.y - a.y, len2 = ex * ex + ey * ey, len = sqrt(len2);
         int nc = 0, ns = 0;
         cuts[nc].t = 0; cuts[nc].x = a.x; cuts[nc].y = a.y; nc++;
         cuts[nc].t = 1; cuts[nc].x = b.x; cuts[nc].y = b.y; nc++;
-        for (j = 0; j < nq; j++) {
-            ocr__dpt c = Q[j], d = Q[(j + 1) % nq];
+        nj = nq;
+        if (ix) { /* the edges of Q whose y range meets this edge's, in Q's order (the cuts come out as before) */
+            int b0 = ocr__yb_at(ix, fmin(a.y, b.y) - pad), b1 = ocr__yb_at(ix, fmax(a.y, b.y) + pad), bb;
+            nj = 0;
+            for (bb = b0; bb <= b1; bb++)
+                for (k = ix->start[bb]; k < ix->start[bb + 1]; k++)
+                    if (ix->stamp[ix->edges[k]] != i) { ix->stamp[ix->edges[k]] = i; ix->cand[nj++] = ix->edges[k]; }
+            qsort(ix->cand, (size_t)nj, sizeof(int), ocr__int_less);
+        }
+        for (jj = 0; jj < nj; jj++) {
+            ocr__dpt c, d;
+            j = ix ? ix->cand[jj] : jj;
+            c = Q[j];
+            d = Q[(j + 1) % nq];
             double fx = d.x - c.x, fy = d.y - c.y, flen = sqrt(fx * fx + fy * fy);
             double dc = ocr__cross3(a, b, c), dd = ocr__cross3(a, b, d), da = ocr__cross3(c, d, a), db = ocr__cross3(c, d, b);
             if (fabs(dc) <= tol * len && fabs(dd) <= tol * len && fabs(da) <= tol * flen && fabs(db) <= tol * flen) {
@@ -1672,10 +1791,11 @@ static double ocr__boundary_inside(const ocr__dpt *P, int np, const ocr__dpt *Q,
                 if (tm > shared[3 * s] && tm < shared[3 * s + 1]) { on = shared[3 * s + 2] != 0; break; }
             m.x = a.x + tm * ex;
             m.y = a.y + tm * ey;
-            if (on < 0 ? ocr__ring_contains(Q, nq, m) : (with_shared && on))
+            if (on < 0 ? ocr__ring_contains_ix(Q, nq, ix, m) : (with_shared && on))
                 sum += cuts[k].x * cuts[k + 1].y - cuts[k + 1].x * cuts[k].y;
         }
     }
+    if (ix) ocr__yb_free(ix);
     return 0.5 * sum;
 }
 

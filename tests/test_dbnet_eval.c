@@ -256,6 +256,76 @@ static void test_hand_cases(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* A polygon of 25,000 points (a regular polygon approximating a circle, r = 100) against a square inside it, itself
+   and a non-simple copy: the areas and IoUs are known in closed form. The validity check compared every pair of edges
+   and the intersection cut every edge against every edge (12 s for one image); now both look only at edges whose
+   ranges overlap. No time is asserted: a quadratic path shows as a test that takes minutes. */
+static void test_large_polygon(void) {
+    enum { N = 25000 };
+    const double r = 100.0, cx = 300.0, cy = 200.0, pi = 3.14159265358979323846;
+    ocr_ctx ctx;
+    ocr_evaluator ev;
+    ocr_eval_counts c;
+    ocr_point *circle = (ocr_point *)malloc(N * sizeof(ocr_point)), *bad = (ocr_point *)malloc(N * sizeof(ocr_point)), sq[4], half[4];
+    ocr_polygon gt, det[2];
+    double a_circle, area, want, s = 60.0;
+    int i;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    /* vertices at integer-friendly angles; float coordinates, so the area is that of the float polygon */
+    for (i = 0; i < N; i++) {
+        circle[i].x = (float)(cx + r * cos(2 * pi * i / N));
+        circle[i].y = (float)(cy + r * sin(2 * pi * i / N));
+    }
+    a_circle = fabs(ocr_poly_area(circle, N));
+    OCR_CHECK(fabs(a_circle - 0.5 * N * r * r * sin(2 * pi / N)) < 1e-3 && fabs(a_circle - pi * r * r) < 0.01);
+    OCR_CHECK(ocr_poly_is_simple(circle, N));
+    /* a square of side 2s inside: the intersection is the square */
+    sq[0].x = (float)(cx - s); sq[0].y = (float)(cy - s); sq[1].x = (float)(cx + s); sq[1].y = (float)(cy - s);
+    sq[2].x = (float)(cx + s); sq[2].y = (float)(cy + s); sq[3].x = (float)(cx - s); sq[3].y = (float)(cy + s);
+    OCR_CHECK_OK(&ctx, ocr_poly_intersection_area(&ctx, circle, N, sq, 4, &area));
+    OCR_CHECK_MSG(fabs(area - 4 * s * s) < 1e-6, "area %.9g, want %.9g", area, 4 * s * s);
+    /* the right half (x >= cx) of a box taller and wider than the circle: half of the polygon, by symmetry */
+    half[0].x = (float)cx; half[0].y = (float)(cy - 2 * r); half[1].x = (float)(cx + 2 * r); half[1].y = (float)(cy - 2 * r);
+    half[2].x = (float)(cx + 2 * r); half[2].y = (float)(cy + 2 * r); half[3].x = (float)cx; half[3].y = (float)(cy + 2 * r);
+    OCR_CHECK_OK(&ctx, ocr_poly_intersection_area(&ctx, circle, N, half, 4, &area));
+    want = 0.5 * N * r * r * sin(2 * pi / N) / 2;
+    OCR_CHECK_MSG(fabs(area - want) < 0.05, "half area %.9g, want about %.9g", area, want);
+    /* with itself: its own area */
+    OCR_CHECK_OK(&ctx, ocr_poly_intersection_area(&ctx, circle, N, circle, N, &area));
+    OCR_CHECK_MSG(fabs(area - a_circle) < 1e-6 * a_circle, "self area %.9g, want %.9g", area, a_circle);
+    /* one vertex pulled across the polygon makes it self-crossing */
+    memcpy(bad, circle, N * sizeof(ocr_point));
+    bad[N / 4].x = (float)cx;
+    bad[N / 4].y = (float)(cy - 1.5 * r);
+    OCR_CHECK(!ocr_poly_is_simple(bad, N));
+    /* evaluation: the GT is matched by itself (IoU 1) and by the square (IoU 4s^2 / area = 0.458: no match) */
+    ocr_eval_init(&ev);
+    memset(&gt, 0, sizeof gt);
+    gt.points = circle;
+    gt.n_points = N;
+    det[0] = gt;
+    OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, &gt, 1, det, 1, &c));
+    OCR_CHECK(c.matched == 1 && c.gt_care == 1 && c.det_care == 1);
+    memset(&det[0], 0, sizeof det[0]);
+    det[0].points = sq;
+    det[0].n_points = 4;
+    det[1].points = bad;
+    det[1].n_points = N;
+    det[1].ignore = 0;
+    det[1].text = NULL;
+    OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, &gt, 1, det, 2, &c));
+    OCR_CHECK(c.matched == 0 && c.gt_care == 1 && c.det_care == 1 && c.det_invalid == 1);
+    /* a larger square (s = 75, IoU 22500 / 31415.9 = 0.716) is matched */
+    s = 75.0;
+    sq[0].x = (float)(cx - s); sq[0].y = (float)(cy - s); sq[1].x = (float)(cx + s); sq[1].y = (float)(cy - s);
+    sq[2].x = (float)(cx + s); sq[2].y = (float)(cy + s); sq[3].x = (float)(cx - s); sq[3].y = (float)(cy + s);
+    OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, &gt, 1, det, 1, &c));
+    OCR_CHECK(c.matched == 1);
+    free(circle);
+    free(bad);
+    ocr_ctx_free(&ctx);
+}
+
 static void test_bad_inputs(void) {
     ocr_ctx ctx;
     ocr_evaluator ev;
@@ -276,6 +346,7 @@ int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
     OCR_TEST_RUN(test_eval_matches_shapely);
     OCR_TEST_RUN(test_hand_cases);
+    OCR_TEST_RUN(test_large_polygon);
     OCR_TEST_RUN(test_bad_inputs);
     free(ref_text);
     return ocr_test_finish();
