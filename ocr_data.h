@@ -545,9 +545,14 @@ static uint32_t ocr__d_crc32(uint32_t crc, const unsigned char *p, size_t n) {
 }
 
 /* JPEG: SOI, then marker segments; after each start-of-scan the entropy-coded data runs to the next marker that is
-   not a stuffed 0xFF00 or a restart marker; the file must reach EOI. */
+   not a stuffed 0xFF00 or a restart marker; the file must reach EOI. Every table a scan uses must be defined before
+   it: stb_image 2.27 does not clear its decoder state and would decode with whatever memory an undefined table
+   holds (different pixels from run to run, or an assert()). */
 static const char *ocr__d_jpeg_check(const unsigned char *p, size_t n) {
     size_t pos = 2;
+    unsigned huff = 0, quant = 0;           /* bit class*4+id per Huffman table defined, bit id per quantization table */
+    unsigned char comp_id[4], comp_tq[4];   /* the frame's components and their quantization tables */
+    int n_comp = 0;
     for (;;) {
         unsigned m;
         size_t len;
@@ -572,7 +577,39 @@ static const char *ocr__d_jpeg_check(const unsigned char *p, size_t n) {
                 if (p[t] >> 4 > 1 || (p[t] & 15) > 3 || end - t < 17) return "corrupt (bad Huffman table header)";
                 for (i = 1; i <= 16; i++) codes += p[t + i];
                 if (codes > 256 || codes > end - t - 17) return "corrupt (bad Huffman table size)";
+                huff |= 1u << ((p[t] >> 4) * 4 + (p[t] & 15));
                 t += 17 + codes;
+            }
+        }
+        if (m == 0xDB) {
+            size_t t = pos + 2, end = pos + len;
+            while (t < end) {
+                size_t size = (p[t] >> 4) ? 129 : 65;
+                if (p[t] >> 4 > 1 || (p[t] & 15) > 3 || end - t < size) return "corrupt (bad quantization table)";
+                quant |= 1u << (p[t] & 15);
+                t += size;
+            }
+        }
+        if (m == 0xC0 || m == 0xC1 || m == 0xC2) {
+            int i;
+            if (len < 8 || p[pos + 7] < 1 || p[pos + 7] > 4 || len < 8 + 3 * (size_t)p[pos + 7]) return "corrupt (bad frame header)";
+            n_comp = p[pos + 7];
+            for (i = 0; i < n_comp; i++) { comp_id[i] = p[pos + 8 + 3 * i]; comp_tq[i] = p[pos + 10 + 3 * i]; }
+        }
+        if (m == 0xDA) {
+            /* DC table: first DC scans (Ss = 0, Ah = 0, baseline included); AC table: scans reaching past Ss = 0 */
+            size_t ns = len >= 3 ? p[pos + 2] : 0, i;
+            unsigned ss, se, ah;
+            int c;
+            if (ns < 1 || len < 6 + 2 * ns) return "corrupt (bad scan header)";
+            ss = p[pos + 3 + 2 * ns]; se = p[pos + 4 + 2 * ns]; ah = p[pos + 5 + 2 * ns] >> 4;
+            for (i = 0; i < ns; i++) {
+                unsigned id = p[pos + 3 + 2 * i], td = p[pos + 4 + 2 * i] >> 4, ta = p[pos + 4 + 2 * i] & 15;
+                for (c = 0; c < n_comp && comp_id[c] != id; c++) {}
+                if (c == n_comp) return "corrupt (scan of a component the frame does not have)";
+                if (comp_tq[c] > 3 || !(quant >> comp_tq[c] & 1)) return "corrupt (scan before its quantization table)";
+                if (ss == 0 && ah == 0 && (td > 3 || !(huff >> td & 1))) return "corrupt (scan uses an undefined Huffman table)";
+                if (se > 0 && (ta > 3 || !(huff >> (4 + ta) & 1))) return "corrupt (scan uses an undefined Huffman table)";
             }
         }
         pos += len;

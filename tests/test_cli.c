@@ -14,6 +14,7 @@
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
 #include "ocr_data.h"
+#include "ocr_synth.h"
 #include "ocr_test.h"
 #include "ocr_test_cli.h"
 
@@ -25,6 +26,7 @@
 static const char *const DETECT = "./examples/detect";
 static const char *const EVAL = "./examples/eval_dbnet";
 static const char *const TRAIN = "./examples/train_dbnet";
+static const char *const MAKE_SYNTH = "./examples/make_synth";
 #define dir ocr_test_cli_dir       /* this run's scratch directory */
 static ocr_ctx ctx;
 
@@ -560,6 +562,48 @@ static void test_export_torchvision(void) {
     ocr_dbnet_free(&m);
 }
 
+/* make_synth's folder reads back through ocr_dataset_open_icdar as exactly the scenes ocr_synth_sample renders (same
+   pixels, every word's quad to the last float bit, don't-care as ###), so evaluating on it is evaluating on them. */
+static void test_make_synth(void) {
+    char cmd[1200], images[600], gts[600];
+    ocr_synth synth;
+    ocr_dataset ds;
+    int64_t i;
+    snprintf(cmd, sizeof cmd, "%s --count 3 --size 96 --seed 11 %s/synth >/dev/null 2>&1", MAKE_SYNTH, dir);
+    OCR_CHECK(system(cmd) == 0);
+    snprintf(images, sizeof images, "%s/synth/images", dir);
+    snprintf(gts, sizeof gts, "%s/synth/gts", dir);
+    OCR_CHECK_OK(&ctx, ocr_synth_init(&ctx, &synth, NULL));
+    OCR_CHECK_OK(&ctx, ocr_dataset_open_icdar(&ctx, &ds, images, gts, OCR_GT_ICDAR2015));
+    OCR_CHECK(ds.count == 3);
+    for (i = 0; i < ds.count && i < 3; i++) {
+        ocr_sample a, b;
+        int q, k, same = 1;
+        OCR_CHECK_OK(&ctx, ocr_synth_sample(&ctx, &synth, 11, i, 96, 96, &a));
+        OCR_CHECK_OK(&ctx, ocr_dataset_get(&ctx, &ds, i, 0, &b));  /* img_1..img_3 sort as the render order */
+        OCR_CHECK(a.image.width == b.image.width && a.image.height == b.image.height && a.n_polys == b.n_polys);
+        if (a.image.pixels && b.image.pixels && a.image.width == b.image.width && a.image.height == b.image.height)
+            OCR_CHECK(memcmp(a.image.pixels, b.image.pixels, (size_t)a.image.width * (size_t)a.image.height * 3) == 0);
+        for (q = 0; q < a.n_polys && q < b.n_polys; q++) {
+            same &= a.polys[q].n_points == 4 && b.polys[q].n_points == 4 && a.polys[q].ignore == b.polys[q].ignore;
+            for (k = 0; k < 4 && same; k++)
+                same &= a.polys[q].points[k].x == b.polys[q].points[k].x && a.polys[q].points[k].y == b.polys[q].points[k].y;
+            if (!a.polys[q].ignore) same &= a.polys[q].text && b.polys[q].text && strcmp(a.polys[q].text, b.polys[q].text) == 0;
+        }
+        OCR_CHECK_MSG(same, "scene %lld: the ground truth read back differs from the rendered scene", (long long)i);
+        ocr_sample_free(&a);
+        ocr_sample_free(&b);
+    }
+    ocr_dataset_close(&ds);
+    ocr_synth_free(&synth);
+    snprintf(cmd, sizeof cmd, "%s --count 0 %s/synth0", MAKE_SYNTH, dir);
+    ocr_test_expect_exit(cmd, 2, "--count must be 1 to 1000000");
+    snprintf(cmd, sizeof cmd, "%s --size 20 %s/synth0", MAKE_SYNTH, dir);
+    ocr_test_expect_exit(cmd, 2, "--size must be 32 to 4096");
+    snprintf(cmd, sizeof cmd, "%s --bogus %s/synth0", MAKE_SYNTH, dir);
+    ocr_test_expect_exit(cmd, 2, "unknown option");
+}
+
 int main(int argc, char **argv) {
     char cmd[128];
     ocr_test_init(argc, argv);
@@ -585,6 +629,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_detect_random_model);
     OCR_TEST_RUN(test_check_dbnet_torch);
     OCR_TEST_RUN(test_export_torchvision);
+    OCR_TEST_RUN(test_make_synth);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "test_cli: could not remove %s\n", dir);
     ocr_ctx_free(&ctx);

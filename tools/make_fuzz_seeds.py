@@ -150,6 +150,17 @@ def seeds_icdar_gt():
     write("icdar_gt", "bad-utf8", b"0" + b"0,0,1,0,1,1,0,1,\xc3\x28\n")
 
 
+# ---------------------------------------------------------------- detection result files (eval_dbnet --pred)
+def seeds_results():
+    write("results", "ok-boxes", "10,10,60,10,60,30,10,30,0.93\r\n\n1.5,2,3,4,5,6\n")
+    write("results", "ok-polygon", "\ufeff0,0,10,0,12,5,10,10,0,10\n")
+    write("results", "ok-empty", "")
+    write("results", "bad-trailing-comma", "10,10,60,10,60,30,10,\n30,40,50\n")
+    write("results", "bad-two-points", "1,2,3,4\n")
+    write("results", "bad-nonnumber", "1,2,3,x,5,6\n")
+    write("results", "bad-nan-score", "0,0,1,0,1,1,nan\n")
+
+
 # ---------------------------------------------------------------- LMDB labels (PaddleOCR-style JSON)
 def seeds_lmdb_label():
     write("lmdb_label", "ok-label", '[{"transcription": "Genaxis", "points": [[377, 117], [463, 117], [465, 130], [378, 130]]},'
@@ -189,6 +200,7 @@ DICTS = {
               '"\\xff\\xc2"', '"\\xff\\xc4"', '"\\xff\\xda"', '"\\xff\\xdb"', '"\\xff\\xdd"', '"\\xff\\xd9"', '"\\xff\\xe0"', '"BM"',
               '"\\x28\\x00\\x00\\x00"'],
     "icdar_gt": ['","', '"###"', '"\\""', '"\\x0d\\x0a"', '"\\xef\\xbb\\xbf"', '"1e5"', '"-0.5"', '"1000000"', '" "'],
+    "results": ['","', '"\\x0d\\x0a"', '"\\xef\\xbb\\xbf"', '"1e5"', '"-0.5"', '"0.93"', '"nan"', '" "'],
     "lmdb_label": ['"\\"points\\""', '"\\"transcription\\""', '"\\"ignore\\""', '"###"', '"[["', '"]]"', '"],["', '"true"',
                    '"null"', '"{"', '"}"', '":"', '","'],
 }
@@ -202,6 +214,7 @@ def main():
     seeds_icdar_gt()
     seeds_lmdb_label()
     seeds_json()
+    seeds_results()
     for name, tokens in DICTS.items():
         with open(os.path.join(ROOT, "fuzz", name + ".dict"), "w") as f:
             f.write("# libFuzzer dictionary for fuzz/fuzz_%s.c (written by tools/make_fuzz_seeds.py)\n" % name)
