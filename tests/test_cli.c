@@ -264,7 +264,7 @@ static void test_missing_files(void) {
     snprintf(cmd, sizeof cmd, "%s --gt %s/bad_gt --pred %s/bad_res", EVAL, dir, dir);
     ocr_test_expect_exit(cmd, 1, "res_img_1.txt' line 2");
     write_text(path_in("bad_res/res_img_1.txt"), "0,0,10,0\n");
-    ocr_test_expect_exit(cmd, 1, "res_img_1.txt' line 1: 4 coordinates");
+    ocr_test_expect_exit(cmd, 1, "res_img_1.txt' line 1: 4 numbers; a result polygon needs at least 3 points");
     write_text(path_in("bad_gt/gt_img_1.txt"), "0,0,10,0,10,x,0,10,a\n");
     write_text(path_in("bad_res/res_img_1.txt"), "");
     ocr_test_expect_exit(cmd, 1, "gt_img_1.txt");
