@@ -871,6 +871,16 @@ static int ocr__d_parse_number(const char *s, size_t n, double *out) {
 
 static int ocr__d_coord_ok(double v) { return isfinite(v) && fabs(v) <= OCR_COORD_MAX; }
 
+/* Every coordinate of a parsed line finite and within OCR_COORD_MAX, else an error naming file, line and coordinate. */
+static int ocr__d_coords_check(ocr_ctx *ctx, const char *fn, const char *name, int line_no, const double *xy, size_t n) {
+    size_t k;
+    for (k = 0; k < n; k++)
+        if (!ocr__d_coord_ok(xy[k]))
+            return ocr_error(ctx, OCR_ERANGE, "%s: '%s' line %d: coordinate %d is %g; coordinates must be finite with |v| <= %g", fn,
+                             name, line_no, (int)k + 1, xy[k], OCR_COORD_MAX);
+    return OCR_OK;
+}
+
 /* One line: fields start at line[f_begin[k]]; returns OCR_OK or an error naming file and line. */
 static int ocr__gt_line(ocr_ctx *ctx, const char *name, int line_no, const char *line, size_t len, int format, ocr__d_polys *L,
                         double **xy, size_t *xy_cap) {
@@ -919,10 +929,7 @@ static int ocr__gt_line(ocr_ctx *ctx, const char *name, int line_no, const char 
             return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' line %d: %d coordinates before the transcription; a polygon needs at least 3 points",
                              fn, name, line_no, (int)n_coords);
     }
-    for (k = 0; k < n_coords; k++)
-        if (!ocr__d_coord_ok((*xy)[k]))
-            return ocr_error(ctx, OCR_ERANGE, "%s: '%s' line %d: coordinate %d is %g; coordinates must be finite with |v| <= %g", fn,
-                             name, line_no, (int)k + 1, (*xy)[k], OCR_COORD_MAX);
+    if (ocr__d_coords_check(ctx, fn, name, line_no, *xy, n_coords)) return OCR_ERANGE;
     /* The transcription is the rest of the line after the coordinates, commas included. */
     for (text_at = 0, k = 0; k < n_coords && text_at <= len; k++) {
         while (text_at < len && line[text_at] != ',') text_at++;
@@ -1013,10 +1020,7 @@ static int ocr__result_line(ocr_ctx *ctx, const char *name, int line_no, const c
     if (n_coords < 6)
         return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' line %d: %d numbers; a result polygon needs at least 3 points (x1,y1,...,xn,yn[,score])",
                          fn, name, line_no, (int)n_fields);
-    for (k = 0; k < n_coords; k++)
-        if (!ocr__d_coord_ok((*xy)[k]))
-            return ocr_error(ctx, OCR_ERANGE, "%s: '%s' line %d: coordinate %d is %g; coordinates must be finite with |v| <= %g", fn,
-                             name, line_no, (int)k + 1, (*xy)[k], OCR_COORD_MAX);
+    if (ocr__d_coords_check(ctx, fn, name, line_no, *xy, n_coords)) return OCR_ERANGE;
     if (n_fields % 2 && !isfinite((*xy)[n_fields - 1]))
         return ocr_error(ctx, OCR_ERANGE, "%s: '%s' line %d: the score is %g; it must be finite", fn, name, line_no, (*xy)[n_fields - 1]);
     if (!ocr__d_polys_push(L, *xy, (int)(n_coords / 2), NULL, 0, 0))
