@@ -376,6 +376,15 @@ static void remove_stale_files(const char *run_dir, int64_t keep) {
         unlink(path);
     }
     if (d) closedir(d);
+    /* an overlay whose atomic write was cut short leaves its temporary file; the step is validated again */
+    snprintf(path, sizeof path, "%s/overlays", run_dir);
+    d = opendir(path);
+    while (d && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "step_", 5) != 0 || !strstr(e->d_name, ".png.tmp.")) continue;
+        snprintf(path, sizeof path, "%s/overlays/%s", run_dir, e->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
 }
 
 /* The name of a file that shows dir holds a run, or NULL. */
