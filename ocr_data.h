@@ -958,12 +958,39 @@ static int ocr__gt_line(ocr_ctx *ctx, const char *name, int line_no, const char 
     return OCR_OK;
 }
 
-OCRDEF int ocr_gt_parse(ocr_ctx *ctx, const char *name, const char *text, size_t size, int format, ocr_polygon **polys, int *n_polys) {
-    const char *fn = "ocr_gt_parse";
+/* The lines of a ground-truth (format OCR_GT_*) or result (format -1) file from byte pos on: LF or CRLF, blank lines
+   skipped, each line parsed on its own so no field reaches into the next. */
+static int ocr__result_line(ocr_ctx *ctx, const char *name, int line_no, const char *line, size_t len, ocr__d_polys *L,
+                            double **xy, size_t *xy_cap);
+static int ocr__d_parse_lines(ocr_ctx *ctx, const char *name, const char *text, size_t size, size_t pos, int format,
+                              ocr_polygon **polys, int *n_polys) {
     ocr__d_polys L;
     double *xy = NULL;
-    size_t xy_cap = 0, pos = 0, bad;
+    size_t xy_cap = 0;
     int line_no = 0, rc = OCR_OK;
+    memset(&L, 0, sizeof L);
+    while (pos < size && !rc) {
+        size_t end = pos, len, i;
+        while (end < size && text[end] != '\n') end++;
+        len = end - pos;
+        if (len && text[pos + len - 1] == '\r') len--;
+        line_no++; /* the size cap keeps this far below INT_MAX */
+        for (i = 0; i < len && (text[pos + i] == ' ' || text[pos + i] == '\t'); i++) {}
+        if (i < len)
+            rc = format < 0 ? ocr__result_line(ctx, name, line_no, text + pos, len, &L, &xy, &xy_cap)
+                            : ocr__gt_line(ctx, name, line_no, text + pos, len, format, &L, &xy, &xy_cap);
+        pos = end + 1;
+    }
+    OCR_FREE(xy);
+    if (rc) { ocr_polygons_free(L.items, L.n); return rc; }
+    *polys = L.items;
+    *n_polys = L.n;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_gt_parse(ocr_ctx *ctx, const char *name, const char *text, size_t size, int format, ocr_polygon **polys, int *n_polys) {
+    const char *fn = "ocr_gt_parse";
+    size_t pos = 0, bad;
     *polys = NULL;
     *n_polys = 0;
     if (format != OCR_GT_ICDAR2015 && format != OCR_GT_POLYGON)
@@ -973,22 +1000,7 @@ OCRDEF int ocr_gt_parse(ocr_ctx *ctx, const char *name, const char *text, size_t
     if (!ocr__d_utf8_valid((const unsigned char *)text + pos, size - pos, &bad))
         return ocr_error(ctx, OCR_EFORMAT, "%s: '%s' is not UTF-8 text (bad byte 0x%02x at offset %zu)", fn, name,
                          (unsigned char)text[pos + bad], pos + bad);
-    memset(&L, 0, sizeof L);
-    while (pos < size && !rc) {
-        size_t end = pos, len, i;
-        while (end < size && text[end] != '\n') end++;
-        len = end - pos;
-        if (len && text[pos + len - 1] == '\r') len--;
-        line_no++;
-        for (i = 0; i < len && (text[pos + i] == ' ' || text[pos + i] == '\t'); i++) {}
-        if (i < len) rc = ocr__gt_line(ctx, name, line_no, text + pos, len, format, &L, &xy, &xy_cap);
-        pos = end + 1;
-    }
-    OCR_FREE(xy);
-    if (rc) { ocr_polygons_free(L.items, L.n); return rc; }
-    *polys = L.items;
-    *n_polys = L.n;
-    return OCR_OK;
+    return ocr__d_parse_lines(ctx, name, text, size, pos, format, polys, n_polys);
 }
 
 /* One result line of len bytes (no newline): its fields are split here, so a number can never reach into the next
@@ -1030,10 +1042,7 @@ static int ocr__result_line(ocr_ctx *ctx, const char *name, int line_no, const c
 
 OCRDEF int ocr_result_parse(ocr_ctx *ctx, const char *name, const char *text, size_t size, ocr_polygon **polys, int *n_polys) {
     const char *fn = "ocr_result_parse";
-    ocr__d_polys L;
-    double *xy = NULL;
-    size_t xy_cap = 0, pos = 0;
-    int line_no = 0, rc = OCR_OK;
+    size_t pos = 0;
     if (!polys || !n_polys) return ocr_error(ctx, OCR_EINVAL, "%s: polys and n_polys must not be NULL", fn);
     *polys = NULL;
     *n_polys = 0;
@@ -1041,22 +1050,7 @@ OCRDEF int ocr_result_parse(ocr_ctx *ctx, const char *name, const char *text, si
     if (!text && size) return ocr_error(ctx, OCR_EINVAL, "%s: '%s': text is NULL", fn, name);
     if (size > OCR_LABEL_MAX_BYTES) return ocr_error(ctx, OCR_EOVERFLOW, "%s: '%s' has %zu bytes, above the %zu cap", fn, name, size, OCR_LABEL_MAX_BYTES);
     if (size >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) pos = 3;
-    memset(&L, 0, sizeof L);
-    while (pos < size && !rc) {
-        size_t end = pos, len, i;
-        while (end < size && text[end] != '\n') end++;
-        len = end - pos;
-        if (len && text[pos + len - 1] == '\r') len--;
-        line_no++; /* the size cap keeps this far below INT_MAX */
-        for (i = 0; i < len && (text[pos + i] == ' ' || text[pos + i] == '\t'); i++) {}
-        if (i < len) rc = ocr__result_line(ctx, name, line_no, text + pos, len, &L, &xy, &xy_cap);
-        pos = end + 1;
-    }
-    OCR_FREE(xy);
-    if (rc) { ocr_polygons_free(L.items, L.n); return rc; }
-    *polys = L.items;
-    *n_polys = L.n;
-    return OCR_OK;
+    return ocr__d_parse_lines(ctx, name, text, size, pos, -1, polys, n_polys);
 }
 
 OCRDEF int ocr_label_parse_json(ocr_ctx *ctx, const char *name, const char *text, size_t size, ocr_polygon **polys, int *n_polys) {
