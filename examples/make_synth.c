@@ -16,33 +16,7 @@
 #include <string.h>
 #include <errno.h>
 #include <sys/stat.h>
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: make_synth [--count N] [--size S] [--seed K] OUT_DIR\n"
-            "  Renders N synthetic scenes of S x S pixels into OUT_DIR/images/img_<i>.png with ICDAR 2015 ground truth\n"
-            "  in OUT_DIR/gts/gt_img_<i>.txt (<i> from 1).\n"
-            "  --count N   scenes (default 200)\n"
-            "  --size S    side in pixels, 32 to 4096 (default 320)\n"
-            "  --seed K    scene seed (default 1007922: the held-out set train_dbnet --seed 1 validates on)\n"
-            "  -h, --help  this help;  --version  the ocr-c version\n");
-}
-
-/* "--name V" or "--name=V": the value, or NULL when a is not that flag */
-static const char *flag_value(int argc, char **argv, int *i, const char *name) {
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0) return NULL;
-    if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0') return NULL;
-    return *i + 1 < argc ? argv[++*i] : "";
-}
-
-static int parse_count(const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    *out = strtoll(s, &end, 10);
-    return !errno && end != s && *end == '\0' && *out >= lo && *out <= hi;
-}
+#include "ocr_example.h"
 
 /* 0 on a write error; *skipped counts polygons that are not quads (ICDAR 2015 lines hold 4 points) */
 static int write_gt(const char *path, const ocr_sample *s, long long *skipped) {
@@ -60,32 +34,31 @@ static int write_gt(const char *path, const ocr_sample *s, long long *skipped) {
 }
 
 int main(int argc, char **argv) {
-    long long count = 200, size = 320, seed = 1007922, i, skipped = 0;
-    const char *out = NULL, *v;
+    int count = 200, size = 320, npos;
+    int64_t seed = 1007922;
+    long long i, skipped = 0;
+    const char *out;
     char path[4096];
     ocr_ctx ctx;
     ocr_synth synth;
-    int a, rc = 0;
-    for (a = 1; a < argc; a++) {
-        if (strcmp(argv[a], "-h") == 0 || strcmp(argv[a], "--help") == 0) { usage(stdout); return 0; }
-        if (strcmp(argv[a], "--version") == 0) { printf("make_synth (ocr-c) %s\n", OCR_VERSION); return 0; }
-        if ((v = flag_value(argc, argv, &a, "--count"))) {
-            if (!parse_count(v, 1, 1000000, &count)) { fprintf(stderr, "make_synth: --count must be 1 to 1000000, not '%s'\n", v); return 2; }
-        } else if ((v = flag_value(argc, argv, &a, "--size"))) {
-            if (!parse_count(v, 32, 4096, &size)) { fprintf(stderr, "make_synth: --size must be 32 to 4096, not '%s'\n", v); return 2; }
-        } else if ((v = flag_value(argc, argv, &a, "--seed"))) {
-            if (!parse_count(v, 0, 0x7fffffffffffffffLL, &seed)) { fprintf(stderr, "make_synth: --seed must be a non-negative integer, not '%s'\n", v); return 2; }
-        } else if (argv[a][0] == '-' && argv[a][1]) {
-            fprintf(stderr, "make_synth: unknown option '%s' (see --help)\n", argv[a]);
-            return 2;
-        } else if (out) {
-            fprintf(stderr, "make_synth: one OUT_DIR only (see --help)\n");
-            return 2;
-        } else {
-            out = argv[a];
-        }
+    int rc = 0;
+    const ocr_ex_flag flags[] = {
+        {"--count", OCR_EX_INT, &count, "scenes to render, 1 to 1000000"},
+        {"--size", OCR_EX_INT, &size, "side of each scene in pixels, 32 to 4096"},
+        {"--seed", OCR_EX_INT64, &seed, "scene seed, >= 0 (the default is the held-out set train_dbnet --seed 1 validates on)"},
+    };
+    static const char *const synopsis =
+        "[flags] OUT_DIR\n  Renders synthetic scenes into OUT_DIR/images/img_<i>.png with ICDAR 2015 ground truth in\n"
+        "  OUT_DIR/gts/gt_img_<i>.txt (<i> from 1).";
+    npos = ocr_ex_parse(argc, argv, synopsis, flags, (int)(sizeof flags / sizeof flags[0]));
+    if (count < 1 || count > 1000000) { fprintf(stderr, "make_synth: --count must be 1 to 1000000, not %d\n", count); return 2; }
+    if (size < 32 || size > 4096) { fprintf(stderr, "make_synth: --size must be 32 to 4096, not %d\n", size); return 2; }
+    if (seed < 0) { fprintf(stderr, "make_synth: --seed must be a non-negative integer, not %lld\n", (long long)seed); return 2; }
+    if (npos != 1) {
+        fprintf(stderr, "make_synth: %s (see --help)\n", npos ? "one OUT_DIR only" : "give the OUT_DIR to write");
+        return 2;
     }
-    if (!out) { usage(stderr); return 2; }
+    out = argv[1];
     snprintf(path, sizeof path, "%s/images", out);
     if ((mkdir(out, 0755) && errno != EEXIST) || (mkdir(path, 0755) && errno != EEXIST)) {
         fprintf(stderr, "make_synth: cannot create %s: %s\n", path, strerror(errno));
@@ -107,11 +80,11 @@ int main(int argc, char **argv) {
             if (!write_gt(path, &s, &skipped)) rc = ocr_error(&ctx, OCR_EIO, "cannot write %s: %s", path, strerror(errno));
         }
         ocr_sample_free(&s);
-        if ((i + 1) % 50 == 0 || i + 1 == count) fprintf(stderr, "make_synth: %lld/%lld scenes\n", i + 1, count);
+        if ((i + 1) % 50 == 0 || i + 1 == count) fprintf(stderr, "make_synth: %lld/%d scenes\n", i + 1, count);
     }
     if (skipped) fprintf(stderr, "make_synth: warning: %lld polygons were not quads and are missing from the ground truth\n", skipped);
     if (rc) fprintf(stderr, "make_synth: %s\n", ocr_ctx_last_error(&ctx));
-    else printf("make_synth: wrote %lld scenes to %s\n", count, out);
+    else printf("make_synth: wrote %d scenes to %s\n", count, out);
     ocr_synth_free(&synth);
     ocr_ctx_free(&ctx);
     return rc ? 1 : 0;

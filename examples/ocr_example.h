@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #define OCR_EX_UNUSED __attribute__((unused))
@@ -21,11 +22,11 @@
 
 /* ---------------------------------------------------------------- flags */
 
-typedef enum { OCR_EX_INT, OCR_EX_FLOAT, OCR_EX_STRING, OCR_EX_BOOL } ocr_ex_flag_type;
+typedef enum { OCR_EX_INT, OCR_EX_FLOAT, OCR_EX_STRING, OCR_EX_BOOL, OCR_EX_INT64 } ocr_ex_flag_type;
 typedef struct {
     const char *name;       /* "--steps" */
     ocr_ex_flag_type type;
-    void *value;            /* int*, float*, const char**, int* */
+    void *value;            /* int*, float*, const char**, int*, int64_t* */
     const char *help;
 } ocr_ex_flag;
 
@@ -36,6 +37,7 @@ OCR_EX_UNUSED static void ocr_ex_usage(FILE *f, const char *prog, const char *sy
         char def[64] = "";
         switch (flags[i].type) {
         case OCR_EX_INT: snprintf(def, sizeof def, " (default %d)", *(int *)flags[i].value); break;
+        case OCR_EX_INT64: snprintf(def, sizeof def, " (default %lld)", (long long)*(int64_t *)flags[i].value); break;
         case OCR_EX_FLOAT: snprintf(def, sizeof def, " (default %g)", *(float *)flags[i].value); break;
         case OCR_EX_STRING:
             if (*(const char **)flags[i].value) snprintf(def, sizeof def, " (default %s)", *(const char **)flags[i].value);
@@ -45,15 +47,22 @@ OCR_EX_UNUSED static void ocr_ex_usage(FILE *f, const char *prog, const char *sy
         fprintf(f, "  %-22s %s%s\n", flags[i].name, flags[i].help, def);
     }
     fprintf(f, "  %-22s %s\n", "--help", "show this help and exit");
+    fprintf(f, "  %-22s %s\n", "--version", "show the ocr-c version and exit");
 }
 
 /* Sets a flag's variable from text as the command line writes it (a bool takes 0 or 1). 0, or -1 when text is not a
-   whole value of the flag's type (an integer in int's range; a finite number that a float holds: 1e99 would become
-   Inf, and 1e-50 zero). */
+   whole value of the flag's type (an integer in int's or int64_t's range; a finite number that a float holds: 1e99
+   would become Inf, and 1e-50 zero). */
 OCR_EX_UNUSED static int ocr_ex_flag_set(const ocr_ex_flag *f, const char *text) {
     char *end;
     errno = 0;
     if (f->type == OCR_EX_STRING) { *(const char **)f->value = text; return 0; }
+    if (f->type == OCR_EX_INT64) {
+        long long v = strtoll(text, &end, 10);
+        if (errno || *end || end == text) return -1;
+        *(int64_t *)f->value = (int64_t)v;
+        return 0;
+    }
     if (f->type == OCR_EX_INT || f->type == OCR_EX_BOOL) {
         long v = strtol(text, &end, 10);
         if (errno || *end || end == text || v < -2147483647L || v > 2147483647L || (f->type == OCR_EX_BOOL && v != 0 && v != 1)) return -1;
@@ -66,37 +75,64 @@ OCR_EX_UNUSED static int ocr_ex_flag_set(const ocr_ex_flag *f, const char *text)
     return 0;
 }
 
-/* Parses argv. Returns the number of positional arguments moved to the front of argv (after argv[0]);
-   exits 0 on --help and 2 on an unknown or malformed flag, with the reason and the usage on stderr. */
-OCR_EX_UNUSED static int ocr_ex_parse(int argc, char **argv, const char *synopsis, const ocr_ex_flag *flags, int n) {
+/* What ocr_ex_parse_args found besides positional arguments. */
+enum { OCR_EX_PARSE_HELP = -1, OCR_EX_PARSE_VERSION = -2, OCR_EX_PARSE_UNKNOWN = -3, OCR_EX_PARSE_BAD = -4 };
+
+/* Parses argv against the flags, printing nothing and never exiting (the fuzz target drives it with arbitrary
+   arguments). Returns the number of positional arguments moved to the front of argv (after argv[0]); or
+   OCR_EX_PARSE_HELP / OCR_EX_PARSE_VERSION for --help (-h) / --version; or OCR_EX_PARSE_UNKNOWN (an unknown flag) /
+   OCR_EX_PARSE_BAD (a missing or malformed value) with the reason in why. Flags before the failure keep what they
+   were set to. */
+OCR_EX_UNUSED static int ocr_ex_parse_args(int argc, char **argv, const ocr_ex_flag *flags, int n, char *why, size_t cap) {
     int i, k, npos = 0;
+    if (cap) why[0] = '\0';
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL, *eq;
         size_t len;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { ocr_ex_usage(stdout, argv[0], synopsis, flags, n); exit(0); }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return OCR_EX_PARSE_HELP;
+        if (strcmp(a, "--version") == 0) return OCR_EX_PARSE_VERSION;
         if (strncmp(a, "--", 2) != 0 || strcmp(a, "--") == 0) { argv[1 + npos++] = argv[i]; continue; }
         eq = strchr(a, '=');
         len = eq ? (size_t)(eq - a) : strlen(a);
         for (k = 0; k < n; k++) if (strlen(flags[k].name) == len && strncmp(flags[k].name, a, len) == 0) break;
-        if (k == n) {
-            fprintf(stderr, "%s: unknown flag '%s'\n", argv[0], a);
-            ocr_ex_usage(stderr, argv[0], synopsis, flags, n);
-            exit(2);
-        }
+        if (k == n) { snprintf(why, cap, "unknown flag '%s'", a); return OCR_EX_PARSE_UNKNOWN; }
         if (flags[k].type == OCR_EX_BOOL) {
-            if (eq) { fprintf(stderr, "%s: flag %s takes no value\n", argv[0], flags[k].name); exit(2); }
+            if (eq) { snprintf(why, cap, "flag %s takes no value", flags[k].name); return OCR_EX_PARSE_BAD; }
             *(int *)flags[k].value = 1;
             continue;
         }
         val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!val) { fprintf(stderr, "%s: flag %s needs a value\n", argv[0], flags[k].name); exit(2); }
+        if (!val) { snprintf(why, cap, "flag %s needs a value", flags[k].name); return OCR_EX_PARSE_BAD; }
         if (ocr_ex_flag_set(&flags[k], val) != 0) {
-            fprintf(stderr, "%s: flag %s needs %s, got '%s'\n", argv[0], flags[k].name,
-                    flags[k].type == OCR_EX_INT ? "an integer" : "a number within float's range (1.2e-38 <= |v| <= 3.4e38, or 0)", val);
-            exit(2);
+            snprintf(why, cap, "flag %s needs %s, got '%s'", flags[k].name,
+                     flags[k].type == OCR_EX_FLOAT ? "a number within float's range (1.2e-38 <= |v| <= 3.4e38, or 0)" : "an integer", val);
+            return OCR_EX_PARSE_BAD;
         }
     }
     return npos;
+}
+
+/* ocr_ex_parse_args for a program's main: the number of positional arguments; prints the usage and exits 0 on
+   --help, prints the version and exits 0 on --version, prints the reason (and the usage, for an unknown flag) on
+   stderr and exits 2 on a usage error. */
+OCR_EX_UNUSED static int ocr_ex_parse(int argc, char **argv, const char *synopsis, const ocr_ex_flag *flags, int n) {
+    char why[512];
+    int rc = ocr_ex_parse_args(argc, argv, flags, n, why, sizeof why);
+    if (rc == OCR_EX_PARSE_HELP) { ocr_ex_usage(stdout, argv[0], synopsis, flags, n); exit(0); }
+    if (rc == OCR_EX_PARSE_VERSION) {
+#ifdef OCR_VERSION
+        printf("%s (ocr-c) %s\n", argv[0], OCR_VERSION);
+#else
+        printf("%s (ocr-c)\n", argv[0]);
+#endif
+        exit(0);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s\n", argv[0], why);
+        if (rc == OCR_EX_PARSE_UNKNOWN) ocr_ex_usage(stderr, argv[0], synopsis, flags, n);
+        exit(2);
+    }
+    return rc;
 }
 
 /* ---------------------------------------------------------------- settings tables */
@@ -144,6 +180,7 @@ OCR_EX_UNUSED static void ocr_ex_settings_defaults(const ocr_ex_setting *t, int 
         if (!t[i].def) {
             if (f.type == OCR_EX_STRING) *(const char **)f.value = NULL;
             else if (f.type == OCR_EX_FLOAT) *(float *)f.value = 0.0f;
+            else if (f.type == OCR_EX_INT64) *(int64_t *)f.value = 0;
             else *(int *)f.value = 0;
         } else if (ocr_ex_flag_set(&f, t[i].def) != 0) {
             fprintf(stderr, "ocr_ex_settings_defaults: the default '%s' of %s does not parse\n", t[i].def, t[i].name);
@@ -206,6 +243,7 @@ OCR_EX_UNUSED static int ocr_ex_settings_to_meta(const ocr_ex_setting *t, int n,
         ocr_ex_setting_key(&t[i], prefix, key, sizeof key);
         switch (t[i].type) {
         case OCR_EX_INT: case OCR_EX_BOOL: rc = ocr_ex_meta_add(m, key, "%d", *(const int *)v); break;
+        case OCR_EX_INT64: rc = ocr_ex_meta_add(m, key, "%lld", (long long)*(const int64_t *)v); break;
         case OCR_EX_FLOAT: rc = ocr_ex_meta_add(m, key, "%.9g", (double)*(const float *)v); break;
         case OCR_EX_STRING: rc = ocr_ex_meta_add(m, key, "%s", *(const char *const *)v ? *(const char *const *)v : ""); break;
         }
@@ -215,11 +253,12 @@ OCR_EX_UNUSED static int ocr_ex_settings_to_meta(const ocr_ex_setting *t, int n,
 
 /* The stored settings back from a checkpoint's metadata: lookup(src, key) gives a value or NULL (e.g.
    ocr_safetensors_meta). Strings point into src's text, which must outlive them; "" gives NULL where the default is
-   NULL. A key that is missing (and has no value for older checkpoints) or a value that does not parse: prints why
-   under prog, naming file (src's) and the key, and returns 1 (the exit status); else 0. */
+   NULL. 0; or -1 with the reason in why (naming file, src's name, and the key) when a key is missing (and has no
+   value for older checkpoints) or a value does not parse. Prints nothing: the metadata is a file's, as hostile as
+   the command line (fuzz/fuzz_cli.c feeds it). */
 OCR_EX_UNUSED static int ocr_ex_settings_from_meta(const char *prog, const char *file, const ocr_ex_setting *t, int n, void *base,
                                                    const char *prefix, const char *(*lookup)(const void *src, const char *key),
-                                                   const void *src) {
+                                                   const void *src, char *why, size_t cap) {
     int i;
     for (i = 0; i < n; i++) {
         ocr_ex_flag f = ocr_ex_setting_flag(&t[i], base);
@@ -229,11 +268,11 @@ OCR_EX_UNUSED static int ocr_ex_settings_from_meta(const char *prog, const char 
         ocr_ex_setting_key(&t[i], prefix, key, sizeof key);
         v = lookup(src, key);
         if (!v) v = t[i].absent;
-        if (!v) { fprintf(stderr, "%s: %s lacks '%s' in its metadata: not a %s checkpoint\n", prog, file, key, prog); return 1; }
+        if (!v) { snprintf(why, cap, "%s lacks '%s' in its metadata: not a %s checkpoint", file, key, prog); return -1; }
         if (f.type == OCR_EX_STRING && !t[i].def && !v[0]) { *(const char **)f.value = NULL; continue; }
         if (ocr_ex_flag_set(&f, v) != 0) {
-            fprintf(stderr, "%s: %s has '%s' = '%s', not a valid value of %s\n", prog, file, key, v, t[i].name);
-            return 1;
+            snprintf(why, cap, "%s has '%s' = '%.200s', not a valid value of %s", file, key, v, t[i].name);
+            return -1;
         }
     }
     return 0;

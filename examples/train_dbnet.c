@@ -99,6 +99,22 @@ static const ocr_ex_setting kSettings[] = {
 #undef RUNTIME
 enum { N_SETTINGS = sizeof kSettings / sizeof kSettings[0] };
 
+/* Why the settings cannot make a run, or NULL. Checked for the command line and for a resumed checkpoint's
+   metadata alike (fuzz/fuzz_cli.c runs both through it). */
+static const char *settings_problem(const train_args *a) {
+    if (a->steps < 1 || a->batch < 1 || a->size < 32 || a->size % 32 || a->val_size < 32 || a->val_size % 32 || a->val_count < 0 ||
+        a->workers < 1 || a->log_every < 1 || a->eval_every < 0 || !(a->lr > 0 && a->lr <= 10) || !(a->width > 0 && a->width <= 4) ||
+        a->save_every < 1 || !(a->synth_lines >= 0 && a->synth_lines <= 10000) ||
+        !(a->synth_text_scale >= 0.1f && a->synth_text_scale <= 10) || !(a->val_scale == 0 || (a->val_scale >= 0.25f && a->val_scale <= 4)) ||
+        !(a->ema >= 0 && a->ema < 1))
+        return "--steps, --batch, --workers, --log-every and --save-every must be >= 1, --lr in (0, 10], --width in (0, 4], "
+               "--size and --val-size positive multiples of 32, --val-scale 0 or in [0.25, 4], "
+               "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10], --ema in [0, 1)";
+    if (strcmp(a->optimizer, "sgd") != 0 && strcmp(a->optimizer, "adamw") != 0) return "--optimizer must be sgd or adamw";
+    if (strcmp(a->backbone, "resnet18") != 0 && strcmp(a->backbone, "resnet34") != 0) return "--backbone must be resnet18 or resnet34";
+    return NULL;
+}
+
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { (void)sig; g_stop = 1; }
 
@@ -644,7 +660,8 @@ int main(int argc, char **argv) {
     ocr_safetensors resume_st;
     ocr_tensor d_logits, d_thresh, targets_dev[F_COUNT];
     ocr_eval_result last_eval;
-    char run_dir[2048], path[4096], best_optim[4096];
+    char run_dir[2048], path[4096], best_optim[4096], why[8192];
+    const char *problem;
     int64_t batches_per_epoch, total_steps;
     double t_start, t_images = 0, seconds_before = 0;
     int tty = isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
@@ -681,7 +698,11 @@ int main(int argc, char **argv) {
         find_state(&ctx, run_dir, &rf);
         remove_stale_files(run_dir, rf.generation);
         if (ocr_safetensors_open(&ctx, &resume_st, rf.weights)) die(&ctx, "--resume");
-        if (ocr_ex_settings_from_meta("train_dbnet", rf.weights, kSettings, N_SETTINGS, &a, "train.", checkpoint_meta, &resume_st)) return 1;
+        if (ocr_ex_settings_from_meta("train_dbnet", rf.weights, kSettings, N_SETTINGS, &a, "train.", checkpoint_meta, &resume_st, why,
+                                      sizeof why)) {
+            fprintf(stderr, "train_dbnet: %s\n", why);
+            return 1;
+        }
         st.step = meta_count(&resume_st, rf.weights, "train.step");
         st.best_hmean = meta_number(&resume_st, rf.weights, "train.best_hmean");
         st.best_step = meta_count(&resume_st, rf.weights, "train.best_step");
@@ -701,18 +722,13 @@ int main(int argc, char **argv) {
         mkdir("runs", 0755);
         snprintf(run_dir, sizeof run_dir, "runs/dbnet-%s", stamp);
     }
-    if (a.steps < 1 || a.batch < 1 || a.size < 32 || a.size % 32 || a.val_size < 32 || a.val_size % 32 || a.val_count < 0 ||
-        a.workers < 1 || a.log_every < 1 || a.eval_every < 0 || !(a.lr > 0 && a.lr <= 10) || !(a.width > 0 && a.width <= 4) || a.save_every < 1 ||
-        !(a.synth_lines >= 0 && a.synth_lines <= 10000) || !(a.synth_text_scale >= 0.1f && a.synth_text_scale <= 10) ||
-        !(a.val_scale == 0 || (a.val_scale >= 0.25f && a.val_scale <= 4)) || !(a.ema >= 0 && a.ema < 1)) {
-        fprintf(stderr, "train_dbnet: --steps, --batch, --workers, --log-every and --save-every must be >= 1, --lr in (0, 10], --width in (0, 4], "
-                        "--size and --val-size positive multiples of 32, --val-scale 0 or in [0.25, 4], "
-                        "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10], --ema in [0, 1)\n");
-        return 2;
+    if ((problem = settings_problem(&a)) != NULL) {
+        /* a resumed run's settings are its checkpoint's: there they were checked when the run started, so a problem
+           now is the file's, not a usage error */
+        fprintf(stderr, "train_dbnet: %s%s%s\n", a.resume ? rf.weights : "", a.resume ? ": " : "", problem);
+        return a.resume ? 1 : 2;
     }
     if (a.val_scale == 0) a.val_scale = is_synth_spec(a.val) ? 1.4f : 1.0f; /* stored resolved in checkpoints */
-    if (strcmp(a.optimizer, "sgd") != 0 && strcmp(a.optimizer, "adamw") != 0) { fprintf(stderr, "train_dbnet: --optimizer must be sgd or adamw\n"); return 2; }
-    if (strcmp(a.backbone, "resnet18") != 0 && strcmp(a.backbone, "resnet34") != 0) { fprintf(stderr, "train_dbnet: --backbone must be resnet18 or resnet34\n"); return 2; }
     if (mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_dbnet: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
     if (!a.resume) { /* a new run: the directory is locked, and a run already there is neither touched nor mixed with this one */
         const char *found;

@@ -598,10 +598,12 @@ static void test_make_synth(void) {
     ocr_synth_free(&synth);
     snprintf(cmd, sizeof cmd, "%s --count 0 %s/synth0", MAKE_SYNTH, dir);
     ocr_test_expect_exit(cmd, 2, "--count must be 1 to 1000000");
+    snprintf(cmd, sizeof cmd, "%s --seed 99999999999 --count 1x %s/synth0", MAKE_SYNTH, dir);
+    ocr_test_expect_exit(cmd, 2, "flag --count needs an integer");
     snprintf(cmd, sizeof cmd, "%s --size 20 %s/synth0", MAKE_SYNTH, dir);
     ocr_test_expect_exit(cmd, 2, "--size must be 32 to 4096");
     snprintf(cmd, sizeof cmd, "%s --bogus %s/synth0", MAKE_SYNTH, dir);
-    ocr_test_expect_exit(cmd, 2, "unknown option");
+    ocr_test_expect_exit(cmd, 2, "unknown flag");
 }
 
 int main(int argc, char **argv) {

@@ -16,11 +16,12 @@
 #include "../fuzz/fuzz_lmdb_label.c"
 #include "../fuzz/fuzz_json.c"
 #include "../fuzz/fuzz_results.c"
+#include "../fuzz/fuzz_cli.c"
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
 static const struct { const char *name; fuzz_fn fn; } g_targets[] = {
     {"safetensors", ocr_fuzz_safetensors}, {"image", ocr_fuzz_image}, {"icdar_gt", ocr_fuzz_icdar_gt},
-    {"lmdb_label", ocr_fuzz_lmdb_label}, {"json", ocr_fuzz_json}, {"results", ocr_fuzz_results},
+    {"lmdb_label", ocr_fuzz_lmdb_label}, {"json", ocr_fuzz_json}, {"results", ocr_fuzz_results}, {"cli", ocr_fuzz_cli},
 };
 #define N_TARGETS ((int)(sizeof g_targets / sizeof g_targets[0]))
 

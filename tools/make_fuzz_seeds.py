@@ -190,6 +190,42 @@ def seeds_json():
     write("json", "bad-utf8", b'["\xed\xa0\x80"]')
 
 
+def train_dbnet_settings():
+    """(flag, default text or None, stored) of every row of train_dbnet's settings table (examples/train_dbnet.c)."""
+    import re
+    with open(os.path.join(ROOT, "examples", "train_dbnet.c")) as f:
+        src = f.read()
+    table = src[src.index("kSettings[] = {"):src.index("};", src.index("kSettings[] = {"))]
+    rows = re.findall(r'\{"(--[a-z0-9-]+)", [A-Z]+\(\w+\), ("[^"]*"|NULL), (STORED|RUNTIME|OCR_EX_STORED|OCR_EX_RUNTIME)', table)
+    assert len(rows) == table.count('{"--'), "a row of kSettings did not parse"
+    return [(name, None if d == "NULL" else d[1:-1], "STORED" in kind) for name, d, kind in rows]
+
+
+def train_dbnet_flags():
+    return [name for name, _, _ in train_dbnet_settings()]
+
+
+def seeds_cli():
+    # the first byte is the mode: 0 train_dbnet's command line, 1 one flag of each type, 2 checkpoint metadata
+    write("cli", "ok-train-defaults", b"\x00")
+    write("cli", "ok-train-flags", b"\x00--steps\n40\n--lr=1e-3\n--width\n0.5\n--optimizer\nsgd\n--check-numerics\n--out\nruns/x")
+    write("cli", "bad-train-range", b"\x00--size\n33")
+    write("cli", "bad-train-unknown", b"\x00--bogus\n1")
+    write("cli", "bad-train-float", b"\x00--lr\n1e99")
+    write("cli", "bad-train-missing-value", b"\x00--steps")
+    write("cli", "bad-train-bool-value", b"\x00--overwrite=1")
+    write("cli", "bad-train-help", b"\x00--help")
+    write("cli", "ok-types", b"\x01--int=-3\n--long\n9223372036854775807\n--float\n-1.5e-38\n--string=\n--bool\npos\n--\n-x")
+    write("cli", "bad-types-int", b"\x01--int\n2147483648")
+    write("cli", "bad-types-long", b"\x01--long\n9223372036854775808")
+    write("cli", "bad-types-tiny", b"\x01--float\n1e-40")
+    stored = ["train.%s=%s" % (n[2:].replace("-", "_"), d or "") for n, d, kept in train_dbnet_settings() if kept]
+    write("cli", "ok-meta", ("\x02" + "\n".join(stored)).encode())
+    write("cli", "bad-meta-incomplete", b"\x02train.steps=50\ntrain.lr=0.00200000009\ntrain.data=synth\ntrain.init=")
+    write("cli", "bad-meta-value", b"\x02train.steps=five")
+    write("cli", "bad-meta-range", b"\x02train.width=0")
+
+
 DICTS = {
     "json": ['"{"', '"}"', '"["', '"]"', '":"', '","', '"\\""', '"true"', '"false"', '"null"', '"-0"', '"1e308"', '"0.5E-3"',
              '"\\\\u"', '"\\\\ud83d\\\\ude00"', '"\\\\n"', '"\\xc3\\xa9"', '"\\xf0\\x9f\\x98\\x80"'],
@@ -201,6 +237,9 @@ DICTS = {
               '"\\x28\\x00\\x00\\x00"'],
     "icdar_gt": ['","', '"###"', '"\\""', '"\\x0d\\x0a"', '"\\xef\\xbb\\xbf"', '"1e5"', '"-0.5"', '"1000000"', '" "'],
     "results": ['","', '"\\x0d\\x0a"', '"\\xef\\xbb\\xbf"', '"1e5"', '"-0.5"', '"0.93"', '"nan"', '" "'],
+    "cli": ['"--"', '"="', '"\\x0a"', '"-h"', '"--help"', '"--version"', '"1e-38"', '"3.4e38"', '"2147483647"', '"-2147483648"',
+            '"9223372036854775807"', '"nan"', '"inf"', '"0x10"', '"train."'] +
+           ['"%s"' % f for f in train_dbnet_flags()] + ['"train.%s="' % f[2:].replace("-", "_") for f in train_dbnet_flags()],
     "lmdb_label": ['"\\"points\\""', '"\\"transcription\\""', '"\\"ignore\\""', '"###"', '"[["', '"]]"', '"],["', '"true"',
                    '"null"', '"{"', '"}"', '":"', '","'],
 }
@@ -215,6 +254,7 @@ def main():
     seeds_lmdb_label()
     seeds_json()
     seeds_results()
+    seeds_cli()
     for name, tokens in DICTS.items():
         with open(os.path.join(ROOT, "fuzz", name + ".dict"), "w") as f:
             f.write("# libFuzzer dictionary for fuzz/fuzz_%s.c (written by tools/make_fuzz_seeds.py)\n" % name)
