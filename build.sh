@@ -19,13 +19,13 @@ LIBS="-lm -lpthread -llmdb"
 OPT="-O2 -g"
 SAN="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
 # in dependency order: each needs only those before it
-HEADERS="ocr_tensor.h ocr_geom.h ocr_nn.h ocr_loss.h ocr_dbnet.h ocr_data.h ocr_synth.h"
+HEADERS="ocr_tensor.h ocr_geom.h ocr_nn.h ocr_loss.h ocr_dbnet.h ocr_onnx.h ocr_data.h ocr_synth.h"
 # the #include lines of every header present, in that order
 header_includes() { local h; for h in $HEADERS; do [ -f "$h" ] && printf '#include "%s"\n' "$h"; done; return 0; }
 
 # Packages the build needs, and the extra ones the tests use as independent references.
 BUILD_PKGS="liblmdb-dev libstb-dev fonts-dejavu-core"
-TEST_PKGS="python3-torch python3-numpy python3-lmdb python3-pyclipper python3-opencv python3-shapely"
+TEST_PKGS="python3-torch python3-numpy python3-lmdb python3-pyclipper python3-opencv python3-shapely python3-onnx"
 BENCH_PKGS="libopenblas-dev python3-torch python3-opencv python3-pyclipper python3-shapely libjemalloc2"
 
 say() { printf '%s\n' "$*"; }
@@ -59,6 +59,20 @@ ensure_pkgs() {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/tmp/ocr-apt.log 2>&1 ||
             { say "build.sh: apt-get install$missing failed:"; tail -20 /tmp/ocr-apt.log; exit 1; }
     fi
+}
+
+# ONNX Runtime from npm (onnxruntime-node, CPU) under build/ort, which tests/test_onnx.c and bench/bench_infer.c run
+# through tools/ort_run.js. ONNXRUNTIME_NODE_INSTALL=skip: its post-install step would download CUDA binaries.
+ORT_VERSION=1.30.0
+ensure_ort() {
+    local have
+    command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || ensure_pkgs nodejs npm
+    have=$(node -p "require('./build/ort/node_modules/onnxruntime-node/package.json').version" 2>/dev/null || true)
+    [ "$have" = "$ORT_VERSION" ] && return 0
+    say "build.sh: installing onnxruntime-node@$ORT_VERSION (npm) into build/ort"
+    mkdir -p build/ort
+    ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix build/ort --no-audit --no-fund "onnxruntime-node@$ORT_VERSION" >/tmp/ocr-npm.log 2>&1 ||
+        { say "build.sh: npm install onnxruntime-node@$ORT_VERSION failed:"; tail -20 /tmp/ocr-npm.log; exit 1; }
 }
 
 # compile SRC OUT FLAGS...: one translation unit to one program
@@ -299,8 +313,9 @@ esac
 
 ensure_pkgs $BUILD_PKGS
 case "$MODE" in
-test|test-long) ensure_pkgs $TEST_PKGS ;;
-bench) ensure_pkgs $BENCH_PKGS ;;
+test) ensure_pkgs $TEST_PKGS; ensure_ort ;;
+test-long) ensure_pkgs $TEST_PKGS ;;
+bench) ensure_pkgs $BENCH_PKGS; ensure_ort ;;
 esac
 mkdir -p build
 timed "each header alone (gcc, g++, clang, clang++)" check_headers

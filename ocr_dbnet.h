@@ -141,7 +141,15 @@ typedef struct {
     const char *kind;     /* "conv", "convT", "bn", "bn+relu", "relu", "maxpool", "upsample", "add", "concat" or "sigmoid" */
     int64_t channels, height, width; /* output of one image of the last forward's input (height, width 0 before any) */
     double seconds_forward, seconds_backward; /* accumulated since ocr_dbnet_profile (0 without a clock) */
+    /* the graph, for exporters (ocr_onnx.h): */
+    int n_inputs, inputs[4];   /* the ops whose outputs it reads, in order; -1: the network's input */
+    int weight, bias, running_mean, running_var; /* indices into m->params, -1 when absent (a BN's weight and bias are
+                                                    its gamma and beta) */
+    int kernel, stride, pad;   /* conv, convT, maxpool: square kernel, stride and padding on every side */
+    int factor;                /* upsample: the nearest-neighbour scale */
+    int runs_in;               /* OCR_DBNET_RUNS_ALWAYS, _TRAINING (the threshold head) or _EVAL (the final sigmoid) */
 } ocr_dbnet_op_info;
+enum { OCR_DBNET_RUNS_ALWAYS = 0, OCR_DBNET_RUNS_TRAINING = 1, OCR_DBNET_RUNS_EVAL = 2 };
 /* Ops in the order the forward runs them; ocr_dbnet_op(m, i) for 0 <= i < ocr_dbnet_op_count(m) (any other i: name and
    kind ""). */
 OCRDEF int ocr_dbnet_op_count(const ocr_dbnet *m);
@@ -1330,6 +1338,7 @@ OCRDEF ocr_dbnet_op_info ocr_dbnet_op(const ocr_dbnet *m, int i) {
     ocr_dbnet_op_info info;
     const ocr__dbnet_op *op;
     const ocr__dbnet_act *a;
+    int j, k;
     memset(&info, 0, sizeof info);
     info.name = info.kind = "";
     if (!S || i < 0 || i >= S->n_ops) return info;
@@ -1340,6 +1349,14 @@ OCRDEF ocr_dbnet_op_info ocr_dbnet_op(const ocr_dbnet *m, int i) {
     info.channels = a->channels;
     info.height = S->H / a->div;
     info.width = S->W / a->div;
+    info.n_inputs = op->n_in;
+    for (k = 0; k < op->n_in; k++) {
+        info.inputs[k] = -1; /* the network's input, which no op writes */
+        for (j = 0; j < S->n_ops; j++) if (S->ops[j].out == op->in[k]) info.inputs[k] = j;
+    }
+    info.weight = op->w; info.bias = op->b; info.running_mean = op->mean; info.running_var = op->var;
+    info.kernel = op->kernel; info.stride = op->stride; info.pad = op->pad; info.factor = op->factor;
+    info.runs_in = op->mode == OCR__DB_TRAIN ? OCR_DBNET_RUNS_TRAINING : op->mode == OCR__DB_EVAL ? OCR_DBNET_RUNS_EVAL : OCR_DBNET_RUNS_ALWAYS;
     if (S->op_seconds) {
         info.seconds_forward = S->op_seconds[i];
         info.seconds_backward = S->op_seconds[S->n_ops + i];
