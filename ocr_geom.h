@@ -63,7 +63,8 @@ OCRDEF double ocr_poly_perimeter(const ocr_point *pts, int n);
    outer pieces have area > 0, holes area < 0, ordered as pyclipper usually orders them (lowest bottom first), so
    piece 0 is what DBNet's `Execute(d)[0]` takes. Rings that touch at a point (a hole pinched onto its outer
    ring, two pieces meeting at a corner) come out as one ring through that point twice, as pyclipper's do.
-   Fewer than 3 distinct points give an empty set. */
+   Fewer than 3 distinct points give an empty set, and so does a result thinner than a pixel that Clipper's
+   rounding collapses (slivers, lobes of self-intersecting polygons; see docs/LIMITS.md for how closely). */
 OCRDEF int ocr_poly_offset(ocr_ctx *ctx, const ocr_point *pts, int n, double delta, ocr_polyset *out);
 
 /* Largest |coordinate| (and |delta|) the geometry accepts: integer predicates stay exact and every offset
@@ -648,6 +649,8 @@ static int ocr__positive_region(ocr_ctx *ctx, const char *fn, const int64_t *xy,
     bfrom = (int *)OCR_MALLOC((size_t)n_frags * sizeof(int));
     bto = (int *)OCR_MALLOC((size_t)n_frags * sizeof(int));
     if (!lo || !hi || !bfrom || !bto) goto nomem;
+    memset(lo, 0, (size_t)n_frags * sizeof(double)); /* filled below; gcc -O1 cannot see it and warns */
+    memset(hi, 0, (size_t)n_frags * sizeof(double));
     for (i = 0; i < n_frags; i++) {
         double ya = g.nodes[frags[i].a].y, yb = g.nodes[frags[i].b].y;
         lo[i] = ya < yb ? ya : yb;
@@ -818,6 +821,83 @@ done:
     return rc;
 }
 
+
+
+/* Sorts (x, y, path index) triples by y, then x. */
+static int ocr__vertex_cmp(const void *pa, const void *pb) {
+    const int64_t *a = (const int64_t *)pa, *b = (const int64_t *)pb;
+    if (a[1] != b[1]) return (a[1] > b[1]) - (a[1] < b[1]);
+    return (a[0] > b[0]) - (a[0] < b[0]);
+}
+
+/* 1 when the path has a vertex at (x, y) from which an edge runs up (towards smaller y) along the line to (tx, ty). */
+static int ocr__joins_vertex(const int64_t *xy, int m, const int64_t *verts, int64_t x, int64_t y, int64_t tx, int64_t ty) {
+    int64_t key[3];
+    const int64_t *hit;
+    int lo, k;
+    key[0] = x;
+    key[1] = y;
+    key[2] = 0;
+    hit = (const int64_t *)bsearch(key, verts, (size_t)m, 3 * sizeof(int64_t), ocr__vertex_cmp);
+    if (!hit) return 0;
+    for (lo = (int)((hit - verts) / 3); lo > 0 && verts[3 * (lo - 1)] == x && verts[3 * (lo - 1) + 1] == y; lo--) {}
+    for (k = lo; k < m && verts[3 * k] == x && verts[3 * k + 1] == y; k++) {
+        int j = (int)verts[3 * k + 2], side;
+        for (side = 0; side < 2; side++) {
+            const int64_t *u = xy + 2 * (side ? (j + 1 < m ? j + 1 : 0) : (j ? j - 1 : m - 1));
+            if (u[1] < y && (u[0] - x) * (ty - y) == (u[1] - y) * (tx - x)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* The closed integer path xy (m points) bent as Clipper's scanline union bends it. Clipper sweeps the rows of the
+   path's vertices keeping each edge's x on those rows rounded (from the edge's lower end: lower x + round(dx/dy *
+   rows up)). Where that rounded point is a vertex of the path whose upward edge lies on the line from there to the
+   first edge's upper end, Clipper joins the two (the first edge's output takes the point, and the shared piece
+   cancels), so a ring thinner than a pixel there collapses onto itself and Clipper reports nothing of it. Appends
+   the path with those points inserted to bent. */
+static int ocr__scanline_bend(const int64_t *xy, int m, ocr__ipath *bent) {
+    int64_t *verts = (int64_t *)OCR_MALLOC((size_t)m * 3 * sizeof(int64_t));
+    int i, ok = 1;
+    if (!verts) return 0;
+    for (i = 0; i < m; i++) { verts[3 * i] = xy[2 * i]; verts[3 * i + 1] = xy[2 * i + 1]; verts[3 * i + 2] = i; }
+    qsort(verts, (size_t)m, 3 * sizeof(int64_t), ocr__vertex_cmp);
+    for (i = 0; i < m && ok; i++) {
+        const int64_t *a = xy + 2 * i, *b = xy + 2 * (i + 1 < m ? i + 1 : 0);
+        const int64_t *bot = a[1] > b[1] ? a : b, *top = a[1] > b[1] ? b : a;
+        int lo = 0, hi = m, k, first, last, step;
+        ok = ocr__ipath_push(bent, a[0], a[1]);
+        if (bot[1] - top[1] < 2) continue;
+        /* the vertices on rows strictly between the ends: [first, last] of the sorted list */
+        while (lo < hi) { int mid = (lo + hi) / 2; if (verts[3 * mid + 1] <= top[1]) lo = mid + 1; else hi = mid; }
+        first = lo;
+        for (last = first; last < m && verts[3 * last + 1] < bot[1]; last++) {}
+        last--;
+        step = a[1] > b[1] ? -1 : 1;
+        for (k = step > 0 ? first : last; ok && k >= first && k <= last; k += step) {
+            int64_t row = verts[3 * k + 1], x;
+            if (k != (step > 0 ? first : last) && verts[3 * (k - step) + 1] == row) continue; /* one test per row */
+            x = bot[0] + ocr__clip_round((double)(top[0] - bot[0]) / (double)(top[1] - bot[1]) * (double)(row - bot[1]));
+            if (ocr__joins_vertex(xy, m, verts, x, row, top[0], top[1])) ok = ocr__ipath_push(bent, x, row);
+        }
+    }
+    OCR_FREE(verts);
+    return ok;
+}
+
+/* 1 when the pieces are on average under 2 px wide (area below perimeter): only such can vanish in Clipper's
+   rounding (ocr__scanline_bend), and the check costs a second resolution. */
+static int ocr__polyset_thin(const ocr_polyset *ps) {
+    double area = 0, perimeter = 0;
+    int i, at;
+    for (i = 0, at = 0; i < ps->n_polys; at += ps->counts[i++]) {
+        area += fabs(ocr_poly_area(ps->pts + at, ps->counts[i]));
+        perimeter += ocr_poly_perimeter(ps->pts + at, ps->counts[i]);
+    }
+    return area <= perimeter;
+}
+
 OCRDEF int ocr_poly_offset(ocr_ctx *ctx, const ocr_point *pts, int n, double delta, ocr_polyset *out) {
     const char *fn = "ocr_poly_offset";
     int64_t *src = NULL;
@@ -862,6 +942,20 @@ OCRDEF int ocr_poly_offset(ocr_ctx *ctx, const ocr_point *pts, int n, double del
     }
     raw.n = ocr__ipath_dedup(raw.xy, raw.n);
     if (raw.n >= 3) rc = ocr__positive_region(ctx, fn, raw.xy, raw.n, out);
+    if (rc == OCR_OK && out->n_polys > 0 && ocr__polyset_thin(out)) {
+        ocr__ipath bent;
+        ocr_polyset probe;
+        memset(&bent, 0, sizeof bent);
+        memset(&probe, 0, sizeof probe);
+        if (!ocr__scanline_bend(raw.xy, raw.n, &bent)) rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+        else {
+            bent.n = ocr__ipath_dedup(bent.xy, bent.n);
+            if (bent.n >= 3) rc = ocr__positive_region(ctx, fn, bent.xy, bent.n, &probe);
+            if (rc == OCR_OK && probe.n_polys == 0) { out->n_polys = 0; out->n_pts = 0; }
+        }
+        OCR_FREE(bent.xy);
+        ocr_polyset_free(&probe);
+    }
 done:
     OCR_FREE(src);
     OCR_FREE(raw.xy);
