@@ -74,94 +74,7 @@ OCRDEF int ocr_dbnet_export_onnx(ocr_ctx *ctx, const ocr_dbnet *m, const char *p
 extern "C" {
 #endif
 
-/* ---- protobuf wire format (developers.google.com/protocol-buffers/docs/encoding) ----
-   A message is a sequence of fields, each a key varint (field number << 3 | wire type) and a value: a varint (wire
-   type 0), 8 bytes (1), a length varint and that many bytes (2: strings, bytes, nested messages) or 4 bytes (5:
-   float). Varints are little-endian groups of 7 bits, the high bit set on every byte but the last; negative int64
-   values are their two's complement as uint64 (10 bytes). A nested message is written in place and its length
-   inserted in front of it when it closes (ocr__pbuf_open / ocr__pbuf_close), so nothing is sized twice. */
-enum { OCR__PBUF_VARINT = 0, OCR__PBUF_LEN = 2, OCR__PBUF_FIXED32 = 5 };
-
-typedef struct {
-    unsigned char *p;
-    size_t n, cap;
-    int oom; /* an allocation failed: every later write is a no-op, the caller reports it once at the end */
-} ocr__pbuf;
-
-static int ocr__pbuf_reserve(ocr__pbuf *b, size_t more) {
-    size_t cap;
-    unsigned char *p;
-    if (b->oom) return 0;
-    if (b->n + more <= b->cap) return 1;
-    cap = b->cap ? b->cap : 4096;
-    while (cap < b->n + more) cap *= 2;
-    if (!(p = (unsigned char *)OCR_REALLOC(b->p, cap))) { b->oom = 1; return 0; }
-    b->p = p;
-    b->cap = cap;
-    return 1;
-}
-
-static size_t ocr__pbuf_varint_size(uint64_t v) {
-    size_t s = 1;
-    while (v >= 0x80) { v >>= 7; s++; }
-    return s;
-}
-
-static void ocr__pbuf_varint_at(unsigned char *p, uint64_t v) {
-    while (v >= 0x80) { *p++ = (unsigned char)(v | 0x80); v >>= 7; }
-    *p = (unsigned char)v;
-}
-
-static void ocr__pbuf_varint(ocr__pbuf *b, uint64_t v) {
-    size_t s = ocr__pbuf_varint_size(v);
-    if (!ocr__pbuf_reserve(b, s)) return;
-    ocr__pbuf_varint_at(b->p + b->n, v);
-    b->n += s;
-}
-
-static void ocr__pbuf_key(ocr__pbuf *b, int field, int wire) { ocr__pbuf_varint(b, ((uint64_t)field << 3) | (uint64_t)wire); }
-
-/* int32, int64 and enum fields */
-static void ocr__pbuf_int(ocr__pbuf *b, int field, int64_t v) {
-    ocr__pbuf_key(b, field, OCR__PBUF_VARINT);
-    ocr__pbuf_varint(b, (uint64_t)v);
-}
-
-static void ocr__pbuf_bytes(ocr__pbuf *b, int field, const void *data, size_t size) {
-    ocr__pbuf_key(b, field, OCR__PBUF_LEN);
-    ocr__pbuf_varint(b, (uint64_t)size);
-    if (size && ocr__pbuf_reserve(b, size)) { memcpy(b->p + b->n, data, size); b->n += size; }
-}
-
-static void ocr__pbuf_string(ocr__pbuf *b, int field, const char *s) { ocr__pbuf_bytes(b, field, s, strlen(s)); }
-
-static void ocr__pbuf_le32(unsigned char *p, uint32_t u) {
-    p[0] = (unsigned char)u; p[1] = (unsigned char)(u >> 8); p[2] = (unsigned char)(u >> 16); p[3] = (unsigned char)(u >> 24);
-}
-
-static void ocr__pbuf_float(ocr__pbuf *b, int field, float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    ocr__pbuf_key(b, field, OCR__PBUF_FIXED32);
-    if (ocr__pbuf_reserve(b, 4)) { ocr__pbuf_le32(b->p + b->n, u); b->n += 4; }
-}
-
-/* Starts a nested message in field; returns where its content begins, for ocr__pbuf_close. */
-static size_t ocr__pbuf_open(ocr__pbuf *b, int field) {
-    ocr__pbuf_key(b, field, OCR__PBUF_LEN);
-    return b->n;
-}
-
-static void ocr__pbuf_close(ocr__pbuf *b, size_t start) {
-    size_t len, s;
-    if (b->oom) return;
-    len = b->n - start;
-    s = ocr__pbuf_varint_size((uint64_t)len);
-    if (!ocr__pbuf_reserve(b, s)) return;
-    memmove(b->p + start + s, b->p + start, len);
-    ocr__pbuf_varint_at(b->p + start, (uint64_t)len);
-    b->n += s;
-}
+/* The protobuf wire-format writer is ocr_tensor.h's (ocr__pb_*), shared with its TensorBoard event files. */
 
 /* ---- ONNX messages (onnx.proto: field numbers of ModelProto, GraphProto, NodeProto, AttributeProto, TensorProto,
    ValueInfoProto, TypeProto, TensorShapeProto, OperatorSetIdProto, StringStringEntryProto) ---- */
@@ -169,98 +82,89 @@ enum { OCR__ONNX_ATTR_FLOAT = 1, OCR__ONNX_ATTR_INT = 2, OCR__ONNX_ATTR_STRING =
 enum { OCR__ONNX_TENSOR_FLOAT = 1 };
 enum { OCR__ONNX_GRAPH_NODE = 1, OCR__ONNX_GRAPH_INITIALIZER = 5, OCR__ONNX_GRAPH_INPUT = 11, OCR__ONNX_GRAPH_OUTPUT = 12 };
 
-static void ocr__onnx_attr_int(ocr__pbuf *b, const char *name, int64_t v) {
-    size_t at = ocr__pbuf_open(b, 5);
-    ocr__pbuf_string(b, 1, name);
-    ocr__pbuf_int(b, 20, OCR__ONNX_ATTR_INT);
-    ocr__pbuf_int(b, 3, v);
-    ocr__pbuf_close(b, at);
+static void ocr__onnx_attr_int(ocr__pb *b, const char *name, int64_t v) {
+    size_t at = ocr__pb_open(b, 5);
+    ocr__pb_string(b, 1, name);
+    ocr__pb_int(b, 20, OCR__ONNX_ATTR_INT);
+    ocr__pb_int(b, 3, v);
+    ocr__pb_close(b, at);
 }
 
-static void ocr__onnx_attr_float(ocr__pbuf *b, const char *name, float v) {
-    size_t at = ocr__pbuf_open(b, 5);
-    ocr__pbuf_string(b, 1, name);
-    ocr__pbuf_int(b, 20, OCR__ONNX_ATTR_FLOAT);
-    ocr__pbuf_float(b, 2, v);
-    ocr__pbuf_close(b, at);
+static void ocr__onnx_attr_float(ocr__pb *b, const char *name, float v) {
+    size_t at = ocr__pb_open(b, 5);
+    ocr__pb_string(b, 1, name);
+    ocr__pb_int(b, 20, OCR__ONNX_ATTR_FLOAT);
+    ocr__pb_float(b, 2, v);
+    ocr__pb_close(b, at);
 }
 
-static void ocr__onnx_attr_string(ocr__pbuf *b, const char *name, const char *v) {
-    size_t at = ocr__pbuf_open(b, 5);
-    ocr__pbuf_string(b, 1, name);
-    ocr__pbuf_int(b, 20, OCR__ONNX_ATTR_STRING);
-    ocr__pbuf_string(b, 4, v);
-    ocr__pbuf_close(b, at);
+static void ocr__onnx_attr_string(ocr__pb *b, const char *name, const char *v) {
+    size_t at = ocr__pb_open(b, 5);
+    ocr__pb_string(b, 1, name);
+    ocr__pb_int(b, 20, OCR__ONNX_ATTR_STRING);
+    ocr__pb_string(b, 4, v);
+    ocr__pb_close(b, at);
 }
 
 /* n copies of v: square kernels, strides, and pads on every side */
-static void ocr__onnx_attr_ints(ocr__pbuf *b, const char *name, int64_t v, int n) {
-    size_t at = ocr__pbuf_open(b, 5);
+static void ocr__onnx_attr_ints(ocr__pb *b, const char *name, int64_t v, int n) {
+    size_t at = ocr__pb_open(b, 5);
     int i;
-    ocr__pbuf_string(b, 1, name);
-    ocr__pbuf_int(b, 20, OCR__ONNX_ATTR_INTS);
-    for (i = 0; i < n; i++) ocr__pbuf_int(b, 8, v);
-    ocr__pbuf_close(b, at);
+    ocr__pb_string(b, 1, name);
+    ocr__pb_int(b, 20, OCR__ONNX_ATTR_INTS);
+    for (i = 0; i < n; i++) ocr__pb_int(b, 8, v);
+    ocr__pb_close(b, at);
 }
 
 /* Opens a NodeProto in the graph with its inputs, outputs, name and type; the caller adds attributes and closes it. */
-static size_t ocr__onnx_node(ocr__pbuf *b, const char *op_type, const char *name, const char *const *in, int n_in, const char *out) {
-    size_t at = ocr__pbuf_open(b, OCR__ONNX_GRAPH_NODE);
+static size_t ocr__onnx_node(ocr__pb *b, const char *op_type, const char *name, const char *const *in, int n_in, const char *out) {
+    size_t at = ocr__pb_open(b, OCR__ONNX_GRAPH_NODE);
     int i;
-    for (i = 0; i < n_in; i++) ocr__pbuf_string(b, 1, in[i]);
-    ocr__pbuf_string(b, 2, out);
-    ocr__pbuf_string(b, 3, name);
-    ocr__pbuf_string(b, 4, op_type);
+    for (i = 0; i < n_in; i++) ocr__pb_string(b, 1, in[i]);
+    ocr__pb_string(b, 2, out);
+    ocr__pb_string(b, 3, name);
+    ocr__pb_string(b, 4, op_type);
     return at;
 }
 
 /* A float32 initializer, its data little-endian in raw_data. */
-static void ocr__onnx_initializer(ocr__pbuf *b, const char *name, const ocr_shape *shape, const float *data) {
-    size_t at = ocr__pbuf_open(b, OCR__ONNX_GRAPH_INITIALIZER), n = (size_t)ocr_shape_numel(*shape), i;
+static void ocr__onnx_initializer(ocr__pb *b, const char *name, const ocr_shape *shape, const float *data) {
+    size_t at = ocr__pb_open(b, OCR__ONNX_GRAPH_INITIALIZER), n = (size_t)ocr_shape_numel(*shape);
     int d;
-    for (d = 0; d < shape->ndim; d++) ocr__pbuf_int(b, 1, shape->dim[d]);
-    ocr__pbuf_int(b, 2, OCR__ONNX_TENSOR_FLOAT);
-    ocr__pbuf_string(b, 8, name);
-    ocr__pbuf_key(b, 9, OCR__PBUF_LEN);
-    ocr__pbuf_varint(b, (uint64_t)n * 4);
-    if (ocr__pbuf_reserve(b, n * 4)) {
-        for (i = 0; i < n; i++) {
-            uint32_t u;
-            memcpy(&u, &data[i], 4);
-            ocr__pbuf_le32(b->p + b->n + 4 * i, u);
-        }
-        b->n += n * 4;
-    }
-    ocr__pbuf_close(b, at);
+    for (d = 0; d < shape->ndim; d++) ocr__pb_int(b, 1, shape->dim[d]);
+    ocr__pb_int(b, 2, OCR__ONNX_TENSOR_FLOAT);
+    ocr__pb_string(b, 8, name);
+    ocr__pb_floats(b, 9, data, n);
+    ocr__pb_close(b, at);
 }
 
 /* A graph input or output: float [N, channels, H, W] with N, H and W symbolic. */
-static void ocr__onnx_value_info(ocr__pbuf *b, int field, const char *name, int64_t channels) {
+static void ocr__onnx_value_info(ocr__pb *b, int field, const char *name, int64_t channels) {
     static const char *const dims[4] = {"N", "", "H", "W"};
-    size_t vi = ocr__pbuf_open(b, field), type, tensor, shape, dim;
+    size_t vi = ocr__pb_open(b, field), type, tensor, shape, dim;
     int d;
-    ocr__pbuf_string(b, 1, name);
-    type = ocr__pbuf_open(b, 2);        /* ValueInfoProto.type */
-    tensor = ocr__pbuf_open(b, 1);      /* TypeProto.tensor_type */
-    ocr__pbuf_int(b, 1, OCR__ONNX_TENSOR_FLOAT);
-    shape = ocr__pbuf_open(b, 2);       /* TypeProto.Tensor.shape */
+    ocr__pb_string(b, 1, name);
+    type = ocr__pb_open(b, 2);        /* ValueInfoProto.type */
+    tensor = ocr__pb_open(b, 1);      /* TypeProto.tensor_type */
+    ocr__pb_int(b, 1, OCR__ONNX_TENSOR_FLOAT);
+    shape = ocr__pb_open(b, 2);       /* TypeProto.Tensor.shape */
     for (d = 0; d < 4; d++) {
-        dim = ocr__pbuf_open(b, 1);     /* TensorShapeProto.dim */
-        if (dims[d][0]) ocr__pbuf_string(b, 2, dims[d]); /* dim_param */
-        else ocr__pbuf_int(b, 1, channels);              /* dim_value */
-        ocr__pbuf_close(b, dim);
+        dim = ocr__pb_open(b, 1);     /* TensorShapeProto.dim */
+        if (dims[d][0]) ocr__pb_string(b, 2, dims[d]); /* dim_param */
+        else ocr__pb_int(b, 1, channels);              /* dim_value */
+        ocr__pb_close(b, dim);
     }
-    ocr__pbuf_close(b, shape);
-    ocr__pbuf_close(b, tensor);
-    ocr__pbuf_close(b, type);
-    ocr__pbuf_close(b, vi);
+    ocr__pb_close(b, shape);
+    ocr__pb_close(b, tensor);
+    ocr__pb_close(b, type);
+    ocr__pb_close(b, vi);
 }
 
-static void ocr__onnx_meta(ocr__pbuf *b, const char *key, const char *value) {
-    size_t at = ocr__pbuf_open(b, 14);
-    ocr__pbuf_string(b, 1, key);
-    ocr__pbuf_string(b, 2, value);
-    ocr__pbuf_close(b, at);
+static void ocr__onnx_meta(ocr__pb *b, const char *key, const char *value) {
+    size_t at = ocr__pb_open(b, 14);
+    ocr__pb_string(b, 1, key);
+    ocr__pb_string(b, 2, value);
+    ocr__pb_close(b, at);
 }
 
 OCRDEF ocr_onnx_options ocr_onnx_options_default(void) {
@@ -276,7 +180,7 @@ OCRDEF ocr_onnx_options ocr_onnx_options_default(void) {
 /* Every node of the ops that run (keep[i]) with their initializers and the Resize scales, into the open graph. ops:
    the model's n_ops ops (ocr_dbnet_op). */
 static int ocr__onnx_nodes(ocr_ctx *ctx, const ocr_dbnet *m, const ocr_dbnet_op_info *ops, int n_ops, const ocr_params *P,
-                           const unsigned char *keep, ocr__pbuf *b) {
+                           const unsigned char *keep, ocr__pb *b) {
     const char *fn = "ocr_dbnet_export_onnx";
     int i, k, scales_done[9] = {0};
     for (i = 0; i < n_ops; i++) {
@@ -311,7 +215,7 @@ static int ocr__onnx_nodes(ocr_ctx *ctx, const ocr_dbnet *m, const ocr_dbnet_op_
             ocr__onnx_attr_float(b, "epsilon", m->cfg.bn_eps);
             if (relu) {
                 const char *x = bn_out;
-                ocr__pbuf_close(b, at);
+                ocr__pb_close(b, at);
                 snprintf(relu_name, sizeof relu_name, "%s/relu", op.name);
                 at = ocr__onnx_node(b, "Relu", relu_name, &x, 1, op.name);
             }
@@ -348,7 +252,7 @@ static int ocr__onnx_nodes(ocr_ctx *ctx, const ocr_dbnet *m, const ocr_dbnet_op_
         } else {
             return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: layer '%s' is a '%s' op, which the ONNX exporter does not know", fn, op.name, kind);
         }
-        ocr__pbuf_close(b, at);
+        ocr__pb_close(b, at);
     }
     return OCR_OK;
 }
@@ -358,7 +262,7 @@ OCRDEF int ocr_dbnet_export_onnx(ocr_ctx *ctx, const ocr_dbnet *m, const char *p
     ocr_onnx_options o = opt ? *opt : ocr_onnx_options_default();
     ocr_params host;
     const ocr_params *P;
-    ocr__pbuf b;
+    ocr__pb b;
     ocr_dbnet_op_info *ops;
     unsigned char *keep;
     int n_ops, i, k, c, rc = OCR_OK, outputs[2], n_outputs = 0;
@@ -407,24 +311,24 @@ OCRDEF int ocr_dbnet_export_onnx(ocr_ctx *ctx, const ocr_dbnet *m, const char *p
     if (rc) { OCR_FREE(ops); OCR_FREE(keep); return rc; }
 
     memset(&b, 0, sizeof b);
-    ocr__pbuf_int(&b, 1, OCR_ONNX_IR_VERSION);
-    ocr__pbuf_string(&b, 2, "ocr-c");
-    ocr__pbuf_string(&b, 3, OCR_VERSION);
+    ocr__pb_int(&b, 1, OCR_ONNX_IR_VERSION);
+    ocr__pb_string(&b, 2, "ocr-c");
+    ocr__pb_string(&b, 3, OCR_VERSION);
     snprintf(value, sizeof value, "DB-ResNet-%d text detector (width %.9g), exported by ocr-c", m->cfg.depth, m->cfg.width);
-    ocr__pbuf_string(&b, 6, value);
-    opset_at = ocr__pbuf_open(&b, 8); /* opset_import: the default domain at OCR_ONNX_OPSET */
-    ocr__pbuf_string(&b, 1, "");
-    ocr__pbuf_int(&b, 2, OCR_ONNX_OPSET);
-    ocr__pbuf_close(&b, opset_at);
+    ocr__pb_string(&b, 6, value);
+    opset_at = ocr__pb_open(&b, 8); /* opset_import: the default domain at OCR_ONNX_OPSET */
+    ocr__pb_string(&b, 1, "");
+    ocr__pb_int(&b, 2, OCR_ONNX_OPSET);
+    ocr__pb_close(&b, opset_at);
 
-    graph_at = ocr__pbuf_open(&b, 7);
-    ocr__pbuf_string(&b, 2, "dbnet");
+    graph_at = ocr__pb_open(&b, 7);
+    ocr__pb_string(&b, 2, "dbnet");
     ocr__onnx_value_info(&b, OCR__ONNX_GRAPH_INPUT, "image", 3);
     for (k = 0; k < n_outputs; k++) {
         ocr__onnx_value_info(&b, OCR__ONNX_GRAPH_OUTPUT, ops[outputs[k]].name, ops[outputs[k]].channels);
     }
     rc = ocr__onnx_nodes(ctx, m, ops, n_ops, P, keep, &b);
-    ocr__pbuf_close(&b, graph_at);
+    ocr__pb_close(&b, graph_at);
     OCR_FREE(ops);
     OCR_FREE(keep);
     ocr_params_free(&host);
@@ -458,7 +362,7 @@ OCRDEF int ocr_dbnet_export_onnx(ocr_ctx *ctx, const ocr_dbnet *m, const char *p
             rc = ocr_error(ctx, rc, "%s: %s", fn, msg);
         }
     }
-    OCR_FREE(b.p);
+    ocr__pb_free(&b);
     return rc;
 }
 

@@ -340,6 +340,33 @@ OCRDEF int ocr_metrics_flush(ocr_ctx *ctx, ocr_metrics *m);   /* writes the pend
 OCRDEF int ocr_metrics_close(ocr_ctx *ctx, ocr_metrics *m);
 OCRDEF uint32_t ocr_crc32c(uint32_t crc, const void *bytes, size_t n);   /* CRC-32C (Castagnoli); start with 0 */
 
+/* ---- internal: the protobuf wire-format writer of the TensorBoard events here and of ocr_onnx.h's ONNX files ----
+   Not API. Declared here, not static, because ocr_onnx.h's implementation may be compiled in another file than this
+   header's. A message is a sequence of fields, each a key varint (field number << 3 | wire type) and a value: a varint
+   (wire type 0), 8 little-endian bytes (1), a length varint and that many bytes (2: strings, bytes, nested messages)
+   or 4 little-endian bytes (5). Varints are little-endian groups of 7 bits, the high bit set on every byte but the
+   last; negative int64 values are their two's complement as uint64 (10 bytes). A nested message is written in place
+   and its length inserted in front of it when it closes (ocr__pb_open / ocr__pb_close), so nothing is sized twice.
+   Start from a zeroed ocr__pb. A failed allocation sets oom and makes every later write a no-op: the caller checks
+   oom once at the end and reports OCR_ENOMEM; ocr__pb_free frees the buffer either way. */
+typedef struct {
+    unsigned char *p;
+    size_t n, cap; /* bytes written, bytes allocated */
+    int oom;
+} ocr__pb;
+OCRDEF void ocr__pb_raw(ocr__pb *b, const void *data, size_t size);    /* bytes as they are, no key */
+OCRDEF void ocr__pb_fixed(ocr__pb *b, uint64_t v, int n_bytes);        /* the low n_bytes of v, little-endian, no key */
+OCRDEF void ocr__pb_int(ocr__pb *b, int field, int64_t v);             /* int32, int64, uint32, uint64, bool and enum fields */
+OCRDEF void ocr__pb_float(ocr__pb *b, int field, float v);
+OCRDEF void ocr__pb_double(ocr__pb *b, int field, double v);
+OCRDEF void ocr__pb_bytes(ocr__pb *b, int field, const void *data, size_t size);
+OCRDEF void ocr__pb_string(ocr__pb *b, int field, const char *s);
+/* n floats as one length-delimited field of little-endian float32: a packed repeated float, or ONNX raw_data */
+OCRDEF void ocr__pb_floats(ocr__pb *b, int field, const float *v, size_t n);
+OCRDEF size_t ocr__pb_open(ocr__pb *b, int field);    /* starts a nested message; returns what ocr__pb_close takes */
+OCRDEF void ocr__pb_close(ocr__pb *b, size_t start);
+OCRDEF void ocr__pb_free(ocr__pb *b);                  /* frees with this file's allocator; b is zeroed, ready again */
+
 #ifdef OCR_CUDA
 /* ---- CUDA backend (ocr_cuda.cu, linked into programs built with -DOCR_CUDA) ----
    ocr_cuda_init makes ctx->device OCR_DEVICE_CUDA; it fails with OCR_ECUDA and a clear message on a machine
@@ -2034,38 +2061,117 @@ OCRDEF uint32_t ocr_crc32c(uint32_t crc, const void *bytes, size_t n) {
     return ~crc;
 }
 
-/* Minimal protobuf writer for the few TensorBoard messages needed. */
-typedef struct { unsigned char *buf; size_t len, cap; int oom; } ocr__pb;
+/* ---- the protobuf wire-format writer (declared above; developers.google.com/protocol-buffers/docs/encoding) ---- */
+enum { OCR__PB_VARINT = 0, OCR__PB_FIXED64 = 1, OCR__PB_LEN = 2, OCR__PB_FIXED32 = 5 };
 
-static void ocr__pb_put(ocr__pb *b, const void *data, size_t n) {
-    if (b->oom) return;
-    if (b->len + n > b->cap) {
-        size_t cap = (b->cap ? b->cap * 2 : 256) + n;
-        unsigned char *nb = (unsigned char *)OCR_REALLOC(b->buf, cap);
-        if (!nb) { b->oom = 1; return; }
-        b->buf = nb;
-        b->cap = cap;
-    }
-    memcpy(b->buf + b->len, data, n);
-    b->len += n;
+/* Room for more bytes at b->p + b->n; 0 (and b->oom) when an allocation fails or the size cannot be reached. */
+static int ocr__pb_reserve(ocr__pb *b, size_t more) {
+    size_t cap;
+    unsigned char *p;
+    if (b->oom) return 0;
+    if (more <= b->cap - b->n) return 1;
+    if (more > ((size_t)-1 >> 1) - b->n) { b->oom = 1; return 0; } /* doubling could not reach it without wrapping */
+    cap = b->cap ? b->cap : 256;
+    while (cap < b->n + more) cap *= 2;
+    if (!(p = (unsigned char *)OCR_REALLOC(b->p, cap))) { b->oom = 1; return 0; }
+    b->p = p;
+    b->cap = cap;
+    return 1;
 }
+
+static size_t ocr__pb_varint_size(uint64_t v) {
+    size_t s = 1;
+    while (v >= 0x80) { v >>= 7; s++; }
+    return s;
+}
+
+static void ocr__pb_varint_at(unsigned char *p, uint64_t v) {
+    while (v >= 0x80) { *p++ = (unsigned char)(v | 0x80); v >>= 7; }
+    *p = (unsigned char)v;
+}
+
 static void ocr__pb_varint(ocr__pb *b, uint64_t v) {
-    unsigned char tmp[10];
-    int n = 0;
-    do { tmp[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); v >>= 7; } while (v);
-    ocr__pb_put(b, tmp, (size_t)n);
+    size_t s = ocr__pb_varint_size(v);
+    if (!ocr__pb_reserve(b, s)) return;
+    ocr__pb_varint_at(b->p + b->n, v);
+    b->n += s;
 }
-static void ocr__pb_key(ocr__pb *b, int field, int wire) { ocr__pb_varint(b, (uint64_t)(field << 3 | wire)); }
-static void ocr__pb_bytes(ocr__pb *b, int field, const void *data, size_t n) {
-    ocr__pb_key(b, field, 2);
-    ocr__pb_varint(b, n);
-    ocr__pb_put(b, data, n);
+
+static void ocr__pb_key(ocr__pb *b, int field, int wire) { ocr__pb_varint(b, ((uint64_t)field << 3) | (uint64_t)wire); }
+
+OCRDEF void ocr__pb_raw(ocr__pb *b, const void *data, size_t size) {
+    if (!size || !ocr__pb_reserve(b, size)) return;
+    memcpy(b->p + b->n, data, size);
+    b->n += size;
 }
-static void ocr__pb_le(ocr__pb *b, uint64_t v, int n) {
-    unsigned char tmp[8];
+
+OCRDEF void ocr__pb_fixed(ocr__pb *b, uint64_t v, int n_bytes) {
     int i;
-    for (i = 0; i < n; i++) tmp[i] = (unsigned char)(v >> (8 * i));
-    ocr__pb_put(b, tmp, (size_t)n);
+    if (!ocr__pb_reserve(b, (size_t)n_bytes)) return;
+    for (i = 0; i < n_bytes; i++) b->p[b->n++] = (unsigned char)(v >> (8 * i));
+}
+
+OCRDEF void ocr__pb_int(ocr__pb *b, int field, int64_t v) {
+    ocr__pb_key(b, field, OCR__PB_VARINT);
+    ocr__pb_varint(b, (uint64_t)v);
+}
+
+OCRDEF void ocr__pb_float(ocr__pb *b, int field, float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    ocr__pb_key(b, field, OCR__PB_FIXED32);
+    ocr__pb_fixed(b, u, 4);
+}
+
+OCRDEF void ocr__pb_double(ocr__pb *b, int field, double v) {
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    ocr__pb_key(b, field, OCR__PB_FIXED64);
+    ocr__pb_fixed(b, u, 8);
+}
+
+OCRDEF void ocr__pb_bytes(ocr__pb *b, int field, const void *data, size_t size) {
+    ocr__pb_key(b, field, OCR__PB_LEN);
+    ocr__pb_varint(b, (uint64_t)size);
+    ocr__pb_raw(b, data, size);
+}
+
+OCRDEF void ocr__pb_string(ocr__pb *b, int field, const char *s) { ocr__pb_bytes(b, field, s, strlen(s)); }
+
+OCRDEF void ocr__pb_floats(ocr__pb *b, int field, const float *v, size_t n) {
+    size_t i;
+    if (n > ((size_t)-1 >> 2)) { b->oom = 1; return; } /* 4 n bytes would wrap */
+    ocr__pb_key(b, field, OCR__PB_LEN);
+    ocr__pb_varint(b, (uint64_t)n * 4);
+    if (!ocr__pb_reserve(b, n * 4)) return;
+    for (i = 0; i < n; i++) {
+        uint32_t u;
+        unsigned char *p = b->p + b->n + 4 * i;
+        memcpy(&u, &v[i], 4);
+        p[0] = (unsigned char)u; p[1] = (unsigned char)(u >> 8); p[2] = (unsigned char)(u >> 16); p[3] = (unsigned char)(u >> 24);
+    }
+    b->n += n * 4;
+}
+
+OCRDEF size_t ocr__pb_open(ocr__pb *b, int field) {
+    ocr__pb_key(b, field, OCR__PB_LEN);
+    return b->n;
+}
+
+OCRDEF void ocr__pb_close(ocr__pb *b, size_t start) {
+    size_t len, s;
+    if (b->oom) return;
+    len = b->n - start;
+    s = ocr__pb_varint_size((uint64_t)len);
+    if (!ocr__pb_reserve(b, s)) return;
+    memmove(b->p + start + s, b->p + start, len);
+    ocr__pb_varint_at(b->p + start, (uint64_t)len);
+    b->n += s;
+}
+
+OCRDEF void ocr__pb_free(ocr__pb *b) {
+    OCR_FREE(b->p);
+    memset(b, 0, sizeof *b);
 }
 
 static uint32_t ocr__masked_crc(const void *p, size_t n) {
@@ -2073,34 +2179,29 @@ static uint32_t ocr__masked_crc(const void *p, size_t n) {
     return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 
-/* Writes Event{wall_time, step, payload field} as one TFRecord. */
-static int ocr__tb_event(ocr_ctx *ctx, ocr_metrics *m, int64_t step, int field, const ocr__pb *payload) {
+/* Writes Event{wall_time, step (none when negative), field: payload} as one TFRecord: the event's length (8 bytes),
+   its masked CRC, the event, the event's masked CRC. */
+static int ocr__tb_event(ocr_ctx *ctx, ocr_metrics *m, int64_t step, int field, const void *payload, size_t size) {
     ocr__pb ev, rec;
     struct timespec ts;
-    double now;
-    uint64_t bits;
     int rc = OCR_OK;
     memset(&ev, 0, sizeof ev);
     memset(&rec, 0, sizeof rec);
     clock_gettime(CLOCK_REALTIME, &ts);
-    now = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-    memcpy(&bits, &now, 8);
-    ocr__pb_key(&ev, 1, 1);
-    ocr__pb_le(&ev, bits, 8);
-    if (step >= 0) { ocr__pb_key(&ev, 2, 0); ocr__pb_varint(&ev, (uint64_t)step); }
-    ocr__pb_bytes(&ev, field, payload->buf, payload->len);
-    ocr__pb_le(&rec, (uint64_t)ev.len, 8);
-    {
-        uint32_t c = ocr__masked_crc(rec.buf, 8);
-        ocr__pb_le(&rec, c, 4);
+    ocr__pb_double(&ev, 1, (double)ts.tv_sec + ts.tv_nsec * 1e-9);
+    if (step >= 0) ocr__pb_int(&ev, 2, step);
+    ocr__pb_bytes(&ev, field, payload, size);
+    if (!ev.oom) {
+        ocr__pb_fixed(&rec, (uint64_t)ev.n, 8);
+        if (!rec.oom) ocr__pb_fixed(&rec, ocr__masked_crc(rec.p, 8), 4);
+        ocr__pb_raw(&rec, ev.p, ev.n);
+        ocr__pb_fixed(&rec, ocr__masked_crc(ev.p, ev.n), 4);
     }
-    ocr__pb_put(&rec, ev.buf, ev.len);
-    ocr__pb_le(&rec, ocr__masked_crc(ev.buf, ev.len), 4);
     if (ev.oom || rec.oom) rc = ocr_error(ctx, OCR_ENOMEM, "ocr_metrics: out of memory encoding an event");
-    else if (fwrite(rec.buf, 1, rec.len, (FILE *)m->events) != rec.len || fflush((FILE *)m->events) != 0)
+    else if (fwrite(rec.p, 1, rec.n, (FILE *)m->events) != rec.n || fflush((FILE *)m->events) != 0)
         rc = ocr_error(ctx, OCR_EIO, "ocr_metrics: writing the event file failed: %s", strerror(errno));
-    OCR_FREE(ev.buf);
-    OCR_FREE(rec.buf);
+    ocr__pb_free(&ev);
+    ocr__pb_free(&rec);
     return rc;
 }
 
@@ -2108,7 +2209,6 @@ OCRDEF int ocr_metrics_open(ocr_ctx *ctx, ocr_metrics *m, const char *dir) {
     char path[4096], host[128];
     unsigned char *old = NULL;
     size_t old_size = 0;
-    ocr__pb fv;
     int rc;
     memset(m, 0, sizeof *m);
     m->last_step = m->pending_step = -1;
@@ -2153,11 +2253,7 @@ OCRDEF int ocr_metrics_open(ocr_ctx *ctx, ocr_metrics *m, const char *dir) {
         m->jsonl = NULL;
         return ocr_error(ctx, OCR_EIO, "ocr_metrics_open: cannot create '%s': %s", path, strerror(errno));
     }
-    memset(&fv, 0, sizeof fv);
-    ocr__pb_put(&fv, "brain.Event:2", 13);
-    rc = ocr__tb_event(ctx, m, -1, 3, &fv);
-    OCR_FREE(fv.buf);
-    return rc;
+    return ocr__tb_event(ctx, m, -1, 3, "brain.Event:2", 13); /* Event.file_version */
 }
 
 static int ocr__metrics_write_pending(ocr_ctx *ctx, ocr_metrics *m) {
@@ -2195,9 +2291,8 @@ static int ocr__metrics_accept(ocr_ctx *ctx, ocr_metrics *m, int64_t step, const
 }
 
 OCRDEF int ocr_metrics_scalar(ocr_ctx *ctx, ocr_metrics *m, int64_t step, const char *name, double value) {
-    ocr__pb val, sum;
-    float f = (float)value;
-    uint32_t fb;
+    ocr__pb sum;
+    size_t at;
     int i, rc;
     if ((rc = ocr__metrics_accept(ctx, m, step, name))) return rc;
     if (m->n_pending && step > m->pending_step && (rc = ocr__metrics_write_pending(ctx, m))) return rc;
@@ -2211,41 +2306,39 @@ OCRDEF int ocr_metrics_scalar(ocr_ctx *ctx, ocr_metrics *m, int64_t step, const 
     m->pending_step = step;
     memcpy(m->pending_names[m->n_pending], name, strlen(name) + 1);
     m->pending_values[m->n_pending++] = value;
-    memset(&val, 0, sizeof val);
+    /* Event.summary = Summary{value: Value{tag, simple_value}} */
     memset(&sum, 0, sizeof sum);
-    ocr__pb_bytes(&val, 1, name, strlen(name));
-    memcpy(&fb, &f, 4);
-    ocr__pb_key(&val, 2, 5);
-    ocr__pb_le(&val, fb, 4);
-    ocr__pb_bytes(&sum, 1, val.buf, val.len);
-    rc = val.oom || sum.oom ? ocr_error(ctx, OCR_ENOMEM, "ocr_metrics: out of memory") : ocr__tb_event(ctx, m, step, 5, &sum);
-    OCR_FREE(val.buf);
-    OCR_FREE(sum.buf);
+    at = ocr__pb_open(&sum, 1);
+    ocr__pb_string(&sum, 1, name);
+    ocr__pb_float(&sum, 2, (float)value);
+    ocr__pb_close(&sum, at);
+    rc = sum.oom ? ocr_error(ctx, OCR_ENOMEM, "ocr_metrics: out of memory") : ocr__tb_event(ctx, m, step, 5, sum.p, sum.n);
+    ocr__pb_free(&sum);
     return rc;
 }
 
 OCRDEF int ocr_metrics_image(ocr_ctx *ctx, ocr_metrics *m, int64_t step, const char *tag, int width, int height, int channels,
                              const void *png, size_t png_size) {
-    ocr__pb img, val, sum;
+    ocr__pb sum;
+    size_t val, img;
     int rc;
     if (!m->events) return ocr_error(ctx, OCR_ESTATE, "ocr_metrics_image: not open");
     if (step < 0 || width < 1 || height < 1 || channels < 1 || channels > 4 || !png || !tag || !tag[0])
         return ocr_error(ctx, OCR_EINVAL, "ocr_metrics_image: bad image '%s' (%dx%dx%d at step %lld)", tag ? tag : "", width, height,
                          channels, (long long)step);
-    memset(&img, 0, sizeof img);
-    memset(&val, 0, sizeof val);
+    /* Event.summary = Summary{value: Value{tag, image: Image{height, width, colorspace (channels), encoded_image_string}}} */
     memset(&sum, 0, sizeof sum);
-    ocr__pb_key(&img, 1, 0); ocr__pb_varint(&img, (uint64_t)height);
-    ocr__pb_key(&img, 2, 0); ocr__pb_varint(&img, (uint64_t)width);
-    ocr__pb_key(&img, 3, 0); ocr__pb_varint(&img, (uint64_t)channels);
-    ocr__pb_bytes(&img, 4, png, png_size);
-    ocr__pb_bytes(&val, 1, tag, strlen(tag));
-    ocr__pb_bytes(&val, 4, img.buf, img.len);
-    ocr__pb_bytes(&sum, 1, val.buf, val.len);
-    rc = img.oom || val.oom || sum.oom ? ocr_error(ctx, OCR_ENOMEM, "ocr_metrics_image: out of memory") : ocr__tb_event(ctx, m, step, 5, &sum);
-    OCR_FREE(img.buf);
-    OCR_FREE(val.buf);
-    OCR_FREE(sum.buf);
+    val = ocr__pb_open(&sum, 1);
+    ocr__pb_string(&sum, 1, tag);
+    img = ocr__pb_open(&sum, 4);
+    ocr__pb_int(&sum, 1, height);
+    ocr__pb_int(&sum, 2, width);
+    ocr__pb_int(&sum, 3, channels);
+    ocr__pb_bytes(&sum, 4, png, png_size);
+    ocr__pb_close(&sum, img);
+    ocr__pb_close(&sum, val);
+    rc = sum.oom ? ocr_error(ctx, OCR_ENOMEM, "ocr_metrics_image: out of memory") : ocr__tb_event(ctx, m, step, 5, sum.p, sum.n);
+    ocr__pb_free(&sum);
     return rc;
 }
 
@@ -2374,10 +2467,9 @@ OCRDEF int ocr_metrics_open_resume(ocr_ctx *ctx, ocr_metrics *m, const char *dir
     if (d) closedir(d);
     if (rc || (rc = ocr_metrics_open(ctx, m, dir))) return rc;
     memset(&sl, 0, sizeof sl);
-    ocr__pb_key(&sl, 1, 0); /* SessionLog.status = START (1); Event.session_log is field 7 */
-    ocr__pb_varint(&sl, 1);
-    rc = sl.oom ? ocr_error(ctx, OCR_ENOMEM, "ocr_metrics_open_resume: out of memory") : ocr__tb_event(ctx, m, step + 1, 7, &sl);
-    OCR_FREE(sl.buf);
+    ocr__pb_int(&sl, 1, 1); /* SessionLog.status = START (1); Event.session_log is field 7 */
+    rc = sl.oom ? ocr_error(ctx, OCR_ENOMEM, "ocr_metrics_open_resume: out of memory") : ocr__tb_event(ctx, m, step + 1, 7, sl.p, sl.n);
+    ocr__pb_free(&sl);
     if (rc) ocr_metrics_close(ctx, m);
     return rc;
 }
