@@ -588,24 +588,48 @@ OCRDEF void *ocr_ctx_scratch(ocr_ctx *ctx, int slot, size_t bytes) {
 
 /* ---------------------------------------------------------------- thread pool */
 
-/* Workers spin briefly on the job generation before sleeping: waking a sleeping thread costs tens to hundreds of
-   microseconds (more inside a VM), and a training step dispatches thousands of short jobs. */
-#define OCR__SPIN_ITERS 20000
+/* Workers (and the caller, waiting for them) spin for a while on the job generation before sleeping: waking a
+   sleeping thread costs tens to hundreds of microseconds (more inside a VM), and a training step dispatches
+   thousands of short jobs. The spin is bounded by time, checked every OCR__SPIN_CHECK loads, and has no PAUSE
+   instruction: hypervisors treat a loop of PAUSEs as a vCPU waiting for a preempted lock holder and take the core
+   away (KVM's pause-loop exiting), which made every dispatch cost 0.7-1.6 ms on the project's virtual machines
+   instead of under a microsecond. */
+#define OCR__SPIN_SECONDS 100e-6
+#define OCR__SPIN_CHECK 256
+#define OCR__CPU_RELAX() __asm__ __volatile__("" ::: "memory")
 
-#if defined(__x86_64__) || defined(__i386__)
-#define OCR__CPU_RELAX() __builtin_ia32_pause()
-#else
-#define OCR__CPU_RELAX() ((void)0)
-#endif
+static double ocr__pool_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Spins until *word differs from value (differ = 1) or equals it (differ = 0), or the spin time is over; returns
+   whether the condition came true. */
+static int ocr__pool_spin(const unsigned long *word, unsigned long value, int differ, double seconds, const int *quit) {
+    double deadline = 0;
+    unsigned i;
+    if (seconds <= 0) return 0;
+    for (i = 1;; i++) {
+        if ((__atomic_load_n(word, __ATOMIC_ACQUIRE) != value) == differ) return 1;
+        if (quit && __atomic_load_n(quit, __ATOMIC_ACQUIRE)) return 0;
+        if (i % OCR__SPIN_CHECK == 0) {
+            double t = ocr__pool_clock();
+            if (deadline == 0) deadline = t + seconds;
+            else if (t > deadline) return 0;
+        }
+        OCR__CPU_RELAX();
+    }
+}
 
 struct ocr__pool {
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
     pthread_t threads[OCR_MAX_THREADS];
     int n_workers;            /* threads besides the caller */
-    int spin_iters;           /* 0 when threads outnumber cores: a spinner would hold the core its waker needs */
+    double spin_seconds;      /* 0 when threads outnumber cores: a spinner would hold the core its waker needs */
     unsigned long generation; /* bumped for every job; read atomically by spinning workers */
-    int pending;              /* workers still running the current job (atomic) */
+    unsigned long pending;    /* workers still running the current job (atomic) */
     int quit;
     /* current job */
     ocr_range_fn fn;
@@ -623,13 +647,11 @@ typedef struct { ocr__pool *pool; int index; } ocr__worker_arg;
 
 static void *ocr__pool_worker(void *argp) {
     ocr__pool *p = ((ocr__worker_arg *)argp)->pool;
-    int index = ((ocr__worker_arg *)argp)->index, spin;
+    int index = ((ocr__worker_arg *)argp)->index;
     unsigned long seen = 0;
     OCR_FREE(argp);
     for (;;) {
-        for (spin = 0; spin < p->spin_iters && __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE) == seen &&
-                       !__atomic_load_n(&p->quit, __ATOMIC_ACQUIRE); spin++)
-            OCR__CPU_RELAX();
+        ocr__pool_spin(&p->generation, seen, 1, p->spin_seconds, &p->quit);
         pthread_mutex_lock(&p->mu);
         while (!p->quit && __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE) == seen) pthread_cond_wait(&p->work_cv, &p->mu);
         if (p->quit) { pthread_mutex_unlock(&p->mu); return NULL; }
@@ -666,7 +688,7 @@ static int ocr__pool_create(ocr_ctx *ctx, int n_threads, ocr__pool **out) {
     p = (ocr__pool *)OCR_MALLOC(sizeof *p);
     if (!p) return ocr_error(ctx, OCR_ENOMEM, "ocr_ctx_init: cannot allocate the thread pool");
     memset(p, 0, sizeof *p);
-    p->spin_iters = n_threads <= ocr_cpu_count() ? OCR__SPIN_ITERS : 0;
+    p->spin_seconds = n_threads <= ocr_cpu_count() ? OCR__SPIN_SECONDS : 0;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
@@ -689,7 +711,6 @@ static int ocr__pool_create(ocr_ctx *ctx, int n_threads, ocr__pool **out) {
 OCRDEF void ocr_parallel_for(ocr_ctx *ctx, int64_t n, int64_t min_chunk, ocr_range_fn fn, void *arg) {
     ocr__pool *p = ctx->pool;
     int64_t parts = ctx->n_threads;
-    int spin;
     if (n <= 0) return;
     if (min_chunk < 1) min_chunk = 1;
     if (parts > n / min_chunk) parts = n / min_chunk;
@@ -699,12 +720,14 @@ OCRDEF void ocr_parallel_for(ocr_ctx *ctx, int64_t n, int64_t min_chunk, ocr_ran
     p->arg = arg;
     p->n = n;
     p->n_parts = (int)parts;
-    __atomic_store_n(&p->pending, p->n_workers, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->pending, (unsigned long)p->n_workers, __ATOMIC_RELAXED);
     __atomic_store_n(&p->generation, p->generation + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
     ocr__pool_run_part(p, 0);
-    for (spin = 0; spin < p->spin_iters && __atomic_load_n(&p->pending, __ATOMIC_ACQUIRE); spin++) OCR__CPU_RELAX();
+    /* the caller waits longer before sleeping: its core has nothing else of this job to do, and a late worker (its
+       part was larger, or the host took its core for a moment) would otherwise also pay for waking the caller */
+    ocr__pool_spin(&p->pending, 0, 0, 10 * p->spin_seconds, NULL);
     if (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&p->mu);
         while (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE)) pthread_cond_wait(&p->done_cv, &p->mu);

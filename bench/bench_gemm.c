@@ -2,18 +2,24 @@
    convolutions lower to. OpenBLAS is loaded at run time (libopenblas-dev is for benchmarks only), so this program
    builds without it and says so when it is missing. Alternates the two (with a pause before each timed call, so
    neither runs while the other's threads still spin), excludes warm-up, prints the median of at least 5 runs, and a
-   last JSON line with every figure and ratio.
+   last JSON line with every figure and ratio, and each figure's share of this machine's measured fp32 peak
+   (bench_peak.h). Debian's OpenBLAS 0.3.21 does not know every CPU here (on Intel Xeon model 207 it falls back to a
+   generic kernel at a fifth of its speed): where the CPU has AVX-512 and OpenBLAS picked a kernel without it, this
+   program restarts itself with OPENBLAS_CORETYPE=SkylakeX, so the peer is OpenBLAS at its best (set the variable
+   yourself to choose another).
    usage: bench_gemm [--threads N] [--reps N] */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
 #include "bench_common.h"
+#include "bench_peak.h"
 #include <dlfcn.h>
 #include <time.h>
 
 typedef void (*sgemm_fn)(int order, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                          int ldb, float beta, float *C, int ldc);
 typedef void (*set_threads_fn)(int);
+typedef char *(*corename_fn)(void);
 
 int main(int argc, char **argv) {
     /* M = output channels, N = output pixels per chunk, K = Cin*kh*kw: forward convs of DBNet-ResNet-18 at 640x640 */
@@ -28,6 +34,8 @@ int main(int argc, char **argv) {
         {"bwd-weight 3x3 (64x576x1820, B^T)", 64, 576, 1820, 0, 1},
     };
     int threads = 2, reps = 7, i, r, s, n_shapes = (int)(sizeof shapes / sizeof shapes[0]);
+    char core[128] = "unknown";
+    double peak;
     void *lib;
     sgemm_fn blas = NULL;
     ocr_ctx ctx;
@@ -45,17 +53,29 @@ int main(int argc, char **argv) {
     if (!lib) lib = dlopen("libopenblas.so", RTLD_NOW);
     if (lib) {
         /* POSIX guarantees data and function pointers convert through dlsym; memcpy keeps ISO C quiet */
-        void *p_st = dlsym(lib, "openblas_set_num_threads"), *p_gemm = dlsym(lib, "cblas_sgemm");
+        void *p_st = dlsym(lib, "openblas_set_num_threads"), *p_gemm = dlsym(lib, "cblas_sgemm"), *p_core = dlsym(lib, "openblas_get_corename");
         set_threads_fn st = NULL;
+        corename_fn cn = NULL;
         if (p_st) memcpy(&st, &p_st, sizeof st);
         if (p_gemm) memcpy(&blas, &p_gemm, sizeof blas);
+        if (p_core) memcpy(&cn, &p_core, sizeof cn);
+        if (cn && cn()) snprintf(core, sizeof core, "%s", cn());
+        if (__builtin_cpu_supports("avx512f") && !getenv("OPENBLAS_CORETYPE") && !strstr(core, "Skylake") && !strstr(core, "Cooper") &&
+            !strstr(core, "Sapphire")) {
+            fprintf(stderr, "bench_gemm: OpenBLAS picked '%s' on a CPU with AVX-512: restarting with OPENBLAS_CORETYPE=SkylakeX\n", core);
+            setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+            execv("/proc/self/exe", argv);
+            fprintf(stderr, "bench_gemm: cannot restart itself; OpenBLAS stays on '%s'\n", core);
+        }
         if (st) st(threads);
     }
-    printf("bench_gemm: %d threads, ocr-c kernel %s, peer %s\n", threads, ocr_gemm_kernel_name(&ctx),
-           blas ? "OpenBLAS cblas_sgemm" : "none (apt-get install libopenblas-dev)");
-    printf("%-36s %12s %12s %8s\n", "shape", "ocr GFLOP/s", "blas GFLOP/s", "ratio");
-    jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"gemm\",\"threads\":%d,\"kernel\":\"%s\",\"results\":[", threads,
-                          ocr_gemm_kernel_name(&ctx));
+    peak = bench_print_peak(threads);
+    printf("bench_gemm: %d threads, ocr-c kernel %s, peer %s%s%s\n", threads, ocr_gemm_kernel_name(&ctx),
+           blas ? "OpenBLAS cblas_sgemm, core " : "none (apt-get install libopenblas-dev)", blas ? core : "",
+           getenv("OPENBLAS_CORETYPE") ? " (OPENBLAS_CORETYPE set)" : "");
+    printf("%-36s %12s %12s %8s %10s %10s\n", "shape", "ocr GFLOP/s", "blas GFLOP/s", "ratio", "ocr %peak", "blas %peak");
+    jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"gemm\",\"threads\":%d,\"kernel\":\"%s\",\"blas_core\":\"%s\",\"fp32_peak_gflops\":%.1f,"
+                          "\"results\":[", threads, ocr_gemm_kernel_name(&ctx), core, peak);
     for (s = 0; s < n_shapes; s++) {
         int M = shapes[s].M, N = shapes[s].N, K = shapes[s].K, ta = shapes[s].ta, tb = shapes[s].tb;
         int lda = ta ? M : K, ldb = tb ? K : N;
@@ -80,7 +100,8 @@ int main(int argc, char **argv) {
         qsort(t_ocr, (size_t)reps, sizeof(double), cmp_double);
         g_ocr = flops / t_ocr[reps / 2] * 1e-9;
         if (blas) { qsort(t_blas, (size_t)reps, sizeof(double), cmp_double); g_blas = flops / t_blas[reps / 2] * 1e-9; }
-        printf("%-36s %12.1f %12.1f %8.2f\n", shapes[s].name, g_ocr, g_blas, blas ? g_ocr / g_blas : 0.0);
+        printf("%-36s %12.1f %12.1f %8.2f %9.0f%% %9.0f%%\n", shapes[s].name, g_ocr, g_blas, blas ? g_ocr / g_blas : 0.0,
+               100 * g_ocr / peak, 100 * g_blas / peak);
         jl += (size_t)snprintf(json + jl, sizeof json - jl, "%s{\"shape\":\"%s\",\"ocr_gflops\":%.2f,\"blas_gflops\":%.2f,\"ratio\":%.3f}",
                                s ? "," : "", shapes[s].name, g_ocr, g_blas, blas ? g_ocr / g_blas : 0.0);
         ocr_aligned_free(A); ocr_aligned_free(B); ocr_aligned_free(C);
