@@ -1366,10 +1366,29 @@ typedef struct {
     float *y;
     int accumulate;
     ocr__conv_epilogue ep;
-    int64_t chunk, n_chunks, pb_floats;
+    int64_t chunk, n_chunks, pb_floats; /* chunk: the most columns of any chunk; the nr-wide panels of an output plane
+                                           are shared out evenly over n_chunks chunks */
     ocr__ukernel uk;
     float *pb[OCR_MAX_THREADS];  /* per thread: the B panels of one chunk */
+    const float *w;              /* for packing pa */
+    int64_t kdim, Kg, kg_pad;
 } ocr__conv_fwd_job;
+
+/* Work items are the weights' mr-row panels (of every group): pack them into pa. */
+static void ocr__conv_pack_weights_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__conv_fwd_job *j = (const ocr__conv_fwd_job *)arg;
+    int64_t MR = j->uk.mr, per_group = j->kg_pad / MR, q;
+    ocr__gemm_job pk;
+    (void)tid;
+    memset(&pk, 0, sizeof pk);
+    pk.uk = j->uk;
+    pk.lda = j->kdim;
+    for (q = begin; q < end; q++) {
+        int64_t gr = q / per_group, i0 = (q % per_group) * MR;
+        pk.A = j->w + gr * j->Kg * j->kdim;
+        ocr__pack_a(&pk, i0, j->Kg - i0 < MR ? j->Kg - i0 : MR, 0, j->kdim, (float *)j->pa + gr * j->kg_pad * j->kdim + i0 * j->kdim);
+    }
+}
 
 /* Work items: (image, group, chunk of output pixels). The chunk's B panels are packed from the image, then every
    A panel runs against each B panel while it is hot in L1. */
@@ -1380,8 +1399,9 @@ static void ocr__conv_fwd_items(void *arg, int64_t begin, int64_t end, int tid) 
     int64_t MR = j->uk.mr, NR = j->uk.nr, item;
     float *pb = j->pb[tid], edge[OCR__MR_MAX * OCR__NR_MAX];
     for (item = begin; item < end; item++) {
-        int64_t pair = item / j->n_chunks, n = pair / g->groups, gr = pair % g->groups, p0 = (item % j->n_chunks) * j->chunk;
-        int64_t cols = P - p0 < j->chunk ? P - p0 : j->chunk, n_panels = (cols + NR - 1) / NR, jp, ip, pc, i;
+        int64_t pair = item / j->n_chunks, n = pair / g->groups, gr = pair % g->groups, chunk = item % j->n_chunks;
+        int64_t panels = (P + NR - 1) / NR, p0 = chunk * panels / j->n_chunks * NR, p1 = (chunk + 1) * panels / j->n_chunks * NR;
+        int64_t cols = (p1 < P ? p1 : P) - p0, n_panels = (cols + NR - 1) / NR, jp, ip, pc, i;
         const float *xg = j->x + (n * g->C + gr * Cg) * g->H * g->W;
         const float *pa = j->pa + gr * ((Kg + MR - 1) / MR * MR) * kdim;
         float *yc = j->y + (n * g->K + gr * Kg) * P + p0;
@@ -2216,9 +2236,8 @@ static int ocr__conv_winograd_wgrad(ocr_ctx *ctx, const ocr__conv_geom *g, const
    give each thread a piece is cut into smaller chunks instead. */
 static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *y, int accumulate,
                              const ocr__conv_epilogue *ep) {
-    int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, kdim = Cg * g->kh * g->kw, P = g->OH * g->OW, gr, t, kg_pad;
+    int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, kdim = Cg * g->kh * g->kw, P = g->OH * g->OW, t, kg_pad;
     ocr__conv_fwd_job j;
-    ocr__gemm_job pk;
     float *pa;
     size_t bytes;
     memset(&j, 0, sizeof j);
@@ -2230,12 +2249,16 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     if (ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, w, NULL, y, accumulate, ep);
 #endif
     j.chunk = ocr__conv_chunk(g);
-    if (g->N * g->groups * ((P + j.chunk - 1) / j.chunk) < ctx->n_threads) {
-        int64_t per = (P + ctx->n_threads - 1) / ctx->n_threads;
-        j.chunk = (per + j.uk.nr - 1) / j.uk.nr * j.uk.nr;
-    }
     j.n_chunks = (P + j.chunk - 1) / j.chunk;
-    j.pb_floats = (j.chunk + j.uk.nr - 1) / j.uk.nr * j.uk.nr * kdim;
+    /* fewer pieces than threads: one per thread, each with an even share of the panels (layer4 at 640x640: 400
+       columns as 192 and 208, not 240 and 160) */
+    if (g->N * g->groups * j.n_chunks < ctx->n_threads) j.n_chunks = ctx->n_threads;
+    {
+        int64_t panels = (P + j.uk.nr - 1) / j.uk.nr;
+        if (j.n_chunks > panels) j.n_chunks = panels;
+        j.chunk = (panels + j.n_chunks - 1) / j.n_chunks * j.uk.nr;
+    }
+    j.pb_floats = j.chunk * kdim;
     kg_pad = (Kg + j.uk.mr - 1) / j.uk.mr * j.uk.mr;
     if (!ocr_size_mul((size_t)(g->groups * kg_pad), (size_t)kdim * sizeof(float), &bytes) ||
         !ocr_size_mul((size_t)j.pb_floats, sizeof(float), &bytes))
@@ -2243,13 +2266,10 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     if (!(pa = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, (size_t)(g->groups * kg_pad * kdim) * sizeof(float)))) return ctx->last_status;
     for (t = 0; t < ctx->n_threads; t++)
         if (!(j.pb[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
-    memset(&pk, 0, sizeof pk);
-    pk.uk = j.uk; pk.lda = kdim;
-    for (gr = 0; gr < g->groups; gr++) {
-        pk.A = w + gr * Kg * kdim;
-        ocr__pack_a(&pk, 0, Kg, 0, kdim, pa + gr * kg_pad * kdim);
-    }
     j.pa = pa;
+    j.w = w; j.kdim = kdim; j.Kg = Kg; j.kg_pad = kg_pad;
+    /* the weights are packed by all threads: layer4's 9 MB took a serial 2-3 ms of a 10 ms convolution */
+    ocr_parallel_for(ctx, g->groups * (kg_pad / j.uk.mr), 4, ocr__conv_pack_weights_part, &j);
     ocr_parallel_for(ctx, g->N * g->groups * j.n_chunks, 1, ocr__conv_fwd_items, &j);
     return OCR_OK;
 }
