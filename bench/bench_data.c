@@ -6,7 +6,8 @@
    flip, rotation, resize x0.5..3, EAST crop to 640x640) + normalise into a [3,640,640] F32 tensor
    (ocr_image_normalize, DBNet mode). Then the same with one thread per core, each with its own context and rng,
    as the loader's workers run. Stage times are wall clock; the per-thread-CPU-second rate does not depend on what
-   else the machine runs. No peer: DBNet's Python pipeline (imgaug) is not installed here.
+   else the machine runs. No peer: DBNet's Python pipeline (imgaug) is not installed here. The CPU's model and measured
+   peak (bench_peak.h) come first, to identify the machine: the work is not arithmetic-bound.
    Usage: build/bench_data [seconds per measurement, default 2] */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
@@ -14,6 +15,7 @@
 #include "ocr_data.h"
 #include "ocr_synth.h"
 #include "bench_common.h"
+#include "bench_peak.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +149,7 @@ int main(int argc, char **argv) {
     size_t png_bytes = 0, jpg_bytes = 0;
     int i, n, cores = ocr_cpu_count(), rc = 0;
     if (!(seconds > 0)) seconds = 2.0;
+    (void)bench_print_peak(cores); /* the most threads it times with */
     ocr_ctx_init(&ctx, 1, 1);
     t0 = now();
     if (ocr_synth_init(&ctx, &synth, NULL)) { fprintf(stderr, "bench_data: %s\n", ocr_ctx_last_error(&ctx)); return 1; }

@@ -9,7 +9,8 @@
      configs   DB-ResNet-18 width 1 at 736x1280 and 640x640, width 0.25 at 736x1280, batch 1 (issue 26's set)
      --only    the configs whose name contains TEXT, e.g. "w0.25"
    Needs node and onnxruntime-node under build/ort (./build.sh bench installs it); files go to build/onnx_bench/.
-   Prints a table and, last, one JSON line with every figure and ratio. */
+   Prints the CPU's measured peak (bench_peak.h), a table with each side's GFLOP/s and share of that peak (the same
+   count for both: bench_model.h) and, last, one JSON line with every figure and ratio. */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
@@ -17,6 +18,8 @@
 #include "ocr_dbnet.h"
 #include "ocr_onnx.h"
 #include "bench_common.h"
+#include "bench_peak.h"
+#include "bench_model.h"
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -28,19 +31,6 @@ typedef struct { const char *name; float width; int H, W; } config;
 static void die(ocr_ctx *ctx, const char *what) {
     fprintf(stderr, "bench_infer: %s: %s\n", what, ocr_ctx_last_error(ctx));
     exit(1);
-}
-
-static void cpu_model(char *out, size_t cap) {
-    char line[256];
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    snprintf(out, cap, "unknown CPU");
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
-            snprintf(out, cap, "%s", strchr(line, ':') + 2);
-            out[strcspn(out, "\n")] = 0;
-            break;
-        }
-    if (f) fclose(f);
 }
 
 static int write_f32(const char *path, const ocr_tensor *t) {
@@ -78,7 +68,7 @@ int main(int argc, char **argv) {
     ocr_ctx ctx;
     char json[4096], line[256], cmd[512], cpu[160], threads_text[16];
     size_t jl;
-    double la[3] = {0, 0, 0};
+    double la[3] = {0, 0, 0}, peak;
     FILE *f;
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
@@ -98,12 +88,15 @@ int main(int argc, char **argv) {
     (void)mkdir("build", 0755);
     (void)mkdir(WORK_DIR, 0755);
     if ((f = fopen("/proc/loadavg", "r"))) { if (fscanf(f, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1; fclose(f); }
-    cpu_model(cpu, sizeof cpu);
-    printf("bench_infer: %s, %d cores, GEMM kernel %s, %d threads each, load average %.2f %.2f %.2f, median of %d after 1 warm-up\n",
-           cpu, ocr_cpu_count(), ocr_gemm_kernel_name(&ctx), threads, la[0], la[1], la[2], reps);
-    jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"infer\",\"cpu\":\"%s\",\"cores\":%d,\"kernel\":\"%s\",\"threads\":%d,\"load\":%.2f,\"reps\":%d,\"results\":[",
-                          cpu, ocr_cpu_count(), ocr_gemm_kernel_name(&ctx), threads, la[0], reps);
-    printf("%-30s %9s %9s %10s %12s\n", "config", "ours ms", "ORT ms", "ours/ORT", "max |diff|");
+    bench_cpu_model(cpu, sizeof cpu);
+    peak = bench_print_peak(threads);
+    printf("bench_infer: %d cores, GEMM kernel %s, %d threads each, load average %.2f %.2f %.2f, median of %d after 1 warm-up\n",
+           ocr_cpu_count(), ocr_gemm_kernel_name(&ctx), threads, la[0], la[1], la[2], reps);
+    printf("%s; %%peak: of the fp32 peak on %d threads above\n", BENCH_DBNET_FLOPS_CONVENTION, threads);
+    jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"infer\",\"cpu\":\"%s\",\"cores\":%d,\"kernel\":\"%s\",\"threads\":%d,\"load\":%.2f,\"reps\":%d,"
+                          "\"fp32_peak_gflops\":%.1f,\"results\":[", cpu, ocr_cpu_count(), ocr_gemm_kernel_name(&ctx), threads, la[0], reps, peak);
+    printf("%-30s %9s %9s %10s %12s %7s %9s %6s %9s %6s\n", "config", "ours ms", "ORT ms", "ours/ORT", "max |diff|", "GFLOP", "ours GF/s",
+           "%peak", "ORT GF/s", "%peak");
     for (c = 0; c < (int)(sizeof configs / sizeof configs[0]); c++) {
         const config *cf = &configs[c];
         ocr_dbnet_config mc = ocr_dbnet_config_default();
@@ -112,7 +105,7 @@ int main(int argc, char **argv) {
         bench_peer peer;
         char model[256], input[256], output[256], dims[64];
         char *peer_argv[] = {"env", "node", "tools/ort_run.js", "--serve", "--threads", threads_text, model, NULL};
-        double t_ours[MAX_REPS], t_ort[MAX_REPS], med_ours, med_ort = 0, diff = -1, t0;
+        double t_ours[MAX_REPS], t_ort[MAX_REPS], med_ours, med_ort = 0, diff = -1, t0, flops, gf_ours, gf_ort;
         int ok;
         if (only && !strstr(cf->name, only)) continue;
         mc.width = cf->width;
@@ -141,6 +134,8 @@ int main(int argc, char **argv) {
             }
         }
         med_ours = median(t_ours, reps);
+        flops = bench_dbnet_flops(&m, 0, 1);
+        gf_ours = 1e-9 * flops / med_ours;
         if (ok) {
             med_ort = median(t_ort, reps);
             snprintf(cmd, sizeof cmd, "save %s", output);
@@ -151,12 +146,16 @@ int main(int argc, char **argv) {
             }
         }
         bench_peer_stop(&peer, 1, NULL, 0);
-        printf("%-30s %9.1f %9.1f %10.2f %12.2g%s\n", cf->name, 1e3 * med_ours, 1e3 * med_ort, med_ort > 0 ? med_ours / med_ort : 0.0,
-               diff, ok ? "" : "  (ONNX Runtime did not run: node and build/ort/node_modules/onnxruntime-node; ./build.sh bench installs it)");
+        gf_ort = med_ort > 0 ? 1e-9 * flops / med_ort : 0.0;
+        printf("%-30s %9.1f %9.1f %10.2f %12.2g %7.2f %9.1f %5.1f%% %9.1f %5.1f%%%s\n", cf->name, 1e3 * med_ours, 1e3 * med_ort,
+               med_ort > 0 ? med_ours / med_ort : 0.0, diff, 1e-9 * flops, gf_ours, 100 * gf_ours / peak, gf_ort, 100 * gf_ort / peak,
+               ok ? "" : "  (ONNX Runtime did not run: node and build/ort/node_modules/onnxruntime-node; ./build.sh bench installs it)");
         fflush(stdout);
         jl += (size_t)snprintf(json + jl, sizeof json - jl,
-                               "%s{\"config\":\"%s\",\"ours_ms\":%.2f,\"ort_ms\":%.2f,\"ratio_ours_over_ort\":%.3f,\"max_abs_diff\":%.3g}",
-                               n_done++ ? "," : "", cf->name, 1e3 * med_ours, 1e3 * med_ort, med_ort > 0 ? med_ours / med_ort : 0.0, diff);
+                               "%s{\"config\":\"%s\",\"ours_ms\":%.2f,\"ort_ms\":%.2f,\"ratio_ours_over_ort\":%.3f,\"max_abs_diff\":%.3g,"
+                               "\"gflop_per_run\":%.3f,\"ours_gflops\":%.2f,\"ours_peak_share\":%.4f,\"ort_gflops\":%.2f,\"ort_peak_share\":%.4f}",
+                               n_done++ ? "," : "", cf->name, 1e3 * med_ours, 1e3 * med_ort, med_ort > 0 ? med_ours / med_ort : 0.0, diff,
+                               1e-9 * flops, gf_ours, gf_ours / peak, gf_ort, gf_ort / peak);
         ocr_tensor_free(&x);
         ocr_dbnet_free(&m);
     }

@@ -162,6 +162,14 @@ static void bench_cpu_model(char *buf, size_t cap) {
     fclose(f);
 }
 
+/* The fp32 peaks bench_print_peak measured (GFLOP/s), for a program that times at more than one thread count. */
+static struct { int threads; double one, all; } bench_peak_fp32_measured;
+
+/* The fp32 peak bench_print_peak measured on t threads: t = 1 or the count it was given; 0 for any other. */
+static inline double bench_peak_fp32_on(int t) {
+    return t == 1 ? bench_peak_fp32_measured.one : t == bench_peak_fp32_measured.threads ? bench_peak_fp32_measured.all : 0;
+}
+
 /* Prints the CPU and its measured peaks (fp32 on 1 thread and on `threads`, bf16 where the CPU has AVX512_BF16);
    returns the fp32 peak on `threads` threads in GFLOP/s. */
 static double bench_print_peak(int threads) {
@@ -176,6 +184,9 @@ static double bench_print_peak(int threads) {
 #endif
     one = bench_peak_measure(kind, 1);
     all = threads > 1 ? bench_peak_measure(kind, threads) : one;
+    bench_peak_fp32_measured.threads = threads > 1 ? threads : 1;
+    bench_peak_fp32_measured.one = one;
+    bench_peak_fp32_measured.all = all;
     printf("cpu: %s; measured fp32 peak (%s, register-only loop): %.0f GFLOP/s on 1 thread, %.0f on %d\n", model, isa, one, all, threads);
 #ifdef BENCH_PEAK_X86
     if (__builtin_cpu_supports("avx512bf16")) {

@@ -3,7 +3,8 @@
    (tools/bench_post_ref.py, the same code the parity test runs) in the same run. One warm-up each, then the two
    alternate rep by rep; the Python side times itself in-process (start-up and imports excluded). Reports the
    medians of wall time and of the timing thread's CPU time (less sensitive to a loaded machine), the detection
-   counts of both sides (they must agree) and, last, one JSON line with every figure.
+   counts of both sides (they must agree) and, last, one JSON line with every figure. The CPU's model and measured peak
+   (bench_peak.h) come first, to identify the machine: the work is not arithmetic-bound.
    usage: bench_post [--reps N] [--no-python]
    The map: a grid of 10 x 10 soft text lines (random length, height, small rotation, peak 0.8..1), a few weak
    blobs that box_thresh drops, and low noise, drawn deterministically. */
@@ -14,6 +15,7 @@
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
 #include "bench_common.h"
+#include "bench_peak.h"
 #include <signal.h>
 
 #define MAP_H 736
@@ -91,7 +93,8 @@ int main(int argc, char **argv) {
     char map_path[] = "/tmp/ocr_bench_post_XXXXXX", json[2048];
     int reps = 7, use_python = 1, i, m, r, fd, have_py = 0;
     size_t jl;
-    double la[3] = {0, 0, 0};
+    double la[3] = {0, 0, 0}, peak;
+    char cpu_name[160];
     FILE *f;
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
@@ -101,6 +104,8 @@ int main(int argc, char **argv) {
     if (reps < 5) reps = 5;
     if (reps > MAX_REPS) reps = MAX_REPS;
     signal(SIGPIPE, SIG_IGN);
+    bench_cpu_model(cpu_name, sizeof cpu_name);
+    peak = bench_print_peak(1); /* ours runs on one thread */
     if (ocr_ctx_init(&ctx, 1, 8) != OCR_OK) die(&ctx, "context");
     if (ocr_tensor_alloc(&ctx, &prob, "prob", OCR_F32, OCR_DEVICE_CPU, ocr_shape2(MAP_H, MAP_W))) die(&ctx, "map");
     make_map((float *)prob.data, &ctx.rng);
@@ -119,8 +124,8 @@ int main(int argc, char **argv) {
            DEST_H, ocr_cpu_count(), la[0], la[1], la[2], reps);
     printf("%-6s %9s %10s %12s | %9s %10s %12s | %9s %8s\n", "mode", "ours ms", "python ms", "ours/python", "ours cpu", "python cpu",
            "ours/python", "ours dets", "py dets");
-    jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"post\",\"map\":[%d,%d],\"load\":%.2f,\"reps\":%d,\"results\":[", MAP_H, MAP_W,
-                          la[0], reps);
+    jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"post\",\"cpu\":\"%s\",\"fp32_peak_gflops\":%.1f,\"map\":[%d,%d],\"load\":%.2f,"
+                          "\"reps\":%d,\"results\":[", cpu_name, peak, MAP_H, MAP_W, la[0], reps);
     for (m = 0; m < 2; m++) {
         ocr_post_config cfg = ocr_post_config_default(m == 0 ? OCR_POST_BOX : OCR_POST_POLYGON);
         double t_ours[MAX_REPS], t_py[MAX_REPS], c_ours[MAX_REPS], c_py[MAX_REPS], med_ours, med_py = 0, cpu_ours, cpu_py = 0, cpu;

@@ -1,7 +1,7 @@
 /* bench_recompute - what computing activations again in the backward costs: a DBNet training forward and backward on
    the CPU with the default layout (BN+ReLU outputs and three convolution outputs recomputed) against the same model
    with OCR_DBNET_NO_RECOMPUTE (everything the backward reads kept), alternating in one process after one
-   warm-up each, median of the reps; prints a table and one JSON line.
+   warm-up each, median of the reps; prints the CPU's measured peak (bench_peak.h), a table and one JSON line.
    usage: bench_recompute [--reps N (>= 5)] [--width W] [--size S] [--batch N] [--threads T]   (default 7, 1, 640, 1, 2) */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -9,6 +9,7 @@
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
 #include "bench_common.h"
+#include "bench_peak.h"
 
 #define MAX_REPS 64
 
@@ -20,7 +21,8 @@ static void die(ocr_ctx *ctx, const char *what) {
 int main(int argc, char **argv) {
     int reps = 7, size = 640, batch = 1, threads = 2, r, k, i;
     float width = 1.0f;
-    double sec[2][MAX_REPS], med[2], mib[2];
+    double sec[2][MAX_REPS], med[2], mib[2], peak;
+    char cpu[160];
     ocr_ctx ctx;
     ocr_dbnet m;
     ocr_dbnet_config cfg = ocr_dbnet_config_default();
@@ -41,6 +43,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     cfg.width = width;
+    bench_cpu_model(cpu, sizeof cpu);
+    peak = bench_print_peak(threads);
     if (ocr_ctx_init(&ctx, threads, 1) || ocr_dbnet_init(&ctx, &m, &cfg)) die(&ctx, "setup");
     if (ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(batch, 3, size, size)) ||
         ocr_tensor_alloc(&ctx, &dp, "d_prob_logits", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(batch, 1, size, size)) ||
@@ -66,9 +70,9 @@ int main(int argc, char **argv) {
     printf("layout                 seconds  activations MiB\n");
     printf("recompute (default)    %7.3f  %15.0f\n", med[0], mib[0]);
     printf("no recompute (keep)    %7.3f  %15.0f\n", med[1], mib[1]);
-    printf("{\"bench\":\"recompute\",\"width\":%g,\"size\":%d,\"batch\":%d,\"threads\":%d,\"reps\":%d,\"recompute_s\":%.4f,\"keep_s\":%.4f,"
+    printf("{\"bench\":\"recompute\",\"cpu\":\"%s\",\"fp32_peak_gflops\":%.1f,\"width\":%g,\"size\":%d,\"batch\":%d,\"threads\":%d,\"reps\":%d,\"recompute_s\":%.4f,\"keep_s\":%.4f,"
            "\"time_ratio\":%.3f,\"recompute_activations_mib\":%.1f,\"keep_activations_mib\":%.1f}\n",
-           (double)width, size, batch, threads, reps, med[0], med[1], med[0] / med[1], mib[0], mib[1]);
+           cpu, peak, (double)width, size, batch, threads, reps, med[0], med[1], med[0] / med[1], mib[0], mib[1]);
     ocr_tensor_free(&x); ocr_tensor_free(&dp); ocr_tensor_free(&dt);
     ocr_dbnet_free(&m);
     ocr_ctx_free(&ctx);

@@ -4,7 +4,9 @@
    (bench_settle) so no side is timed while another's threads still spin; the median of at
    least 5 is reported. Peak resident memory (VmHWM) of each side comes from a fresh process per config that sets up
    and runs two steps; under each row, our activation values and gradients (arenas shared by liveness, and what they
-   would take unshared). Prints a table and, last, one JSON line with every figure and ratio.
+   would take unshared), then each side's GFLOP/s and share of the CPU's measured fp32 peak on the config's threads
+   (bench_peak.h; one FLOP count for all sides, bench_model.h: a training step is 3x its forward's convolutions).
+   Prints a table and, last, one JSON line with every figure and ratio.
    usage: bench_train [--reps N] [--issue] [--only TEXT] [--no-torch] [--layers]
      default   DB-ResNet-18 width 0.25, 320x320, batch 8, 2 threads (train_dbnet's defaults)
      --issue   adds issue 8's set: width 1 at 640x640, batch 1 and 4, 1 and 2 threads; inference 736x1280 batch 1
@@ -16,6 +18,8 @@
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
 #include "bench_common.h"
+#include "bench_peak.h"
+#include "bench_model.h"
 #include <signal.h>
 
 #define MAX_REPS 64
@@ -154,17 +158,20 @@ static void arena_mib(const ocr_dbnet *m, double mib[4]) {
     mib[3] = (double)mem.grads_unshared_bytes / 1048576.0;
 }
 
-static void print_layers(const ours *o, int steps) {
+/* Per op: times per step and, for the convolutions, GFLOP/s (the backward counted as twice the forward, bench_model.h). */
+static void print_layers(const ours *o, int steps, int images) {
     const ocr_dbnet *m = &o->m;
     double tf = 0, tb = 0;
     int i;
-    printf("  %-34s %-8s %-18s %10s %10s\n", "layer (output)", "op", "output shape", "fwd ms", "bwd ms");
+    printf("  %-34s %-8s %-18s %10s %10s %10s %10s\n", "layer (output)", "op", "output shape", "fwd ms", "bwd ms", "fwd GF/s", "bwd GF/s");
     for (i = 0; i < ocr_dbnet_op_count(m); i++) {
         ocr_dbnet_op_info op = ocr_dbnet_op(m, i);
+        double gflop = 2e-9 * bench_dbnet_op_macs(m, &op) * images * steps;
         char shape[64];
         snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)op.channels, (long long)op.height, (long long)op.width);
-        printf("  %-34s %-8s %-18s %10.2f %10.2f\n", op.name, op.kind, shape, 1e3 * op.seconds_forward / steps,
-               1e3 * op.seconds_backward / steps);
+        printf("  %-34s %-8s %-18s %10.2f %10.2f %10.1f %10.1f\n", op.name, op.kind, shape, 1e3 * op.seconds_forward / steps,
+               1e3 * op.seconds_backward / steps, op.seconds_forward > 0 ? gflop / op.seconds_forward : 0.0,
+               op.seconds_backward > 0 ? 2 * gflop / op.seconds_backward : 0.0);
         tf += op.seconds_forward; tb += op.seconds_backward;
     }
     printf("  %-34s %-8s %-18s %10.2f %10.2f\n", "total", "", "", 1e3 * tf / steps, 1e3 * tb / steps);
@@ -185,7 +192,8 @@ int main(int argc, char **argv) {
     double mem_ours[16], mem_peer[16][2];
     bench_peer peers[2];
     ocr_ctx ctx;
-    char json[8192], line[256], cmd[256];
+    char json[12288], line[256], cmd[256], cpu[160];
+    int max_threads = 1;
     size_t jl;
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
@@ -212,6 +220,11 @@ int main(int argc, char **argv) {
         printf("%ld\n", peak_rss_kib_self());
         return 0;
     }
+    /* the peak before the peers start: their imports would take the cores */
+    for (c = 0; c < n_configs; c++)
+        if ((!only || strstr(configs[c].name, only)) && configs[c].threads > max_threads) max_threads = configs[c].threads;
+    bench_cpu_model(cpu, sizeof cpu);
+    (void)bench_print_peak(max_threads);
     if (use_torch) {
         const char *je = NULL;
         for (i = 0; i < 2; i++) if (access(jemalloc_paths[i], R_OK) == 0) je = jemalloc_paths[i];
@@ -225,14 +238,16 @@ int main(int argc, char **argv) {
         if (f) { if (fscanf(f, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = -1; fclose(f); }
         printf("bench_train: %d cores, GEMM kernel %s, load average %.2f %.2f %.2f, median of %d after 1 warm-up\n", ocr_cpu_count(),
                ocr_gemm_kernel_name(&ctx), la[0], la[1], la[2], reps);
-        jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"train\",\"cores\":%d,\"kernel\":\"%s\",\"load\":%.2f,\"reps\":%d,\"results\":[",
-                              ocr_cpu_count(), ocr_gemm_kernel_name(&ctx), la[0], reps);
+        printf("%s; %%peak: of the fp32 peak above on the config's threads\n", BENCH_DBNET_FLOPS_CONVENTION);
+        jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"train\",\"cpu\":\"%s\",\"cores\":%d,\"kernel\":\"%s\",\"load\":%.2f,\"reps\":%d,"
+                              "\"results\":[", cpu, ocr_cpu_count(), ocr_gemm_kernel_name(&ctx), la[0], reps);
     }
     printf("%-32s %8s %10s %8s %10s %9s | %8s %8s %10s %9s\n", "config", "ours s", "ours img/s", "torch s", "torch+je s", "ours/best",
            "ours MiB", "torch MiB", "torch+je MiB", "ours/best");
     for (c = 0; c < n_configs; c++) {
         const config *cf = &configs[c];
         double t_ours[MAX_REPS], t_peer[2][MAX_REPS], med_ours, med_peer[2] = {0, 0}, best = 0, best_mem = 0, arena[4];
+        double flops, peak = bench_peak_fp32_on(cf->threads), gf[3], share[3]; /* ours, torch, torch+jemalloc */
         int ok[2] = {0, 0}, p, same;
         ours o;
         if (only && !strstr(cf->name, only)) continue;
@@ -271,16 +286,28 @@ int main(int argc, char **argv) {
         arena_mib(&o.m, arena);
         printf("  ours: activations %.0f MiB + gradients %.0f MiB, shared by liveness (%.0f + %.0f MiB unshared)\n", arena[0], arena[1],
                arena[2], arena[3]);
+        flops = bench_dbnet_flops(&o.m, cf->train, cf->N);
+        for (p = 0; p < 3; p++) {
+            double t = p ? med_peer[p - 1] : med_ours;
+            gf[p] = t > 0 ? 1e-9 * flops / t : 0.0;
+            share[p] = peak > 0 ? gf[p] / peak : 0.0;
+        }
+        printf("  %.2f GFLOP per %s: ours %.1f GFLOP/s (%.1f%% of the fp32 peak on %d thread%s), torch %.1f (%.1f%%), torch+je %.1f (%.1f%%)\n",
+               1e-9 * flops, cf->train ? "step" : "inference", gf[0], 100 * share[0], cf->threads, cf->threads == 1 ? "" : "s", gf[1],
+               100 * share[1], gf[2], 100 * share[2]);
         fflush(stdout);
         jl += (size_t)snprintf(json + jl, sizeof json - jl,
                                "%s{\"config\":\"%s\",\"ours_s\":%.4f,\"ours_img_per_s\":%.3f,\"torch_s\":%.4f,\"torch_jemalloc_s\":%.4f,"
                                "\"torch_best_img_per_s\":%.3f,\"ratio_ours_over_best_torch\":%.3f,\"ours_peak_rss_mib\":%.1f,"
                                "\"torch_peak_rss_mib\":%.1f,\"torch_jemalloc_peak_rss_mib\":%.1f,\"ratio_rss_ours_over_best_torch\":%.3f,"
-                               "\"ours_activations_mib\":%.1f,\"ours_activation_grads_mib\":%.1f}",
+                               "\"ours_activations_mib\":%.1f,\"ours_activation_grads_mib\":%.1f,\"gflop_per_run\":%.3f,\"fp32_peak_gflops\":%.1f,"
+                               "\"ours_gflops\":%.2f,\"ours_peak_share\":%.4f,\"torch_gflops\":%.2f,\"torch_peak_share\":%.4f,"
+                               "\"torch_jemalloc_gflops\":%.2f,\"torch_jemalloc_peak_share\":%.4f}",
                                n_done++ ? "," : "", cf->name, med_ours, cf->N / med_ours, med_peer[0], med_peer[1], best > 0 ? cf->N / best : 0.0,
                                best > 0 ? med_ours / best : 0.0, mem_ours[c], mem_peer[c][0], mem_peer[c][1],
-                               best_mem > 0 ? mem_ours[c] / best_mem : 0.0, arena[0], arena[1]);
-        if (layers) print_layers(&o, reps);
+                               best_mem > 0 ? mem_ours[c] / best_mem : 0.0, arena[0], arena[1], 1e-9 * flops, peak, gf[0],
+                               share[0], gf[1], share[1], gf[2], share[2]);
+        if (layers) print_layers(&o, reps, cf->N);
         ours_free(&o);
     }
     for (i = 0; i < n_peers; i++) bench_peer_stop(&peers[i], 1, NULL, 0);
