@@ -228,6 +228,37 @@ static double iou_of(ocr_ctx *ctx, const ocr_point *a, int na, const ocr_point *
     return inter / (aa + ab - inter);
 }
 
+/* pyclipper's offsets of the cases (tools/dbnet_targets_ref.py, run live) into *t_off: per case its piece count, each
+   piece's point count, then the pieces' x, y. 1 when *t_off was filled (ocr_tensor_free it). */
+static int offsets_reference(ocr_ctx *ctx, const contour_case *cases, int n_cases, ocr_tensor *t_off) {
+    text_buf js = {NULL, 0, 0};
+    char dir[] = "/tmp/ocr_offsets_XXXXXX", in_path[128], out_path[128];
+    ocr_safetensors st;
+    int s, ok = 0;
+    memset(&st, 0, sizeof st);
+    memset(t_off, 0, sizeof *t_off);
+    in_path[0] = 0;
+    tb_printf(&js, "{\"offsets\":[");
+    for (s = 0; s < n_cases; s++) {
+        tb_printf(&js, "%s{\"delta\":%.17g,\"pts\":", s ? "," : "", cases[s].delta);
+        tb_points(&js, cases[s].pts, cases[s].n);
+        tb_printf(&js, "}");
+    }
+    tb_printf(&js, "]}\n");
+    if (run_reference(ctx, &js, dir, in_path, out_path, &st)) {
+        ok = ocr_safetensors_read(ctx, &st, "offset", t_off) == OCR_OK;
+        OCR_CHECK_MSG(ok, "reference output has no 'offset'");
+    }
+    ocr_safetensors_close(&st);
+    if (in_path[0]) {
+        remove(in_path);
+        remove(out_path);
+        rmdir(dir);
+    }
+    free(js.s);
+    return ok;
+}
+
 /* Degenerate text polygons that pyclipper shrinks to nothing, so the official targets mark them ignore (DBNet's
    shrink distance, area * (1 - 0.4^2) / perimeter, from shapely): a 0.25 px wide sliver of area 15.6 and a
    self-intersecting polygon of area 1.1. Clipper rounds each edge's x on the rows of the vertices, and there the
@@ -271,17 +302,12 @@ static void test_offset_degenerate_vs_pyclipper(void) {
     const int n_cases = getenv("OCR_SANITIZED") ? 1000 : 4000;
     ocr_ctx ctx;
     contour_case *cases = (contour_case *)calloc((size_t)n_cases, sizeof(contour_case));
-    text_buf js = {NULL, 0, 0};
-    char dir[] = "/tmp/ocr_degenerate_XXXXXX", in_path[128], out_path[128];
-    ocr_safetensors st;
     ocr_tensor t_off;
     ocr_polyset ps;
     int s, k, disagree = 0, ref_empty = 0;
     int64_t pos = 0, n_ref = 0;
-    memset(&st, 0, sizeof st);
     memset(&t_off, 0, sizeof t_off);
     memset(&ps, 0, sizeof ps);
-    in_path[0] = 0;
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 91));
     for (s = 0; s < n_cases; s++) {
         contour_case *c = &cases[s];
@@ -303,15 +329,7 @@ static void test_offset_degenerate_vs_pyclipper(void) {
         len = ocr_poly_perimeter(c->pts, c->n);
         c->delta = len > 0 ? -fabs(ocr_poly_area(c->pts, c->n)) * (1 - 0.4 * 0.4) / len : 0;
     }
-    tb_printf(&js, "{\"offsets\":[");
-    for (s = 0; s < n_cases; s++) {
-        tb_printf(&js, "%s{\"delta\":%.17g,\"pts\":", s ? "," : "", cases[s].delta);
-        tb_points(&js, cases[s].pts, cases[s].n);
-        tb_printf(&js, "}");
-    }
-    tb_printf(&js, "]}\n");
-    if (!run_reference(&ctx, &js, dir, in_path, out_path, &st)) goto out;
-    if (ocr_safetensors_read(&ctx, &st, "offset", &t_off) != OCR_OK) { OCR_CHECK_MSG(0, "reference output has no 'offset'"); goto out; }
+    if (!offsets_reference(&ctx, cases, n_cases, &t_off)) goto out;
     n_ref = ocr_tensor_numel(&t_off);
     for (s = 0; s < n_cases && pos < n_ref; s++) {
         const int32_t *ref = (const int32_t *)t_off.data + pos;
@@ -330,14 +348,7 @@ static void test_offset_degenerate_vs_pyclipper(void) {
                   disagree, n_cases);
 out:
     ocr_tensor_free(&t_off);
-    ocr_safetensors_close(&st);
-    if (in_path[0]) {
-        remove(in_path);
-        remove(out_path);
-        rmdir(dir);
-    }
     ocr_polyset_free(&ps);
-    free(js.s);
     free(cases);
     ocr_ctx_free(&ctx);
 }
@@ -346,18 +357,13 @@ static void test_offset_vs_pyclipper(void) {
     const int n_cases = getenv("OCR_SANITIZED") ? 1000 : 4000;
     ocr_ctx ctx;
     contour_case *cases = (contour_case *)calloc((size_t)n_cases, sizeof(contour_case));
-    text_buf js = {NULL, 0, 0};
-    char dir[] = "/tmp/ocr_offsets_XXXXXX", in_path[128], out_path[128];
-    ocr_safetensors st;
     ocr_tensor t_off;
     ocr_polyset ps;
     ocr_point *ref_pts = (ocr_point *)malloc(sizeof(ocr_point) * 4096);
     int s = 0, n_contours = 0;
     int64_t pos = 0, n_ref = 0, count_same = 0, area_close = 0, area_2pct = 0, pieces_checked = 0, pieces_good = 0;
-    memset(&st, 0, sizeof st);
     memset(&t_off, 0, sizeof t_off);
     memset(&ps, 0, sizeof ps);
-    in_path[0] = 0;
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 77));
     while (s < n_cases) {
         if (ocr_rng_below(&ctx.rng, 2)) {
@@ -368,15 +374,7 @@ static void test_offset_vs_pyclipper(void) {
             gen_messy_case(&ctx.rng, &cases[s++]);
         }
     }
-    tb_printf(&js, "{\"offsets\":[");
-    for (s = 0; s < n_cases; s++) {
-        tb_printf(&js, "%s{\"delta\":%.17g,\"pts\":", s ? "," : "", cases[s].delta);
-        tb_points(&js, cases[s].pts, cases[s].n);
-        tb_printf(&js, "}");
-    }
-    tb_printf(&js, "]}\n");
-    if (!run_reference(&ctx, &js, dir, in_path, out_path, &st)) goto out;
-    if (ocr_safetensors_read(&ctx, &st, "offset", &t_off) != OCR_OK) { OCR_CHECK_MSG(0, "reference output has no 'offset'"); goto out; }
+    if (!offsets_reference(&ctx, cases, n_cases, &t_off)) goto out;
     n_ref = ocr_tensor_numel(&t_off);
     for (s = 0; s < n_cases && pos < n_ref; s++) {
         const int32_t *ref = (const int32_t *)t_off.data + pos;
@@ -422,15 +420,8 @@ static void test_offset_vs_pyclipper(void) {
               pieces_good >= pieces_checked * 95 / 100);
 out:
     ocr_tensor_free(&t_off);
-    ocr_safetensors_close(&st);
-    if (in_path[0]) {
-        remove(in_path);
-        remove(out_path);
-        rmdir(dir);
-    }
     ocr_polyset_free(&ps);
     free(ref_pts);
-    free(js.s);
     free(cases);
     ocr_ctx_free(&ctx);
 }
