@@ -51,6 +51,14 @@ OCR_TEST__UNUSED static int run_reference(ocr_ctx *ctx, const text_buf *js, char
     return 1;
 }
 
+/* Removes what run_reference left in dir (nothing when it never started: in_path still ""). */
+OCR_TEST__UNUSED static void remove_reference(const char *dir, const char *in_path, const char *out_path) {
+    if (!in_path[0]) return;
+    remove(in_path);
+    remove(out_path);
+    rmdir(dir);
+}
+
 /* ------------------------------------------------------------------ random polygons */
 
 OCR_TEST__UNUSED static float rnd(ocr_rng *r, float lo, float hi) { return lo + (hi - lo) * ocr_rng_uniform(r); }

@@ -447,11 +447,7 @@ out:
     ocr_tensor_free(&t_gt); ocr_tensor_free(&t_mask); ocr_tensor_free(&t_tmask); ocr_tensor_free(&t_thresh);
     ocr_tensor_free(&t_nan); ocr_tensor_free(&t_ign); ocr_tensor_free(&t_fill); ocr_tensor_free(&t_off);
     ocr_safetensors_close(&st);
-    if (in_path[0]) {
-        remove(in_path);
-        remove(out_path);
-        rmdir(dir);
-    }
+    remove_reference(dir, in_path, out_path);
     free(js.s);
     free(scenes);
     free(fills);

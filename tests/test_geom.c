@@ -250,11 +250,7 @@ static int offsets_reference(ocr_ctx *ctx, const contour_case *cases, int n_case
         OCR_CHECK_MSG(ok, "reference output has no 'offset'");
     }
     ocr_safetensors_close(&st);
-    if (in_path[0]) {
-        remove(in_path);
-        remove(out_path);
-        rmdir(dir);
-    }
+    remove_reference(dir, in_path, out_path);
     free(js.s);
     return ok;
 }
