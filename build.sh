@@ -272,7 +272,7 @@ cuda_nvcc_build() {
 
 # run_tests DIR LABEL [PREFIX]: every DIR/PREFIX* program (default test_) that still has a source in tests/
 run_tests() {
-    local dir=$1 label=$2 prefix=${3:-test_} t out rc p f
+    local dir=$1 label=$2 prefix=${3:-test_} t out rc p f sk
     for t in "$dir"/"$prefix"*; do
         [ -x "$t" ] || continue
         case "$t" in *.log) continue ;; esac
@@ -283,15 +283,18 @@ run_tests() {
         timeout 600 "$t" ${OCR_TEST_FILTER:-} >"$out" 2>&1
         rc=$?
         set -e
-        p=$(sed -n 's/^RESULT passed=\([0-9]*\) failed=\([0-9]*\)$/\1/p' "$out" | tail -1)
-        f=$(sed -n 's/^RESULT passed=\([0-9]*\) failed=\([0-9]*\)$/\2/p' "$out" | tail -1)
+        p=$(sed -n 's/^RESULT passed=\([0-9]*\) failed=\([0-9]*\).*$/\1/p' "$out" | tail -1)
+        f=$(sed -n 's/^RESULT passed=\([0-9]*\) failed=\([0-9]*\).*$/\2/p' "$out" | tail -1)
+        sk=$(sed -n 's/^RESULT .* skipped=\([0-9]*\)$/\1/p' "$out" | tail -1)
         if [ -z "$p" ]; then p=0; f=1; say "$label $(basename "$t"): crashed or gave no RESULT (exit $rc)"; fi
         if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; say "$label $(basename "$t"): exit $rc"; fi
         if [ "$f" != 0 ]; then
             say "---- $label $(basename "$t") output ----"; tail -60 "$out"; say "----"
         else
-            say "$label $(basename "$t"): $p passed"
+            if [ "${sk:-0}" != 0 ]; then say "$label $(basename "$t"): $p passed, $sk skipped"; else say "$label $(basename "$t"): $p passed"; fi
+            grep '^SKIP ' "$out" | sed "s/^/    /" || true
         fi
+        TOTAL_SKIP=$((TOTAL_SKIP + ${sk:-0}))
         TOTAL_PASS=$((TOTAL_PASS + p)); TOTAL_FAIL=$((TOTAL_FAIL + f))
         rm -f "$out"
     done
@@ -328,7 +331,7 @@ timed "nvcc build" cuda_nvcc_build                         # CUDA section
 say "build.sh: built with $CC ($(ls tests/test_*.c 2>/dev/null | wc -l) tests, $(ls examples/*.c 2>/dev/null | wc -l) examples)"
 
 if [ "$MODE" = test ]; then
-    TOTAL_PASS=0; TOTAL_FAIL=0
+    TOTAL_PASS=0; TOTAL_FAIL=0; TOTAL_SKIP=0
     run_tests build "[plain]"
     timed "sanitizer build" build_all "$SAN" build/san
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
@@ -337,10 +340,11 @@ if [ "$MODE" = test ]; then
     run_tests build/san "[asan+ubsan]"
     timed "CUDA emulation build (TSan)" cuda_emu_build "-O1 -g -fsanitize=thread" build/tsan   # CUDA section
     run_tests build/tsan "[tsan]"                           # CUDA section
+    [ "$TOTAL_SKIP" = 0 ] || say "$TOTAL_SKIP skipped (each named above with its reason)"
     say "$TOTAL_PASS passed, $TOTAL_FAIL failed"
     [ "$TOTAL_FAIL" = 0 ]
 elif [ "$MODE" = test-long ]; then
-    TOTAL_PASS=0; TOTAL_FAIL=0
+    TOTAL_PASS=0; TOTAL_FAIL=0; TOTAL_SKIP=0
     run_tests build "[long]" long_
     say "$TOTAL_PASS passed, $TOTAL_FAIL failed"
     [ "$TOTAL_FAIL" = 0 ]

@@ -1,6 +1,6 @@
 /* ocr_test.h - the tiny harness every test program uses.
    A test program defines test functions, lists them in main with OCR_TEST_RUN, and ends with
-   return ocr_test_finish(); which prints "RESULT passed=P failed=F" (build.sh sums these lines) and returns
+   return ocr_test_finish(); which prints "RESULT passed=P failed=F skipped=S" (build.sh sums these lines) and returns
    non-zero on any failure. Checks never abort, so one run reports every failing case. */
 #ifndef OCR_TEST_H
 #define OCR_TEST_H
@@ -14,8 +14,9 @@
 #else
 #define OCR_TEST__UNUSED
 #endif
-OCR_TEST__UNUSED static int ocr_test__passed, ocr_test__failed, ocr_test__case_failed;
+OCR_TEST__UNUSED static int ocr_test__passed, ocr_test__failed, ocr_test__skipped, ocr_test__case_failed;
 static const char *ocr_test__filter;
+static char ocr_test__skip_reason[256];
 
 #define OCR_CHECK(cond) do { if (!(cond)) { ocr_test__case_failed = 1; \
     fprintf(stderr, "  %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); } } while (0)
@@ -33,11 +34,19 @@ static const char *ocr_test__filter;
 
 #define OCR_TEST_RUN(fn) ocr_test__run(#fn, fn)
 
+/* Marks the running case skipped, with the reason (a CPU without the instructions a path needs, say); the case then
+   counts neither as passed nor as failed, unless a check in it failed. Return from the case after calling it. */
+OCR_TEST__UNUSED static void ocr_test_skip(const char *reason) {
+    snprintf(ocr_test__skip_reason, sizeof ocr_test__skip_reason, "%s", reason);
+}
+
 OCR_TEST__UNUSED static void ocr_test__run(const char *name, void (*fn)(void)) {
     if (ocr_test__filter && !strstr(name, ocr_test__filter)) return;
     ocr_test__case_failed = 0;
+    ocr_test__skip_reason[0] = 0;
     fn();
     if (ocr_test__case_failed) { ocr_test__failed++; printf("FAIL %s\n", name); }
+    else if (ocr_test__skip_reason[0]) { ocr_test__skipped++; printf("SKIP %s: %s\n", name, ocr_test__skip_reason); }
     else { ocr_test__passed++; printf("ok   %s\n", name); }
     fflush(stdout);
 }
@@ -46,7 +55,7 @@ OCR_TEST__UNUSED static void ocr_test__run(const char *name, void (*fn)(void)) {
 OCR_TEST__UNUSED static void ocr_test_init(int argc, char **argv) { ocr_test__filter = argc > 1 ? argv[1] : NULL; }
 
 OCR_TEST__UNUSED static int ocr_test_finish(void) {
-    printf("RESULT passed=%d failed=%d\n", ocr_test__passed, ocr_test__failed);
+    printf("RESULT passed=%d failed=%d skipped=%d\n", ocr_test__passed, ocr_test__failed, ocr_test__skipped);
     return ocr_test__failed ? 1 : 0;
 }
 
