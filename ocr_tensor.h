@@ -140,7 +140,8 @@ typedef struct ocr__pool ocr__pool;
 
 /* Scratch slots: one per concurrent use, so nested users never clobber each other. */
 enum { OCR_SCRATCH_OP0 = 0, OCR_SCRATCH_OP1 = 1, OCR_SCRATCH_OP2 = 2, OCR_SCRATCH_GEMM_A = 3, OCR_SCRATCH_GEMM_B = 4,
-       OCR_SCRATCH_THREAD0 = 5,
+       OCR_SCRATCH_HALF0 = 5, /* OCR_SCRATCH_HALF0 + 0..2: an op's inputs rounded to the mixed-precision type */
+       OCR_SCRATCH_THREAD0 = 8,
        OCR_SCRATCH_SLOTS = OCR_SCRATCH_THREAD0 + OCR_MAX_THREADS };
 
 typedef struct ocr_ctx {
@@ -156,8 +157,14 @@ typedef struct ocr_ctx {
     void *scratch[OCR_SCRATCH_SLOTS];
     size_t scratch_size[OCR_SCRATCH_SLOTS];
     int cpu_kernel;        /* GEMM micro-kernel: OCR_CPU_KERNEL_AUTO, _PORTABLE, _AVX2, _AVX512 (env OCR_CPU_KERNEL) */
+    int amp;               /* mixed precision, ocr_amp (ocr_nn.h names which op runs in which precision) */
+    struct ocr_amp_stats *amp_stats; /* when set, the mixed-precision ops count overflows and underflows here */
     void *cuda;            /* backend state when built with OCR_CUDA */
 } ocr_ctx;
+
+/* Mixed precision: OCR_AMP_OFF computes everything in fp32; BF16 and F16 round the inputs of convolutions and GEMMs
+   to that type and accumulate in fp32 (the rules: ocr_nn.h, "mixed precision"). */
+typedef enum { OCR_AMP_OFF = 0, OCR_AMP_BF16 = 1, OCR_AMP_F16 = 2 } ocr_amp;
 
 enum { OCR_CPU_KERNEL_AUTO = 0, OCR_CPU_KERNEL_PORTABLE = 1, OCR_CPU_KERNEL_AVX2 = 2, OCR_CPU_KERNEL_AVX512 = 3 };
 
