@@ -77,6 +77,39 @@ OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, co
 OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
                                             ocr_conv_params p, ocr_tensor *dx, ocr_tensor *dw, ocr_tensor *db);
 
+/* ---- mixed precision (ctx->amp: OCR_AMP_OFF, OCR_AMP_BF16, OCR_AMP_F16) ----
+   Which op runs in which precision, in one place. With ctx->amp set to a half type h:
+     h inputs, fp32 accumulation, fp32 output:
+       ocr_gemm                        C = alpha h(op(A)) h(op(B)) + beta C
+       conv2d forward (and _relu)      y = conv(h(x), h(w)) + b
+       conv2d backward                 dx += conv^T(h(dy), h(w)); dw += h(dy) (x) h(x); db += sum of the fp32 dy
+       conv_transpose2d fwd/backward   the same rule for their inputs
+     fp32 throughout: everything else. BatchNorm (its batch statistics, running averages and backward), ReLU, sigmoid,
+       add, pooling, upsampling, concat, the losses and every term of them, DBNet's step function, the master weights
+       (ocr_params), optimizer state, gradient clipping and every reduction.
+   Tensors stay F32 in memory; h() is the rounding of ocr_f32_to_bf16 / ocr_f32_to_f16 (nearest even; fp16 turns
+   magnitudes above 65504 into Inf and those below 2^-25 into 0, the loss scaler's reason to exist), applied as the op
+   reads its inputs. BF16 runs on AMX-BF16 or AVX512_BF16 where the CPU has them (ocr_gemm_bf16_kernel_name); F16 on
+   every CPU, and BF16 elsewhere, rounds into a copy and runs the fp32 kernels: the same numbers within summation
+   order, without a speed-up (no CPU here multiplies fp16 into fp32). The CUDA backend follows the same table.
+   With ctx->amp_stats set, every op of the first group counts, per layer (named by its weight, "gemm" for ocr_gemm),
+   the input values that overflowed to Inf and the nonzero gradient values that underflowed to zero. */
+typedef struct {
+    char layer[OCR_NAME_MAX];
+    int64_t values, overflowed;                  /* forward inputs (x and w) read in the half type */
+    int64_t grads, grads_overflowed, underflowed;/* output gradients (dy) read in the half type */
+} ocr_amp_layer_stats;
+typedef struct ocr_amp_stats {
+    ocr_amp_layer_stats *layer;
+    int count, cap;
+} ocr_amp_stats;
+OCRDEF const char *ocr_amp_name(int amp);                 /* "fp32", "bf16", "fp16" */
+OCRDEF int ocr_amp_parse(const char *s, int *amp);        /* "fp32"/"off"/"none", "bf16", "fp16"/"f16"; 0 if unknown */
+OCRDEF void ocr_amp_stats_reset(ocr_amp_stats *s);        /* zeroes the counts, keeps the layers */
+OCRDEF void ocr_amp_stats_free(ocr_amp_stats *s);
+/* Totals over every layer; *worst gets the layer with the most underflowed gradients (NULL when none). */
+OCRDEF ocr_amp_layer_stats ocr_amp_stats_total(const ocr_amp_stats *s, const ocr_amp_layer_stats **worst);
+
 /* ---- batch normalisation (torch.nn.BatchNorm2d: eps 1e-5, momentum 0.1, unbiased running variance) ----
    training: normalise with batch statistics and update running_mean/var; else use the running statistics.
    save_mean and save_invstd [C] receive what backward needs in both modes. */
@@ -225,6 +258,42 @@ OCRDEF float ocr_lr_poly(float base_lr, int64_t step, int64_t total, float power
    coefficient max_norm/(norm+1e-6)). *norm_out gets the norm before clipping; a non-finite norm is an error. */
 OCRDEF int ocr_clip_grad_norm(ocr_ctx *ctx, ocr_params *P, float max_norm, float *norm_out);
 
+/* ---- dynamic loss scaling (torch.cuda.amp.GradScaler's semantics) ----
+   fp16 gradients below 2^-24 become zero and above 65504 become Inf: the loss's output gradients are multiplied by
+   scale before the backward pass (ocr_grad_scaler_scale), the parameter gradients divided by it after
+   (ocr_grad_scaler_unscale, which also tells whether any is NaN or Inf), and ocr_grad_scaler_update then halves the
+   scale after a non-finite step (which the caller skips) or doubles it after growth_interval clean steps in a row.
+   Per step:
+       ocr_grad_scaler_scale(&ctx, &sc, &d_logits); ocr_grad_scaler_scale(&ctx, &sc, &d_thresh);
+       ocr_dbnet_backward(...);
+       ocr_grad_scaler_unscale(&ctx, &sc, &P, &found_inf);
+       if (!found_inf) { ocr_clip_grad_norm(...); ocr_optim_step(...); }
+       ocr_grad_scaler_update(&ctx, &sc, found_inf);   (an error when the scale has fallen below min_scale)
+   The struct is plain data: ocr_grad_scaler_meta / ocr_grad_scaler_from_meta carry it through a checkpoint's metadata
+   so that a resumed run continues with the same scale and counter. A disabled scaler (bf16, fp32) leaves gradients
+   alone and still reports non-finite ones. */
+typedef struct {
+    int enabled;
+    float scale;                 /* 65536 at the start */
+    float growth_factor;         /* 2 */
+    float backoff_factor;        /* 0.5 */
+    int growth_interval;         /* 2000 clean steps before growing */
+    int growth_tracker;          /* clean steps since the scale last changed */
+    float min_scale;             /* below this the gradients are non-finite at every scale: an error (default 2^-24) */
+    int64_t skipped;             /* steps skipped in all */
+    int64_t skipped_in_a_row;
+    char last_nonfinite[OCR_NAME_MAX + 64]; /* the first parameter whose gradient was non-finite at the last skip */
+} ocr_grad_scaler;
+OCRDEF ocr_grad_scaler ocr_grad_scaler_default(int enabled);
+OCRDEF int ocr_grad_scaler_scale(ocr_ctx *ctx, const ocr_grad_scaler *sc, ocr_tensor *grad);
+OCRDEF int ocr_grad_scaler_unscale(ocr_ctx *ctx, ocr_grad_scaler *sc, ocr_params *P, int *found_nonfinite);
+OCRDEF int ocr_grad_scaler_update(ocr_ctx *ctx, ocr_grad_scaler *sc, int found_nonfinite);
+/* Metadata pairs "amp.scale", "amp.growth_tracker", ... (keys and values point into buf, which must hold 512 bytes);
+   returns how many. from_meta restores them from an opened file, refusing malformed or out-of-range values (a file
+   without them leaves sc unchanged and returns OCR_OK). */
+OCRDEF int ocr_grad_scaler_meta(const ocr_grad_scaler *sc, char *buf, const char **keys, const char **values);
+OCRDEF int ocr_grad_scaler_from_meta(ocr_ctx *ctx, ocr_grad_scaler *sc, const ocr_safetensors *st);
+
 #ifdef OCR_CUDA
 /* ---- CUDA entry points (ocr_cuda.cu). The ocr_nn_* ops above validate their arguments and then call these when
    ctx->device is OCR_DEVICE_CUDA; same arguments and semantics, tensors in device memory. ---- */
@@ -285,6 +354,7 @@ OCRDEF int ocr_cuda_zero_bytes(void *ptr, size_t bytes);
 #include <math.h>
 #include <string.h>
 #include <float.h>
+#include <stdlib.h>
 
 #if !defined(OCR_NO_SIMD) && (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define OCR__HAVE_AVX2 1
@@ -690,6 +760,153 @@ static void ocr__ref_concat_backward(const ocr_tensor *dy, ocr_tensor *const *dx
                     ((float *)dxs[i]->data)[(b * dxs[i]->shape.dim[1] + c) * P + p] += ((const float *)dy->data)[(b * Cy + off + c) * P + p];
 }
 
+/* ---------------------------------------------------------------- mixed precision: inputs rounded at the op */
+
+OCRDEF const char *ocr_amp_name(int amp) { return amp == OCR_AMP_BF16 ? "bf16" : amp == OCR_AMP_F16 ? "fp16" : "fp32"; }
+
+OCRDEF int ocr_amp_parse(const char *s, int *amp) {
+    if (!s) return 0;
+    if (!strcmp(s, "fp32") || !strcmp(s, "off") || !strcmp(s, "none")) *amp = OCR_AMP_OFF;
+    else if (!strcmp(s, "bf16")) *amp = OCR_AMP_BF16;
+    else if (!strcmp(s, "fp16") || !strcmp(s, "f16")) *amp = OCR_AMP_F16;
+    else return 0;
+    return 1;
+}
+
+OCRDEF void ocr_amp_stats_reset(ocr_amp_stats *s) {
+    int i;
+    for (i = 0; i < s->count; i++) {
+        ocr_amp_layer_stats *l = &s->layer[i];
+        l->values = l->overflowed = l->grads = l->grads_overflowed = l->underflowed = 0;
+    }
+}
+
+OCRDEF void ocr_amp_stats_free(ocr_amp_stats *s) {
+    free(s->layer);
+    s->layer = NULL;
+    s->count = s->cap = 0;
+}
+
+OCRDEF ocr_amp_layer_stats ocr_amp_stats_total(const ocr_amp_stats *s, const ocr_amp_layer_stats **worst) {
+    ocr_amp_layer_stats t;
+    int i;
+    memset(&t, 0, sizeof t);
+    snprintf(t.layer, sizeof t.layer, "all");
+    if (worst) *worst = NULL;
+    for (i = 0; i < s->count; i++) {
+        const ocr_amp_layer_stats *l = &s->layer[i];
+        t.values += l->values; t.overflowed += l->overflowed;
+        t.grads += l->grads; t.grads_overflowed += l->grads_overflowed; t.underflowed += l->underflowed;
+        if (worst && l->underflowed && (!*worst || l->underflowed > (*worst)->underflowed)) *worst = l;
+    }
+    return t;
+}
+
+/* The counts of one op's input into ctx->amp_stats under its layer's name (a new layer is appended). */
+static int ocr__amp_note(ocr_ctx *ctx, const char *layer, int grad, int64_t n, int64_t overflowed, int64_t underflowed) {
+    ocr_amp_stats *s = ctx->amp_stats;
+    ocr_amp_layer_stats *l = NULL;
+    int i;
+    if (!s) return OCR_OK;
+    for (i = 0; i < s->count && !l; i++)
+        if (!strcmp(s->layer[i].layer, layer)) l = &s->layer[i];
+    if (!l) {
+        if (s->count == s->cap) {
+            int cap = s->cap ? 2 * s->cap : 64;
+            ocr_amp_layer_stats *grown = (ocr_amp_layer_stats *)realloc(s->layer, (size_t)cap * sizeof *grown);
+            if (!grown) return ocr_error(ctx, OCR_ENOMEM, "mixed precision: no memory for the statistics of layer '%s'", layer);
+            s->layer = grown; s->cap = cap;
+        }
+        l = &s->layer[s->count++];
+        memset(l, 0, sizeof *l);
+        snprintf(l->layer, sizeof l->layer, "%s", layer);
+    }
+    if (grad) { l->grads += n; l->grads_overflowed += overflowed; l->underflowed += underflowed; }
+    else { l->values += n; l->overflowed += overflowed; }
+    return OCR_OK;
+}
+
+/* x rounded to the half type and back: bit for bit ocr_bf16_to_f32(ocr_f32_to_bf16(x)), or the fp16 pair. */
+static float ocr__amp_round1(int amp, float x) {
+    return amp == OCR_AMP_BF16 ? ocr_bf16_to_f32(ocr_f32_to_bf16(x)) : ocr_f16_to_f32(ocr_f32_to_f16(x));
+}
+
+typedef struct {
+    int amp;
+    const float *src;
+    float *dst;               /* NULL: count only */
+    int64_t overflowed[OCR_MAX_THREADS], underflowed[OCR_MAX_THREADS];
+} ocr__amp_round_job;
+
+#ifdef OCR__HAVE_AVX2
+/* 16 values a step with the scalar functions' results: bf16 by integer round-to-nearest-even on the bit pattern
+   (vcvtneps2bf16 would flush subnormals), fp16 through F16C's conversion, which rounds to nearest even, keeps fp16
+   subnormals and overflows to Inf as ocr_f32_to_f16 does. A block with a NaN is left to the scalar loop. */
+__attribute__((target("avx512f,avx512bw,avx512dq,f16c")))
+static int64_t ocr__amp_round_avx512(int amp, const float *src, float *dst, int64_t n, int64_t *over, int64_t *under) {
+    const __m512 inf = _mm512_set1_ps(INFINITY), zero = _mm512_setzero_ps();
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), keep = _mm512_set1_epi32((int)0xffff0000u);
+    int64_t i, o = 0, u = 0;
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(src + i), r;
+        if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) break;
+        if (amp == OCR_AMP_BF16) {
+            __m512i b = _mm512_castps_si512(x);
+            b = _mm512_add_epi32(b, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(b, 16), one)));
+            r = _mm512_castsi512_ps(_mm512_and_si512(b, keep));
+        } else {
+            r = _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+        if (dst) _mm512_storeu_ps(dst + i, r);
+        o += __builtin_popcount(_mm512_cmp_ps_mask(_mm512_abs_ps(x), inf, _CMP_LT_OQ) &
+                                _mm512_cmp_ps_mask(_mm512_abs_ps(r), inf, _CMP_EQ_OQ));
+        u += __builtin_popcount(_mm512_cmp_ps_mask(x, zero, _CMP_NEQ_OQ) & _mm512_cmp_ps_mask(r, zero, _CMP_EQ_OQ));
+    }
+    *over += o; *under += u;
+    return i;
+}
+static int ocr__amp_avx512(void) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("f16c");
+}
+#endif
+
+static void ocr__amp_round_part(void *arg, int64_t begin, int64_t end, int tid) {
+    ocr__amp_round_job *j = (ocr__amp_round_job *)arg;
+    int64_t i = begin, o = 0, u = 0;
+#ifdef OCR__HAVE_AVX2
+    if (ocr__amp_avx512()) i += ocr__amp_round_avx512(j->amp, j->src + begin, j->dst ? j->dst + begin : NULL, end - begin, &o, &u);
+#endif
+    for (; i < end; i++) {
+        float x = j->src[i], r = ocr__amp_round1(j->amp, x);
+        if (j->dst) j->dst[i] = r;
+        o += isinf(r) && !isinf(x);
+        u += x != 0.0f && r == 0.0f;
+    }
+    j->overflowed[tid] += o;
+    j->underflowed[tid] += u;
+}
+
+/* Rounds (dst) or only counts (dst NULL) n values of src, and notes the counts for layer. */
+static int ocr__amp_pass(ocr_ctx *ctx, const float *src, float *dst, int64_t n, const char *layer, int grad) {
+    ocr__amp_round_job j;
+    int64_t t, o = 0, u = 0;
+    memset(&j, 0, sizeof j);
+    j.amp = ctx->amp; j.src = src; j.dst = dst;
+    ocr_parallel_for(ctx, n, 1 << 14, ocr__amp_round_part, &j);
+    for (t = 0; t < OCR_MAX_THREADS; t++) { o += j.overflowed[t]; u += j.underflowed[t]; }
+    return ocr__amp_note(ctx, layer, grad, n, o, grad ? u : 0);
+}
+
+/* src rounded to ctx->amp's type in scratch slot OCR_SCRATCH_HALF0 + which, its overflows and underflows counted
+   for layer; NULL with an error when that fails. */
+static const float *ocr__amp_input(ocr_ctx *ctx, const float *src, int64_t n, int which, const char *layer, int grad) {
+    float *dst = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_HALF0 + which, (size_t)(n ? n : 1) * sizeof(float));
+    if (!dst || ocr__amp_pass(ctx, src, dst, n, layer, grad)) return NULL;
+    return dst;
+}
+
+
 /* ---------------------------------------------------------------- GEMM */
 
 /* Micro-kernels compute C[mr,nr] += alpha * Apanel[kc,mr]^T Bpanel[kc,nr] from zero-padded packed panels. */
@@ -1087,15 +1304,13 @@ static int ocr__gemm_columns(ocr_ctx *ctx, const ocr__gemm_job *g) {
     return OCR_OK;
 }
 
-OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+/* ocr_gemm in fp32 whatever ctx->amp says (sizes validated): the convolutions call it with inputs already rounded. */
+static int ocr__gemm_f32(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     ocr__gemm_job g;
     ocr__ukernel uk;
     int64_t kc_max;
     size_t bytes_a, bytes_b;
-    if (M < 0 || N < 0 || K < 0 || ldc < N || lda < (trans_a ? M : K) || ldb < (trans_b ? K : N))
-        return ocr_error(ctx, OCR_EINVAL, "ocr_gemm: bad sizes M=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld", (long long)M,
-                         (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
     if (M == 0 || N == 0) return OCR_OK;
     if (ocr__use_ref(ctx)) {
         ocr__ref_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -1114,6 +1329,20 @@ OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N
         return ctx->last_status;
     ocr__gemm_run(ctx, &g);
     return OCR_OK;
+}
+
+OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (M < 0 || N < 0 || K < 0 || ldc < N || lda < (trans_a ? M : K) || ldb < (trans_b ? K : N))
+        return ocr_error(ctx, OCR_EINVAL, "ocr_gemm: bad sizes M=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld", (long long)M,
+                         (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
+    if (M == 0 || N == 0) return OCR_OK;
+    if (ctx->amp != OCR_AMP_OFF && K > 0 && alpha != 0.0f) {
+        /* op(A) and op(B) as stored (rows of lda / ldb), rounded; the last row need only reach its last column */
+        int64_t a_n = ((trans_a ? K : M) - 1) * lda + (trans_a ? M : K), b_n = ((trans_b ? N : K) - 1) * ldb + (trans_b ? K : N);
+        if (!(A = ocr__amp_input(ctx, A, a_n, 0, "gemm", 0)) || !(B = ocr__amp_input(ctx, B, b_n, 1, "gemm", 0))) return ctx->last_status;
+    }
+    return ocr__gemm_f32(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 
@@ -1199,6 +1428,9 @@ static int ocr__watch(ocr_ctx *ctx, const char *fn, const char *phase, const ocr
     char d[200], msg[OCR_ERROR_MAX];
     int64_t i;
     if (!(ctx->debug_flags & OCR_DEBUG_CHECK_NUMERICS) || !t) return OCR_OK;
+    /* under mixed precision a non-finite gradient is the loss scaler's signal to skip the step and lower the scale
+       (ocr_grad_scaler_unscale finds it and names the parameter); forward values stay an error */
+    if (ctx->amp != OCR_AMP_OFF && !strcmp(phase, "backward")) return OCR_OK;
 #ifdef OCR_CUDA
     if (t->device == OCR_DEVICE_CUDA) return ocr_check_finite(ctx, fn, t);
 #endif
@@ -1351,7 +1583,7 @@ static int ocr__conv_piece(ocr_ctx *ctx, const ocr__conv_job *j, int64_t n, int6
     }
 #define OCR__GEMM(ta, tb, M, N, K, A, lda, B_, ldb_, beta, C, ldc)                                                  \
     do {                                                                                                           \
-        if (parallel_gemm) { int rc_ = ocr_gemm(ctx, ta, tb, M, N, K, 1.0f, A, lda, B_, ldb_, beta, C, ldc); if (rc_) return rc_; } \
+        if (parallel_gemm) { int rc_ = ocr__gemm_f32(ctx, ta, tb, M, N, K, 1.0f, A, lda, B_, ldb_, beta, C, ldc); if (rc_) return rc_; } \
         else ocr__gemm_serial(&j->uk, ta, tb, M, N, K, 1.0f, A, lda, B_, ldb_, beta, C, ldc, pa, pb);            \
     } while (0)
     if (j->mode == OCR__CONV_BWD_DATA) {
@@ -2585,12 +2817,23 @@ static void ocr__bias_grad(ocr_ctx *ctx, const float *dy, float *db, int64_t N, 
     ocr_parallel_for(ctx, C, 1, ocr__bias_grad_part, &j);
 }
 
+/* A backward's inputs in the half type: always the output gradient, the weight when dx is asked for and the input when
+   dw is (NULL pointers skip one). Each pointer is replaced by its rounded copy. */
+static int ocr__amp_inputs(ocr_ctx *ctx, const char *layer, const float **dy, int64_t n_dy, const float **w, int64_t n_w,
+                           const float **x, int64_t n_x) {
+    if (!(*dy = ocr__amp_input(ctx, *dy, n_dy, 2, layer, 1))) return ctx->last_status;
+    if (w && !(*w = ocr__amp_input(ctx, *w, n_w, 1, layer, 0))) return ctx->last_status;
+    if (x && !(*x = ocr__amp_input(ctx, *x, n_x, 0, layer, 0))) return ctx->last_status;
+    return OCR_OK;
+}
+
 /* conv2d forward, the bias and the ReLU (when relu) applied by the convolution itself as each piece completes */
 static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
                                ocr_conv_params p, int relu, ocr_tensor *y) {
     ocr__conv_geom g;
     ocr__conv_epilogue ep;
     ocr_shape ys;
+    const float *xd = (const float *)x->data, *wd = (const float *)w->data;
     int rc;
     if ((rc = ocr__conv_check(ctx, fn, x, w, b, p, 0, &g, &ys)) || (rc = ocr_check_f32(ctx, fn, y)) ||
         (rc = ocr_check_shape(ctx, fn, y, ys)))
@@ -2601,15 +2844,16 @@ static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x
         return ocr__cuda_done(ctx, ocr_cuda_relu_forward(ctx, y, y), fn, "forward", y, NULL, NULL);
     }
 #endif
+    if (ctx->amp != OCR_AMP_OFF && (!(xd = ocr__amp_input(ctx, xd, g.N * g.C * g.H * g.W, 0, w->name, 0)) ||
+                                    !(wd = ocr__amp_input(ctx, wd, ocr_tensor_numel(w), 1, w->name, 0))))
+        return ctx->last_status;
     if (ocr__use_ref(ctx)) {
-        if ((rc = ocr__ref_conv2d_forward(ctx, &g, (const float *)x->data, (const float *)w->data, b ? (const float *)b->data : NULL,
-                                          relu, (float *)y->data)))
-            return rc;
+        if ((rc = ocr__ref_conv2d_forward(ctx, &g, xd, wd, b ? (const float *)b->data : NULL, relu, (float *)y->data))) return rc;
         return ocr__watch(ctx, fn, "forward", y);
     }
     ep.bias = b ? (const float *)b->data : NULL;
     ep.relu = relu;
-    if ((rc = ocr__conv_forward(ctx, &g, (const float *)x->data, (const float *)w->data, (float *)y->data, 0, &ep))) return rc;
+    if ((rc = ocr__conv_forward(ctx, &g, xd, wd, (float *)y->data, 0, &ep))) return rc;
     return ocr__watch(ctx, fn, "forward", y);
 }
 
@@ -2628,6 +2872,7 @@ OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_t
     const char *fn = "ocr_nn_conv2d_backward";
     ocr__conv_geom g;
     ocr_shape ys;
+    const float *xd = (const float *)x->data, *wd = (const float *)w->data, *dyd = (const float *)dy->data;
     int rc;
     if ((rc = ocr__conv_check(ctx, fn, x, w, NULL, p, 0, &g, &ys)) || (rc = ocr_check_f32(ctx, fn, dy)) ||
         (rc = ocr_check_shape(ctx, fn, dy, ys)))
@@ -2638,13 +2883,18 @@ OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_t
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv2d_backward(ctx, x, w, dy, p, dx, dw, db), fn, "backward", dx, dw, db);
 #endif
+    if (ctx->amp != OCR_AMP_OFF && (dx || dw) &&
+        ((rc = ocr__amp_inputs(ctx, w->name, &dyd, g.N * g.K * g.OH * g.OW, dx ? &wd : NULL, ocr_tensor_numel(w), dw ? &xd : NULL,
+                               g.N * g.C * g.H * g.W))))
+        return rc;
     if (ocr__use_ref(ctx)) {
-        if ((rc = ocr__ref_conv2d_backward(ctx, &g, (const float *)x->data, (const float *)w->data, (const float *)dy->data,
-                                           dx ? (float *)dx->data : NULL, dw ? (float *)dw->data : NULL, db ? (float *)db->data : NULL)))
+        /* the bias gradient sums the fp32 dy in every mode */
+        if ((rc = ocr__ref_conv2d_backward(ctx, &g, xd, wd, dyd, dx ? (float *)dx->data : NULL, dw ? (float *)dw->data : NULL, NULL)) ||
+            (db && (rc = ocr__ref_conv2d_backward(ctx, &g, xd, wd, (const float *)dy->data, NULL, NULL, (float *)db->data))))
             return rc;
     } else {
-        if (dx && (rc = ocr__conv_backward_data(ctx, &g, (float *)dx->data, (const float *)w->data, (float *)dy->data))) return rc;
-        if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)x->data, (float *)dw->data, (float *)dy->data, 1))) return rc;
+        if (dx && (rc = ocr__conv_backward_data(ctx, &g, (float *)dx->data, wd, (float *)dyd))) return rc;
+        if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)xd, (float *)dw->data, (float *)dyd, 1))) return rc;
         if (db) ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.K, g.OH * g.OW);
     }
     if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
@@ -2759,6 +3009,7 @@ OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, co
     const char *fn = "ocr_nn_conv_transpose2d_forward";
     ocr__conv_geom g;
     ocr_shape ys;
+    const float *xd = (const float *)x->data, *wd = (const float *)w->data;
     int rc;
     if ((rc = ocr__conv_check(ctx, fn, x, w, b, p, 1, &g, &ys)) || (rc = ocr_check_f32(ctx, fn, y)) ||
         (rc = ocr_check_shape(ctx, fn, y, ys)))
@@ -2766,21 +3017,20 @@ OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, co
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_forward(ctx, x, w, b, p, y), fn, "forward", y, NULL, NULL);
 #endif
+    if (ctx->amp != OCR_AMP_OFF && (!(xd = ocr__amp_input(ctx, xd, ocr_tensor_numel(x), 0, w->name, 0)) ||
+                                    !(wd = ocr__amp_input(ctx, wd, ocr_tensor_numel(w), 1, w->name, 0))))
+        return ctx->last_status;
     if (ocr__use_ref(ctx)) {
-        if ((rc = ocr__ref_conv_transpose2d_forward(ctx, &g, (const float *)x->data, (const float *)w->data,
-                                                    b ? (const float *)b->data : NULL, (float *)y->data)))
-            return rc;
+        if ((rc = ocr__ref_conv_transpose2d_forward(ctx, &g, xd, wd, b ? (const float *)b->data : NULL, (float *)y->data))) return rc;
         return ocr__watch(ctx, fn, "forward", y);
     }
     if (ocr__convt_is_unfold(&g)) {
-        if ((rc = ocr__convt_unfold(ctx, &g, (const float *)x->data, (const float *)w->data, b ? (const float *)b->data : NULL,
-                                    (float *)y->data)))
-            return rc;
+        if ((rc = ocr__convt_unfold(ctx, &g, xd, wd, b ? (const float *)b->data : NULL, (float *)y->data))) return rc;
         return ocr__watch(ctx, fn, "forward", y);
     }
     /* A transposed convolution is the data gradient of the convolution it transposes. */
     memset(y->data, 0, ocr_tensor_bytes(y));
-    if ((rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_DATA, (float *)y->data, (float *)w->data, (float *)x->data, 1))) return rc;
+    if ((rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_DATA, (float *)y->data, (float *)wd, (float *)xd, 1))) return rc;
     if (b) ocr__bias_add((float *)y->data, (const float *)b->data, g.N, g.C, g.H * g.W);
     return ocr__watch(ctx, fn, "forward", y);
 }
@@ -2790,6 +3040,7 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
     const char *fn = "ocr_nn_conv_transpose2d_backward";
     ocr__conv_geom g;
     ocr_shape ys;
+    const float *xd = (const float *)x->data, *wd = (const float *)w->data, *dyd = (const float *)dy->data;
     int rc;
     if ((rc = ocr__conv_check(ctx, fn, x, w, NULL, p, 1, &g, &ys)) || (rc = ocr_check_f32(ctx, fn, dy)) ||
         (rc = ocr_check_shape(ctx, fn, dy, ys)))
@@ -2800,14 +3051,18 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_backward(ctx, x, w, dy, p, dx, dw, db), fn, "backward", dx, dw, db);
 #endif
+    if (ctx->amp != OCR_AMP_OFF && (dx || dw) &&
+        ((rc = ocr__amp_inputs(ctx, w->name, &dyd, ocr_tensor_numel(dy), dx ? &wd : NULL, ocr_tensor_numel(w), dw ? &xd : NULL,
+                               ocr_tensor_numel(x)))))
+        return rc;
     if (ocr__use_ref(ctx)) {
-        if ((rc = ocr__ref_conv_transpose2d_backward(ctx, &g, (const float *)x->data, (const float *)w->data, (const float *)dy->data,
-                                                     dx ? (float *)dx->data : NULL, dw ? (float *)dw->data : NULL,
-                                                     db ? (float *)db->data : NULL)))
+        if ((rc = ocr__ref_conv_transpose2d_backward(ctx, &g, xd, wd, dyd, dx ? (float *)dx->data : NULL, dw ? (float *)dw->data : NULL,
+                                                     NULL)) ||
+            (db && (rc = ocr__ref_conv_transpose2d_backward(ctx, &g, xd, wd, (const float *)dy->data, NULL, NULL, (float *)db->data))))
             return rc;
     } else {
-        if (dx && (rc = ocr__conv_run(ctx, &g, OCR__CONV_FWD, (float *)dy->data, (float *)w->data, (float *)dx->data, 1))) return rc;
-        if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)dy->data, (float *)dw->data, (float *)x->data, 1))) return rc;
+        if (dx && (rc = ocr__conv_run(ctx, &g, OCR__CONV_FWD, (float *)dyd, (float *)wd, (float *)dx->data, 1))) return rc;
+        if (dw && (rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)dyd, (float *)dw->data, (float *)xd, 1))) return rc;
         if (db) ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.C, g.H * g.W);
     }
     if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
@@ -4456,6 +4711,130 @@ OCRDEF int ocr_clip_grad_norm(ocr_ctx *ctx, ocr_params *P, float max_norm, float
             for (k = 0; k < n; k++) g[k] *= coef;
         }
     }
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- loss scaling */
+
+OCRDEF ocr_grad_scaler ocr_grad_scaler_default(int enabled) {
+    ocr_grad_scaler sc;
+    memset(&sc, 0, sizeof sc);
+    sc.enabled = enabled;
+    sc.scale = enabled ? 65536.0f : 1.0f;
+    sc.growth_factor = 2.0f;
+    sc.backoff_factor = 0.5f;
+    sc.growth_interval = 2000;
+    sc.min_scale = 1.0f / 16777216.0f;
+    return sc;
+}
+
+static int ocr__scale_floats(ocr_ctx *ctx, ocr_device dev, float *x, int64_t n, float s) {
+    int64_t i;
+#ifdef OCR_CUDA
+    if (dev == OCR_DEVICE_CUDA) return ocr_cuda_scale(ctx, x, n, s);
+#else
+    (void)ctx; (void)dev;
+#endif
+    for (i = 0; i < n; i++) x[i] *= s;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_grad_scaler_scale(ocr_ctx *ctx, const ocr_grad_scaler *sc, ocr_tensor *grad) {
+    int rc;
+    if ((rc = ocr_check_f32(ctx, "ocr_grad_scaler_scale", grad))) return rc;
+    if (!sc->enabled) return OCR_OK;
+    return ocr__scale_floats(ctx, grad->device, (float *)grad->data, ocr_tensor_numel(grad), sc->scale);
+}
+
+OCRDEF int ocr_grad_scaler_unscale(ocr_ctx *ctx, ocr_grad_scaler *sc, ocr_params *P, int *found_nonfinite) {
+    /* GradScaler multiplies by the reciprocal computed in double and rounded to float */
+    float inv = (float)(1.0 / (double)sc->scale);
+    int i, rc;
+    *found_nonfinite = 0;
+    for (i = 0; i < P->count; i++) {
+        float *g = P->grad + P->info[i].offset;
+        int64_t n = ocr_shape_numel(P->info[i].shape), k;
+        double ss = 0.0;
+        if (!P->info[i].trainable) continue;
+        if (sc->enabled && (rc = ocr__scale_floats(ctx, P->device, g, n, inv))) return rc;
+#ifdef OCR_CUDA
+        if (P->device == OCR_DEVICE_CUDA) {
+            if ((rc = ocr_cuda_sum_squares(ctx, g, n, &ss))) return rc;
+        } else
+#endif
+            for (k = 0; k < n; k++) ss += (double)g[k] * g[k];
+        if (!isfinite(ss) && !*found_nonfinite) {  /* squares of finite floats stay finite in double */
+            *found_nonfinite = 1;
+            snprintf(sc->last_nonfinite, sizeof sc->last_nonfinite, "%s", P->info[i].name);
+        }
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_grad_scaler_update(ocr_ctx *ctx, ocr_grad_scaler *sc, int found_nonfinite) {
+    if (found_nonfinite) {
+        sc->skipped++;
+        sc->skipped_in_a_row++;
+        if (sc->enabled) {
+            sc->scale *= sc->backoff_factor;
+            sc->growth_tracker = 0;
+            if (sc->scale < sc->min_scale)
+                return ocr_error(ctx, OCR_ENONFINITE, "ocr_grad_scaler_update: the loss scale fell to %g after %lld non-finite steps in a "
+                                 "row: the gradients are non-finite at every scale (first at '%s'), a forward or loss problem, "
+                                 "not an fp16 range one", (double)sc->scale, (long long)sc->skipped_in_a_row, sc->last_nonfinite);
+        }
+        return OCR_OK;
+    }
+    sc->skipped_in_a_row = 0;
+    if (!sc->enabled) return OCR_OK;
+    if (++sc->growth_tracker >= sc->growth_interval) {
+        float grown = sc->scale * sc->growth_factor;
+        if (isfinite(grown)) sc->scale = grown;
+        sc->growth_tracker = 0;
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_grad_scaler_meta(const ocr_grad_scaler *sc, char *buf, const char **keys, const char **values) {
+    static const char *const names[] = {"amp.scaler_enabled", "amp.scale", "amp.growth_tracker", "amp.skipped"};
+    int n = 0, i;
+    /* %.9g: a float's value exactly */
+    n += snprintf(buf + n, 512 - (size_t)n, "%d", sc->enabled) + 1;
+    n += snprintf(buf + n, 512 - (size_t)n, "%.9g", (double)sc->scale) + 1;
+    n += snprintf(buf + n, 512 - (size_t)n, "%d", sc->growth_tracker) + 1;
+    (void)snprintf(buf + n, 512 - (size_t)n, "%lld", (long long)sc->skipped);
+    for (i = 0, n = 0; i < 4; i++) {
+        keys[i] = names[i];
+        values[i] = buf + n;
+        n += (int)strlen(buf + n) + 1;
+    }
+    return 4;
+}
+
+OCRDEF int ocr_grad_scaler_from_meta(ocr_ctx *ctx, ocr_grad_scaler *sc, const ocr_safetensors *st) {
+    const char *en = ocr_safetensors_meta(st, "amp.scaler_enabled"), *sv = ocr_safetensors_meta(st, "amp.scale"),
+               *gt = ocr_safetensors_meta(st, "amp.growth_tracker"), *sk = ocr_safetensors_meta(st, "amp.skipped");
+    char *end;
+    double scale;
+    long tracker;
+    long long skipped;
+    if (!en && !sv && !gt && !sk) return OCR_OK;
+    if (!en || !sv || !gt || !sk) return ocr_error(ctx, OCR_EFORMAT, "ocr_grad_scaler_from_meta: the loss scaler's state is incomplete");
+    if ((strcmp(en, "0") && strcmp(en, "1")))
+        return ocr_error(ctx, OCR_EFORMAT, "ocr_grad_scaler_from_meta: amp.scaler_enabled is '%s', not 0 or 1", en);
+    scale = strtod(sv, &end);
+    if (end == sv || *end || !(scale > 0.0) || scale > FLT_MAX)
+        return ocr_error(ctx, OCR_EFORMAT, "ocr_grad_scaler_from_meta: amp.scale '%s' is not a positive float", sv);
+    tracker = strtol(gt, &end, 10);
+    if (end == gt || *end || tracker < 0 || tracker > 1000000000L)
+        return ocr_error(ctx, OCR_EFORMAT, "ocr_grad_scaler_from_meta: amp.growth_tracker '%s' is out of range", gt);
+    skipped = strtoll(sk, &end, 10);
+    if (end == sk || *end || skipped < 0)
+        return ocr_error(ctx, OCR_EFORMAT, "ocr_grad_scaler_from_meta: amp.skipped '%s' is out of range", sk);
+    sc->enabled = en[0] == '1';
+    sc->scale = (float)scale;
+    sc->growth_tracker = (int)tracker;
+    sc->skipped = skipped;
     return OCR_OK;
 }
 
