@@ -346,28 +346,25 @@ static void test_scaler_checkpoint(void) {
     n = ocr_grad_scaler_meta(&sc, buf, keys, values);
     OCR_CHECK(n == 4);
     OCR_CHECK_OK(&ctx, ocr_params_save(&ctx, &P, path, keys, values, n));
-    OCR_CHECK_OK(&ctx, ocr_safetensors_open(&ctx, &st, path));
-    if (!ctx.last_status) {
+    if (ocr_safetensors_open(&ctx, &st, path) == OCR_OK) {
         OCR_CHECK_OK(&ctx, ocr_grad_scaler_from_meta(&ctx, &back, &st));
         OCR_CHECK(back.enabled == 1 && back.scale == sc.scale && back.growth_tracker == 1234 && back.skipped == 17);
         ocr_safetensors_close(&st);
-    }
+    } else OCR_CHECK_MSG(0, "%s", ocr_ctx_last_error(&ctx));
     /* malformed values are refused and leave the scaler as it was */
     values[1] = "-4";
     OCR_CHECK_OK(&ctx, ocr_params_save(&ctx, &P, path, keys, values, n));
-    OCR_CHECK_OK(&ctx, ocr_safetensors_open(&ctx, &st, path));
-    if (!ctx.last_status) {
+    if (ocr_safetensors_open(&ctx, &st, path) == OCR_OK) {
         back = ocr_grad_scaler_default(1);
         OCR_CHECK_ERR(&ctx, ocr_grad_scaler_from_meta(&ctx, &back, &st), OCR_EFORMAT, "amp.scale '-4'");
         OCR_CHECK(back.scale == 65536.0f);
         ocr_safetensors_close(&st);
-    }
+    } else OCR_CHECK_MSG(0, "%s", ocr_ctx_last_error(&ctx));
     OCR_CHECK_OK(&ctx, ocr_params_save(&ctx, &P, path, keys, values, 1)); /* only amp.scaler_enabled */
-    OCR_CHECK_OK(&ctx, ocr_safetensors_open(&ctx, &st, path));
-    if (!ctx.last_status) {
+    if (ocr_safetensors_open(&ctx, &st, path) == OCR_OK) {
         OCR_CHECK_ERR(&ctx, ocr_grad_scaler_from_meta(&ctx, &back, &st), OCR_EFORMAT, "incomplete");
         ocr_safetensors_close(&st);
-    }
+    } else OCR_CHECK_MSG(0, "%s", ocr_ctx_last_error(&ctx));
     remove(path);
     ocr_params_free(&P);
     ocr_ctx_free(&ctx);
