@@ -30,7 +30,7 @@
 #include <dirent.h>
 
 typedef struct {
-    const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone;
+    const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone, *amp;
     int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, stop_at;
     int check_numerics, save_every, overwrite;
     float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines, synth_text_scale, val_scale, ema;
@@ -71,6 +71,8 @@ static const ocr_ex_setting kSettings[] = {
     {"--synth-text-scale", FLOAT(synth_text_scale), "1", OCR_EX_STORED, "1",
      "text heights of synthetic training scenes times this (validation keeps the default)"},
     {"--clip", FLOAT(clip), "5", STORED, "global gradient-norm clip (0: none)"},
+    {"--amp", STRING(amp), "fp32", OCR_EX_STORED, "fp32",
+     "precision of the convolutions: fp32, bf16 or fp16 (with dynamic loss scaling); the rest stays fp32 (docs/TRAINING.md)"},
     {"--threads", INT(threads), "0", RUNTIME, "compute threads (0: all cores)"},
     {"--workers", INT(workers), "1", RUNTIME, "data loader threads"},
     {"--seed", INT(seed), "1", STORED, "seed of initialisation, data order and augmentation"},
@@ -112,6 +114,10 @@ static const char *settings_problem(const train_args *a) {
                "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10], --ema in [0, 1)";
     if (strcmp(a->optimizer, "sgd") != 0 && strcmp(a->optimizer, "adamw") != 0) return "--optimizer must be sgd or adamw";
     if (strcmp(a->backbone, "resnet18") != 0 && strcmp(a->backbone, "resnet34") != 0) return "--backbone must be resnet18 or resnet34";
+    {
+        int amp;
+        if (!ocr_amp_parse(a->amp, &amp)) return "--amp must be fp32, bf16 or fp16";
+    }
     return NULL;
 }
 
@@ -288,9 +294,12 @@ typedef struct {
    (ocr_optim_save); both carry train.step. Each file is written atomically. */
 static void test_kill_point(int k);
 static void write_checkpoint(ocr_ctx *ctx, const char *weights_path, const char *optim_path, const ocr_dbnet *m,
-                             const ocr_optimizer *opt, const float *ema, const train_args *a, const train_state *st, int kill_point) {
+                             const ocr_optimizer *opt, const float *ema, const ocr_grad_scaler *scaler, const train_args *a,
+                             const train_state *st, int kill_point) {
     ocr_ex_meta meta;
-    int n_settings;
+    const char *okeys[8], *ovalues[8];
+    char scaler_buf[512];
+    int n_settings, n_optim;
     ocr_ex_meta_init(&meta);
     if (ocr_ex_settings_to_meta(kSettings, N_SETTINGS, a, "train.", &meta)) { fprintf(stderr, "train_dbnet: the settings are too long to store\n"); exit(1); }
     n_settings = meta.n;
@@ -302,7 +311,11 @@ static void write_checkpoint(ocr_ctx *ctx, const char *weights_path, const char 
         fprintf(stderr, "train_dbnet: the settings are too long to store\n");
         exit(1);
     }
-    if (ocr_optim_save(ctx, opt, ema, optim_path, meta.keys + n_settings, meta.values + n_settings, 1)) die(ctx, "saving the optimizer state");
+    /* the optimizer file carries the step and the loss scaler's state (its scale and counter move every step) */
+    okeys[0] = meta.keys[n_settings];
+    ovalues[0] = meta.values[n_settings];
+    n_optim = 1 + ocr_grad_scaler_meta(scaler, scaler_buf, okeys + 1, ovalues + 1);
+    if (ocr_optim_save(ctx, opt, ema, optim_path, okeys, ovalues, n_optim)) die(ctx, "saving the optimizer state");
     test_kill_point(kill_point);
     if (ocr_dbnet_save(ctx, m, weights_path, meta.keys, meta.values, meta.n)) die(ctx, "saving a checkpoint");
 }
@@ -471,7 +484,8 @@ static int link_over(const char *src, const char *dst) {
 
 /* Commits the run's state at st->step (the order is explained above). */
 static void commit_state(ocr_ctx *ctx, const char *run_dir, run_files *rf, ocr_metrics *metrics, const ocr_dbnet *m,
-                         const ocr_optimizer *opt, const float *ema, const train_args *a, const train_state *st) {
+                         const ocr_optimizer *opt, const float *ema, const ocr_grad_scaler *scaler, const train_args *a,
+                         const train_state *st) {
     run_files next;
     char path[4096], text[2048], wname[64], oname[64];
     size_t wsize, osize;
@@ -485,14 +499,14 @@ static void commit_state(ocr_ctx *ctx, const char *run_dir, run_files *rf, ocr_m
     snprintf(oname, sizeof oname, "state.%06lld.optim.safetensors", (long long)next.generation);
     snprintf(next.weights, sizeof next.weights, "%s/%s", run_dir, wname);
     snprintf(next.optim, sizeof next.optim, "%s/%s", run_dir, oname);
-    write_checkpoint(ctx, next.weights, next.optim, m, opt, ema, a, st, 2);
+    write_checkpoint(ctx, next.weights, next.optim, m, opt, ema, scaler, a, st, 2);
     test_kill_point(3);
     file_digest(ctx, next.weights, &wsize, &wcrc);
     file_digest(ctx, next.optim, &osize, &ocrc);
     len = snprintf(text, sizeof text,
-                   "{\"format\":1,\"generation\":%lld,\"step\":%lld,\"weights\":\"%s\",\"weights_bytes\":%llu,\"weights_crc32c\":%lu,"
+                   "{\"format\":%d,\"generation\":%lld,\"step\":%lld,\"weights\":\"%s\",\"weights_bytes\":%llu,\"weights_crc32c\":%lu,"
                    "\"optim\":\"%s\",\"optim_bytes\":%llu,\"optim_crc32c\":%lu}\n",
-                   (long long)next.generation, (long long)next.step, wname, (unsigned long long)wsize, (unsigned long)wcrc, oname,
+                   strcmp(a->amp, "fp32") ? 2 : 1, (long long)next.generation, (long long)next.step, wname, (unsigned long long)wsize, (unsigned long)wcrc, oname,
                    (unsigned long long)osize, (unsigned long)ocrc);
     snprintf(path, sizeof path, "%s/state.json", run_dir);
     if (ocr_write_file_atomic(ctx, path, text, (size_t)len)) die(ctx, "committing the run's state (the previous one stays)");
@@ -502,7 +516,7 @@ static void commit_state(ocr_ctx *ctx, const char *run_dir, run_files *rf, ocr_m
     if (link_over(next.weights, path)) {
         char optim_path[4096];
         snprintf(optim_path, sizeof optim_path, "%s/last.optim.safetensors", run_dir);
-        write_checkpoint(ctx, path, optim_path, m, opt, ema, a, st, 0); /* a file system without hard links: copies */
+        write_checkpoint(ctx, path, optim_path, m, opt, ema, scaler, a, st, 0); /* a file system without hard links: copies */
     } else {
         snprintf(path, sizeof path, "%s/last.optim.safetensors", run_dir);
         if (link_over(next.optim, path)) { fprintf(stderr, "train_dbnet: cannot link %s to %s: %s\n", path, next.optim, strerror(errno)); exit(1); }
@@ -580,7 +594,11 @@ static void find_state(ocr_ctx *ctx, const char *run_dir, run_files *rf) {
     if (ocr_read_file(ctx, path, 1 << 16, &text, &n)) die(ctx, "--resume");
     if (ocr_json_parse(ctx, (const char *)text, n, toks, 64, &nt) || toks[0].type != OCR_JSON_OBJECT) die(ctx, "--resume: state.json");
     manifest_field(path, (const char *)text, toks, "format", &format, NULL, 0);
-    if (format != 1) { fprintf(stderr, "train_dbnet: --resume: %s is in format %lld; this train_dbnet reads format 1\n", path, (long long)format); exit(1); }
+    /* format 2: a mixed-precision run, whose loss scaler an older train_dbnet (format 1 only) would not restore */
+    if (format != 1 && format != 2) {
+        fprintf(stderr, "train_dbnet: --resume: %s is in format %lld; this train_dbnet reads formats 1 and 2\n", path, (long long)format);
+        exit(1);
+    }
     manifest_field(path, (const char *)text, toks, "generation", &rf->generation, NULL, 0);
     manifest_field(path, (const char *)text, toks, "step", &rf->step, NULL, 0);
     for (f = 0; f < 2; f++) {
@@ -608,7 +626,8 @@ static void find_state(ocr_ctx *ctx, const char *run_dir, run_files *rf) {
 }
 
 /* The optimizer state and the weight average (when ema is given) of the state being resumed, whose step is step. */
-static void load_optimizer(ocr_ctx *ctx, const run_files *rf, ocr_optimizer *opt, float *ema, int64_t step, int64_t optim_step) {
+static void load_optimizer(ocr_ctx *ctx, const run_files *rf, ocr_optimizer *opt, float *ema, ocr_grad_scaler *scaler, int64_t step,
+                           int64_t optim_step) {
     ocr_safetensors st;
     const char *s;
     if (ocr_safetensors_open(ctx, &st, rf->optim)) die(ctx, "reading the optimizer state");
@@ -618,7 +637,7 @@ static void load_optimizer(ocr_ctx *ctx, const run_files *rf, ocr_optimizer *opt
         exit(1);
     }
     opt->step = optim_step; /* a file from before ocr_optim_save's format holds only the tensors; a newer one sets it too */
-    if (ocr_optim_load(ctx, opt, ema, &st)) die(ctx, "reading the optimizer state");
+    if (ocr_optim_load(ctx, opt, ema, &st) || ocr_grad_scaler_from_meta(ctx, scaler, &st)) die(ctx, "reading the optimizer state");
     if (opt->step != optim_step) {
         fprintf(stderr, "train_dbnet: %s is at optimizer step %lld but %s at %lld\n", rf->optim, (long long)opt->step, rf->weights,
                 (long long)optim_step);
@@ -652,6 +671,8 @@ int main(int argc, char **argv) {
     ocr_dbnet model;
     ocr_dbnet_config mcfg;
     ocr_optimizer opt;
+    ocr_grad_scaler scaler = ocr_grad_scaler_default(0);
+    ocr_amp_stats amp_stats;
     float *ema = NULL;        /* --ema: the weight average, model.params.numel floats where the parameters live */
     ocr_db_loss_config loss_cfg;
     ocr_metrics metrics;
@@ -745,6 +766,16 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/overlays", run_dir);
     mkdir(path, 0755);
 
+    /* precision: the convolutions' inputs in the half type; fp16 needs the loss scaler (its state comes back on --resume) */
+    {
+        int amp = OCR_AMP_OFF;
+        (void)ocr_amp_parse(a.amp, &amp); /* checked by settings_problem */
+        ctx.amp = amp;
+        scaler = ocr_grad_scaler_default(amp == OCR_AMP_F16);
+        memset(&amp_stats, 0, sizeof amp_stats);
+        if (amp != OCR_AMP_OFF) ctx.amp_stats = &amp_stats;
+    }
+
     /* model and optimizer */
     mcfg = ocr_dbnet_config_default();
     mcfg.depth = strcmp(a.backbone, "resnet34") == 0 ? 34 : 18;
@@ -761,7 +792,7 @@ int main(int argc, char **argv) {
     }
     if (a.resume) {
         if (ocr_dbnet_load(&ctx, &model, rf.weights)) die(&ctx, "--resume");
-        load_optimizer(&ctx, &rf, &opt, ema, st.step, optim_step);
+        load_optimizer(&ctx, &rf, &opt, ema, &scaler, st.step, optim_step);
     }
 
     /* data */
@@ -814,10 +845,10 @@ int main(int argc, char **argv) {
     signal(SIGTERM, on_signal);
 
     fprintf(stderr, "train_dbnet: %s DB-ResNet-%d width %g, %zu parameters, %lld steps of %d x %dx%d on %d threads (GEMM %s), "
-                    "validation %d images run at %dx%d, run %s\n",
+                    "precision %s%s, validation %d images run at %dx%d, run %s\n",
             a.resume ? "resuming" : "training", mcfg.depth, a.width, ocr_params_trainable_count(&model.params),
-            (long long)total_steps, a.batch, a.size, a.size, ctx.n_threads, ocr_gemm_kernel_name(&ctx), val.count, val.input,
-            val.input, run_dir);
+            (long long)total_steps, a.batch, a.size, a.size, ctx.n_threads, ocr_gemm_kernel_name(&ctx), a.amp,
+            scaler.enabled ? " with dynamic loss scaling" : "", val.count, val.input, val.input, run_dir);
 
     loss_cfg = ocr_db_loss_defaults();
     loss_cfg.prob_dice_weight = a.prob_dice; /* sharpens P between neighbouring words: see ocr_loss.h */
@@ -830,6 +861,7 @@ int main(int argc, char **argv) {
             ocr_tensor logits, thresh, dl, dt, targets[F_COUNT];
             ocr_db_loss_terms terms;
             float lr, norm = 0;
+            int skip = 0;
             int64_t want_epoch = st.step / batches_per_epoch, want_number = st.step % batches_per_epoch;
             if (want_epoch != epoch) {
                 /* a resumed run starts mid-epoch, with exactly the batch the interrupted run would have used next */
@@ -857,21 +889,31 @@ int main(int argc, char **argv) {
                             &targets[F_MASK_THRESH], &terms, &dl, &dt))
                 die(&ctx, "loss");
             ocr_params_zero_grad(&model.params);
+            if (ocr_grad_scaler_scale(&ctx, &scaler, &dl) || ocr_grad_scaler_scale(&ctx, &scaler, &dt)) die(&ctx, "loss scaling");
             if (ocr_dbnet_backward(&ctx, &model, &dl, &dt)) die(&ctx, "backward");
-            if (ocr_clip_grad_norm(&ctx, &model.params, a.clip, &norm)) die(&ctx, "gradient");
             lr = ocr_lr_poly(a.lr, st.step, total_steps, 0.9f);
-            if (ocr_optim_step(&ctx, &opt, &model.params, lr)) die(&ctx, "optimizer");
-            if (ema) { /* the average starts short (decay (1+t)/(10+t)), so early validations are not the initial weights */
-                float decay = (float)((1.0 + (double)st.step) / (10.0 + (double)st.step));
-                if (ocr_params_ema(&ctx, ema, &model.params, decay < a.ema ? decay : a.ema)) die(&ctx, "the weight average (--ema)");
+            /* fp16: a non-finite gradient skips the step and halves the scale (GradScaler); elsewhere it stays an error,
+               which ocr_clip_grad_norm reports naming the parameter */
+            if (scaler.enabled && ocr_grad_scaler_unscale(&ctx, &scaler, &model.params, &skip)) die(&ctx, "loss scaling");
+            if (!skip) {
+                if (ocr_clip_grad_norm(&ctx, &model.params, a.clip, &norm)) die(&ctx, "gradient");
+                if (ocr_optim_step(&ctx, &opt, &model.params, lr)) die(&ctx, "optimizer");
+                if (ema) { /* the average starts short (decay (1+t)/(10+t)), so early validations are not the initial weights */
+                    float decay = (float)((1.0 + (double)st.step) / (10.0 + (double)st.step));
+                    if (ocr_params_ema(&ctx, ema, &model.params, decay < a.ema ? decay : a.ema)) die(&ctx, "the weight average (--ema)");
+                }
+            } else {
+                fprintf(stderr, "%strain_dbnet: step %lld skipped: non-finite gradient (first in %s); loss scale %g -> %g\n", tty ? "\n" : "",
+                        (long long)st.step + 1, scaler.last_nonfinite, (double)scaler.scale, (double)(scaler.scale * scaler.backoff_factor));
             }
+            if (scaler.enabled && ocr_grad_scaler_update(&ctx, &scaler, skip)) die(&ctx, "loss scaling");
             t_images += batch->size;
             ocr_loader_release(loader, batch);
             st.step++;
 
             if (st.step % a.log_every == 0 || st.step == total_steps) {
                 double el = now_seconds() - t_start, ips = t_images / (el > 0 ? el : 1);
-                char line[256];
+                char line[512];
                 if (ocr_metrics_scalar(&ctx, &metrics, st.step, "train/loss", terms.total) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/bce", terms.bce) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/dice", terms.dice) ||
@@ -883,6 +925,23 @@ int main(int argc, char **argv) {
                     die(&ctx, "metrics");
                 snprintf(line, sizeof line, "loss %.4f (bce %.4f dice %.4f l1 %.4f dice(P) %.4f) lr %.2e %.1f img/s", terms.total,
                          terms.bce, terms.dice, terms.l1, terms.dice_prob, lr, ips);
+                if (ctx.amp_stats) { /* the half type's losses since the last line: gradients flushed to zero, values turned Inf */
+                    const ocr_amp_layer_stats *worst;
+                    ocr_amp_layer_stats tot = ocr_amp_stats_total(&amp_stats, &worst);
+                    double under = tot.grads ? (double)tot.underflowed / (double)tot.grads : 0.0;
+                    size_t used = strlen(line);
+                    if (ocr_metrics_scalar(&ctx, &metrics, st.step, "amp/grad_underflow_fraction", under) ||
+                        ocr_metrics_scalar(&ctx, &metrics, st.step, "amp/overflowed", (double)(tot.overflowed + tot.grads_overflowed)) ||
+                        (scaler.enabled && ocr_metrics_scalar(&ctx, &metrics, st.step, "amp/loss_scale", scaler.scale)) ||
+                        (scaler.enabled && ocr_metrics_scalar(&ctx, &metrics, st.step, "amp/skipped_steps", (double)scaler.skipped)))
+                        die(&ctx, "metrics");
+                    snprintf(line + used, sizeof line - used, " | %s underflow %.2g%%%s%s overflow %lld", a.amp, 100.0 * under,
+                             worst ? " worst " : "", worst ? worst->layer : "", (long long)(tot.overflowed + tot.grads_overflowed));
+                    used = strlen(line);
+                    if (scaler.enabled)
+                        snprintf(line + used, sizeof line - used, " scale %g skipped %lld", (double)scaler.scale, (long long)scaler.skipped);
+                    ocr_amp_stats_reset(&amp_stats);
+                }
                 if (tty) ocr_ex_progress(stderr, (long)st.step, (long)total_steps, el, line);
                 else { printf("step %lld/%lld %s\n", (long long)st.step, (long long)total_steps, line); fflush(stdout); }
             }
@@ -906,13 +965,13 @@ int main(int argc, char **argv) {
                     st.seconds = seconds_before + now_seconds() - t_start;
                     snprintf(path, sizeof path, "%s/best.safetensors", run_dir);
                     snprintf(best_optim, sizeof best_optim, "%s/best.optim.safetensors", run_dir);
-                    write_checkpoint(&ctx, path, best_optim, &model, &opt, NULL, &a, &st, 0);
+                    write_checkpoint(&ctx, path, best_optim, &model, &opt, NULL, &scaler, &a, &st, 0);
                 }
                 swap_weights(&model, &ema);
             }
             if (st.step % a.save_every == 0 || st.step == a.stop_at || st.step == total_steps) {
                 st.seconds = seconds_before + now_seconds() - t_start;
-                commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &a, &st);
+                commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &scaler, &a, &st);
                 saved_step = st.step;
             }
             if (st.step == a.stop_at) g_stop = 1;
@@ -920,7 +979,7 @@ int main(int argc, char **argv) {
     }
     if (tty) fputc('\n', stderr);
     st.seconds = seconds_before + now_seconds() - t_start;
-    if (saved_step != st.step) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &a, &st);
+    if (saved_step != st.step) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &scaler, &a, &st);
     if (g_stop && st.step < total_steps)
         fprintf(stderr, "train_dbnet: interrupted at step %lld; saved %s/last.safetensors; continue with --resume %s\n",
                 (long long)st.step, run_dir, run_dir);
@@ -941,6 +1000,7 @@ int main(int argc, char **argv) {
     ocr_tensor_free(&d_thresh);
     for (i = 0; i < F_COUNT; i++) ocr_tensor_free(&targets_dev[i]);
     ocr_optim_free(&opt);
+    ocr_amp_stats_free(&amp_stats);
     ocr_floats_free(ema, model.params.device);
     ocr_dbnet_free(&model);
     if (a.resume) ocr_safetensors_close(&resume_st);
