@@ -85,8 +85,8 @@ static int write_dump(ocr_ctx *ctx, const char *dir, const char *stem, const cha
 }
 
 int main(int argc, char **argv) {
-    const char *model_path = NULL, *out_dir = NULL, *dump_dir = NULL, *device = "cpu";
-    int poly = 0, short_side = 736, long_side = 0, threads = 0, n_images, i, j, failed = 0;
+    const char *model_path = NULL, *out_dir = NULL, *dump_dir = NULL, *device = "cpu", *amp_name = "fp32";
+    int poly = 0, short_side = 736, long_side = 0, threads = 0, n_images, i, j, failed = 0, amp = OCR_AMP_OFF;
     float thresh = 0.3f, box_thresh = 0.6f, unclip = 0.0f;
     ocr_ex_flag flags[] = {
         {"--model", OCR_EX_STRING, &model_path, "checkpoint written by train_dbnet or ocr_dbnet_save (required)"},
@@ -100,6 +100,7 @@ int main(int argc, char **argv) {
         {"--dump", OCR_EX_STRING, &dump_dir, "write DIR/<stem>.safetensors: network input and probability map"},
         {"--threads", OCR_EX_INT, &threads, "CPU threads; 0: all cores"},
         {"--device", OCR_EX_STRING, &device, "cpu, or cuda in the CUDA build"},
+        {"--amp", OCR_EX_STRING, &amp_name, "precision of the convolutions: fp32, bf16 or fp16 (ocr_nn.h's mixed-precision rules)"},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     ocr_ctx ctx;
@@ -113,6 +114,10 @@ int main(int argc, char **argv) {
     if (!model_path || n_images == 0) {
         fprintf(stderr, "%s: %s\n", argv[0], !model_path ? "--model is required" : "no image given");
         ocr_ex_usage(stderr, argv[0], SYNOPSIS, flags, n_flags);
+        return 2;
+    }
+    if (!ocr_amp_parse(amp_name, &amp)) {
+        fprintf(stderr, "%s: --amp must be fp32, bf16 or fp16\n", argv[0]);
         return 2;
     }
     if (!(thresh >= 0 && thresh <= 1) || !(box_thresh >= 0 && box_thresh <= 1) || unclip < 0 || short_side < 1 || long_side < 0 ||
@@ -138,6 +143,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", argv[0], ocr_ctx_last_error(&ctx));
         return 1;
     }
+    ctx.amp = amp;
     if ((i = ocr_ex_set_device(&ctx, argv[0], device)) != 0) {
         ocr_ctx_free(&ctx);
         return i;

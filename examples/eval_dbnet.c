@@ -254,8 +254,8 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
 }
 
 int main(int argc, char **argv) {
-    const char *model_path = NULL, *data = NULL, *gt_dir = NULL, *pred_dir = NULL, *gt_format_name = "icdar2015";
-    int per_image = 0, poly = 0, short_side = 736, long_side = 0, threads = 0, gt_format, npos, rc;
+    const char *model_path = NULL, *data = NULL, *gt_dir = NULL, *pred_dir = NULL, *gt_format_name = "icdar2015", *amp_name = "fp32";
+    int per_image = 0, poly = 0, short_side = 736, long_side = 0, threads = 0, gt_format, npos, rc, amp = OCR_AMP_OFF;
     float thresh = 0.3f, box_thresh = 0.6f, unclip = 0.0f;
     ocr_ex_flag flags[] = {
         {"--model", OCR_EX_STRING, &model_path, "checkpoint to evaluate on --data"},
@@ -271,6 +271,7 @@ int main(int argc, char **argv) {
         {"--short-side", OCR_EX_INT, &short_side, "model: resize so the short side is this (rounded up to a multiple of 32)"},
         {"--long-side", OCR_EX_INT, &long_side, "model: resize so the long side is this instead (0: use --short-side)"},
         {"--threads", OCR_EX_INT, &threads, "CPU threads; 0: all cores"},
+        {"--amp", OCR_EX_STRING, &amp_name, "model: precision of the convolutions, fp32, bf16 or fp16 (ocr_nn.h's mixed-precision rules)"},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     const char *usage_error = NULL;
@@ -282,6 +283,7 @@ int main(int argc, char **argv) {
     gt_format = strcmp(gt_format_name, "icdar2015") == 0 ? OCR_GT_ICDAR2015 : strcmp(gt_format_name, "polygon") == 0 ? OCR_GT_POLYGON : -1;
     if (npos) usage_error = "unexpected argument";
     else if (gt_format < 0) usage_error = "--gt-format must be icdar2015 or polygon";
+    else if (!ocr_amp_parse(amp_name, &amp)) usage_error = "--amp must be fp32, bf16 or fp16";
     else if (!((model_path && data && !gt_dir && !pred_dir) || (gt_dir && pred_dir && !model_path && !data)))
         usage_error = "give either --model and --data, or --gt and --pred";
     else if (data && !ocr_ex_dataset_spec_ok(data))
@@ -299,6 +301,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", prog, ocr_ctx_last_error(&ctx));
         return 1;
     }
+    ctx.amp = amp;
     if (gt_dir) {
         rc = eval_files(&ctx, gt_dir, pred_dir, gt_format, per_image);
     } else {

@@ -160,9 +160,9 @@ static void check_help(const char *prog, const char *const *flags) {
 
 static void test_help(void) {
     static const char *const detect_flags[] = {"--model", "--poly", "--thresh", "--box-thresh", "--unclip", "--short-side",
-                                               "--long-side", "--out", "--dump", "--threads", "--help", NULL};
+                                               "--long-side", "--out", "--dump", "--threads", "--amp", "--help", NULL};
     static const char *const eval_flags[] = {"--model", "--data", "--gt", "--pred", "--gt-format", "--per-image", "--poly", "--thresh",
-                                             "--box-thresh", "--unclip", "--short-side", "--long-side", "--threads", "--help", NULL};
+                                             "--box-thresh", "--unclip", "--short-side", "--long-side", "--threads", "--amp", "--help", NULL};
     check_help(DETECT, detect_flags);
     check_help(EVAL, eval_flags);
 }
@@ -429,6 +429,15 @@ static void test_detect_and_eval_model(void) {
     ocr_dataset_close(&ds);
     snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --data lmdb:%s/lmdb", EVAL, text_model, dir);
     expect_figures("text-everywhere model", cmd, &want);
+    /* in both half types (the model's map saturates: the same detections) */
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --amp bf16 --data icdar:%s/icdar", EVAL, text_model, dir);
+    expect_figures("text-everywhere model, bf16", cmd, &want);
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --amp fp16 --data icdar:%s/icdar", EVAL, text_model, dir);
+    expect_figures("text-everywhere model, fp16", cmd, &want);
+    snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --amp fp8 --data icdar:%s/icdar", EVAL, text_model, dir);
+    ocr_test_expect_exit(cmd, 2, "--amp must be fp32, bf16 or fp16");
+    snprintf(cmd, sizeof cmd, "%s --model %s --amp fp8 %s/icdar/images/img_1.png", DETECT, text_model, dir);
+    ocr_test_expect_exit(cmd, 2, "--amp must be fp32, bf16 or fp16");
 
     /* polygon mode: one polygon per image, inside the image */
     snprintf(cmd, sizeof cmd, "%s --model %s --poly --short-side 64 %s/icdar/images/img_1.png", DETECT, text_model, dir);
