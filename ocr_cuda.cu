@@ -21,6 +21,8 @@
                                 the kernel that failed (the tool for "an illegal memory access somewhere earlier")
        OCR_CUDA_NO_CUDNN=1 or ocr_cuda_set_cudnn(ctx, 0): route convolutions around cuDNN
        OCR_CUDA_NO_CUBLAS=1 or ocr_cuda_set_cublas(ctx, 0): GEMM through the own kernel instead of cuBLAS
+       ctx->amp = OCR_AMP_BF16 / OCR_AMP_F16: GEMM and convolution inputs rounded to that type, fp32 accumulation
+                                (cublasGemmEx and cuDNN with tensor-core math; see "mixed precision" among the kernels)
    Launches go through OCR__LAUNCH only, never a raw triple-chevron, so every launch is checked. */
 
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
@@ -559,9 +561,10 @@ template <typename F> static int ocr__emu_launch_fn(char *message, size_t cap, c
 
 /* ================================================================================================== backend state */
 
-#define OCR__DSCRATCH_SLOTS 8
+#define OCR__DSCRATCH_SLOTS 12
+/* HALF0..2: an op's inputs rounded to ctx->amp's type; HALF_OUT: a cuDNN result in that type */
 enum { OCR__DS_COL = 0, OCR__DS_Z = 1, OCR__DS_KEYS = 2, OCR__DS_PART = 3, OCR__DS_SMALL = 4, OCR__DS_WORKSPACE = 5,
-       OCR__DS_FIND = 6, OCR__DS_REDUCED = 7 };
+       OCR__DS_FIND = 6, OCR__DS_REDUCED = 7, OCR__DS_HALF0 = 8, OCR__DS_HALF_OUT = 11 };
 
 typedef struct {
     int device;
@@ -783,13 +786,73 @@ static __global__ void ocr__k_pointwise(int op, const float *a, const float *b, 
     }
 }
 
+/* ---- mixed precision (ctx->amp): the inputs of GEMMs and convolutions rounded to bf16 or fp16, held as their 16
+   bits. Two distinct types so that kernels templated on their input type (float, ocr__bf16, ocr__f16) tell them
+   apart; the real build hands the same bits to cuBLAS and cuDNN as CUDA_R_16BF / CUDA_R_16F. ---- */
+struct ocr__bf16 { uint16_t bits; };
+struct ocr__f16 { uint16_t bits; };
+
+/* The rounding of ocr_f32_to_bf16 / ocr_f32_to_f16, bit for bit (nearest even; fp16 overflows to Inf and keeps
+   subnormals; NaN stays a quiet NaN), so the device reads the very inputs the CPU backend reads. */
+static __device__ void ocr__half_store(ocr__bf16 *dst, float f) {
+    uint32_t x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) { dst->bits = (uint16_t)((x >> 16) | 0x40u); return; }
+    x += 0x7fffu + ((x >> 16) & 1u);
+    dst->bits = (uint16_t)(x >> 16);
+}
+
+static __device__ void ocr__half_store(ocr__f16 *dst, float f) {
+    uint32_t x = __float_as_uint(f), sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
+    int32_t exp = (int32_t)((x >> 23) & 0xffu);
+    if (exp == 0xff) { dst->bits = (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0u)); return; }
+    exp = exp - 127 + 15;
+    if (exp >= 0x1f) { dst->bits = (uint16_t)(sign | 0x7c00u); return; }
+    if (exp <= 0) {
+        uint32_t m = mant | 0x800000u, shift, half, rounded, rest;
+        if (exp < -10) { dst->bits = (uint16_t)sign; return; }
+        shift = (uint32_t)(14 - exp);
+        half = 1u << (shift - 1);
+        rounded = m >> shift;
+        rest = m & ((half << 1) - 1);
+        if (rest > half || (rest == half && (rounded & 1u))) rounded++;
+        dst->bits = (uint16_t)(sign | rounded);
+        return;
+    }
+    {
+        uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13), rest = mant & 0x1fffu;
+        if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++; /* a carry into the exponent is the right result */
+        dst->bits = (uint16_t)h;
+    }
+}
+
+/* The value a kernel computes with: exact widening to fp32 */
+static __device__ __forceinline__ float ocr__f32(float v) { return v; }
+static __device__ __forceinline__ float ocr__f32(ocr__bf16 v) { return __uint_as_float((uint32_t)v.bits << 16); }
+static __device__ __forceinline__ float ocr__f32(ocr__f16 v) {
+    uint32_t sign = (uint32_t)(v.bits & 0x8000u) << 16, exp = (v.bits >> 10) & 0x1fu, mant = v.bits & 0x3ffu;
+    if (exp == 0) return __uint_as_float(__float_as_uint((float)mant * (1.0f / 16777216.0f)) | sign); /* subnormal: mant 2^-24 */
+    if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | (mant << 13));
+    return __uint_as_float(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+template <typename T> static __global__ void ocr__k_to_half(const float *src, T *dst, int64_t n) {
+    OCR__FOR_EACH(i, n) ocr__half_store(dst + i, src[i]);
+}
+
+/* out (=, or += when accumulate) the widened half values: where cuDNN had to write its result in the half type */
+template <typename T> static __global__ void ocr__k_from_half(const T *src, float *out, int64_t n, int accumulate) {
+    OCR__FOR_EACH(i, n) out[i] = accumulate ? out[i] + ocr__f32(src[i]) : ocr__f32(src[i]);
+}
+
 /* ---- GEMM: row-major C = alpha op(A) op(B) + beta C. A TILE x TILE block computes a GEMM_MN x GEMM_MN tile of C,
    each thread GEMM_R x GEMM_R outputs strided by TILE; the A and B tiles in shared memory span GEMM_KT values of k.
-   Every output sums its k in order, as one thread per output would. ---- */
+   Every output sums its k in order, as one thread per output would. A and B are fp32, or half values widened
+   exactly as they are loaded (the tiles and the sums stay fp32). ---- */
 #define OCR__GEMM_R 4
 #define OCR__GEMM_MN (OCR__TILE * OCR__GEMM_R)
-static __global__ void ocr__k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                                   const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+template <typename T>
+static __global__ void ocr__k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const T *A, int64_t lda,
+                                   const T *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     OCR__SHARED(float, As, OCR__GEMM_MN * OCR__GEMM_KT);   /* As[row][k] */
     OCR__SHARED(float, Bs, OCR__GEMM_KT * OCR__GEMM_MN);   /* Bs[k][col] */
     int tx = (int)threadIdx.x, ty = (int)threadIdx.y, t = ty * OCR__TILE + tx, e, k, i, j;
@@ -801,8 +864,8 @@ static __global__ void ocr__k_gemm(int ta, int tb, int64_t M, int64_t N, int64_t
         /* consecutive threads load consecutive k of A and consecutive columns of B */
         for (e = t; e < OCR__GEMM_MN * OCR__GEMM_KT; e += OCR__TILE * OCR__TILE) {
             int64_t r = row0 + e / OCR__GEMM_KT, ka = k0 + e % OCR__GEMM_KT, kb = k0 + e / OCR__GEMM_MN, c = col0 + e % OCR__GEMM_MN;
-            As[e] = r < M && ka < K ? (ta ? A[ka * lda + r] : A[r * lda + ka]) : 0.0f;
-            Bs[e] = kb < K && c < N ? (tb ? B[c * ldb + kb] : B[kb * ldb + c]) : 0.0f;
+            As[e] = r < M && ka < K ? ocr__f32(ta ? A[ka * lda + r] : A[r * lda + ka]) : 0.0f;
+            Bs[e] = kb < K && c < N ? ocr__f32(tb ? B[c * ldb + kb] : B[kb * ldb + c]) : 0.0f;
         }
         __syncthreads();
         for (k = 0; k < OCR__GEMM_KT; k++)
@@ -828,13 +891,13 @@ typedef struct {
     int kh, kw, sh, sw, ph, pw, dh, dw, groups;
 } ocr__cu_conv_geom;
 
-/* col [Cg*kh*kw, OH*OW] from x [Cg, H, W] */
-static __global__ void ocr__k_im2col(ocr__cu_conv_geom g, const float *x, float *col, int64_t Cg) {
+/* col [Cg*kh*kw, OH*OW] from x [Cg, H, W], in x's type (padding is +0 in every type) */
+template <typename T> static __global__ void ocr__k_im2col(ocr__cu_conv_geom g, const T *x, T *col, int64_t Cg) {
     int64_t P = g.OH * g.OW;
     OCR__FOR_EACH(i, Cg * g.kh * g.kw * P) {
         int64_t r = i / P, p = i % P, c = r / (g.kh * g.kw), ki = (r / g.kw) % g.kh, kj = r % g.kw;
         int64_t ih = (p / g.OW) * g.sh - g.ph + ki * g.dh, iw = (p % g.OW) * g.sw - g.pw + kj * g.dw;
-        col[i] = ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? x[(c * g.H + ih) * g.W + iw] : 0.0f;
+        col[i] = ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? x[(c * g.H + ih) * g.W + iw] : T();
     }
 }
 
@@ -1426,24 +1489,80 @@ OCRDEF int ocr_cuda_check_values(ocr_ctx *ctx, const char *fn, const ocr_tensor 
 
 /* ---------------------------------------------------------------- GEMM */
 
-static int ocr__gemm_dev(ocr_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                         const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+/* From here to the convolutions' end the helpers are templates on the input type (float, ocr__bf16, ocr__f16), which
+   cannot have C linkage; the entry points among them keep the C linkage of their declarations in ocr_nn.h. */
+} /* extern "C" */
+
+#ifndef OCR_CUDA_EMULATE
+/* cuBLAS per input type, arguments already in column-major order: SGEMM for fp32; GemmEx for half inputs (16-bit A
+   and B, fp32 C, fp32 accumulation on the tensor cores). */
+static int ocr__cublas_gemm(ocr_ctx *ctx, cublasOperation_t opb, cublasOperation_t opa, int n, int m, int k, const float *alpha,
+                            const float *B, int ldb, const float *A, int lda, const float *beta, float *C, int ldc) {
+    return OCR__BLAS(ctx, cublasSgemm(ocr__st(ctx)->cublas, opb, opa, n, m, k, alpha, B, ldb, A, lda, beta, C, ldc));
+}
+
+static int ocr__cublas_gemm_half(ocr_ctx *ctx, cudaDataType_t type, cublasOperation_t opb, cublasOperation_t opa, int n, int m, int k,
+                                 const float *alpha, const void *B, int ldb, const void *A, int lda, const float *beta, float *C, int ldc) {
+    return OCR__BLAS(ctx, cublasGemmEx(ocr__st(ctx)->cublas, opb, opa, n, m, k, alpha, B, type, ldb, A, type, lda, beta, C, CUDA_R_32F, ldc,
+                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP));
+}
+
+static int ocr__cublas_gemm(ocr_ctx *ctx, cublasOperation_t opb, cublasOperation_t opa, int n, int m, int k, const float *alpha,
+                            const ocr__bf16 *B, int ldb, const ocr__bf16 *A, int lda, const float *beta, float *C, int ldc) {
+    return ocr__cublas_gemm_half(ctx, CUDA_R_16BF, opb, opa, n, m, k, alpha, B, ldb, A, lda, beta, C, ldc);
+}
+
+static int ocr__cublas_gemm(ocr_ctx *ctx, cublasOperation_t opb, cublasOperation_t opa, int n, int m, int k, const float *alpha,
+                            const ocr__f16 *B, int ldb, const ocr__f16 *A, int lda, const float *beta, float *C, int ldc) {
+    return ocr__cublas_gemm_half(ctx, CUDA_R_16F, opb, opa, n, m, k, alpha, B, ldb, A, lda, beta, C, ldc);
+}
+#endif
+
+/* C (fp32) = alpha op(A) op(B) + beta C with A and B of type T. */
+template <typename T>
+static int ocr__gemm_dev(ocr_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const T *A, int64_t lda,
+                         const T *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     if (M == 0 || N == 0) return OCR_OK;
 #ifndef OCR_CUDA_EMULATE
     if (ocr__st(ctx)->use_cublas && M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX && lda <= INT32_MAX && ldb <= INT32_MAX &&
         ldc <= INT32_MAX) {
         /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
         if (K == 0) { alpha = 0.0f; K = 1; }
-        return OCR__BLAS(ctx, cublasSgemm(ocr__st(ctx)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N,
-                                          (int)M, (int)K, &alpha, B, (int)(ldb > 0 ? ldb : 1), A, (int)(lda > 0 ? lda : 1), &beta, C,
-                                          (int)ldc));
+        return ocr__cublas_gemm(ctx, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K, &alpha, B,
+                                (int)(ldb > 0 ? ldb : 1), A, (int)(lda > 0 ? lda : 1), &beta, C, (int)ldc);
     }
 #endif
     if ((M + OCR__GEMM_MN - 1) / OCR__GEMM_MN > 65535 || (N + OCR__GEMM_MN - 1) / OCR__GEMM_MN > INT32_MAX)
         return ocr_error(ctx, OCR_EOVERFLOW, "%s: GEMM M=%lld N=%lld exceeds the own kernel's grid", ocr__op_str(ctx), (long long)M, (long long)N);
-    OCR__LAUNCH(ctx, ocr__k_gemm, ((unsigned)((N + OCR__GEMM_MN - 1) / OCR__GEMM_MN), (unsigned)((M + OCR__GEMM_MN - 1) / OCR__GEMM_MN)),
+    OCR__LAUNCH(ctx, ocr__k_gemm<T>, ((unsigned)((N + OCR__GEMM_MN - 1) / OCR__GEMM_MN), (unsigned)((M + OCR__GEMM_MN - 1) / OCR__GEMM_MN)),
                 (OCR__TILE, OCR__TILE), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return OCR_OK;
+}
+
+/* src (n fp32 values) rounded to T in device scratch slot OCR__DS_HALF0 + which. */
+template <typename T> static int ocr__amp_round(ocr_ctx *ctx, int which, const float *src, int64_t n, T **out) {
+    size_t bytes;
+    if (!ocr_size_mul((size_t)n, sizeof(T), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "%s: %lld values to round", ocr__op_str(ctx), (long long)n);
+    if (!(*out = (T *)ocr__dscratch(ctx, OCR__DS_HALF0 + which, bytes ? bytes : sizeof(T)))) return ctx->last_status;
+    if (n) OCR__LAUNCH(ctx, ocr__k_to_half<T>, (ocr__grid(n)), (OCR__BLOCK), src, *out, n);
+    return OCR_OK;
+}
+
+/* op(A) and op(B) as stored (rows of lda / ldb; the last row need only reach its last column) rounded to T, then the
+   GEMM on them with the same strides. */
+template <typename T>
+static int ocr__gemm_amp(ocr_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                         const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    int64_t a_n = ((ta ? K : M) - 1) * lda + (ta ? M : K), b_n = ((tb ? N : K) - 1) * ldb + (tb ? K : N);
+    T *ha, *hb;
+    int rc;
+    if ((rc = ocr__amp_round(ctx, 0, A, a_n, &ha)) || (rc = ocr__amp_round(ctx, 1, B, b_n, &hb))) return rc;
+    return ocr__gemm_dev(ctx, ta, tb, M, N, K, alpha, ha, lda, hb, ldb, beta, C, ldc);
+}
+
+static int ocr__amp_valid(ocr_ctx *ctx) {
+    if (ctx->amp == OCR_AMP_OFF || ctx->amp == OCR_AMP_BF16 || ctx->amp == OCR_AMP_F16) return OCR_OK;
+    return ocr_error(ctx, OCR_EINVAL, "%s: ctx->amp is %d, not OCR_AMP_OFF, OCR_AMP_BF16 or OCR_AMP_F16", ocr__op_str(ctx), ctx->amp);
 }
 
 OCRDEF int ocr_cuda_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
@@ -1455,6 +1574,11 @@ OCRDEF int ocr_cuda_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int6
         return ocr_error(ctx, OCR_EINVAL, "%s: bad sizes M=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld", fn, (long long)M, (long long)N,
                          (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
     snprintf(ocr__st(ctx)->op, sizeof ocr__st(ctx)->op, "%s M=%lld N=%lld K=%lld", fn, (long long)M, (long long)N, (long long)K);
+    if ((rc = ocr__amp_valid(ctx))) return rc;
+    /* with no product to take (alpha 0, K 0, an empty C) the result is beta C in any precision: the fp32 path, as on the CPU */
+    if (ctx->amp != OCR_AMP_OFF && M > 0 && N > 0 && K > 0 && alpha != 0.0f)
+        return ctx->amp == OCR_AMP_BF16 ? ocr__gemm_amp<ocr__bf16>(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
+                                        : ocr__gemm_amp<ocr__f16>(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return ocr__gemm_dev(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -1475,32 +1599,38 @@ static ocr__cu_conv_geom ocr__cu_conv_geometry(const ocr_tensor *x, const ocr_te
 }
 
 /* The file's own path: im2col / col2im + GEMM per image and group (the pieces ocr_nn.h's CPU path also uses).
-   mode FWD: y (= or +=) conv(x, w); BWD_DATA: x += conv^T(y, w); BWD_WEIGHT: w += y (x) x. */
-static int ocr__conv_own(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, float *x, float *w, float *y, int accumulate) {
+   mode FWD: y (= or +=) conv(x, w); BWD_DATA: x += conv^T(y, w); BWD_WEIGHT: w += y (x) x. The mode's two inputs
+   have type T; its output is out, fp32 (for T = float the mode's own x, y or w: that T pointer is not read). */
+template <typename T>
+static int ocr__conv_own(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, const T *x, const T *w, const T *y, float *out, int accumulate) {
     int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, kdim = Cg * g->kh * g->kw, P = g->OH * g->OW, HW = g->H * g->W, n, gr;
     int pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
-    float *col = NULL;
+    void *col = NULL;
     size_t bytes;
     int rc;
     if (!pointwise) {
-        if (!ocr_size_mul((size_t)kdim * sizeof(float), (size_t)P, &bytes))
+        /* im2col's columns are in the input type; BWD_DATA's columns are a GEMM result, fp32 */
+        if (!ocr_size_mul((size_t)kdim * (mode == OCR__BWD_DATA ? sizeof(float) : sizeof(T)), (size_t)P, &bytes))
             return ocr_error(ctx, OCR_EOVERFLOW, "%s: im2col buffer too large", ocr__op_str(ctx));
-        if (!(col = (float *)ocr__dscratch(ctx, OCR__DS_COL, bytes))) return ctx->last_status;
+        if (!(col = ocr__dscratch(ctx, OCR__DS_COL, bytes))) return ctx->last_status;
     }
     for (n = 0; n < g->N; n++)
         for (gr = 0; gr < g->groups; gr++) {
-            float *xg = x + (n * g->C + gr * Cg) * HW, *yg = y + (n * g->K + gr * Kg) * P, *wg = w + gr * Kg * kdim;
-            const float *B = xg;
-            if (mode != OCR__BWD_DATA && !pointwise) {
-                OCR__LAUNCH(ctx, ocr__k_im2col, (ocr__grid(kdim * P)), (OCR__BLOCK), *g, xg, col, Cg);
-                B = col;
-            }
-            if (mode == OCR__FWD) rc = ocr__gemm_dev(ctx, 0, 0, Kg, P, kdim, 1.0f, wg, kdim, B, P, accumulate ? 1.0f : 0.0f, yg, P);
-            else if (mode == OCR__BWD_WEIGHT) rc = ocr__gemm_dev(ctx, 0, 1, Kg, kdim, P, 1.0f, yg, P, B, P, 1.0f, wg, kdim);
-            else if (pointwise) rc = ocr__gemm_dev(ctx, 1, 0, kdim, P, Kg, 1.0f, wg, kdim, yg, P, 1.0f, xg, HW);
-            else {
-                if ((rc = ocr__gemm_dev(ctx, 1, 0, kdim, P, Kg, 1.0f, wg, kdim, yg, P, 0.0f, col, P))) return rc;
-                OCR__LAUNCH(ctx, ocr__k_col2im, (ocr__grid(Cg * HW)), (OCR__BLOCK), *g, col, xg, Cg);
+            int64_t xo = (n * g->C + gr * Cg) * HW, yo = (n * g->K + gr * Kg) * P, wo = gr * Kg * kdim;
+            if (mode == OCR__BWD_DATA) {
+                if (pointwise) rc = ocr__gemm_dev(ctx, 1, 0, kdim, P, Kg, 1.0f, w + wo, kdim, y + yo, P, 1.0f, out + xo, HW);
+                else {
+                    if ((rc = ocr__gemm_dev(ctx, 1, 0, kdim, P, Kg, 1.0f, w + wo, kdim, y + yo, P, 0.0f, (float *)col, P))) return rc;
+                    OCR__LAUNCH(ctx, ocr__k_col2im, (ocr__grid(Cg * HW)), (OCR__BLOCK), *g, (const float *)col, out + xo, Cg);
+                }
+            } else {
+                const T *B = x + xo;
+                if (!pointwise) {
+                    OCR__LAUNCH(ctx, ocr__k_im2col<T>, (ocr__grid(kdim * P)), (OCR__BLOCK), *g, x + xo, (T *)col, Cg);
+                    B = (const T *)col;
+                }
+                if (mode == OCR__FWD) rc = ocr__gemm_dev(ctx, 0, 0, Kg, P, kdim, 1.0f, w + wo, kdim, B, P, accumulate ? 1.0f : 0.0f, out + yo, P);
+                else rc = ocr__gemm_dev(ctx, 0, 1, Kg, kdim, P, 1.0f, y + yo, P, B, P, 1.0f, out + wo, kdim);
             }
             if (rc) return rc;
         }
@@ -1508,8 +1638,10 @@ static int ocr__conv_own(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, flo
 }
 
 #if !defined(OCR_CUDA_EMULATE) && defined(OCR_CUDNN)
-/* The same three modes through cuDNN's legacy convolution API, with FMA math (no TF32) for parity with the CPU. */
-static int ocr__conv_cudnn(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, float *x, float *w, float *y, int accumulate) {
+/* The same three modes through cuDNN's legacy convolution API on x, w and y of type dt, accumulating in fp32 (the
+   convolution descriptor's type): fp32 data with FMA math (no TF32) for parity with the CPU; bf16 / fp16 data with
+   tensor-core math. */
+static int ocr__conv_cudnn(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, cudnnDataType_t dt, void *x, void *w, void *y, int accumulate) {
     cudnnHandle_t h = ocr__st(ctx)->cudnn;
     cudnnTensorDescriptor_t xd = NULL, yd = NULL;
     cudnnFilterDescriptor_t wd = NULL;
@@ -1520,12 +1652,12 @@ static int ocr__conv_cudnn(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, f
     int rc, got = 0, i;
     if ((rc = OCR__DNN(ctx, cudnnCreateTensorDescriptor(&xd))) || (rc = OCR__DNN(ctx, cudnnCreateTensorDescriptor(&yd))) ||
         (rc = OCR__DNN(ctx, cudnnCreateFilterDescriptor(&wd))) || (rc = OCR__DNN(ctx, cudnnCreateConvolutionDescriptor(&cd))) ||
-        (rc = OCR__DNN(ctx, cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)g->N, (int)g->C, (int)g->H, (int)g->W))) ||
-        (rc = OCR__DNN(ctx, cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)g->N, (int)g->K, (int)g->OH, (int)g->OW))) ||
-        (rc = OCR__DNN(ctx, cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)g->K, (int)(g->C / g->groups), g->kh, g->kw))) ||
+        (rc = OCR__DNN(ctx, cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, dt, (int)g->N, (int)g->C, (int)g->H, (int)g->W))) ||
+        (rc = OCR__DNN(ctx, cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, dt, (int)g->N, (int)g->K, (int)g->OH, (int)g->OW))) ||
+        (rc = OCR__DNN(ctx, cudnnSetFilter4dDescriptor(wd, dt, CUDNN_TENSOR_NCHW, (int)g->K, (int)(g->C / g->groups), g->kh, g->kw))) ||
         (rc = OCR__DNN(ctx, cudnnSetConvolution2dDescriptor(cd, g->ph, g->pw, g->sh, g->sw, g->dh, g->dw, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT))) ||
         (rc = OCR__DNN(ctx, cudnnSetConvolutionGroupCount(cd, g->groups))) ||
-        (rc = OCR__DNN(ctx, cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH))))
+        (rc = OCR__DNN(ctx, cudnnSetConvolutionMathType(cd, dt == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH))))
         goto done;
     if (mode == OCR__FWD) {
         cudnnConvolutionFwdAlgoPerf_t perf[8];
@@ -1538,7 +1670,6 @@ static int ocr__conv_cudnn(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, f
     } else if (mode == OCR__BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[8];
         cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-        beta = 1.0f;
         if ((rc = OCR__DNN(ctx, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd, yd, cd, xd, 8, &got, perf)))) goto done;
         for (i = got - 1; i >= 0; i--) if (perf[i].status == CUDNN_STATUS_SUCCESS) algo = perf[i].algo;
         if ((rc = OCR__DNN(ctx, cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd, yd, cd, xd, algo, &ws_bytes)))) goto done;
@@ -1547,7 +1678,6 @@ static int ocr__conv_cudnn(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, f
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
         cudnnConvolutionBwdFilterAlgo_t algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-        beta = 1.0f;
         if ((rc = OCR__DNN(ctx, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd, yd, cd, wd, 8, &got, perf)))) goto done;
         for (i = got - 1; i >= 0; i--) if (perf[i].status == CUDNN_STATUS_SUCCESS) algo = perf[i].algo;
         if ((rc = OCR__DNN(ctx, cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xd, yd, cd, wd, algo, &ws_bytes)))) goto done;
@@ -1563,15 +1693,58 @@ done:
     if (xd) cudnnDestroyTensorDescriptor(xd);
     return rc;
 }
+
+static int ocr__cudnn_fits(ocr_ctx *ctx, const ocr__cu_conv_geom *g) {
+    return ocr__st(ctx)->use_cudnn && g->N <= INT32_MAX && g->C <= INT32_MAX && g->H <= INT32_MAX && g->W <= INT32_MAX && g->K <= INT32_MAX &&
+           g->OH <= INT32_MAX && g->OW <= INT32_MAX;
+}
+
+static cudnnDataType_t ocr__cudnn_type(const ocr__bf16 *) { return CUDNN_DATA_BFLOAT16; }
+static cudnnDataType_t ocr__cudnn_type(const ocr__f16 *) { return CUDNN_DATA_HALF; }
 #endif
 
+/* One mode in fp32: x, w and y as they are, the mode's output among them. */
 static int ocr__cu_conv_run(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, float *x, float *w, float *y, int accumulate) {
 #if !defined(OCR_CUDA_EMULATE) && defined(OCR_CUDNN)
-    if (ocr__st(ctx)->use_cudnn && g->N <= INT32_MAX && g->C <= INT32_MAX && g->H <= INT32_MAX && g->W <= INT32_MAX && g->K <= INT32_MAX &&
-        g->OH <= INT32_MAX && g->OW <= INT32_MAX)
-        return ocr__conv_cudnn(ctx, g, mode, x, w, y, accumulate);
+    if (ocr__cudnn_fits(ctx, g)) return ocr__conv_cudnn(ctx, g, mode, CUDNN_DATA_FLOAT, x, w, y, accumulate);
 #endif
-    return ocr__conv_own(ctx, g, mode, x, w, y, accumulate);
+    return ocr__conv_own(ctx, g, mode, x, w, y, mode == OCR__FWD ? y : mode == OCR__BWD_DATA ? x : w, accumulate);
+}
+
+/* One mode under mixed precision: its two inputs rounded to T (x, w, y into scratch HALF0, 1, 2), products
+   accumulated in fp32 into its output, which stays fp32 (and keeps its old value under accumulate). */
+template <typename T>
+static int ocr__cu_conv_amp(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, float *x, float *w, float *y, int accumulate) {
+    int64_t nx = g->N * g->C * g->H * g->W, nw = g->K * (g->C / g->groups) * g->kh * g->kw, ny = g->N * g->K * g->OH * g->OW;
+    float *out = mode == OCR__FWD ? y : mode == OCR__BWD_DATA ? x : w;
+    T *hx = NULL, *hw = NULL, *hy = NULL;
+    int rc = OCR_OK;
+    if ((mode != OCR__BWD_DATA && (rc = ocr__amp_round(ctx, 0, x, nx, &hx))) || (mode != OCR__BWD_WEIGHT && (rc = ocr__amp_round(ctx, 1, w, nw, &hw))) ||
+        (mode != OCR__FWD && (rc = ocr__amp_round(ctx, 2, y, ny, &hy))))
+        return rc;
+#if !defined(OCR_CUDA_EMULATE) && defined(OCR_CUDNN)
+    if (ocr__cudnn_fits(ctx, g)) {
+        /* cuDNN's legacy API takes x, w and y of one type, so the result comes out in T: rounded once more (within the
+           half-precision tolerance the inputs already cost; PyTorch's autocast convolutions return the same), then
+           widened into out, so that accumulating into out (dx +=, dw +=) stays fp32 */
+        int64_t n_out = mode == OCR__FWD ? ny : mode == OCR__BWD_DATA ? nx : nw;
+        T *h = (T *)ocr__dscratch(ctx, OCR__DS_HALF_OUT, (size_t)(n_out ? n_out : 1) * sizeof(T));
+        if (!h) return ctx->last_status;
+        if ((rc = ocr__conv_cudnn(ctx, g, mode, ocr__cudnn_type((const T *)NULL), mode == OCR__BWD_DATA ? (void *)h : (void *)hx,
+                                  mode == OCR__BWD_WEIGHT ? (void *)h : (void *)hw, mode == OCR__FWD ? (void *)h : (void *)hy, 0)))
+            return rc;
+        if (n_out) OCR__LAUNCH(ctx, ocr__k_from_half<T>, (ocr__grid(n_out)), (OCR__BLOCK), (const T *)h, out, n_out, accumulate);
+        return OCR_OK;
+    }
+#endif
+    return ocr__conv_own(ctx, g, mode, (const T *)hx, (const T *)hw, (const T *)hy, out, accumulate);
+}
+
+/* One mode in ctx->amp's precision (the entry points have checked it). */
+static int ocr__cu_conv(ocr_ctx *ctx, const ocr__cu_conv_geom *g, int mode, float *x, float *w, float *y, int accumulate) {
+    if (ctx->amp == OCR_AMP_BF16) return ocr__cu_conv_amp<ocr__bf16>(ctx, g, mode, x, w, y, accumulate);
+    if (ctx->amp == OCR_AMP_F16) return ocr__cu_conv_amp<ocr__f16>(ctx, g, mode, x, w, y, accumulate);
+    return ocr__cu_conv_run(ctx, g, mode, x, w, y, accumulate);
 }
 
 static int ocr__cu_bias_add(ocr_ctx *ctx, float *y, const float *b, int64_t N, int64_t C, int64_t P) {
@@ -1589,9 +1762,9 @@ OCRDEF int ocr_cuda_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_
                                    ocr_tensor *y) {
     ocr__cu_conv_geom g;
     int rc;
-    if ((rc = ocr__begin(ctx, "ocr_nn_conv2d_forward (cuda)", x, w, b, y))) return rc;
+    if ((rc = ocr__begin(ctx, "ocr_nn_conv2d_forward (cuda)", x, w, b, y)) || (rc = ocr__amp_valid(ctx))) return rc;
     g = ocr__cu_conv_geometry(x, w, y, p, 0);
-    if ((rc = ocr__cu_conv_run(ctx, &g, OCR__FWD, (float *)x->data, (float *)w->data, (float *)y->data, 0))) return rc;
+    if ((rc = ocr__cu_conv(ctx, &g, OCR__FWD, (float *)x->data, (float *)w->data, (float *)y->data, 0))) return rc;
     return b ? ocr__cu_bias_add(ctx, (float *)y->data, (const float *)b->data, g.N, g.K, g.OH * g.OW) : OCR_OK;
 }
 
@@ -1600,11 +1773,11 @@ OCRDEF int ocr_cuda_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr
     ocr__cu_conv_geom g;
     int rc;
     if ((rc = ocr__begin(ctx, "ocr_nn_conv2d_backward (cuda)", x, w, dy, dx)) || (rc = ocr__on_dev(ctx, "ocr_nn_conv2d_backward", dw)) ||
-        (rc = ocr__on_dev(ctx, "ocr_nn_conv2d_backward", db)))
+        (rc = ocr__on_dev(ctx, "ocr_nn_conv2d_backward", db)) || (rc = ocr__amp_valid(ctx)))
         return rc;
     g = ocr__cu_conv_geometry(x, w, dy, p, 0);
-    if (dx && (rc = ocr__cu_conv_run(ctx, &g, OCR__BWD_DATA, (float *)dx->data, (float *)w->data, (float *)dy->data, 1))) return rc;
-    if (dw && (rc = ocr__cu_conv_run(ctx, &g, OCR__BWD_WEIGHT, (float *)x->data, (float *)dw->data, (float *)dy->data, 1))) return rc;
+    if (dx && (rc = ocr__cu_conv(ctx, &g, OCR__BWD_DATA, (float *)dx->data, (float *)w->data, (float *)dy->data, 1))) return rc;
+    if (dw && (rc = ocr__cu_conv(ctx, &g, OCR__BWD_WEIGHT, (float *)x->data, (float *)dw->data, (float *)dy->data, 1))) return rc;
     return db ? ocr__cu_bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.K, g.OH * g.OW) : OCR_OK;
 }
 
@@ -1612,11 +1785,11 @@ OCRDEF int ocr_cuda_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, 
                                              ocr_conv_params p, ocr_tensor *y) {
     ocr__cu_conv_geom g;
     int rc;
-    if ((rc = ocr__begin(ctx, "ocr_nn_conv_transpose2d_forward (cuda)", x, w, b, y))) return rc;
+    if ((rc = ocr__begin(ctx, "ocr_nn_conv_transpose2d_forward (cuda)", x, w, b, y)) || (rc = ocr__amp_valid(ctx))) return rc;
     g = ocr__cu_conv_geometry(x, w, y, p, 1);
     /* a transposed convolution is the data gradient of the convolution it transposes */
     if ((rc = ocr__dzero(ctx, y->data, ocr_tensor_bytes(y))) ||
-        (rc = ocr__cu_conv_run(ctx, &g, OCR__BWD_DATA, (float *)y->data, (float *)w->data, (float *)x->data, 1)))
+        (rc = ocr__cu_conv(ctx, &g, OCR__BWD_DATA, (float *)y->data, (float *)w->data, (float *)x->data, 1)))
         return rc;
     return b ? ocr__cu_bias_add(ctx, (float *)y->data, (const float *)b->data, g.N, g.C, g.H * g.W) : OCR_OK;
 }
@@ -1626,13 +1799,16 @@ OCRDEF int ocr_cuda_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x,
     ocr__cu_conv_geom g;
     int rc;
     if ((rc = ocr__begin(ctx, "ocr_nn_conv_transpose2d_backward (cuda)", x, w, dy, dx)) ||
-        (rc = ocr__on_dev(ctx, "ocr_nn_conv_transpose2d_backward", dw)) || (rc = ocr__on_dev(ctx, "ocr_nn_conv_transpose2d_backward", db)))
+        (rc = ocr__on_dev(ctx, "ocr_nn_conv_transpose2d_backward", dw)) || (rc = ocr__on_dev(ctx, "ocr_nn_conv_transpose2d_backward", db)) ||
+        (rc = ocr__amp_valid(ctx)))
         return rc;
     g = ocr__cu_conv_geometry(x, w, dy, p, 1);
-    if (dx && (rc = ocr__cu_conv_run(ctx, &g, OCR__FWD, (float *)dy->data, (float *)w->data, (float *)dx->data, 1))) return rc;
-    if (dw && (rc = ocr__cu_conv_run(ctx, &g, OCR__BWD_WEIGHT, (float *)dy->data, (float *)dw->data, (float *)x->data, 1))) return rc;
+    if (dx && (rc = ocr__cu_conv(ctx, &g, OCR__FWD, (float *)dy->data, (float *)w->data, (float *)dx->data, 1))) return rc;
+    if (dw && (rc = ocr__cu_conv(ctx, &g, OCR__BWD_WEIGHT, (float *)dy->data, (float *)dw->data, (float *)x->data, 1))) return rc;
     return db ? ocr__cu_bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.C, g.H * g.W) : OCR_OK;
 }
+
+extern "C" {
 
 /* ---------------------------------------------------------------- batch normalisation */
 

@@ -34,6 +34,10 @@
 #endif
 #endif
 
+/* fp32 outputs of test_amp_off_unchanged, from the emulation build before ocr_cuda.cu learnt ctx->amp */
+#define AMP_OFF_CONV_HASH 0x188acec882f5b1f2ull
+#define AMP_OFF_GEMM_HASH 0x72b294c660bd14d1ull
+
 #ifdef OCR_CUDA_EMULATE
 extern "C" int ocr_cuda_emu_selftest(ocr_ctx *ctx, const char *name); /* defined in ocr_cuda.cu, emulation builds only */
 #endif
@@ -285,6 +289,427 @@ static void test_conv(void) {
     size_t i;
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!sanitized() || i != 1) run_conv(&cases[i]); /* the stride-2 3x3 case is covered by the 7x7 stem there */
+}
+
+/* ---------------------------------------------------------------- mixed precision (ctx->amp) */
+
+/* Under ctx->amp = BF16 / F16 a GEMM or convolution reads its inputs rounded to that type and accumulates in fp32.
+   Each case is checked against (a) the CPU backend in fp32 on inputs rounded on the host with ocr_f32_to_bf16 /
+   ocr_f32_to_f16: the same products, so only the summation order differs (1e-5 of the scale, as the fp32 tests);
+   and (b) the fp32 device result, elementwise within the error of rounding both factors of every product:
+   |amp - fp32| <= (2u + u^2 + 1e-5) * sum|a||b|, u = 2^-8 (bf16) or 2^-11 (fp16), sum|a||b| the same op on
+   absolute values (1e-5 of it for fp32 summation). On a real GPU cuDNN returns the result in the half type too: one
+   more u * sum|a||b| in both, and 1e-4 for tensor-core summation. */
+#ifdef OCR_CUDA_EMULATE
+static const double AMP_SUM_TOL = 1e-5, AMP_OUT_ROUND = 0.0;
+#else
+static const double AMP_SUM_TOL = 1e-4, AMP_OUT_ROUND = 1.0;
+#endif
+
+static double amp_unit(int amp) { return amp == OCR_AMP_BF16 ? 1.0 / 256.0 : 1.0 / 2048.0; }
+static const char *amp_str(int amp) { return amp == OCR_AMP_BF16 ? "bf16" : amp == OCR_AMP_F16 ? "fp16" : "fp32"; }
+static float amp_round(int amp, float v) {
+    return amp == OCR_AMP_BF16 ? ocr_bf16_to_f32(ocr_f32_to_bf16(v)) : ocr_f16_to_f32(ocr_f32_to_f16(v));
+}
+
+/* Inputs from a fixed integer generator (the fp32 hashes below depend on them): magnitudes in [2^-8, 1] times
+   scale, random signs. None near 0: the bounds of (b) are relative, fp16 subnormals would need an absolute term. */
+static uint32_t amp_seed;
+static uint32_t amp_next(void) {
+    amp_seed ^= amp_seed << 13; amp_seed ^= amp_seed >> 17; amp_seed ^= amp_seed << 5;
+    return amp_seed;
+}
+static float amp_value(float scale) {
+    uint32_t r = amp_next();
+    float m = (1.0f / 256.0f) + (float)(r >> 9) * (1.0f / 8388608.0f) * (255.0f / 256.0f);
+    return (r & 1u ? -m : m) * scale;
+}
+
+static ocr_tensor amp_tensor(const char *name, ocr_shape s, float scale) {
+    ocr_tensor t;
+    int64_t i;
+    OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &t, name, OCR_F32, OCR_DEVICE_CPU, s));
+    for (i = 0; i < ocr_shape_numel(s); i++) ((float *)t.data)[i] = amp_value(scale);
+    return t;
+}
+
+/* A copy of t rounded to amp's type (amp OFF: |t|). */
+static ocr_tensor amp_copy(const ocr_tensor *t, int amp) {
+    ocr_tensor c;
+    int64_t i;
+    OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &c, t->name, OCR_F32, OCR_DEVICE_CPU, t->shape));
+    for (i = 0; i < ocr_tensor_numel(t); i++) {
+        float v = ((const float *)t->data)[i];
+        ((float *)c.data)[i] = amp == OCR_AMP_OFF ? fabsf(v) : amp_round(amp, v);
+    }
+    return c;
+}
+
+static ocr_tensor host_like(const ocr_tensor *t) {
+    ocr_tensor c;
+    OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &c, t->name, OCR_F32, OCR_DEVICE_CPU, t->shape));
+    return c;
+}
+
+static ocr_tensor host_clone(const ocr_tensor *t) {
+    ocr_tensor c = host_like(t);
+    memcpy(c.data, t->data, ocr_tensor_bytes(t));
+    return c;
+}
+
+/* |got - ref| <= k * bound + slack * max|ref|, elementwise (bound NULL: k unused) */
+static void expect_within(const char *what, const float *got, const float *ref, const float *bound, int64_t n, double k, double slack) {
+    double scale = 0.0, worst = 0.0;
+    int64_t i, bad = 0, at = -1;
+    for (i = 0; i < n; i++) if (fabs((double)ref[i]) > scale) scale = fabs((double)ref[i]);
+    for (i = 0; i < n; i++) {
+        double lim = (bound ? k * bound[i] : 0.0) + slack * scale, d = fabs((double)got[i] - (double)ref[i]);
+        if (!(d <= lim)) {
+            if (at < 0 || !(d - lim <= worst)) { worst = d - lim; at = i; }
+            bad++;
+        }
+    }
+    OCR_CHECK_MSG(bad == 0, "%s: %lld of %lld values out of tolerance; worst at %lld: %.9g vs %.9g (bound %.3g)", what, (long long)bad,
+                  (long long)n, (long long)at, at >= 0 ? got[at] : 0.0f, at >= 0 ? ref[at] : 0.0f,
+                  at >= 0 ? (bound ? k * bound[at] : 0.0) + slack * scale : 0.0);
+}
+
+typedef struct { ocr_tensor x, w, b, dy, dx, dw, db; ocr_conv_params p; } amp_conv; /* dx, dw, db: values before += */
+typedef struct { ocr_tensor y, dx, dw, db; } amp_result;
+
+static const conv_case amp_cases[] = {
+    /* N  C  H  W  K  k  s  p  d  g  T  op bias */
+    {2, 3, 6, 7, 5, 3, 1, 1, 1, 1, 0, 0, 1},   /* 3x3 stride 1 */
+    {2, 4, 7, 6, 6, 3, 2, 1, 1, 1, 0, 0, 1},   /* 3x3 stride 2 */
+    {2, 5, 5, 4, 3, 1, 1, 0, 1, 1, 0, 0, 1},   /* 1x1 */
+    {2, 6, 4, 5, 3, 2, 2, 0, 1, 1, 1, 0, 1},   /* transposed 2x2 stride 2 */
+};
+
+static void amp_conv_make(const conv_case *c, amp_conv *a) {
+    ocr_shape xs = ocr_shape4(c->N, c->C, c->H, c->W), ws, ys;
+    a->p = ocr_conv_params_make(c->stride, c->pad, c->dil, c->groups);
+    ws = c->transposed ? ocr_shape4(c->C, c->K / c->groups, c->k, c->k) : ocr_shape4(c->K, c->C / c->groups, c->k, c->k);
+    if (c->transposed) OCR_CHECK_OK(&cpu, ocr_nn_conv_transpose2d_out_shape(&cpu, xs, ws, a->p, &ys));
+    else OCR_CHECK_OK(&cpu, ocr_nn_conv2d_out_shape(&cpu, xs, ws, a->p, &ys));
+    a->x = amp_tensor("x", xs, 2.0f); a->w = amp_tensor("w", ws, 1.0f); a->b = amp_tensor("b", ocr_shape1(c->K), 1.0f);
+    a->dy = amp_tensor("dy", ys, 1.0f); a->dx = amp_tensor("dx", xs, 1.0f); a->dw = amp_tensor("dw", ws, 1.0f);
+    a->db = amp_tensor("db", ocr_shape1(c->K), 1.0f);
+}
+
+static void amp_conv_free(amp_conv *a) {
+    ocr_tensor_free(&a->x); ocr_tensor_free(&a->w); ocr_tensor_free(&a->b); ocr_tensor_free(&a->dy);
+    ocr_tensor_free(&a->dx); ocr_tensor_free(&a->dw); ocr_tensor_free(&a->db);
+}
+
+static void amp_result_free(amp_result *r) { ocr_tensor_free(&r->y); ocr_tensor_free(&r->dx); ocr_tensor_free(&r->dw); ocr_tensor_free(&r->db); }
+
+/* Forward and backward on the device with gpu.amp = amp, results on the host. */
+static void amp_conv_device(const conv_case *c, const amp_conv *a, int amp, amp_result *r) {
+    dbuf gx, gw, gb, gy, gdy, gdx, gdw, gdb;
+    ocr_tensor y0 = host_like(&a->dy);
+    memset(y0.data, 0xff, ocr_tensor_bytes(&y0)); /* NaN: the forward must overwrite every value */
+    r->y = host_like(&a->dy); r->dx = host_like(&a->dx); r->dw = host_like(&a->dw); r->db = host_like(&a->db);
+    dev_from(&gx, &a->x); dev_from(&gw, &a->w); dev_from(&gb, &a->b); dev_from(&gy, &y0); dev_from(&gdy, &a->dy);
+    dev_from(&gdx, &a->dx); dev_from(&gdw, &a->dw); dev_from(&gdb, &a->db);
+    gpu.amp = amp;
+    if (c->transposed) {
+        OCR_CHECK_OK(&gpu, ocr_nn_conv_transpose2d_forward(&gpu, &gx.t, &gw.t, &gb.t, a->p, &gy.t));
+        OCR_CHECK_OK(&gpu, ocr_nn_conv_transpose2d_backward(&gpu, &gx.t, &gw.t, &gdy.t, a->p, &gdx.t, &gdw.t, &gdb.t));
+    } else {
+        OCR_CHECK_OK(&gpu, ocr_nn_conv2d_forward(&gpu, &gx.t, &gw.t, &gb.t, a->p, &gy.t));
+        OCR_CHECK_OK(&gpu, ocr_nn_conv2d_backward(&gpu, &gx.t, &gw.t, &gdy.t, a->p, &gdx.t, &gdw.t, &gdb.t));
+    }
+    gpu.amp = OCR_AMP_OFF;
+    dev_read(&gy, r->y.data); dev_read(&gdx, r->dx.data); dev_read(&gdw, r->dw.data); dev_read(&gdb, r->db.data);
+    dev_free(&gx); dev_free(&gw); dev_free(&gb); dev_free(&gy); dev_free(&gdy); dev_free(&gdx); dev_free(&gdw); dev_free(&gdb);
+    ocr_tensor_free(&y0);
+}
+
+/* The same on the CPU in fp32 with the given x, w, dy; bias and the values before += from a unless bound, which
+   computes the op on absolute values from zero (x, w, dy are then |x|, |w|, |dy|) and leaves db alone. */
+static void amp_conv_cpu(const conv_case *c, const amp_conv *a, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy, int bound,
+                         amp_result *r) {
+    r->y = host_like(&a->dy); r->dx = host_clone(&a->dx); r->dw = host_clone(&a->dw); r->db = host_clone(&a->db);
+    if (bound) { memset(r->dx.data, 0, ocr_tensor_bytes(&r->dx)); memset(r->dw.data, 0, ocr_tensor_bytes(&r->dw)); }
+    if (c->transposed) {
+        OCR_CHECK_OK(&cpu, ocr_nn_conv_transpose2d_forward(&cpu, x, w, bound ? NULL : &a->b, a->p, &r->y));
+        OCR_CHECK_OK(&cpu, ocr_nn_conv_transpose2d_backward(&cpu, x, w, dy, a->p, &r->dx, &r->dw, bound ? NULL : &r->db));
+    } else {
+        OCR_CHECK_OK(&cpu, ocr_nn_conv2d_forward(&cpu, x, w, bound ? NULL : &a->b, a->p, &r->y));
+        OCR_CHECK_OK(&cpu, ocr_nn_conv2d_backward(&cpu, x, w, dy, a->p, &r->dx, &r->dw, bound ? NULL : &r->db));
+    }
+}
+
+static void amp_case_name(char *buf, size_t cap, const conv_case *c, int amp, const char *part) {
+    snprintf(buf, cap, "%s %s x[%d,%d,%d,%d] k%d s%d %s", amp_str(amp), c->transposed ? "conv_transpose2d" : "conv2d", c->N, c->C, c->H,
+             c->W, c->k, c->stride, part);
+}
+
+static void test_amp_conv(void) {
+    size_t ci;
+    int amp;
+    cpu.amp = OCR_AMP_OFF; /* the CPU references are fp32 on inputs rounded here */
+    amp_seed = 0x2545f491u;
+    for (ci = 0; ci < sizeof amp_cases / sizeof amp_cases[0]; ci++) {
+        const conv_case *c = &amp_cases[ci];
+        amp_conv a;
+        amp_result f32, bound;
+        ocr_tensor ax, aw, ady;
+        amp_conv_make(c, &a);
+        amp_conv_device(c, &a, OCR_AMP_OFF, &f32);
+        ax = amp_copy(&a.x, OCR_AMP_OFF); aw = amp_copy(&a.w, OCR_AMP_OFF); ady = amp_copy(&a.dy, OCR_AMP_OFF);
+        amp_conv_cpu(c, &a, &ax, &aw, &ady, 1, &bound);
+        for (amp = OCR_AMP_BF16; amp <= OCR_AMP_F16; amp++) {
+            amp_result got, ref;
+            ocr_tensor rx = amp_copy(&a.x, amp), rw = amp_copy(&a.w, amp), rdy = amp_copy(&a.dy, amp);
+            double u = amp_unit(amp), kb = 2.0 * u + u * u + AMP_SUM_TOL + AMP_OUT_ROUND * u, ka = AMP_OUT_ROUND * u;
+            const ocr_tensor *gt[3] = {&got.y, &got.dx, &got.dw}, *rt[3] = {&ref.y, &ref.dx, &ref.dw}, *ft[3] = {&f32.y, &f32.dx, &f32.dw};
+            const ocr_tensor *bt[3] = {&bound.y, &bound.dx, &bound.dw};
+            static const char *const parts[3] = {"forward", "dx", "dw"};
+            int k;
+            amp_conv_device(c, &a, amp, &got);
+            amp_conv_cpu(c, &a, &rx, &rw, &rdy, 0, &ref);
+            for (k = 0; k < 3; k++) {
+                char what[160], w2[200];
+                int64_t n = ocr_tensor_numel(rt[k]);
+                amp_case_name(what, sizeof what, c, amp, parts[k]);
+                snprintf(w2, sizeof w2, "%s vs the CPU on rounded inputs", what);
+                expect_within(w2, (const float *)gt[k]->data, (const float *)rt[k]->data, (const float *)bt[k]->data, n, ka, AMP_SUM_TOL);
+                snprintf(w2, sizeof w2, "%s vs fp32 on the device", what);
+                expect_within(w2, (const float *)gt[k]->data, (const float *)ft[k]->data, (const float *)bt[k]->data, n, kb, 1e-6);
+            }
+            /* the bias gradient sums the fp32 dy: the fp32 result, bit for bit */
+            OCR_CHECK_MSG(memcmp(got.db.data, f32.db.data, ocr_tensor_bytes(&got.db)) == 0, "%s: db differs from fp32", amp_str(amp));
+            amp_result_free(&got); amp_result_free(&ref);
+            ocr_tensor_free(&rx); ocr_tensor_free(&rw); ocr_tensor_free(&rdy);
+        }
+        amp_result_free(&f32); amp_result_free(&bound);
+        ocr_tensor_free(&ax); ocr_tensor_free(&aw); ocr_tensor_free(&ady);
+        amp_conv_free(&a);
+    }
+}
+
+/* C = alpha op(A) op(B) + beta C on the device with gpu.amp = amp, into the host C. */
+static void amp_gemm_device(int amp, int ta, int tb, int M, int N, int K, float alpha, const ocr_tensor *A, int lda, const ocr_tensor *B,
+                            int ldb, float beta, ocr_tensor *C, int ldc) {
+    dbuf dA, dB, dC;
+    dev_from(&dA, A); dev_from(&dB, B); dev_from(&dC, C);
+    gpu.amp = amp;
+    OCR_CHECK_OK(&gpu, ocr_cuda_gemm(&gpu, ta, tb, M, N, K, alpha, (const float *)dA.t.data, lda, (const float *)dB.t.data, ldb, beta,
+                                     (float *)dC.t.data, ldc));
+    gpu.amp = OCR_AMP_OFF;
+    dev_read(&dC, C->data);
+    dev_free(&dA); dev_free(&dB); dev_free(&dC);
+}
+
+static void test_amp_gemm(void) {
+    static const int cases[][5] = {{13, 9, 17, 0, 1}, {7, 21, 33, 1, 0}}; /* M N K ta tb */
+    int s, amp;
+    cpu.amp = OCR_AMP_OFF;
+    amp_seed = 0x9e3779b9u;
+    for (s = 0; s < 2; s++) {
+        int M = cases[s][0], N = cases[s][1], K = cases[s][2], ta = cases[s][3], tb = cases[s][4];
+        int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+        ocr_tensor A = amp_tensor("A", ocr_shape1((ta ? K : M) * lda), 2.0f), B = amp_tensor("B", ocr_shape1((tb ? N : K) * ldb), 1.0f);
+        ocr_tensor C0 = amp_tensor("C", ocr_shape1(M * ldc), 1.0f), f32 = host_clone(&C0), bound = host_like(&C0);
+        ocr_tensor aA = amp_copy(&A, OCR_AMP_OFF), aB = amp_copy(&B, OCR_AMP_OFF);
+        float alpha = -1.5f, beta = 0.5f;
+        memset(bound.data, 0, ocr_tensor_bytes(&bound)); /* 0 in the columns past N, which no one writes */
+        amp_gemm_device(OCR_AMP_OFF, ta, tb, M, N, K, alpha, &A, lda, &B, ldb, beta, &f32, ldc);
+        OCR_CHECK_OK(&cpu, ocr_gemm(&cpu, ta, tb, M, N, K, 1.5f, (const float *)aA.data, lda, (const float *)aB.data, ldb, 0.0f,
+                                    (float *)bound.data, ldc));
+        for (amp = OCR_AMP_BF16; amp <= OCR_AMP_F16; amp++) {
+            ocr_tensor rA = amp_copy(&A, amp), rB = amp_copy(&B, amp), got = host_clone(&C0), ref = host_clone(&C0);
+            double u = amp_unit(amp);
+            char what[96];
+            amp_gemm_device(amp, ta, tb, M, N, K, alpha, &A, lda, &B, ldb, beta, &got, ldc);
+            OCR_CHECK_OK(&cpu, ocr_gemm(&cpu, ta, tb, M, N, K, alpha, (const float *)rA.data, lda, (const float *)rB.data, ldb, beta,
+                                        (float *)ref.data, ldc));
+            snprintf(what, sizeof what, "%s gemm %dx%dx%d ta=%d tb=%d vs the CPU on rounded inputs", amp_str(amp), M, N, K, ta, tb);
+            expect_within(what, (const float *)got.data, (const float *)ref.data, (const float *)bound.data, M * ldc, AMP_OUT_ROUND * u,
+                          AMP_SUM_TOL);
+            snprintf(what, sizeof what, "%s gemm %dx%dx%d ta=%d tb=%d vs fp32 on the device", amp_str(amp), M, N, K, ta, tb);
+            expect_within(what, (const float *)got.data, (const float *)f32.data, (const float *)bound.data, M * ldc,
+                          2.0 * u + u * u + AMP_SUM_TOL + AMP_OUT_ROUND * u, 1e-6);
+            ocr_tensor_free(&rA); ocr_tensor_free(&rB); ocr_tensor_free(&got); ocr_tensor_free(&ref);
+        }
+        ocr_tensor_free(&A); ocr_tensor_free(&B); ocr_tensor_free(&C0); ocr_tensor_free(&f32); ocr_tensor_free(&bound);
+        ocr_tensor_free(&aA); ocr_tensor_free(&aB);
+    }
+    /* an amp value that is none of the three is refused */
+    gpu.amp = 7;
+    OCR_CHECK_ERR(&gpu, ocr_cuda_gemm(&gpu, 0, 0, 1, 1, 1, 1.0f, NULL, 1, NULL, 1, 0.0f, NULL, 1), OCR_EINVAL, "ctx->amp is 7");
+    gpu.amp = OCR_AMP_OFF;
+}
+
+/* The rounding itself, through C = A B with K = 1 and B = 1 (so C = h(A) exactly, -0 turning +0): every value equal
+   to ocr_f32_to_bf16 / ocr_f32_to_f16's (NaN as NaN); the named boundaries by hand; and fp16's overflow to Inf
+   carried through a GEMM and a convolution. */
+static void amp_rounding_values(int amp, float *v, int *n) {
+    static const float common[] = {0.0f, -0.0f, 1.0f, -2.5f, INFINITY, -INFINITY, NAN, 65504.0f, 65519.0f, 65520.0f, 70000.0f,
+                                   -70000.0f, 1e-6f, 5.9604645e-8f /* 2^-24 */, 2.9802322e-8f /* 2^-25 */, 8.9406967e-8f /* 3*2^-25 */,
+                                   6.1035156e-5f /* 2^-14 */, 1.0f + 1.0f / 2048.0f, 1.0f + 3.0f / 2048.0f, 1.0f + 1.0f / 256.0f,
+                                   1.0f + 3.0f / 256.0f, FLT_MAX, -FLT_MAX, 1e-40f, FLT_MIN};
+    int i, k = 0, e;
+    for (i = 0; i < (int)(sizeof common / sizeof common[0]); i++) v[k++] = common[i];
+    for (i = 0; i < 512; i++) {
+        /* random values over the type's exponents and beyond, every other one moved onto a rounding tie */
+        uint32_t r = amp_next(), bits;
+        float f;
+        e = amp == OCR_AMP_F16 ? 127 - 28 + (int)(r % 48u) : 1 + (int)(r % 254u);
+        bits = (r & 0x80000000u) | ((uint32_t)e << 23) | ((r >> 3) & 0x7fffffu);
+        if (i & 1) bits = amp == OCR_AMP_BF16 ? (bits & ~0xffffu) | 0x8000u : (bits & ~0x1fffu) | 0x1000u;
+        memcpy(&f, &bits, 4);
+        v[k++] = f;
+    }
+    *n = k;
+}
+
+static void test_amp_rounding(void) {
+    static float v[600];
+    int amp, n = 0, i;
+    amp_seed = 0x1234567u;
+    for (amp = OCR_AMP_BF16; amp <= OCR_AMP_F16; amp++) {
+        ocr_tensor A, B, C;
+        float *a, *c;
+        int bad = 0;
+        amp_rounding_values(amp, v, &n);
+        OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &A, "A", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(n)));
+        OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &B, "B", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(1)));
+        OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &C, "C", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(n)));
+        a = (float *)A.data; c = (float *)C.data;
+        memcpy(a, v, (size_t)n * 4);
+        ((float *)B.data)[0] = 1.0f;
+        amp_gemm_device(amp, 0, 0, n, 1, 1, 1.0f, &A, 1, &B, 1, 0.0f, &C, 1);
+        for (i = 0; i < n; i++) {
+            float want = amp_round(amp, a[i]);
+            if (!(c[i] == want || (isnan(c[i]) && isnan(want))) && bad++ < 3) {
+                uint32_t bits;
+                memcpy(&bits, &a[i], 4);
+                fprintf(stderr, "  %s rounding of %.9g (0x%08x): device %.9g, the CPU's %.9g\n", amp_str(amp), a[i], (unsigned)bits, c[i], want);
+            }
+        }
+        OCR_CHECK_MSG(bad == 0, "%s: %d of %d values rounded unlike the CPU", amp_str(amp), bad, n);
+        /* by hand: c[] follows common[] above */
+        if (amp == OCR_AMP_F16) {
+            OCR_CHECK(c[7] == 65504.0f && c[8] == 65504.0f && isinf(c[9]) && c[9] > 0 && isinf(c[10]) && c[10] > 0 && isinf(c[11]) && c[11] < 0);
+            OCR_CHECK(c[12] > 0.0f && c[12] < 6.1035156e-5f); /* 1e-6: an fp16 subnormal, kept */
+            OCR_CHECK(c[13] == 5.9604645e-8f && c[14] == 0.0f && c[15] == 1.1920929e-7f); /* subnormal ties to even: 0, 2^-23 */
+            OCR_CHECK(c[17] == 1.0f && c[18] == 1.0f + 1.0f / 512.0f);                           /* ties to even */
+            OCR_CHECK(isinf(c[21]) && c[23] == 0.0f);
+        } else {
+            OCR_CHECK(c[10] == 70144.0f && c[19] == 1.0f && c[20] == 1.0f + 1.0f / 64.0f); /* finite; ties to even */
+            OCR_CHECK(isinf(c[21]) && c[21] > 0 && isinf(c[22]) && c[22] < 0);            /* FLT_MAX rounds up to Inf */
+            OCR_CHECK(c[23] != 0.0f && c[24] == FLT_MIN);                                 /* fp32 subnormals survive bf16 */
+        }
+        OCR_CHECK(isnan(c[6]) && c[4] == INFINITY && c[5] == -INFINITY);
+        ocr_tensor_free(&A); ocr_tensor_free(&B); ocr_tensor_free(&C);
+    }
+    {
+        /* fp16: one input beyond 65504 makes Inf of every output it reaches, and only those; bf16 keeps them finite */
+        ocr_tensor A = amp_tensor("A", ocr_shape1(3 * 4), 1.0f), B, C;
+        float *c;
+        int j;
+        OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &B, "B", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(4 * 5)));
+        OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &C, "C", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(3 * 5)));
+        for (i = 0; i < 20; i++) ((float *)B.data)[i] = 0.25f + 0.01f * (float)i;
+        ((float *)A.data)[1 * 4 + 2] = 1e5f;
+        for (amp = OCR_AMP_BF16; amp <= OCR_AMP_F16; amp++) {
+            memset(C.data, 0, ocr_tensor_bytes(&C));
+            amp_gemm_device(amp, 0, 0, 3, 5, 4, 1.0f, &A, 4, &B, 5, 0.0f, &C, 5);
+            c = (float *)C.data;
+            for (i = 0; i < 3; i++)
+                for (j = 0; j < 5; j++)
+                    OCR_CHECK_MSG(amp == OCR_AMP_F16 && i == 1 ? c[i * 5 + j] == INFINITY : isfinite(c[i * 5 + j]), "%s gemm C[%d][%d] = %g",
+                                  amp_str(amp), i, j, c[i * 5 + j]);
+        }
+        ocr_tensor_free(&A); ocr_tensor_free(&B); ocr_tensor_free(&C);
+    }
+    {
+        /* the same through a 1x1 convolution: pixel 4 of image 0 holds 1e5 in channel 0 */
+        ocr_tensor x, w, y;
+        dbuf gx, gw, gy;
+        float *yv;
+        int64_t k;
+        OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 2, 3, 3)));
+        OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(3, 2, 1, 1)));
+        OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &y, "y", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, 3, 3)));
+        for (k = 0; k < 36; k++) ((float *)x.data)[k] = 0.5f;
+        for (k = 0; k < 6; k++) ((float *)w.data)[k] = 0.25f;
+        ((float *)x.data)[4] = 1e5f;
+        dev_from(&gx, &x); dev_from(&gw, &w); dev_from(&gy, &y);
+        for (amp = OCR_AMP_BF16; amp <= OCR_AMP_F16; amp++) {
+            gpu.amp = amp;
+            OCR_CHECK_OK(&gpu, ocr_nn_conv2d_forward(&gpu, &gx.t, &gw.t, NULL, ocr_conv_params_make(1, 0, 1, 1), &gy.t));
+            gpu.amp = OCR_AMP_OFF;
+            dev_read(&gy, y.data);
+            yv = (float *)y.data;
+            for (k = 0; k < 54; k++) {
+                int hit = k < 27 && k % 9 == 4;
+                OCR_CHECK_MSG(amp == OCR_AMP_F16 && hit ? yv[k] == INFINITY : hit ? isfinite(yv[k]) && yv[k] > 1e4f : yv[k] == 0.25f,
+                              "%s conv y[%lld] = %g", amp_str(amp), (long long)k, yv[k]);
+            }
+        }
+        dev_free(&gx); dev_free(&gw); dev_free(&gy);
+        ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&y);
+    }
+}
+
+#ifdef OCR_CUDA_EMULATE
+/* FNV-1a over bytes */
+static uint64_t amp_hash(uint64_t h, const void *p, size_t bytes) {
+    const unsigned char *b = (const unsigned char *)p;
+    size_t i;
+    for (i = 0; i < bytes; i++) { h ^= b[i]; h *= 1099511628211ull; }
+    return h;
+}
+#endif
+
+/* ctx->amp = OFF is the fp32 backend of before mixed precision, bit for bit: the emulator's outputs of the conv cases
+   above and of a GEMM hash to what the emulation build gave before ocr_cuda.cu learnt ctx->amp (these constants;
+   a deliberate change of the fp32 kernels' arithmetic must update them). The GEMM also equals, bit for bit, fp32
+   sums taken in k order on the host (the own kernel's order). */
+static void test_amp_off_unchanged(void) {
+#ifdef OCR_CUDA_EMULATE
+    uint64_t h_conv = 14695981039346656037ull, h_gemm = 14695981039346656037ull;
+    size_t ci;
+    amp_seed = 0x2545f491u; /* test_amp_conv's inputs */
+    for (ci = 0; ci < sizeof amp_cases / sizeof amp_cases[0]; ci++) {
+        amp_conv a;
+        amp_result r;
+        amp_conv_make(&amp_cases[ci], &a);
+        amp_conv_device(&amp_cases[ci], &a, OCR_AMP_OFF, &r);
+        h_conv = amp_hash(h_conv, r.y.data, ocr_tensor_bytes(&r.y));
+        h_conv = amp_hash(h_conv, r.dx.data, ocr_tensor_bytes(&r.dx));
+        h_conv = amp_hash(h_conv, r.dw.data, ocr_tensor_bytes(&r.dw));
+        h_conv = amp_hash(h_conv, r.db.data, ocr_tensor_bytes(&r.db));
+        amp_result_free(&r);
+        amp_conv_free(&a);
+    }
+    {
+        int M = 13, N = 9, K = 17, lda = K + 3, ldb = N + 1, ldc = N + 2, i, j, k, bad = 0;
+        ocr_tensor A = amp_tensor("A", ocr_shape1(M * lda), 2.0f), B = amp_tensor("B", ocr_shape1(K * ldb), 1.0f);
+        ocr_tensor C = amp_tensor("C", ocr_shape1(M * ldc), 1.0f), C0 = host_clone(&C);
+        const float *a = (const float *)A.data, *b = (const float *)B.data, *c0 = (const float *)C0.data;
+        amp_gemm_device(OCR_AMP_OFF, 0, 0, M, N, K, -1.5f, &A, lda, &B, ldb, 0.5f, &C, ldc);
+        h_gemm = amp_hash(h_gemm, C.data, ocr_tensor_bytes(&C));
+        for (i = 0; i < M; i++)
+            for (j = 0; j < N; j++) {
+                float acc = 0.0f, want;
+                for (k = 0; k < K; k++) acc += a[i * lda + k] * b[k * ldb + j];
+                want = -1.5f * acc + 0.5f * c0[i * ldc + j];
+                bad += memcmp(&want, (const float *)C.data + i * ldc + j, 4) != 0;
+            }
+        OCR_CHECK_MSG(bad == 0, "fp32 gemm: %d values differ from in-order fp32 sums", bad);
+        ocr_tensor_free(&A); ocr_tensor_free(&B); ocr_tensor_free(&C); ocr_tensor_free(&C0);
+    }
+    OCR_CHECK_MSG(h_conv == AMP_OFF_CONV_HASH, "fp32 convolutions hash to 0x%016llxull, before mixed precision 0x%016llxull",
+                  (unsigned long long)h_conv, (unsigned long long)AMP_OFF_CONV_HASH);
+    OCR_CHECK_MSG(h_gemm == AMP_OFF_GEMM_HASH, "fp32 gemm hashes to 0x%016llxull, before mixed precision 0x%016llxull",
+                  (unsigned long long)h_gemm, (unsigned long long)AMP_OFF_GEMM_HASH);
+#else
+    ocr_test_skip("bit-for-bit fp32 is the emulator's (cuBLAS and cuDNN choose their own summation order)");
+#endif
 }
 
 /* ---------------------------------------------------------------- batch normalisation */
@@ -826,6 +1251,10 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_tensor_basics);
     OCR_TEST_RUN(test_gemm);
     OCR_TEST_RUN(test_conv);
+    OCR_TEST_RUN(test_amp_off_unchanged);
+    OCR_TEST_RUN(test_amp_rounding);
+    OCR_TEST_RUN(test_amp_gemm);
+    OCR_TEST_RUN(test_amp_conv);
     OCR_TEST_RUN(test_batchnorm);
     OCR_TEST_RUN(test_pointwise);
     OCR_TEST_RUN(test_maxpool_upsample_concat);
