@@ -30,7 +30,7 @@
 #include <dirent.h>
 
 typedef struct {
-    const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone, *amp;
+    const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone, *amp, *loss_scale;
     int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, stop_at;
     int check_numerics, save_every, overwrite;
     float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines, synth_text_scale, val_scale, ema;
@@ -73,6 +73,8 @@ static const ocr_ex_setting kSettings[] = {
     {"--clip", FLOAT(clip), "5", STORED, "global gradient-norm clip (0: none)"},
     {"--amp", STRING(amp), "fp32", OCR_EX_STORED, "fp32",
      "precision of the convolutions: fp32, bf16 or fp16 (with dynamic loss scaling); the rest stays fp32 (docs/TRAINING.md)"},
+    {"--loss-scale", STRING(loss_scale), "dynamic", OCR_EX_STORED, "dynamic",
+     "with --amp fp16: dynamic (GradScaler's rule) or off (to see what fp16 loses without it; examples/repro_amp)"},
     {"--threads", INT(threads), "0", RUNTIME, "compute threads (0: all cores)"},
     {"--workers", INT(workers), "1", RUNTIME, "data loader threads"},
     {"--seed", INT(seed), "1", STORED, "seed of initialisation, data order and augmentation"},
@@ -117,6 +119,7 @@ static const char *settings_problem(const train_args *a) {
     {
         int amp;
         if (!ocr_amp_parse(a->amp, &amp)) return "--amp must be fp32, bf16 or fp16";
+        if (strcmp(a->loss_scale, "dynamic") != 0 && strcmp(a->loss_scale, "off") != 0) return "--loss-scale must be dynamic or off";
     }
     return NULL;
 }
@@ -771,7 +774,7 @@ int main(int argc, char **argv) {
         int amp = OCR_AMP_OFF;
         (void)ocr_amp_parse(a.amp, &amp); /* checked by settings_problem */
         ctx.amp = amp;
-        scaler = ocr_grad_scaler_default(amp == OCR_AMP_F16);
+        scaler = ocr_grad_scaler_default(amp == OCR_AMP_F16 && strcmp(a.loss_scale, "dynamic") == 0);
         memset(&amp_stats, 0, sizeof amp_stats);
         if (amp != OCR_AMP_OFF) ctx.amp_stats = &amp_stats;
     }

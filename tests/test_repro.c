@@ -149,6 +149,19 @@ static void test_lmdb_fork(void) {
     expect_host_only("lmdb_fork");
 }
 
+/* repro_amp on a tiny configuration: the four runs complete, the table and the verdict print (the H-means are all 0 after
+   20 steps; the full-length comparison is in docs/TRAINING.md). train_dbnet is the plain build's in both runs. */
+static void test_amp(void) {
+    static const char *const needles[] = {"fp16, no loss scaling", "fp16, dynamic loss scaling", "bf16", "grads -> 0",
+                                          "fp16 with loss scaling: +0.0000 H-mean against fp32", "OK: loss-scaled fp16", NULL};
+    char args[512];
+    snprintf(args, sizeof args, "--steps 20 --size 64 --batch 2 --width 0.05 --val-count 4 --val-size 64 --threads 2 "
+                                "--train ./examples/train_dbnet --out %s/amp", ocr_test_cli_dir);
+    expect_run("amp", args, 0, needles);
+    expect_usage("amp");
+    expect_host_only("amp");
+}
+
 static void test_stale_cache(void) {
     static const char *const needles[] = {
         "run 2, changed config: shrink_ratio 0.6", "naive (key: sample id)         hit  -> STALE maps",
@@ -251,6 +264,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_loss_bad_input);
     OCR_TEST_RUN(test_loss_bad_input_device);
     OCR_TEST_RUN(test_lmdb_fork);
+    OCR_TEST_RUN(test_amp);
     OCR_TEST_RUN(test_stale_cache);
     OCR_TEST_RUN(test_nonfinite);
     OCR_TEST_RUN(test_nonfinite_device);

@@ -320,7 +320,7 @@ static void test_resume_restores_settings(void) {
         {"--lr", "0.003"}, {"--optimizer", "sgd"}, {"--weight-decay", "0.0002"}, {"--backbone", "resnet18"}, {"--width", "0.08"},
         {"--prior", "0.05"}, {"--balanced-fraction", "0.5"}, {"--pos-weight", "2"}, {"--prob-dice", "5"}, {"--ema", "0.9"},
         {"--synth-lines", "60"}, {"--synth-text-scale", "1.2"}, {"--clip", "3"}, {"--seed", "5"}, {"--init", ""},
-        {"--eval-every", "3"}, {"--val-count", "4"}, {"--val-size", "64"}, {"--val-scale", "1.5"}, {"--amp", "bf16"}};
+        {"--eval-every", "3"}, {"--val-count", "4"}, {"--val-size", "64"}, {"--val-scale", "1.5"}, {"--amp", "bf16"}, {"--loss-scale", "off"}};
     enum { N_GIVEN = sizeof given / sizeof given[0] };
     setting_row rows[64];
     char args[2048], run[256], path[300], key[64], want[64], *out, *err;
