@@ -943,6 +943,14 @@ int main(int argc, char **argv) {
                     used = strlen(line);
                     if (scaler.enabled)
                         snprintf(line + used, sizeof line - used, " scale %g skipped %lld", (double)scaler.scale, (long long)scaler.skipped);
+                    if (a.check_numerics) /* the numerics watch's per-layer account of the half type */
+                        for (i = 0; i < amp_stats.count; i++) {
+                            const ocr_amp_layer_stats *l = &amp_stats.layer[i];
+                            if (l->overflowed || l->grads_overflowed || l->underflowed)
+                                fprintf(stderr, "%s  %s %-40s values overflowed %lld of %lld, gradients overflowed %lld and underflowed "
+                                                "to zero %lld of %lld\n", tty ? "\n" : "", a.amp, l->layer, (long long)l->overflowed,
+                                        (long long)l->values, (long long)l->grads_overflowed, (long long)l->underflowed, (long long)l->grads);
+                        }
                     ocr_amp_stats_reset(&amp_stats);
                 }
                 if (tty) ocr_ex_progress(stderr, (long)st.step, (long)total_steps, el, line);
