@@ -45,12 +45,15 @@ static int64_t edge_values(float *v, int64_t cap, ocr_rng *rng) {
     return n;
 }
 
-static void test_vector_rounding_matches_scalar(void) {
+/* The vector rounding (AVX-512, AVX2 with F16C, or none, as ctx->cpu_kernel and the CPU allow) gives the scalar
+   conversion's result and counts, value for value. */
+static void check_rounding(int cpu_kernel) {
     ocr_ctx ctx;
     ocr_amp_stats stats;
     int64_t n = 1 << 20, i, k;
     float *v = (float *)malloc((size_t)n * sizeof(float));
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 7));
+    ctx.cpu_kernel = cpu_kernel;
     n = edge_values(v, n, &ctx.rng);
     memset(&stats, 0, sizeof stats);
     ctx.amp_stats = &stats;
@@ -71,8 +74,8 @@ static void test_vector_rounding_matches_scalar(void) {
             over += isinf(want) && !isinf(x);
             under += x != 0.0f && want == 0.0f;
         }
-        OCR_CHECK_MSG(bad == 0, "%s: %lld of %lld values differ from the scalar conversion", ocr_amp_name(ctx.amp), (long long)bad,
-                      (long long)(n - 3));
+        OCR_CHECK_MSG(bad == 0, "%s, %d lanes: %lld of %lld values differ from the scalar conversion", ocr_amp_name(ctx.amp),
+                      ocr__amp_lanes(&ctx), (long long)bad, (long long)(n - 3));
         OCR_CHECK(stats.count == 1 && stats.layer[0].grads == n - 3);
         OCR_CHECK_MSG(stats.layer[0].grads_overflowed == over && stats.layer[0].underflowed == under,
                       "%s: counted %lld overflows and %lld underflows, expected %lld and %lld", ocr_amp_name(ctx.amp),
@@ -91,6 +94,23 @@ static void test_vector_rounding_matches_scalar(void) {
     ocr_amp_stats_free(&stats);
     free(v);
     ocr_ctx_free(&ctx);
+}
+
+static void test_vector_rounding_matches_scalar(void) {
+    ocr_ctx probe;
+    int lanes[3], k;
+    static const int kernels[3] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2, OCR_CPU_KERNEL_PORTABLE};
+    OCR_CHECK_OK(&probe, ocr_ctx_init(&probe, 1, 1));
+    for (k = 0; k < 3; k++) {
+        probe.cpu_kernel = kernels[k];
+        lanes[k] = ocr__amp_lanes(&probe);
+        check_rounding(kernels[k]);
+    }
+    ocr_ctx_free(&probe);
+    printf("  rounding checked with %d, %d and %d lanes\n", lanes[0], lanes[1], lanes[2]);
+    if (lanes[0] != 16 || lanes[1] != 8)
+        ocr_test_skip(lanes[1] != 8 ? "this CPU has no AVX2 with F16C: only the scalar rounding was checked"
+                                    : "this CPU has no AVX-512: the AVX2 and scalar rounding were checked, not the AVX-512 one");
 }
 
 typedef struct { int k, s, p, groups, transposed; int64_t n, c, h, w, out; } conv_case;
