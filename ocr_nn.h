@@ -52,6 +52,7 @@ extern "C" {
 OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 OCRDEF const char *ocr_gemm_kernel_name(ocr_ctx *ctx); /* "avx512 8x48", "avx2-fma 6x16" or "portable 6x16" */
+OCRDEF const char *ocr_gemm_bf16_kernel_name(ocr_ctx *ctx); /* "amx-bf16 32x32", "avx512-bf16 8x48" or "fp32 fallback" */
 
 /* ---- convolution ---- */
 typedef struct {
@@ -2731,6 +2732,1056 @@ static int ocr__conv_backward_data(ocr_ctx *ctx, const ocr__conv_geom *g, float 
     t.K = g->C; t.OH = g->H; t.OW = g->W;
     t.ph = (int)pad_h; t.pw = (int)pad_w;
     return ocr__conv_run(ctx, &t, OCR__CONV_FWD, dy, wf, dx, 1);
+}
+
+/* ---------------------------------------------------------------- bf16 GEMM and convolution (mixed precision) */
+
+/* The compute path of OCR_AMP_BF16: op(A) and op(B) (a convolution's image, weights and output gradient) rounded to
+   bf16 (nearest even) while they are packed, products summed in fp32, fp32 results. The kind is chosen at run time
+   (ocr__bf16_kind):
+     OCR__BF16_AMX     AMX-BF16 (Xeon since Sapphire Rapids): a 32 x 32 block of C in four 16 x 16 fp32 tiles,
+                       A and B in 16 x 32 bf16 tiles (tdpbf16ps); about 5x the fp32 FMA rate on Emerald Rapids
+     OCR__BF16_AVX512  AVX512_BF16 (AMD Zen 4/5, Cooper Lake): vdpbf16ps on an 8 x 48 block of C in 24 registers
+     OCR__BF16_NONE    rounds into copies and runs the fp32 kernels: the same numbers within summation order
+   Packed layouts, k padded with zeros to a multiple of 32 and rows / columns to the micro-tile:
+     A panel (mr rows): [k/32][mr][32] bf16, each 32-k step one A tile per 16 rows
+     B panel (nr columns): [k/2][nr][2], consecutive k in pairs (the layout both instructions multiply)
+   Rounding is vcvtne2ps2bf16: nearest even like ocr_f32_to_bf16, NaN kept, but fp32 subnormals become zero; both
+   dot-product instructions treat bf16 subnormal inputs as zero anyway, so no product changes.
+   Each value of C is summed in one fixed order whatever the thread count and wherever its tile lies (an edge tile
+   runs on a padded copy of C), so results are the same bits on any number of threads. */
+
+enum { OCR__BF16_NONE = 0, OCR__BF16_AVX512 = 1, OCR__BF16_AMX = 2 };
+
+/* Tests set this to the best kind ocr__bf16_kind may return (-1: no limit), to run every kernel the CPU has. */
+static int ocr__bf16_kind_limit = -1;
+
+#if defined(OCR__HAVE_AVX2) && defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 12 : __GNUC__ >= 11)
+#define OCR__HAVE_BF16 1
+#endif
+
+#define OCR__BF16_KC 512            /* k per pass over a block of C: an A and a B panel (32 KB each) stay in L1/L2 */
+#define OCR__BF16_MC 256            /* rows of C per work item of the GEMM */
+#define OCR__BF16_NCHUNK_PANELS 8   /* column panels per work item */
+#define OCR__BF16_B_BYTES ((int64_t)4 << 20) /* packed B of one column block of the GEMM */
+#define OCR__BF16_TILE_MAX (32 * 48)
+/* the two entry points, for the ops that choose them (ocr_gemm and the convolutions under OCR_AMP_BF16) */
+#if defined(__GNUC__) || defined(__clang__)
+#define OCR__BF16_ENTRY __attribute__((unused)) static
+#else
+#define OCR__BF16_ENTRY static
+#endif
+
+#ifdef OCR__HAVE_BF16
+static void ocr__bf16_cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
+    __asm__ __volatile__("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
+}
+
+/* AMX-BF16 is usable when the CPU has it (CPUID.7.0 EDX bits 22 and 24), the OS saves tile state (XCR0 bits 17 and
+   18) and Linux grants this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA: without it
+   the first tile instruction faults). The permission is the process's, asked once. */
+static int ocr__bf16_amx_usable(void) {
+    unsigned r[4], lo, hi;
+    ocr__bf16_cpuid(0, 0, r);
+    if (r[0] < 7) return 0;
+    ocr__bf16_cpuid(7, 0, r);
+    if (!(r[3] & (1u << 22)) || !(r[3] & (1u << 24))) return 0;
+    ocr__bf16_cpuid(1, 0, r);
+    if (!(r[2] & (1u << 27))) return 0; /* OSXSAVE: xgetbv may run */
+    __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    if ((lo & (3u << 17)) != (3u << 17)) return 0;
+#ifdef __linux__
+    {
+        long rc;
+        __asm__ __volatile__("syscall" : "=a"(rc) : "a"(158L /* arch_prctl */), "D"(0x1023L /* ARCH_REQ_XCOMP_PERM */),
+                             "S"(18L /* XFEATURE_XTILEDATA */) : "rcx", "r11", "memory");
+        return rc == 0;
+    }
+#else
+    return 0;
+#endif
+}
+
+/* The best kind this CPU and process have, lowered by OCR_BF16_KERNEL=amx|avx512bf16|none; found once per process
+   (two threads racing both find the same). */
+static int ocr__bf16_cpu_kind(void) {
+    static int cached = -1;
+    int k = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);
+    const char *env;
+    if (k >= 0) return k;
+    k = OCR__BF16_NONE;
+    env = getenv("OCR_BF16_KERNEL");
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16") &&
+        !(env && !strcmp(env, "none"))) {
+        k = OCR__BF16_AVX512;
+        if (!(env && !strcmp(env, "avx512bf16")) && ocr__bf16_amx_usable()) k = OCR__BF16_AMX;
+    }
+    __atomic_store_n(&cached, k, __ATOMIC_RELEASE);
+    return k;
+}
+#endif
+
+/* The kind ctx's bf16 GEMMs and convolutions run on. OCR_CPU_KERNEL=portable or avx2 (ctx->cpu_kernel) mean
+   no AVX-512, so no bf16 instructions either. */
+static int ocr__bf16_kind(ocr_ctx *ctx) {
+    int k = OCR__BF16_NONE;
+#ifdef OCR__HAVE_BF16
+    if (ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE && ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2) k = ocr__bf16_cpu_kind();
+#else
+    (void)ctx;
+#endif
+    if (ocr__bf16_kind_limit >= 0 && k > ocr__bf16_kind_limit) k = ocr__bf16_kind_limit;
+    return k;
+}
+
+typedef struct { int kind, mr, nr; const char *name; } ocr__bf16_kernel;
+
+static ocr__bf16_kernel ocr__bf16_pick(ocr_ctx *ctx) {
+    ocr__bf16_kernel k;
+    k.kind = ocr__bf16_kind(ctx);
+    k.mr = k.kind == OCR__BF16_AMX ? 32 : 8;
+    k.nr = k.kind == OCR__BF16_AMX ? 32 : 48;
+    k.name = k.kind == OCR__BF16_AMX ? "amx-bf16 32x32" : k.kind == OCR__BF16_AVX512 ? "avx512-bf16 8x48" : "fp32 fallback";
+    return k;
+}
+
+OCRDEF const char *ocr_gemm_bf16_kernel_name(ocr_ctx *ctx) { return ocr__bf16_pick(ctx).name; }
+
+/* Two arrays rounded to bf16 (ocr_f32_to_bf16's rounding, by the mixed-precision rounding pass, nothing counted) into
+   one scratch buffer, slot OCR_SCRATCH_OP2, which the fp32 kernels leave alone: *a and *b are replaced by the copies. */
+static int ocr__bf16_round_copies(ocr_ctx *ctx, const float **a, int64_t na, const float **b, int64_t nb) {
+    ocr__amp_round_job j;
+    size_t bytes;
+    float *buf;
+    int64_t na_pad = (na + 15) & ~(int64_t)15;
+    if (!ocr_size_mul((size_t)(na_pad + nb), sizeof(float), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "bf16: operands too large");
+    if (!(buf = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP2, bytes ? bytes : 64))) return ctx->last_status;
+    memset(&j, 0, sizeof j);
+    j.amp = OCR_AMP_BF16;
+    j.lanes = ocr__amp_lanes(ctx);
+    j.src = *a; j.dst = buf;
+    ocr_parallel_for(ctx, na, 1 << 14, ocr__amp_round_part, &j);
+    j.src = *b; j.dst = buf + na_pad;
+    ocr_parallel_for(ctx, nb, 1 << 14, ocr__amp_round_part, &j);
+    *a = buf;
+    *b = buf + na_pad;
+    return OCR_OK;
+}
+
+/* The GEMM on rounded copies of op(A) and op(B) (as stored: lda / ldb apart) with the fp32 kernels. */
+static int ocr__gemm_bf16_fallback(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    int rc;
+    if (K > 0 && alpha != 0.0f) {
+        int64_t a_n = ((trans_a ? K : M) - 1) * lda + (trans_a ? M : K), b_n = ((trans_b ? N : K) - 1) * ldb + (trans_b ? K : N);
+        if ((rc = ocr__bf16_round_copies(ctx, &A, a_n, &B, b_n))) return rc;
+    }
+    return ocr__gemm_f32(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+#ifdef OCR__HAVE_BF16
+#define OCR__BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+/* 16 pairs (lo[j], hi[j]) as bf16, interleaved: lo[j] in the low half of dword j */
+static const uint16_t ocr__bf16_interleave[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                                   8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+OCR__BF16_TARGET static inline __m512i ocr__bf16_pairs(__m512 lo, __m512 hi) {
+    __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo); /* bf16(lo) in elements 0-15, bf16(hi) in 16-31 */
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(ocr__bf16_interleave), v);
+}
+
+/* n floats of src (zeros from n to 32) as 32 bf16 in order at dst */
+OCR__BF16_TARGET static inline void ocr__bf16_row32(const float *src, int64_t n, uint16_t *dst) {
+    __m512 lo, hi;
+    if (n >= 32) {
+        lo = _mm512_loadu_ps(src);
+        hi = _mm512_loadu_ps(src + 16);
+    } else {
+        lo = _mm512_maskz_loadu_ps(ocr__lanes(n), src);
+        hi = _mm512_maskz_loadu_ps(ocr__lanes(n - 16), src + 16);
+    }
+    _mm512_storeu_si512(dst, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* A panel of mr rows from rows [0, rows) and k [0, kc) of a matrix whose element (i, k) is src[i * ld + k]
+   (trans 0) or src[k * ld + i] (trans 1); zeros up to mr rows and kp (a multiple of 32) columns. */
+OCR__BF16_TARGET static void ocr__bf16_pack_a(int64_t mr, const float *src, int64_t ld, int trans, int64_t rows, int64_t kc, int64_t kp,
+                                              uint16_t *dst) {
+    float t[32];
+    int64_t s, i, k;
+    for (s = 0; s < kp / 32; s++) {
+        int64_t k0 = s * 32, kn = kc - k0 < 32 ? kc - k0 : 32;
+        for (i = 0; i < mr; i++) {
+            uint16_t *d = dst + (s * mr + i) * 32;
+            if (i >= rows || kn <= 0) memset(d, 0, 64);
+            else if (!trans) ocr__bf16_row32(src + i * ld + k0, kn, d);
+            else {
+                for (k = 0; k < kn; k++) t[k] = src[(k0 + k) * ld + i];
+                ocr__bf16_row32(t, kn, d);
+            }
+        }
+    }
+}
+
+/* A B panel of nr columns from k [0, kc) and columns [0, cols) of a matrix whose element (k, j) is src[k * ld + j]
+   (trans 0) or src[j * ld + k] (trans 1); zeros up to nr columns and kp rows. Transposed, 16 columns of 32 k are
+   rounded into dwords (k pairs) and the 16 x 16 dword block is transposed in registers. */
+OCR__BF16_TARGET static void ocr__bf16_pack_b(int64_t nr, const float *src, int64_t ld, int trans, int64_t kc, int64_t kp, int64_t cols,
+                                              uint16_t *dst) {
+    int64_t p, j, s, c;
+    if (!trans) {
+        for (p = 0; p < kp / 2; p++) {
+            int64_t k = 2 * p;
+            for (j = 0; j < nr; j += 16) {
+                __mmask16 m = ocr__lanes(cols - j);
+                __m512 lo = k < kc ? _mm512_maskz_loadu_ps(m, src + k * ld + j) : _mm512_setzero_ps();
+                __m512 hi = k + 1 < kc ? _mm512_maskz_loadu_ps(m, src + (k + 1) * ld + j) : _mm512_setzero_ps();
+                _mm512_storeu_si512(dst + (p * nr + j) * 2, ocr__bf16_pairs(lo, hi));
+            }
+        }
+    } else {
+        float t[256];
+        for (s = 0; s < kp / 32; s++)
+            for (j = 0; j < nr; j += 16) {
+                for (c = 0; c < 16; c++) {
+                    if (j + c < cols && kc > 32 * s) ocr__bf16_row32(src + (j + c) * ld + 32 * s, kc - 32 * s, (uint16_t *)(t + 16 * c));
+                    else memset(t + 16 * c, 0, 64);
+                }
+                ocr__transpose16(t, 16, (float *)(dst + (s * 16 * nr + j) * 2), nr);
+            }
+    }
+}
+
+/* GCC 12 writes the tile instructions as asm statements that name no memory (ldtilecfg: 8 bytes of its operand; tile
+   loads and stores: only the registers holding the address), so it may drop or move the stores they read and keep
+   stale copies of what they write. This barrier, with the addresses given, makes every store before it complete and
+   every load after it read memory again. */
+#define OCR__AMX_FENCE(p) __asm__ __volatile__("" : : "r"(p) : "memory")
+
+/* The tile configuration every AMX kernel here uses: tiles 0-3 hold C (16 rows of 16 fp32), 4-5 A and 6-7 B (16 rows
+   of 32 bf16). Each thread loads it before its first tile instruction and releases the tiles after its last. */
+__attribute__((target("amx-tile"))) static void ocr__amx_begin(void) {
+    unsigned char cfg[64]; /* palette at byte 0, bytes per row of tile t at 16 + 2t, its rows at 48 + t */
+    int t;
+    memset(cfg, 0, sizeof cfg);
+    cfg[0] = 1;
+    for (t = 0; t < 8; t++) { cfg[16 + 2 * t] = 64; cfg[48 + t] = 16; }
+    OCR__AMX_FENCE(cfg);
+    _tile_loadconfig(cfg);
+}
+__attribute__((target("amx-tile"))) static void ocr__amx_end(void) { _tile_release(); }
+
+static void ocr__bf16_begin(const ocr__bf16_kernel *kn) { if (kn->kind == OCR__BF16_AMX) ocr__amx_begin(); }
+static void ocr__bf16_end(const ocr__bf16_kernel *kn) { if (kn->kind == OCR__BF16_AMX) ocr__amx_end(); }
+
+/* The micro-kernels: C[mr, nr] (ldc apart) = (load ? C : 0) + A B over ksteps steps of 32 k. Step s of A starts at
+   a + (aofs ? aofs[s] : s * astep), rows ald elements apart (32 k each; AMX: rows 16-31 from a1 further); step s of
+   B at b + (bofs ? bofs[s] : s * bstep), 16 rows of k pairs bld elements apart, each 16 columns of them (their 2nd
+   and 3rd groups of 16 at b1, b2) . C's groups of 16 columns start at c, c + c1, c + c2. Packed panels:
+   ocr__bf16_packed_operands; the implicit convolution points B into a converted band of the image and C into y,
+   one output-row segment per group of 16 columns. */
+typedef struct {
+    const uint16_t *a, *b;
+    const int64_t *aofs, *bofs;
+    int64_t astep, ald, a1, bstep, bld, b1, b2, c1, c2;
+} ocr__bf16_operands;
+
+static ocr__bf16_operands ocr__bf16_packed_operands(const ocr__bf16_kernel *kn, const uint16_t *a, const uint16_t *b) {
+    ocr__bf16_operands o;
+    o.a = a; o.b = b; o.aofs = o.bofs = NULL;
+    o.astep = 32 * kn->mr; o.ald = 32; o.a1 = 16 * 32;
+    o.bstep = 32 * kn->nr; o.bld = 2 * kn->nr; o.b1 = 32; o.b2 = 64;
+    o.c1 = 16; o.c2 = 32;
+    return o;
+}
+
+__attribute__((target("amx-tile,amx-bf16")))
+static void ocr__bf16_ukernel_amx(int64_t ksteps, const ocr__bf16_operands *o, float *c, int64_t ldc, int load) {
+    const uint16_t *a = o->a, *b = o->b;
+    const int64_t *aofs = o->aofs, *bofs = o->bofs;
+    int64_t s, cs = ldc * 4, as_ = o->ald * 2, bs_ = o->bld * 2, a1 = o->a1, b1 = o->b1, c1 = o->c1, astep = o->astep, bstep = o->bstep;
+    float *c2 = c + 16 * ldc;
+    OCR__AMX_FENCE(a);
+    OCR__AMX_FENCE(b);
+    OCR__AMX_FENCE(c);
+    if (load) {
+        _tile_loadd(0, c, cs); _tile_loadd(1, c + c1, cs); _tile_loadd(2, c2, cs); _tile_loadd(3, c2 + c1, cs);
+    } else {
+        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    }
+    for (s = 0; s < ksteps; s++) {
+        const uint16_t *ap = aofs ? a + aofs[s] : a + s * astep, *bp = bofs ? b + bofs[s] : b + s * bstep;
+        _tile_loadd(4, ap, as_);
+        _tile_loadd(5, ap + a1, as_);
+        _tile_loadd(6, bp, bs_);
+        _tile_loadd(7, bp + b1, bs_);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, c, cs); _tile_stored(1, c + c1, cs); _tile_stored(2, c2, cs); _tile_stored(3, c2 + c1, cs);
+    OCR__AMX_FENCE(c);
+}
+
+static int32_t ocr__bf16_pair_at(const uint16_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* 8 x 48: 24 accumulators, three B registers; each A pair is broadcast from memory. */
+__attribute__((target("avx512f,avx512bf16")))
+static void ocr__bf16_ukernel_avx512(int64_t ksteps, const ocr__bf16_operands *o, float *c, int64_t ldc, int load) {
+#define OCR__BF_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define OCR__BF_DECL(i) __m512 c##i##0, c##i##1, c##i##2;
+#define OCR__BF_INIT(i) if (load) { c##i##0 = _mm512_loadu_ps(c + i * ldc); c##i##1 = _mm512_loadu_ps(c + i * ldc + c1); \
+                                    c##i##2 = _mm512_loadu_ps(c + i * ldc + c2); }                                     \
+                        else c##i##0 = c##i##1 = c##i##2 = _mm512_setzero_ps();
+#define OCR__BF_DP(i) { __m512bh x = (__m512bh)_mm512_set1_epi32(ocr__bf16_pair_at(ap + i * ald + 2 * p));            \
+                        c##i##0 = _mm512_dpbf16_ps(c##i##0, x, b0); c##i##1 = _mm512_dpbf16_ps(c##i##1, x, b1);       \
+                        c##i##2 = _mm512_dpbf16_ps(c##i##2, x, b2); }
+#define OCR__BF_STORE(i) _mm512_storeu_ps(c + i * ldc, c##i##0); _mm512_storeu_ps(c + i * ldc + c1, c##i##1); \
+                         _mm512_storeu_ps(c + i * ldc + c2, c##i##2);
+    int64_t s, p, ald = o->ald, c1 = o->c1, c2 = o->c2;
+    OCR__BF_ROWS(OCR__BF_DECL)
+    OCR__BF_ROWS(OCR__BF_INIT)
+    for (s = 0; s < ksteps; s++) {
+        const uint16_t *ap = o->aofs ? o->a + o->aofs[s] : o->a + s * o->astep, *bsp = o->bofs ? o->b + o->bofs[s] : o->b + s * o->bstep;
+        for (p = 0; p < 16; p++) {
+            const uint16_t *bp = bsp + p * o->bld;
+            __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp), b1 = (__m512bh)_mm512_loadu_si512(bp + o->b1),
+                     b2 = (__m512bh)_mm512_loadu_si512(bp + o->b2);
+            OCR__BF_ROWS(OCR__BF_DP)
+        }
+    }
+    OCR__BF_ROWS(OCR__BF_STORE)
+#undef OCR__BF_ROWS
+#undef OCR__BF_DECL
+#undef OCR__BF_INIT
+#undef OCR__BF_DP
+#undef OCR__BF_STORE
+}
+
+static void ocr__bf16_ukernel(const ocr__bf16_kernel *kn, int64_t ksteps, const ocr__bf16_operands *o, float *c, int64_t ldc, int load) {
+    if (kn->kind == OCR__BF16_AMX) ocr__bf16_ukernel_amx(ksteps, o, c, ldc, load);
+    else ocr__bf16_ukernel_avx512(ksteps, o, c, ldc, load);
+}
+
+/* C[rows, cols] (rows <= mr, cols <= nr) = (load ? C : 0) + alpha A B from packed panels. With alpha 1 the tile sums
+   onto C itself (a partial tile onto a padded copy, the same arithmetic); otherwise A B is formed first and then
+   scaled and added. */
+static void ocr__bf16_tile(const ocr__bf16_kernel *kn, int64_t ksteps, const uint16_t *a, const uint16_t *b, float *c, int64_t ldc,
+                           float alpha, int64_t rows, int64_t cols, int load) {
+    float buf[OCR__BF16_TILE_MAX];
+    int64_t i, j, nr = kn->nr;
+    int direct = alpha == 1.0f && rows == kn->mr && cols == nr;
+    float *t = direct ? c : buf;
+    ocr__bf16_operands o = ocr__bf16_packed_operands(kn, a, b);
+    if (!direct) {
+        memset(buf, 0, sizeof(float) * (size_t)(kn->mr * nr));
+        if (alpha == 1.0f && load)
+            for (i = 0; i < rows; i++) memcpy(buf + i * nr, c + i * ldc, (size_t)cols * sizeof(float));
+    }
+    ocr__bf16_ukernel(kn, ksteps, &o, t, direct ? ldc : nr, alpha == 1.0f && load);
+    if (direct) return;
+    for (i = 0; i < rows; i++) {
+        float *ci = c + i * ldc;
+        const float *bi = buf + i * nr;
+        if (alpha == 1.0f) memcpy(ci, bi, (size_t)cols * sizeof(float));
+        else if (load) for (j = 0; j < cols; j++) ci[j] += alpha * bi[j];
+        else for (j = 0; j < cols; j++) ci[j] = alpha * bi[j];
+    }
+}
+
+/* C[M, N] (+)= alpha A B from packed panels over all of k (kp): A panels mr * kp apart, B panels nr * kp apart. k runs
+   in blocks of OCR__BF16_KC, each block's B panel against every A panel while it is hot. load: add to C (the first
+   block; the later ones always add). */
+static void ocr__bf16_region(const ocr__bf16_kernel *kn, const uint16_t *pa, int64_t M, const uint16_t *pb, int64_t N, int64_t kp,
+                             float *C, int64_t ldc, float alpha, int load) {
+    int64_t pc, ip, jp, mr = kn->mr, nr = kn->nr;
+    for (pc = 0; pc < kp; pc += OCR__BF16_KC) {
+        int64_t kc = kp - pc < OCR__BF16_KC ? kp - pc : OCR__BF16_KC;
+        for (jp = 0; jp < N; jp += nr)
+            for (ip = 0; ip < M; ip += mr)
+                ocr__bf16_tile(kn, kc / 32, pa + ip * kp + pc * mr, pb + jp * kp + pc * nr, C + ip * ldc + jp, ldc, alpha,
+                               M - ip < mr ? M - ip : mr, N - jp < nr ? N - jp : nr, load || pc > 0);
+    }
+}
+
+typedef struct {
+    ocr__bf16_kernel kn;
+    int trans_a, trans_b, load, pack_a;
+    int64_t M, N, K, kp, lda, ldb, ldc;
+    float alpha;
+    const float *A, *B;
+    float *C;
+    uint16_t *pa, *pb;     /* all of op(A), packed; op(B)'s current column block [jc, jc + nc), packed */
+    int64_t jc, nc, a_panels, nchunk, n_chunks;
+} ocr__bf16_gemm_job;
+
+/* Work items: A panels (when pack_a), then the column block's B panels. */
+static void ocr__bf16_gemm_pack_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_gemm_job *j = (const ocr__bf16_gemm_job *)arg;
+    int64_t item, mr = j->kn.mr, nr = j->kn.nr, a_items = j->pack_a ? j->a_panels : 0;
+    (void)tid;
+    for (item = begin; item < end; item++) {
+        if (item < a_items) {
+            int64_t i0 = item * mr;
+            ocr__bf16_pack_a(mr, j->trans_a ? j->A + i0 : j->A + i0 * j->lda, j->lda, j->trans_a, j->M - i0 < mr ? j->M - i0 : mr, j->K,
+                             j->kp, j->pa + i0 * j->kp);
+        } else {
+            int64_t q0 = (item - a_items) * nr, c0 = j->jc + q0;
+            ocr__bf16_pack_b(nr, j->trans_b ? j->B + c0 * j->ldb : j->B + c0, j->ldb, j->trans_b, j->K, j->kp,
+                             j->nc - q0 < nr ? j->nc - q0 : nr, j->pb + q0 * j->kp);
+        }
+    }
+}
+
+/* Work items: (OCR__BF16_MC-row block, nchunk-column chunk) regions of the column block. */
+static void ocr__bf16_gemm_compute_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_gemm_job *j = (const ocr__bf16_gemm_job *)arg;
+    int64_t item;
+    (void)tid;
+    ocr__bf16_begin(&j->kn);
+    for (item = begin; item < end; item++) {
+        int64_t m0 = item / j->n_chunks * OCR__BF16_MC, n0 = item % j->n_chunks * j->nchunk;
+        int64_t rows = j->M - m0 < OCR__BF16_MC ? j->M - m0 : OCR__BF16_MC, cols = j->nc - n0 < j->nchunk ? j->nc - n0 : j->nchunk;
+        ocr__bf16_region(&j->kn, j->pa + m0 * j->kp, rows, j->pb + n0 * j->kp, cols, j->kp, j->C + m0 * j->ldc + j->jc + n0, j->ldc,
+                         j->alpha, j->load);
+    }
+    ocr__bf16_end(&j->kn);
+}
+#endif
+
+/* ocr_gemm's contract (row-major, beta 0 ignores C, alpha 0 or K 0 leave beta C) with op(A) and op(B) rounded to bf16
+   and products summed in fp32. op(A) is packed whole, op(B) in column blocks of about OCR__BF16_B_BYTES; each
+   block's packing and then its (row block, column chunk) regions are shared out over the threads. */
+OCR__BF16_ENTRY int ocr__gemm_bf16(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+#ifdef OCR__HAVE_BF16
+    ocr__bf16_gemm_job j;
+    size_t bytes_a, bytes_b;
+    int64_t nc_max, m_blocks, b_panels;
+#endif
+    if (M < 0 || N < 0 || K < 0 || ldc < N || lda < (trans_a ? M : K) || ldb < (trans_b ? K : N))
+        return ocr_error(ctx, OCR_EINVAL, "ocr_gemm (bf16): bad sizes M=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld", (long long)M,
+                         (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
+    if (M == 0 || N == 0) return OCR_OK;
+    if (K == 0 || alpha == 0.0f || ocr__bf16_kind(ctx) == OCR__BF16_NONE)
+        return ocr__gemm_bf16_fallback(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#ifdef OCR__HAVE_BF16
+    memset(&j, 0, sizeof j);
+    j.kn = ocr__bf16_pick(ctx);
+    j.trans_a = trans_a; j.trans_b = trans_b;
+    j.M = M; j.N = N; j.K = K; j.lda = lda; j.ldb = ldb; j.ldc = ldc; j.alpha = alpha;
+    j.A = A; j.B = B; j.C = C;
+    j.kp = (K + 31) / 32 * 32;
+    j.a_panels = (M + j.kn.mr - 1) / j.kn.mr;
+    nc_max = OCR__BF16_B_BYTES / (2 * j.kp) / j.kn.nr * j.kn.nr;
+    if (nc_max < j.kn.nr) nc_max = j.kn.nr;
+    if (nc_max > (N + j.kn.nr - 1) / j.kn.nr * j.kn.nr) nc_max = (N + j.kn.nr - 1) / j.kn.nr * j.kn.nr;
+    if (!ocr_size_mul((size_t)(j.a_panels * j.kn.mr), (size_t)j.kp * 2, &bytes_a) || !ocr_size_mul((size_t)nc_max, (size_t)j.kp * 2, &bytes_b))
+        return ocr_error(ctx, OCR_EOVERFLOW, "ocr_gemm (bf16): M=%lld K=%lld too large", (long long)M, (long long)K);
+    if (!(j.pa = (uint16_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, bytes_a)) || !(j.pb = (uint16_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, bytes_b)))
+        return ctx->last_status;
+    if (beta != 0.0f && beta != 1.0f) { /* beta first, then every block adds */
+        ocr__gemm_job sj;
+        memset(&sj, 0, sizeof sj);
+        sj.C = C; sj.ldc = ldc; sj.N = N; sj.beta = beta;
+        ocr_parallel_for(ctx, M, 64, ocr__gemm_scale_part, &sj);
+    }
+    j.load = beta != 0.0f;
+    m_blocks = (M + OCR__BF16_MC - 1) / OCR__BF16_MC;
+    for (j.jc = 0; j.jc < N; j.jc += nc_max) {
+        j.nc = N - j.jc < nc_max ? N - j.jc : nc_max;
+        b_panels = (j.nc + j.kn.nr - 1) / j.kn.nr;
+        j.pack_a = j.jc == 0;
+        ocr_parallel_for(ctx, (j.pack_a ? j.a_panels : 0) + b_panels, 1, ocr__bf16_gemm_pack_part, &j);
+        /* few row blocks: narrower chunks so that every thread gets work (the chunking changes no sum) */
+        j.nchunk = OCR__BF16_NCHUNK_PANELS;
+        if (m_blocks * ((b_panels + j.nchunk - 1) / j.nchunk) < 2 * ctx->n_threads) {
+            int64_t want = (2 * ctx->n_threads + m_blocks - 1) / m_blocks;
+            j.nchunk = (b_panels + want - 1) / want;
+            if (j.nchunk < 1) j.nchunk = 1;
+        }
+        j.nchunk *= j.kn.nr;
+        j.n_chunks = (j.nc + j.nchunk - 1) / j.nchunk;
+        ocr_parallel_for(ctx, m_blocks * j.n_chunks, 1, ocr__bf16_gemm_compute_part, &j);
+    }
+#endif
+    return OCR_OK;
+}
+
+/* ---- convolutions */
+
+/* The convolution on rounded copies of its two inputs with the fp32 kernels. */
+static int ocr__conv_bf16_fallback(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float *x, float *w, float *y, int accumulate,
+                                   const ocr__conv_epilogue *ep) {
+    int64_t nx = g->N * g->C * g->H * g->W, nw = g->K * (g->C / g->groups) * g->kh * g->kw, ny = g->N * g->K * g->OH * g->OW;
+    const float *a, *b;
+    int rc;
+    if (mode == OCR__CONV_FWD) {
+        a = x; b = w;
+        if ((rc = ocr__bf16_round_copies(ctx, &a, nx, &b, nw))) return rc;
+        return ocr__conv_forward(ctx, g, a, b, y, accumulate, ep);
+    }
+    if (mode == OCR__CONV_BWD_DATA) {
+        a = w; b = y;
+        if ((rc = ocr__bf16_round_copies(ctx, &a, nw, &b, ny))) return rc;
+        return ocr__conv_backward_data(ctx, g, x, a, (float *)b);
+    }
+    a = x; b = y;
+    if ((rc = ocr__bf16_round_copies(ctx, &a, nx, &b, ny))) return rc;
+    return ocr__conv_run(ctx, g, OCR__CONV_BWD_WEIGHT, (float *)a, w, (float *)b, 1);
+}
+
+#ifdef OCR__HAVE_BF16
+/* The lowered convolution: pieces of (image, group, chunk of output pixels) as GEMMs on bf16 panels,
+     FWD         y_g[Kg, chunk] (=, +=) W_g[Kg, kdim] col[kdim, chunk]        (A: the weights, packed once)
+     BWD_DATA    col = W_g^T dy_g[Kg, chunk], then col2im into dx             (A: the weights transposed, packed once)
+     BWD_WEIGHT  dw_g[Kg, kdim] += dy_g[Kg, chunk] col^T                      (A: dy, B: col transposed, per piece)
+   with col the chunk's im2col (a 1x1 stride-1 convolution reads the image itself). The chunk is fixed by the
+   geometry alone (the thread count changes no sum). */
+typedef struct {
+    const ocr__conv_geom *g;
+    ocr__bf16_kernel kn;
+    int mode, accumulate, pointwise;
+    ocr__conv_epilogue ep;
+    float *x, *w, *y;
+    int64_t Cg, Kg, kdim, taps, P, HW, chunk, n_chunks;
+    int64_t kp;              /* padded k of the GEMMs: kdim (FWD), Kg (BWD_DATA), chunk (BWD_WEIGHT) */
+    const uint16_t *pa;      /* FWD, BWD_DATA: every group's packed weights, pa_group apart */
+    int64_t pa_group, a_panels;
+    size_t pb_elems, pa2_elems, col_floats;   /* per-thread buffer: packed B | packed A (BWD_WEIGHT) | fp32 col */
+    void *buf[OCR_MAX_THREADS];
+    int64_t units, parts, m_panels, n_panels; /* BWD_WEIGHT: dw tiles (group, column panel, row panel), shared by parts */
+    int64_t cur_n, cur_gr, cur_p0, cur_cols;  /* BWD_DATA with fewer pieces than threads: the piece being split */
+    uint16_t *cur_pb;
+    float *cur_col;
+} ocr__bf16_conv_job;
+
+static int64_t ocr__bf16_conv_chunk(const ocr__conv_geom *g) {
+    int64_t kdim = (g->C / g->groups) * g->kh * g->kw, P = g->OH * g->OW;
+    int64_t cols = ((int64_t)1 << 18) / (kdim ? kdim : 1);
+    cols = cols < 192 ? 192 : cols - cols % 96; /* whole panels of both kernels (32 and 48 wide) */
+    return cols > P ? P : cols;
+}
+
+/* Work items: (group, A panel) of the weights: W_g (FWD) or W_g^T (BWD_DATA) into pa. */
+static void ocr__bf16_conv_pack_w_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_conv_job *j = (const ocr__bf16_conv_job *)arg;
+    int64_t item, mr = j->kn.mr;
+    (void)tid;
+    for (item = begin; item < end; item++) {
+        int64_t gr = item / j->a_panels, i0 = item % j->a_panels * mr;
+        const float *wg = j->w + gr * j->Kg * j->kdim;
+        uint16_t *dst = (uint16_t *)j->pa + gr * j->pa_group + i0 * j->kp;
+        if (j->mode == OCR__CONV_FWD) ocr__bf16_pack_a(mr, wg + i0 * j->kdim, j->kdim, 0, j->Kg - i0 < mr ? j->Kg - i0 : mr, j->kdim, j->kp, dst);
+        else ocr__bf16_pack_a(mr, wg + i0, j->kdim, 1, j->kdim - i0 < mr ? j->kdim - i0 : mr, j->Kg, j->kp, dst);
+    }
+}
+
+/* rows [r0, r1) of the im2col of image-group xg over output pixels [p0, p0 + cols) into dst (cols apart); r0 must be
+   a multiple of taps (ocr__im2col_part numbers rows from the first channel it is given) */
+static void ocr__bf16_im2col_rows(const ocr__bf16_conv_job *j, const float *xg, int64_t p0, int64_t cols, int64_t r0, int64_t r1, float *dst) {
+    ocr__im2col_job ij;
+    ij.g = j->g; ij.x = xg + r0 / j->taps * j->HW; ij.col = dst; ij.p0 = p0; ij.cols = cols;
+    ocr__im2col_part(&ij, 0, r1 - r0, 0);
+}
+
+/* FWD item (image, group, chunk): im2col, B panels, then the chunk of y and its epilogue. */
+static void ocr__bf16_conv_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_conv_job *j = (const ocr__bf16_conv_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    uint16_t *pb = (uint16_t *)j->buf[tid];
+    float *col = (float *)(pb + j->pb_elems + j->pa2_elems);
+    int64_t item, jp, nr = j->kn.nr;
+    ocr__bf16_begin(&j->kn);
+    for (item = begin; item < end; item++) {
+        int64_t pair = item / j->n_chunks, n = pair / g->groups, gr = pair % g->groups, p0 = item % j->n_chunks * j->chunk;
+        int64_t cols = j->P - p0 < j->chunk ? j->P - p0 : j->chunk, ld = j->HW;
+        const float *xg = j->x + (n * g->C + gr * j->Cg) * j->HW, *src = xg + p0;
+        float *yc = j->y + (n * g->K + gr * j->Kg) * j->P + p0;
+        if (!j->pointwise) {
+            ocr__bf16_im2col_rows(j, xg, p0, cols, 0, j->kdim, col);
+            src = col;
+            ld = cols;
+        }
+        for (jp = 0; jp < cols; jp += nr) ocr__bf16_pack_b(nr, src + jp, ld, 0, j->kdim, j->kp, cols - jp < nr ? cols - jp : nr, pb + jp * j->kp);
+        ocr__bf16_region(&j->kn, j->pa + gr * j->pa_group, j->Kg, pb, cols, j->kp, yc, j->P, 1.0f, j->accumulate);
+        if (!j->accumulate) ocr__conv_epilogue_apply(&j->ep, yc, j->P, gr * j->Kg, j->Kg, cols);
+    }
+    ocr__bf16_end(&j->kn);
+}
+
+/* BWD_DATA: dx_g += W_g^T dy_g over one chunk: into dx itself (1x1 stride 1) or col, then col2im. pb: the chunk's
+   dy panels, packed by the caller; rows [m0, m1) of the product only (in whole A panels). */
+static void ocr__bf16_conv_dx_rows(const ocr__bf16_conv_job *j, int64_t n, int64_t gr, int64_t p0, int64_t cols, const uint16_t *pb,
+                                   float *col, int64_t m0, int64_t m1) {
+    const ocr__conv_geom *g = j->g;
+    const uint16_t *pa = j->pa + gr * j->pa_group + m0 * j->kp;
+    float *xg = j->x + (n * g->C + gr * j->Cg) * j->HW;
+    if (j->pointwise) ocr__bf16_region(&j->kn, pa, m1 - m0, pb, cols, j->kp, xg + m0 * j->HW + p0, j->HW, 1.0f, 1);
+    else ocr__bf16_region(&j->kn, pa, m1 - m0, pb, cols, j->kp, col + m0 * cols, cols, 1.0f, 0);
+}
+
+static void ocr__bf16_conv_dy_panels(const ocr__bf16_conv_job *j, int64_t n, int64_t gr, int64_t p0, int64_t cols, uint16_t *pb) {
+    int64_t jp, nr = j->kn.nr;
+    const float *dyg = j->y + (n * j->g->K + gr * j->Kg) * j->P + p0;
+    for (jp = 0; jp < cols; jp += nr) ocr__bf16_pack_b(nr, dyg + jp, j->P, 0, j->Kg, j->kp, cols - jp < nr ? cols - jp : nr, pb + jp * j->kp);
+}
+
+static void ocr__bf16_conv_col2im(const ocr__bf16_conv_job *j, int64_t n, int64_t gr, int64_t p0, int64_t cols, const float *col,
+                                  int64_t c0, int64_t c1) {
+    ocr__col2im_job cj;
+    cj.g = j->g; cj.col = col; cj.dx = j->x + (n * j->g->C + gr * j->Cg) * j->HW; cj.p0 = p0; cj.cols = cols;
+    ocr__col2im_part(&cj, c0, c1, 0);
+}
+
+/* BWD_DATA items (image, group): every chunk in turn (they scatter into overlapping parts of dx). */
+static void ocr__bf16_conv_dx_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_conv_job *j = (const ocr__bf16_conv_job *)arg;
+    uint16_t *pb = (uint16_t *)j->buf[tid];
+    float *col = (float *)(pb + j->pb_elems + j->pa2_elems);
+    int64_t item, c;
+    ocr__bf16_begin(&j->kn);
+    for (item = begin; item < end; item++)
+        for (c = 0; c < j->n_chunks; c++) {
+            int64_t n = item / j->g->groups, gr = item % j->g->groups, p0 = c * j->chunk, cols = j->P - p0 < j->chunk ? j->P - p0 : j->chunk;
+            ocr__bf16_conv_dy_panels(j, n, gr, p0, cols, pb);
+            ocr__bf16_conv_dx_rows(j, n, gr, p0, cols, pb, col, 0, j->kdim);
+            if (!j->pointwise) ocr__bf16_conv_col2im(j, n, gr, p0, cols, col, 0, j->Cg);
+        }
+    ocr__bf16_end(&j->kn);
+}
+
+/* BWD_DATA with fewer (image, group) items than threads, one piece at a time: rows of its product, in A panels */
+static void ocr__bf16_conv_dx_split_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_conv_job *j = (const ocr__bf16_conv_job *)arg;
+    int64_t m1 = end * j->kn.mr < j->kdim ? end * j->kn.mr : j->kdim;
+    (void)tid;
+    ocr__bf16_begin(&j->kn);
+    ocr__bf16_conv_dx_rows(j, j->cur_n, j->cur_gr, j->cur_p0, j->cur_cols, j->cur_pb, j->cur_col, begin * j->kn.mr, m1);
+    ocr__bf16_end(&j->kn);
+}
+/* ... and its col2im, over channels */
+static void ocr__bf16_conv_col2im_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_conv_job *j = (const ocr__bf16_conv_job *)arg;
+    (void)tid;
+    ocr__bf16_conv_col2im(j, j->cur_n, j->cur_gr, j->cur_p0, j->cur_cols, j->cur_col, begin, end);
+}
+
+/* BWD_WEIGHT: part t owns the dw tiles [units t / parts, units (t+1) / parts) of the order (group, column panel,
+   row panel) and sums every piece into them in the same order, so no two parts write the same value and the sums
+   do not depend on the thread count. Per piece and group it builds only the im2col rows and B panels of its columns
+   and the dy panels of its rows. */
+static void ocr__bf16_conv_dw_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_conv_job *j = (const ocr__bf16_conv_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    uint16_t *pb = (uint16_t *)j->buf[tid], *pa = pb + j->pb_elems;
+    float *col = (float *)(pa + j->pa2_elems);
+    int64_t part, n, c, gr, mr = j->kn.mr, nr = j->kn.nr, per_group = j->m_panels * j->n_panels;
+    ocr__bf16_begin(&j->kn);
+    for (part = begin; part < end; part++) {
+        int64_t u0 = j->units * part / j->parts, u1 = j->units * (part + 1) / j->parts;
+        if (u1 <= u0) continue;
+        for (n = 0; n < g->N; n++)
+            for (c = 0; c < j->n_chunks; c++) {
+                int64_t p0 = c * j->chunk, cols = j->P - p0 < j->chunk ? j->P - p0 : j->chunk;
+                for (gr = u0 / per_group; gr <= (u1 - 1) / per_group; gr++) {
+                    int64_t l0 = (u0 > gr * per_group ? u0 - gr * per_group : 0), l1 = (u1 < (gr + 1) * per_group ? u1 - gr * per_group : per_group);
+                    int64_t jp0 = l0 / j->m_panels, jp1 = (l1 - 1) / j->m_panels + 1, ip0 = 0, ip1 = j->m_panels, l, q;
+                    int64_t r0 = jp0 * nr, r1 = jp1 * nr < j->kdim ? jp1 * nr : j->kdim, rbase = r0 / j->taps * j->taps;
+                    const float *xg = j->x + (n * g->C + gr * j->Cg) * j->HW, *src;
+                    int64_t ld;
+                    if (jp1 - jp0 == 1) { ip0 = l0 % j->m_panels; ip1 = (l1 - 1) % j->m_panels + 1; }
+                    if (j->pointwise) { src = xg + rbase * j->HW + p0; ld = j->HW; }
+                    else { ocr__bf16_im2col_rows(j, xg, p0, cols, rbase, r1, col); src = col; ld = cols; }
+                    for (q = jp0; q < jp1; q++)
+                        ocr__bf16_pack_b(nr, src + (q * nr - rbase) * ld, ld, 1, cols, j->kp, r1 - q * nr < nr ? r1 - q * nr : nr,
+                                         pb + (q - jp0) * nr * j->kp);
+                    for (q = ip0; q < ip1; q++)
+                        ocr__bf16_pack_a(mr, j->y + (n * g->K + gr * j->Kg + q * mr) * j->P + p0, j->P, 0,
+                                         j->Kg - q * mr < mr ? j->Kg - q * mr : mr, cols, j->kp, pa + q * mr * j->kp);
+                    for (l = l0; l < l1; l++) {
+                        int64_t jp = l / j->m_panels, ip = l % j->m_panels, i0 = ip * mr, c0 = jp * nr;
+                        ocr__bf16_tile(&j->kn, j->kp / 32, pa + ip * mr * j->kp, pb + (jp - jp0) * nr * j->kp,
+                                       j->w + (gr * j->Kg + i0) * j->kdim + c0, j->kdim, 1.0f, j->Kg - i0 < mr ? j->Kg - i0 : mr,
+                                       j->kdim - c0 < nr ? j->kdim - c0 : nr, 1);
+                    }
+                }
+            }
+    }
+    ocr__bf16_end(&j->kn);
+}
+
+/* Per-thread buffers of the job's sizes (bytes each, 64-byte aligned parts) in OCR_SCRATCH_THREAD0 + t. */
+static int ocr__bf16_conv_buffers(ocr_ctx *ctx, ocr__bf16_conv_job *j) {
+    size_t bytes, t;
+    j->pb_elems = (j->pb_elems + 31) & ~(size_t)31;
+    j->pa2_elems = (j->pa2_elems + 31) & ~(size_t)31;
+    if (!ocr_size_add(j->pb_elems + j->pa2_elems, 2 * j->col_floats, &bytes) || !ocr_size_mul(bytes, 2, &bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "conv (bf16): work buffers too large");
+    for (t = 0; t < (size_t)ctx->n_threads; t++)
+        if (!(j->buf[t] = ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes ? bytes : 64))) return ctx->last_status;
+    return OCR_OK;
+}
+
+static int ocr__bf16_conv_lowered(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float *x, float *w, float *y, int accumulate,
+                                  const ocr__conv_epilogue *ep) {
+    ocr__bf16_conv_job j;
+    int64_t nr, mr, n_items;
+    size_t bytes;
+    int rc;
+    memset(&j, 0, sizeof j);
+    j.g = g; j.kn = ocr__bf16_pick(ctx); j.mode = mode; j.accumulate = accumulate; j.x = x; j.w = w; j.y = y;
+    if (ep) j.ep = *ep;
+    j.pointwise = ocr__conv_is_pointwise(g);
+    j.Cg = g->C / g->groups; j.Kg = g->K / g->groups; j.taps = (int64_t)g->kh * g->kw; j.kdim = j.Cg * j.taps;
+    j.P = g->OH * g->OW; j.HW = g->H * g->W;
+    j.chunk = ocr__bf16_conv_chunk(g);
+    mr = j.kn.mr; nr = j.kn.nr;
+    if (mode == OCR__CONV_BWD_WEIGHT) {
+        j.n_chunks = (j.P + j.chunk - 1) / j.chunk;
+        j.kp = (j.chunk + 31) / 32 * 32;
+        j.m_panels = (j.Kg + mr - 1) / mr;
+        j.n_panels = (j.kdim + nr - 1) / nr;
+        j.units = g->groups * j.m_panels * j.n_panels;
+        j.parts = ctx->n_threads < j.units ? ctx->n_threads : j.units;
+        j.pb_elems = (size_t)(j.n_panels * nr * j.kp);
+        j.pa2_elems = (size_t)(j.m_panels * mr * j.kp);
+        j.col_floats = j.pointwise ? 0 : (size_t)((j.kdim + j.taps) * j.chunk);
+        if ((rc = ocr__bf16_conv_buffers(ctx, &j))) return rc;
+        ocr_parallel_for(ctx, j.parts, 1, ocr__bf16_conv_dw_part, &j);
+        return OCR_OK;
+    }
+    /* FWD and BWD_DATA: the weights packed once */
+    j.kp = mode == OCR__CONV_FWD ? (j.kdim + 31) / 32 * 32 : (j.Kg + 31) / 32 * 32;
+    j.a_panels = ((mode == OCR__CONV_FWD ? j.Kg : j.kdim) + mr - 1) / mr;
+    j.pa_group = j.a_panels * mr * j.kp;
+    if (!ocr_size_mul((size_t)(g->groups * j.pa_group), 2, &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "conv (bf16): weights too large");
+    if (!(j.pa = (const uint16_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, bytes))) return ctx->last_status;
+    ocr_parallel_for(ctx, g->groups * j.a_panels, 1, ocr__bf16_conv_pack_w_part, &j);
+    if (mode == OCR__CONV_FWD) {
+        /* fewer pieces than threads: smaller chunks (a forward sum does not depend on the chunking) */
+        if (g->N * g->groups * ((j.P + j.chunk - 1) / j.chunk) < ctx->n_threads) {
+            int64_t per = (j.P + ctx->n_threads - 1) / ctx->n_threads;
+            j.chunk = (per + nr - 1) / nr * nr;
+        }
+        j.n_chunks = (j.P + j.chunk - 1) / j.chunk;
+        j.pb_elems = (size_t)((j.chunk + nr - 1) / nr * nr * j.kp);
+        j.col_floats = j.pointwise ? 0 : (size_t)(j.kdim * j.chunk);
+        if ((rc = ocr__bf16_conv_buffers(ctx, &j))) return rc;
+        ocr_parallel_for(ctx, g->N * g->groups * j.n_chunks, 1, ocr__bf16_conv_fwd_part, &j);
+        return OCR_OK;
+    }
+    j.n_chunks = (j.P + j.chunk - 1) / j.chunk;
+    j.pb_elems = (size_t)((j.chunk + nr - 1) / nr * nr * j.kp);
+    j.col_floats = j.pointwise ? 0 : (size_t)(j.kdim * j.chunk);
+    if ((rc = ocr__bf16_conv_buffers(ctx, &j))) return rc;
+    n_items = g->N * g->groups;
+    if (n_items >= ctx->n_threads) {
+        ocr_parallel_for(ctx, n_items, 1, ocr__bf16_conv_dx_part, &j);
+        return OCR_OK;
+    }
+    j.cur_pb = (uint16_t *)j.buf[0];
+    j.cur_col = (float *)(j.cur_pb + j.pb_elems + j.pa2_elems);
+    for (j.cur_n = 0; j.cur_n < g->N; j.cur_n++)
+        for (j.cur_gr = 0; j.cur_gr < g->groups; j.cur_gr++)
+            for (j.cur_p0 = 0; j.cur_p0 < j.P; j.cur_p0 += j.chunk) {
+                j.cur_cols = j.P - j.cur_p0 < j.chunk ? j.P - j.cur_p0 : j.chunk;
+                ocr__bf16_conv_dy_panels(&j, j.cur_n, j.cur_gr, j.cur_p0, j.cur_cols, j.cur_pb);
+                ocr_parallel_for(ctx, j.a_panels, 1, ocr__bf16_conv_dx_split_part, &j);
+                if (!j.pointwise) ocr_parallel_for(ctx, j.Cg, 1, ocr__bf16_conv_col2im_part, &j);
+            }
+    return OCR_OK;
+}
+#endif
+
+#ifdef OCR__HAVE_BF16
+/* The implicit forward convolution: no im2col. Work items are bands of R output rows of one (n, group). The band's
+   input is converted into bf16 xv[phase a][phase b]..[2] holding x[2q, 2q+1][(oh0 + r) sh + a - ph][wq sw + b - pw]
+   (zero outside the image and for channels past Cg, up to Cgp, a multiple of 32). With the k order (tap, channel),
+   the B operand of a k step (a tap (ki, kj) and 16 channel pairs) for 16 output pixels is then 16 rows of 64
+   contiguous bytes, one tile read in place at an offset fixed per k step (bofs). The pixels come in segments of 16,
+   two per AMX call and three per AVX512_BF16 call, each B and C tile at its own segment's address, so C tiles store
+   straight into y when a segment is 16 pixels of one output row (else through a buffer, which holds y's values first
+   when accumulating: the same sums). Two layouts:
+     rows      [r][q][wq][2]: a segment is 16 pixels of one output row (the last one of a row shorter); pair rows are
+               Wq * 4 bytes apart. For rows of a multiple of 16 pixels, or nearly.
+     virtual   [q][r][wq][2]: pixels are counted on virtual rows of Wq (the phase width), v = r Wq + wq, and a segment
+               is any 16 consecutive v (the virtual columns past OW are computed and dropped); pair rows are a plane
+               apart, so the band is kept short enough for planes of a few KB (16 planes of a whole image cost a TLB
+               entry per row and half the speed). For narrow images (layer4's 20 pixels: 22 instead of 32).
+   The weights are packed once as A panels in that k order; for Cg >= 16 the channel padding costs at most what
+   im2col's data movement would. */
+typedef struct {
+    const ocr__conv_geom *g;
+    ocr__bf16_kernel kn;
+    const float *x, *w;
+    float *y;
+    int accumulate, flipped;  /* flipped: w is the kernel [C][K] of the convolution whose data gradient this is */
+    int virt;                 /* the virtual layout */
+    ocr__conv_epilogue ep;
+    int64_t Cg, Kg, Cgp, pairs, taps, kp, a_panels, pa_group, Wq, segs_row, R, Hb, row_stride, pair_stride, phase_elems, bands;
+    uint16_t *pa;
+    int64_t *bofs;
+    void *buf[OCR_MAX_THREADS]; /* per thread: a band's planes, or mr rows of weights (floats) while packing */
+} ocr__bf16_implicit_job;
+
+/* Work items (group, A panel of mr output channels): their rows of w in (tap, channel) order, Cg padded to Cgp, into
+   the thread's buffer, then packed. */
+static void ocr__bf16_implicit_pack_w_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_implicit_job *j = (const ocr__bf16_implicit_job *)arg;
+    int64_t item, i, c, t, mr = j->kn.mr;
+    float *rows = (float *)j->buf[tid];
+    for (item = begin; item < end; item++) {
+        int64_t gr = item / j->a_panels, k0 = item % j->a_panels * mr;
+        memset(rows, 0, sizeof(float) * (size_t)(mr * j->kp));
+        for (i = 0; i < mr && k0 + i < j->Kg; i++) {
+            int64_t k = k0 + i;
+            float *row = rows + i * j->kp;
+            if (j->flipped) { /* groups 1: tap t of (k, c) is w[c][k][taps - 1 - t] */
+                for (c = 0; c < j->Cg; c++)
+                    for (t = 0; t < j->taps; t++) row[t * j->Cgp + c] = j->w[(c * j->g->K + k) * j->taps + j->taps - 1 - t];
+            } else {
+                const float *wk = j->w + (gr * j->Kg + k) * j->Cg * j->taps;
+                for (c = 0; c < j->Cg; c++)
+                    for (t = 0; t < j->taps; t++) row[t * j->Cgp + c] = wk[c * j->taps + t];
+            }
+        }
+        ocr__bf16_pack_a(mr, rows, j->kp, 0, mr, j->kp, j->kp, j->pa + gr * j->pa_group + k0 * j->kp);
+    }
+}
+
+/* Band rows [oh0, oh0 + Hb) of (n, group) into xv, 16 columns of a channel pair at a time. */
+OCR__BF16_TARGET static void ocr__bf16_implicit_convert(const ocr__bf16_implicit_job *j, int64_t n, int64_t gr, int64_t oh0, uint16_t *xv) {
+    const ocr__conv_geom *g = j->g;
+    int64_t a, b, r, q, w0, HW = g->H * g->W;
+    const float *xg = j->x + (n * g->C + gr * j->Cg) * HW;
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    for (a = 0; a < g->sh; a++)
+        for (b = 0; b < g->sw; b++) {
+            /* columns wq whose image column wq sw + b - pw lies in [0, W) */
+            int64_t first = b >= g->pw ? 0 : (g->pw - b + g->sw - 1) / g->sw;
+            int64_t last = g->W - 1 + g->pw - b < 0 ? -1 : (g->W - 1 + g->pw - b) / g->sw;
+            if (last >= j->Wq) last = j->Wq - 1;
+            for (r = 0; r < j->Hb; r++) {
+                int64_t ih = (oh0 + r) * g->sh + a - g->ph;
+                int inside = ih >= 0 && ih < g->H && last >= first;
+                for (q = 0; q < j->pairs; q++) {
+                    const float *xlo = xg + 2 * q * HW + ih * g->W, *xhi = xlo + HW;
+                    int has_lo = 2 * q < j->Cg, has_hi = 2 * q + 1 < j->Cg;
+                    uint16_t *d = xv + (a * g->sw + b) * j->phase_elems + r * j->row_stride + q * j->pair_stride;
+                    if (!inside || !has_lo) { memset(d, 0, (size_t)j->Wq * 4); continue; }
+                    for (w0 = 0; w0 < j->Wq; w0 += 16) {
+                        int64_t lo_j = first - w0 > 0 ? first - w0 : 0, hi_j = last + 1 - w0 < 16 ? last + 1 - w0 : 16;
+                        __mmask16 m = (__mmask16)(ocr__lanes(hi_j) & ~ocr__lanes(lo_j));
+                        __m512 vlo = _mm512_setzero_ps(), vhi = _mm512_setzero_ps();
+                        if (m) {
+                            int64_t iw0 = (w0 + lo_j) * g->sw + b - g->pw; /* the first valid column */
+                            if (g->sw == 1 && m == 0xFFFF) {
+                                vlo = _mm512_loadu_ps(xlo + iw0);
+                                if (has_hi) vhi = _mm512_loadu_ps(xhi + iw0);
+                            } else if (g->sw == 1) {
+                                vlo = _mm512_maskz_expandloadu_ps(m, xlo + iw0);
+                                if (has_hi) vhi = _mm512_maskz_expandloadu_ps(m, xhi + iw0);
+                            } else {
+                                __m512i idx = _mm512_mullo_epi32(_mm512_sub_epi32(lane, _mm512_set1_epi32((int)lo_j)), _mm512_set1_epi32(g->sw));
+                                vlo = _mm512_mask_i32gather_ps(vlo, m, idx, xlo + iw0, 4);
+                                if (has_hi) vhi = _mm512_mask_i32gather_ps(vhi, m, idx, xhi + iw0, 4);
+                            }
+                        }
+                        _mm512_mask_storeu_epi32(d + 2 * w0, ocr__lanes(j->Wq - w0), ocr__bf16_pairs(vlo, vhi));
+                    }
+                }
+            }
+        }
+}
+
+/* Segment sg of a band with rows_b rows: its offset in xv, and whether it is 16 valid pixels of one output row
+   (then *yoff is its first pixel's offset in the band's rows of y). */
+static int64_t ocr__bf16_segment(const ocr__bf16_implicit_job *j, int64_t sg, int64_t rows_b, int64_t *yoff, int *whole) {
+    int64_t oh, ow;
+    if (j->virt) { oh = sg * 16 / j->Wq; ow = sg * 16 % j->Wq; }
+    else { oh = sg / j->segs_row; ow = sg % j->segs_row * 16; }
+    *yoff = oh * j->g->OW + ow;
+    *whole = ow + 16 <= j->g->OW && oh < rows_b;
+    return oh * j->row_stride + ow * 2;
+}
+
+/* Between buffer columns [16 e, 16 e + 16) (rows ld apart) and segment sg's pixels of y (rows of P from yp): to_y
+   stores its valid pixels, else they are loaded. */
+static void ocr__bf16_segment_copy(const ocr__bf16_implicit_job *j, int64_t sg, int64_t rows_b, float *col, int64_t ld, float *yp,
+                                   int64_t rows, int to_y) {
+    const ocr__conv_geom *g = j->g;
+    int64_t P = g->OH * g->OW, lane = 0, i;
+    while (lane < 16) { /* the segment's pieces of output rows */
+        int64_t oh, ow, len;
+        if (j->virt) { int64_t v = sg * 16 + lane; oh = v / j->Wq; ow = v % j->Wq; len = j->Wq - ow < 16 - lane ? j->Wq - ow : 16 - lane; }
+        else { oh = sg / j->segs_row; ow = sg % j->segs_row * 16 + lane; len = 16; }
+        if (oh < rows_b && ow < g->OW) {
+            int64_t cnt = g->OW - ow < len ? g->OW - ow : len;
+            float *yc = yp + oh * g->OW + ow;
+            for (i = 0; i < rows; i++) {
+                if (to_y) memcpy(yc + i * P, col + i * ld + lane, (size_t)cnt * sizeof(float));
+                else memcpy(col + i * ld + lane, yc + i * P, (size_t)cnt * sizeof(float));
+            }
+        }
+        lane += len;
+    }
+}
+
+/* Work items (n, group, band of R output rows): the band's planes, then each A panel against every group of
+   segments, into y (added when accumulating, else followed by the epilogue over the band). */
+static void ocr__bf16_implicit_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_implicit_job *j = (const ocr__bf16_implicit_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t item, ip, sg, e, mr = j->kn.mr, P = g->OH * g->OW, ks = j->kp / 32;
+    int64_t per_call = j->kn.nr / 16; /* segments per call */
+    uint16_t *xv = (uint16_t *)j->buf[tid];
+    float buf[OCR__BF16_TILE_MAX];
+    ocr__bf16_operands o;
+    memset(&o, 0, sizeof o);
+    o.bofs = j->bofs; o.bld = j->pair_stride; o.astep = 32 * mr; o.ald = 32; o.a1 = 16 * 32;
+    ocr__bf16_begin(&j->kn);
+    for (item = begin; item < end; item++) {
+        int64_t pair = item / j->bands, n = pair / g->groups, gr = pair % g->groups, oh0 = item % j->bands * j->R;
+        int64_t rows_b = g->OH - oh0 < j->R ? g->OH - oh0 : j->R;
+        int64_t nseg = j->virt ? (rows_b * j->Wq + 15) / 16 : rows_b * j->segs_row;
+        float *yg = j->y + (n * g->K + gr * j->Kg) * P + oh0 * g->OW;
+        ocr__bf16_implicit_convert(j, n, gr, oh0, xv);
+        for (ip = 0; ip < j->a_panels; ip++) {
+            int64_t rows = j->Kg - ip * mr < mr ? j->Kg - ip * mr : mr;
+            float *yp = yg + ip * mr * P;
+            o.a = j->pa + gr * j->pa_group + ip * mr * j->kp;
+            for (sg = 0; sg < nseg; sg += per_call) {
+                int64_t xoff[3], yoff[3];
+                int direct = rows == mr, whole;
+                for (e = 0; e < per_call; e++) { /* past the band's last segment: the first one again, not stored */
+                    xoff[e] = ocr__bf16_segment(j, sg + e < nseg ? sg + e : sg, rows_b, &yoff[e], &whole);
+                    direct &= whole && sg + e < nseg;
+                }
+                o.b = xv + xoff[0]; o.b1 = xoff[1] - xoff[0]; o.b2 = per_call > 2 ? xoff[2] - xoff[0] : 0;
+                if (direct) {
+                    o.c1 = yoff[1] - yoff[0]; o.c2 = per_call > 2 ? yoff[2] - yoff[0] : 0;
+                    ocr__bf16_ukernel(&j->kn, ks, &o, yp + yoff[0], P, j->accumulate);
+                    continue;
+                }
+                o.c1 = 16; o.c2 = 32;
+                memset(buf, 0, sizeof(float) * (size_t)(mr * 16 * per_call));
+                for (e = 0; e < per_call && j->accumulate; e++)
+                    if (sg + e < nseg) ocr__bf16_segment_copy(j, sg + e, rows_b, buf + 16 * e, 16 * per_call, yp, rows, 0);
+                ocr__bf16_ukernel(&j->kn, ks, &o, buf, 16 * per_call, j->accumulate);
+                for (e = 0; e < per_call; e++)
+                    if (sg + e < nseg) ocr__bf16_segment_copy(j, sg + e, rows_b, buf + 16 * e, 16 * per_call, yp, rows, 1);
+            }
+        }
+        if (!j->accumulate) ocr__conv_epilogue_apply(&j->ep, yg, P, gr * j->Kg, j->Kg, rows_b * g->OW);
+    }
+    ocr__bf16_end(&j->kn);
+}
+
+static int ocr__bf16_implicit_ok(const ocr__conv_geom *g) { return g->C / g->groups >= 16; }
+
+/* y (= or +=) conv(x, w) on the implicit path; flipped: w is the kernel of the convolution g is the data gradient of
+   (groups 1). Scratch: the packed weights in OCR_SCRATCH_GEMM_A, the k-step offsets in GEMM_B, the per-thread band
+   planes in THREAD0 + t. */
+static int ocr__bf16_conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, int flipped, float *y,
+                                   int accumulate, const ocr__conv_epilogue *ep) {
+    ocr__bf16_implicit_job j;
+    int64_t s, t, rmax, cmax, mr, band_elems, row_bytes;
+    size_t bytes_w, bytes_t;
+    memset(&j, 0, sizeof j);
+    j.g = g; j.kn = ocr__bf16_pick(ctx); j.x = x; j.w = w; j.flipped = flipped; j.y = y; j.accumulate = accumulate;
+    if (ep) j.ep = *ep;
+    mr = j.kn.mr;
+    j.Cg = g->C / g->groups; j.Kg = g->K / g->groups; j.Cgp = (j.Cg + 31) / 32 * 32; j.pairs = j.Cgp / 2;
+    j.taps = (int64_t)g->kh * g->kw;
+    j.kp = j.taps * j.Cgp;
+    j.a_panels = (j.Kg + mr - 1) / mr;
+    j.pa_group = j.a_panels * mr * j.kp;
+    j.segs_row = (g->OW + 15) / 16;
+    rmax = (int64_t)(g->kh - 1) * g->dh / g->sh;
+    cmax = (int64_t)(g->kw - 1) * g->dw / g->sw;
+    j.Wq = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
+    /* rows of 16-pixel segments unless they waste more than an eighth of a row */
+    j.virt = (j.segs_row * 16 - g->OW) * 8 > g->OW;
+    if (!j.virt && j.Wq < j.segs_row * 16 + cmax) j.Wq = j.segs_row * 16 + cmax; /* what the last segment of a row reads */
+    row_bytes = (int64_t)g->sh * g->sw * j.pairs * j.Wq * 4;
+    /* bands of about 384 KB of planes (they stay in L2 while every A panel passes), in the virtual layout at most
+       4 KB per plane; fewer rows when that leaves a thread without two bands; the split changes no sum */
+    j.R = ((int64_t)384 << 10) / row_bytes;
+    if (j.virt && j.R > 1024 / j.Wq - rmax - 2) j.R = 1024 / j.Wq - rmax - 2;
+    if (j.R < 1) j.R = 1;
+    if (j.R > g->OH) j.R = g->OH;
+    if (g->N * g->groups * ((g->OH + j.R - 1) / j.R) < 2 * ctx->n_threads) {
+        int64_t want = (2 * ctx->n_threads + g->N * g->groups - 1) / (g->N * g->groups);
+        j.R = (g->OH + want - 1) / want;
+    }
+    j.bands = (g->OH + j.R - 1) / j.R;
+    if (j.virt) { /* rows the last segment group's tiles may read past the band, as in the rows layout */
+        j.Hb = ((j.R * j.Wq + 15) / 16 * 16 + cmax + j.Wq - 1) / j.Wq + rmax;
+        j.row_stride = j.Wq * 2;
+        j.pair_stride = j.Hb * j.Wq * 2;
+    } else {
+        j.Hb = j.R + rmax;
+        j.row_stride = j.pairs * j.Wq * 2;
+        j.pair_stride = j.Wq * 2;
+    }
+    j.phase_elems = j.Hb * j.pairs * j.Wq * 2;
+    band_elems = (int64_t)g->sh * g->sw * j.phase_elems;
+    if (!ocr_size_mul((size_t)(g->groups * j.pa_group), 2, &bytes_w) ||
+        !ocr_size_mul((size_t)(band_elems > 2 * mr * j.kp ? band_elems : 2 * mr * j.kp), 2, &bytes_t))
+        return ocr_error(ctx, OCR_EOVERFLOW, "conv (bf16): work buffers too large");
+    if (!(j.pa = (uint16_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, bytes_w)) ||
+        !(j.bofs = (int64_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, (size_t)(j.kp / 32) * sizeof(int64_t))))
+        return ctx->last_status;
+    for (t = 0; t < ctx->n_threads; t++)
+        if (!(j.buf[t] = ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes_t))) return ctx->last_status;
+    for (s = 0; s < j.kp / 32; s++) {
+        int64_t tap = s * 32 / j.Cgp, c0 = s * 32 % j.Cgp, ki = tap / g->kw, kj = tap % g->kw;
+        int64_t a = ki * g->dh % g->sh, b = kj * g->dw % g->sw, ro = ki * g->dh / g->sh, co = kj * g->dw / g->sw;
+        j.bofs[s] = (a * g->sw + b) * j.phase_elems + ro * j.row_stride + c0 / 2 * j.pair_stride + co * 2;
+    }
+    ocr_parallel_for(ctx, g->groups * j.a_panels, 1, ocr__bf16_implicit_pack_w_part, &j);
+    ocr_parallel_for(ctx, g->N * g->groups * j.bands, 1, ocr__bf16_implicit_part, &j);
+    return OCR_OK;
+}
+
+/* dx += conv^T(dy, w) of a stride-1 ungrouped convolution as the implicit forward convolution of dy with the kernel
+   flipped and its channel axes swapped (padding dil (k - 1) - pad), as ocr__conv_backward_data does in fp32; 0 when
+   the geometry does not allow it. */
+static int ocr__bf16_dx_flippable(const ocr__conv_geom *g) {
+    return g->sh == 1 && g->sw == 1 && g->groups == 1 && (int64_t)g->dh * (g->kh - 1) - g->ph >= 0 &&
+           (int64_t)g->dw * (g->kw - 1) - g->pw >= 0 && !ocr__conv_is_pointwise(g) && g->K >= 16;
+}
+
+static int ocr__bf16_conv_dx_flipped(ocr_ctx *ctx, const ocr__conv_geom *g, float *dx, const float *w, const float *dy) {
+    ocr__conv_geom t = *g;
+    t.C = g->K; t.H = g->OH; t.W = g->OW;
+    t.K = g->C; t.OH = g->H; t.OW = g->W;
+    t.ph = g->dh * (g->kh - 1) - g->ph; t.pw = g->dw * (g->kw - 1) - g->pw;
+    return ocr__bf16_conv_implicit(ctx, &t, dy, w, 1, dx, 1, NULL);
+}
+#endif
+
+/* ocr__conv_run's modes and buffers (FWD: y = or += conv(x, w), then ep's bias and ReLU unless accumulating;
+   BWD_DATA: x += conv^T(y, w), x being dx; BWD_WEIGHT: w += y (x) x, w being dw and y dy) with the inputs rounded
+   to bf16 and fp32 sums. */
+OCR__BF16_ENTRY int ocr__conv_bf16_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float *x, float *w, float *y, int accumulate,
+                                        const ocr__conv_epilogue *ep) {
+    if (g->N == 0 || g->K == 0 || g->OH * g->OW == 0) return OCR_OK;
+    if (ocr__bf16_kind(ctx) == OCR__BF16_NONE) return ocr__conv_bf16_fallback(ctx, g, mode, x, w, y, accumulate, ep);
+#ifdef OCR__HAVE_BF16
+    if (mode == OCR__CONV_FWD && ocr__bf16_implicit_ok(g)) return ocr__bf16_conv_implicit(ctx, g, x, w, 0, y, accumulate, ep);
+    if (mode == OCR__CONV_BWD_DATA && ocr__bf16_dx_flippable(g)) return ocr__bf16_conv_dx_flipped(ctx, g, x, w, y);
+    return ocr__bf16_conv_lowered(ctx, g, mode, x, w, y, accumulate, ep);
+#else
+    return OCR_OK;
+#endif
 }
 
 OCRDEF ocr_conv_params ocr_conv_params_make(int stride, int pad, int dilation, int groups) {
