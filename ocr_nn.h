@@ -3751,6 +3751,199 @@ static int ocr__bf16_conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const 
     return OCR_OK;
 }
 
+/* The implicit weight gradient: dW[k][(tap, c)] += sum over pixels of dy[k][px] x_tap[px][c], a GEMM with the pixels
+   as k, without im2col. Pixels are counted on the virtual rows of the forward path (u = oh Wq + ow, Wq the phase
+   width), in blocks of 32. Converted once per call (in parallel):
+     dyb[n, group][block][Kgp][32]      dy's rows by 32-pixel blocks, zero past OW and Kg: an A tile is 1 KB in one piece
+     xl[n, group][phase][shift][m][Cgp][2]  pixel pairs (u, u + 1) = (2m + shift, 2m + 1 + shift) of each phase plane,
+                                        channels inner: a B tile (16 pairs, 16 channels of one tap) is 16 rows of 64 bytes
+                                        Cgp * 4 apart; a tap at an odd offset reads the shift-1 copy
+   dW (k order (tap, channel), Cg padded to Cgp per tap) is summed in fp32 panels of nr columns that each thread owns
+   (so no two threads write the same value and every sum runs in the same order on any number of threads), in chunks
+   of pixels short enough for dy's chunk to stay in L2 while the thread's panels pass; then added into dw. */
+typedef struct {
+    const ocr__conv_geom *g;
+    ocr__bf16_kernel kn;
+    const float *x, *dy;
+    float *dw;
+    int64_t Cg, Kg, Cgp, Kgp, taps, kp, kpp, Wq, PV, nblk, npairs, phases, m_panels, n_panels, units, parts, chunk, nblock;
+    uint16_t *dyb, *xl;
+    float *dwp;                 /* per group [Kgp][kpp] */
+} ocr__bf16_wgrad_job;
+
+/* n values of virtual pixels [u0, u0 + n) of a plane into dst: virtual pixel u = r Wq + wq is src[r sh + a][wq sw + b]
+   of the H x W plane src, zero outside it (a, b may be negative: the padding). Row by row, the valid columns found
+   once per row. */
+static void ocr__bf16_virtual_pixels(const float *src, int64_t H, int64_t W, int64_t sh, int64_t sw, int64_t a, int64_t b, int64_t Wq,
+                                     int64_t u0, int64_t n, float *dst) {
+    int64_t u = u0, q;
+    while (u < u0 + n) {
+        int64_t r = u / Wq, w0 = u % Wq, len = Wq - w0 < u0 + n - u ? Wq - w0 : u0 + n - u, ih = r * sh + a, lo, hi;
+        float *d = dst + (u - u0) - w0; /* d[wq] is virtual column wq of this row */
+        /* columns wq with 0 <= wq sw + b < W, clipped to [w0, w0 + len) */
+        lo = b >= 0 ? 0 : (-b + sw - 1) / sw;
+        hi = W - b <= 0 ? 0 : (W - b - 1) / sw + 1;
+        if (lo < w0) lo = w0;
+        if (hi > w0 + len) hi = w0 + len;
+        if (ih < 0 || ih >= H || hi <= lo) lo = hi = w0 + len;
+        for (q = w0; q < lo; q++) d[q] = 0.0f;
+        if (hi > lo) {
+            const float *s = src + ih * W + b;
+            if (sw == 1) memcpy(d + lo, s + lo, (size_t)(hi - lo) * sizeof(float));
+            else for (q = lo; q < hi; q++) d[q] = s[q * sw];
+        }
+        for (q = hi; q < w0 + len; q++) d[q] = 0.0f;
+        u += len;
+    }
+}
+
+/* Work items (n, group, row k < Kgp): dy's row as dyb blocks (its virtual rows: OW pixels, then zeros to Wq), 1024
+   virtual pixels at a time through a row of floats. */
+OCR__BF16_TARGET static void ocr__bf16_wgrad_dy_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_wgrad_job *j = (const ocr__bf16_wgrad_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t item, b0, blk, P = g->OH * g->OW;
+    float row[1024];
+    (void)tid;
+    for (item = begin; item < end; item++) {
+        int64_t ng = item / j->Kgp, k = item % j->Kgp, n = ng / g->groups, gr = ng % g->groups;
+        const float *dyk = j->dy + ((n * g->K + gr * j->Kg + k) * P);
+        uint16_t *dst = j->dyb + ng * j->nblk * j->Kgp * 32 + k * 32;
+        for (b0 = 0; b0 < j->nblk; b0 += 32) {
+            int64_t nb = j->nblk - b0 < 32 ? j->nblk - b0 : 32;
+            if (k < j->Kg) ocr__bf16_virtual_pixels(dyk, g->OH, g->OW, 1, 1, 0, 0, j->Wq, b0 * 32, nb * 32, row);
+            else memset(row, 0, sizeof row);
+            for (blk = 0; blk < nb; blk++) ocr__bf16_row32(row + 32 * blk, 32, dst + (b0 + blk) * j->Kgp * 32);
+        }
+    }
+}
+
+/* Work items (n, group, phase, 16 channels, 256 pixel pairs): those pairs in both shifts, the 16 channels' virtual
+   pixels gathered into rows of floats first, then 16 pairs x 16 channels at a time rounded (dwords of two pixels)
+   and transposed. */
+OCR__BF16_TARGET static void ocr__bf16_wgrad_x_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_wgrad_job *j = (const ocr__bf16_wgrad_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t item, shift, mb, cc, HW = g->H * g->W, cblocks = j->Cgp / 16, pblocks = (j->npairs + 255) / 256;
+    float vals[16][514], t[256];
+    (void)tid;
+    for (item = begin; item < end; item++) {
+        int64_t rest = item / pblocks, m0 = item % pblocks * 256, m1 = m0 + 256 < j->npairs ? m0 + 256 : j->npairs;
+        int64_t ngp = rest / cblocks, c0 = rest % cblocks * 16, ng = ngp / j->phases, ph = ngp % j->phases;
+        int64_t n = ng / g->groups, gr = ng % g->groups, a = ph / g->sw, b = ph % g->sw;
+        for (cc = 0; cc < 16; cc++) {
+            if (c0 + cc < j->Cg)
+                ocr__bf16_virtual_pixels(j->x + (n * g->C + gr * j->Cg + c0 + cc) * HW, g->H, g->W, g->sh, g->sw, a - g->ph, b - g->pw,
+                                         j->Wq, 2 * m0, 2 * (m1 - m0) + 2, vals[cc]);
+            else memset(vals[cc], 0, sizeof vals[cc]);
+        }
+        for (shift = 0; shift < 2; shift++) {
+            uint16_t *base = j->xl + ((ng * j->phases + ph) * 2 + shift) * j->npairs * j->Cgp * 2;
+            for (mb = m0; mb < m1; mb += 16) { /* npairs is a multiple of 16 */
+                for (cc = 0; cc < 16; cc++) ocr__bf16_row32(vals[cc] + 2 * (mb - m0) + shift, 32, (uint16_t *)(t + 16 * cc));
+                ocr__transpose16(t, 16, (float *)(base + (mb * j->Cgp + c0) * 2), j->Cgp);
+            }
+        }
+    }
+}
+
+/* B's address for the column group of 16 starting at dW column col (k order (tap, channel)) at pixel block 0 of
+   (n, group) ng; a column past kp (the partial last panel of the 48-wide kernel) reads column 0's. */
+static const uint16_t *ocr__bf16_wgrad_b(const ocr__bf16_wgrad_job *j, int64_t ng, int64_t col) {
+    const ocr__conv_geom *g = j->g;
+    int64_t tap = col < j->kp ? col / j->Cgp : 0, c0 = col < j->kp ? col % j->Cgp : 0, ki = tap / g->kw, kj = tap % g->kw;
+    int64_t ph = (ki * g->dh % g->sh) * g->sw + kj * g->dw % g->sw, off = ki * g->dh / g->sh * j->Wq + kj * g->dw / g->sw, shift = off & 1;
+    return j->xl + ((ng * j->phases + ph) * 2 + shift) * j->npairs * j->Cgp * 2 + ((off - shift) / 2 * j->Cgp + c0) * 2;
+}
+
+/* One part per thread: its dW panels [units part / parts, units (part + 1) / parts) of the order (group, panel),
+   nblock panels at a time, over every image and chunk of pixel blocks; then added into dw. */
+static void ocr__bf16_wgrad_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_wgrad_job *j = (const ocr__bf16_wgrad_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t part, u, ub, n, b0, ip, k, c, t, mr = j->kn.mr, nr = j->kn.nr, per_call = nr / 16;
+    ocr__bf16_operands o;
+    (void)tid;
+    memset(&o, 0, sizeof o);
+    o.ald = 32; o.a1 = 16 * 32; o.astep = j->Kgp * 32; o.bstep = 32 * j->Cgp; o.bld = 2 * j->Cgp; o.c1 = 16; o.c2 = 32;
+    ocr__bf16_begin(&j->kn);
+    for (part = begin; part < end; part++) {
+        int64_t u0 = j->units * part / j->parts, u1 = j->units * (part + 1) / j->parts;
+        for (u = u0; u < u1; u++) { /* the part's columns of dW start from zero */
+            float *dp = j->dwp + (u / j->n_panels) * j->Kgp * j->kpp + u % j->n_panels * nr;
+            for (k = 0; k < j->Kgp; k++) memset(dp + k * j->kpp, 0, (size_t)nr * sizeof(float));
+        }
+        for (ub = u0; ub < u1; ub += j->nblock)
+            for (n = 0; n < g->N; n++)
+                for (b0 = 0; b0 < j->nblk; b0 += j->chunk) {
+                    int64_t ks = j->nblk - b0 < j->chunk ? j->nblk - b0 : j->chunk;
+                    for (ip = 0; ip < j->m_panels; ip++) /* the A panel's chunk stays near while the panels pass */
+                        for (u = ub; u < u1 && u < ub + j->nblock; u++) {
+                            int64_t gr = u / j->n_panels, col = u % j->n_panels * nr, ng = n * g->groups + gr, e;
+                            const uint16_t *bp[3];
+                            for (e = 0; e < 3; e++) bp[e] = ocr__bf16_wgrad_b(j, ng, e < per_call ? col + 16 * e : col);
+                            o.b = bp[0] + b0 * o.bstep; o.b1 = bp[1] - bp[0]; o.b2 = per_call > 2 ? bp[2] - bp[0] : 0;
+                            o.a = j->dyb + ((ng * j->nblk + b0) * j->Kgp + ip * mr) * 32;
+                            ocr__bf16_ukernel(&j->kn, ks, &o, j->dwp + (gr * j->Kgp + ip * mr) * j->kpp + col, j->kpp, 1);
+                        }
+                }
+        for (u = u0; u < u1; u++) { /* dw[k][c][tap] += dW[k][tap Cgp + c] over the panel's real columns */
+            int64_t gr = u / j->n_panels, col0 = u % j->n_panels * nr, col1 = col0 + nr < j->kp ? col0 + nr : j->kp, col;
+            for (k = 0; k < j->Kg; k++) {
+                const float *dp = j->dwp + (gr * j->Kgp + k) * j->kpp;
+                float *wk = j->dw + (gr * j->Kg + k) * j->Cg * j->taps;
+                for (t = col0 / j->Cgp, col = col0; col < col1; t++) { /* the columns' taps, each a run of channels */
+                    int64_t cend = (t + 1) * j->Cgp < col1 ? (t + 1) * j->Cgp : col1;
+                    for (c = col - t * j->Cgp; col < cend; col++, c++)
+                        if (c < j->Cg) wk[c * j->taps + t] += dp[col];
+                }
+            }
+        }
+    }
+    ocr__bf16_end(&j->kn);
+}
+
+/* dw += dy (x) x on the implicit path. Scratch: dyb in OCR_SCRATCH_OP0, xl in OP1, dW in GEMM_A. */
+static int ocr__bf16_conv_wgrad(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *dy, float *dw) {
+    ocr__bf16_wgrad_job j;
+    int64_t rmax, cmax;
+    size_t bytes_dy, bytes_x, bytes_w;
+    memset(&j, 0, sizeof j);
+    j.g = g; j.kn = ocr__bf16_pick(ctx); j.x = x; j.dy = dy; j.dw = dw;
+    j.Cg = g->C / g->groups; j.Kg = g->K / g->groups; j.Cgp = (j.Cg + 31) / 32 * 32; j.Kgp = (j.Kg + 31) / 32 * 32;
+    j.taps = (int64_t)g->kh * g->kw;
+    j.kp = j.taps * j.Cgp;
+    j.kpp = (j.kp + j.kn.nr - 1) / j.kn.nr * j.kn.nr;
+    j.Wq = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
+    if (j.Wq < g->OW) j.Wq = g->OW;
+    j.PV = g->OH * j.Wq;
+    j.nblk = (j.PV + 31) / 32;
+    rmax = (int64_t)(g->kh - 1) * g->dh / g->sh;
+    cmax = (int64_t)(g->kw - 1) * g->dw / g->sw;
+    j.npairs = (j.nblk * 32 + rmax * j.Wq + cmax + 2) / 2 + 1;
+    j.npairs = (j.npairs + 15) / 16 * 16;
+    j.phases = (int64_t)g->sh * g->sw;
+    j.m_panels = j.Kgp / j.kn.mr;
+    j.n_panels = j.kpp / j.kn.nr;
+    j.units = g->groups * j.n_panels;
+    j.parts = ctx->n_threads < j.units ? ctx->n_threads : j.units;
+    /* pixel blocks per chunk: an A panel's chunk 64 KB (L1 and L2); panels per pass: their dW tiles about 256 KB (L2) */
+    j.chunk = ((int64_t)64 << 10) / (j.kn.mr * 64);
+    j.nblock = ((int64_t)256 << 10) / (j.Kgp * j.kn.nr * 4);
+    if (j.nblock < 1) j.nblock = 1;
+    if (!ocr_size_mul((size_t)(g->N * g->groups * j.nblk * j.Kgp * 32), 2, &bytes_dy) ||
+        !ocr_size_mul((size_t)(g->N * g->groups * j.phases * 2 * j.npairs), (size_t)j.Cgp * 4, &bytes_x) ||
+        !ocr_size_mul((size_t)(g->groups * j.Kgp * j.kpp), 4, &bytes_w))
+        return ocr_error(ctx, OCR_EOVERFLOW, "conv (bf16): work buffers too large");
+    if (!(j.dyb = (uint16_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, bytes_dy)) || !(j.xl = (uint16_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP1, bytes_x)) ||
+        !(j.dwp = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, bytes_w)))
+        return ctx->last_status;
+    ocr_parallel_for(ctx, g->N * g->groups * j.Kgp, 1, ocr__bf16_wgrad_dy_part, &j);
+    ocr_parallel_for(ctx, g->N * g->groups * j.phases * (j.Cgp / 16) * ((j.npairs + 255) / 256), 1, ocr__bf16_wgrad_x_part, &j);
+    ocr_parallel_for(ctx, j.parts, 1, ocr__bf16_wgrad_part, &j);
+    return OCR_OK;
+}
+
 /* dx += conv^T(dy, w) of a stride-1 ungrouped convolution as the implicit forward convolution of dy with the kernel
    flipped and its channel axes swapped (padding dil (k - 1) - pad), as ocr__conv_backward_data does in fp32; 0 when
    the geometry does not allow it. */
@@ -3778,6 +3971,7 @@ OCR__BF16_ENTRY int ocr__conv_bf16_run(ocr_ctx *ctx, const ocr__conv_geom *g, in
 #ifdef OCR__HAVE_BF16
     if (mode == OCR__CONV_FWD && ocr__bf16_implicit_ok(g)) return ocr__bf16_conv_implicit(ctx, g, x, w, 0, y, accumulate, ep);
     if (mode == OCR__CONV_BWD_DATA && ocr__bf16_dx_flippable(g)) return ocr__bf16_conv_dx_flipped(ctx, g, x, w, y);
+    if (mode == OCR__CONV_BWD_WEIGHT && ocr__bf16_implicit_ok(g)) return ocr__bf16_conv_wgrad(ctx, g, x, y, w);
     return ocr__bf16_conv_lowered(ctx, g, mode, x, w, y, accumulate, ep);
 #else
     return OCR_OK;
