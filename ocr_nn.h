@@ -936,6 +936,11 @@ static int ocr__amp_pass(ocr_ctx *ctx, const float *src, float *dst, int64_t n, 
     return ocr__amp_note(ctx, layer, grad, n, o, grad ? u : 0);
 }
 
+/* The counts alone, for the bf16 kernels, which round while they pack (a pass only when statistics are kept). */
+static int ocr__amp_count(ocr_ctx *ctx, const float *src, int64_t n, const char *layer, int grad) {
+    return ctx->amp_stats ? ocr__amp_pass(ctx, src, NULL, n, layer, grad) : OCR_OK;
+}
+
 /* src rounded to ctx->amp's type in scratch slot OCR_SCRATCH_HALF0 + which, its overflows and underflows counted
    for layer; NULL with an error when that fails. */
 static const float *ocr__amp_input(ocr_ctx *ctx, const float *src, int64_t n, int which, const char *layer, int grad) {
@@ -1342,6 +1347,11 @@ static int ocr__gemm_columns(ocr_ctx *ctx, const ocr__gemm_job *g) {
     return OCR_OK;
 }
 
+static int ocr__amp_bf16_fast(ocr_ctx *ctx);
+static int ocr__amp_count(ocr_ctx *ctx, const float *src, int64_t n, const char *layer, int grad);
+static int ocr__gemm_bf16(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 /* ocr_gemm in fp32 whatever ctx->amp says (sizes validated): the convolutions call it with inputs already rounded. */
 static int ocr__gemm_f32(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
@@ -1378,6 +1388,11 @@ OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N
     if (ctx->amp != OCR_AMP_OFF && K > 0 && alpha != 0.0f) {
         /* op(A) and op(B) as stored (rows of lda / ldb), rounded; the last row need only reach its last column */
         int64_t a_n = ((trans_a ? K : M) - 1) * lda + (trans_a ? M : K), b_n = ((trans_b ? N : K) - 1) * ldb + (trans_b ? K : N);
+        int rc;
+        if (ocr__amp_bf16_fast(ctx)) {
+            if ((rc = ocr__amp_count(ctx, A, a_n, "gemm", 0)) || (rc = ocr__amp_count(ctx, B, b_n, "gemm", 0))) return rc;
+            return ocr__gemm_bf16(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        }
         if (!(A = ocr__amp_input(ctx, A, a_n, 0, "gemm", 0)) || !(B = ocr__amp_input(ctx, B, b_n, 1, "gemm", 0))) return ctx->last_status;
     }
     return ocr__gemm_f32(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -3978,6 +3993,11 @@ OCR__BF16_ENTRY int ocr__conv_bf16_run(ocr_ctx *ctx, const ocr__conv_geom *g, in
 #endif
 }
 
+/* Whether ctx's bf16 ops run on the bf16 kernels above rather than on rounded copies through the fp32 ones. */
+static int ocr__amp_bf16_fast(ocr_ctx *ctx) {
+    return ctx->amp == OCR_AMP_BF16 && !ocr__use_ref(ctx) && ocr__bf16_kind(ctx) != OCR__BF16_NONE;
+}
+
 OCRDEF ocr_conv_params ocr_conv_params_make(int stride, int pad, int dilation, int groups) {
     ocr_conv_params p;
     p.stride_h = p.stride_w = stride;
@@ -4126,6 +4146,14 @@ static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x
         return ocr__cuda_done(ctx, ocr_cuda_relu_forward(ctx, y, y), fn, "forward", y, NULL, NULL);
     }
 #endif
+    ep.bias = b ? (const float *)b->data : NULL;
+    ep.relu = relu;
+    if (ocr__amp_bf16_fast(ctx)) {
+        if ((rc = ocr__amp_count(ctx, xd, ocr_tensor_numel(x), w->name, 0)) || (rc = ocr__amp_count(ctx, wd, ocr_tensor_numel(w), w->name, 0)) ||
+            (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_FWD, (float *)xd, (float *)wd, (float *)y->data, 0, &ep)))
+            return rc;
+        return ocr__watch(ctx, fn, "forward", y);
+    }
     if (ctx->amp != OCR_AMP_OFF && (!(xd = ocr__amp_input(ctx, xd, g.N * g.C * g.H * g.W, 0, w->name, 0)) ||
                                     !(wd = ocr__amp_input(ctx, wd, ocr_tensor_numel(w), 1, w->name, 0))))
         return ctx->last_status;
@@ -4133,8 +4161,6 @@ static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x
         if ((rc = ocr__ref_conv2d_forward(ctx, &g, xd, wd, b ? (const float *)b->data : NULL, relu, (float *)y->data))) return rc;
         return ocr__watch(ctx, fn, "forward", y);
     }
-    ep.bias = b ? (const float *)b->data : NULL;
-    ep.relu = relu;
     if ((rc = ocr__conv_forward(ctx, &g, xd, wd, (float *)y->data, 0, &ep))) return rc;
     return ocr__watch(ctx, fn, "forward", y);
 }
@@ -4165,6 +4191,17 @@ OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_t
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv2d_backward(ctx, x, w, dy, p, dx, dw, db), fn, "backward", dx, dw, db);
 #endif
+    if (ocr__amp_bf16_fast(ctx) && (dx || dw)) {
+        if ((rc = ocr__amp_count(ctx, dyd, ocr_tensor_numel(dy), w->name, 1)) ||
+            (dx && (rc = ocr__amp_count(ctx, wd, ocr_tensor_numel(w), w->name, 0))) ||
+            (dw && (rc = ocr__amp_count(ctx, xd, ocr_tensor_numel(x), w->name, 0))) ||
+            (dx && (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_BWD_DATA, (float *)dx->data, (float *)wd, (float *)dyd, 1, NULL))) ||
+            (dw && (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)xd, (float *)dw->data, (float *)dyd, 1, NULL))))
+            return rc;
+        if (db) ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.K, g.OH * g.OW);
+        if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
+        return ocr__watch(ctx, fn, "backward", db);
+    }
     if (ctx->amp != OCR_AMP_OFF && (dx || dw) &&
         ((rc = ocr__amp_inputs(ctx, w->name, &dyd, g.N * g.K * g.OH * g.OW, dx ? &wd : NULL, ocr_tensor_numel(w), dw ? &xd : NULL,
                                g.N * g.C * g.H * g.W))))
@@ -4299,6 +4336,14 @@ OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, co
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_forward(ctx, x, w, b, p, y), fn, "forward", y, NULL, NULL);
 #endif
+    if (ocr__amp_bf16_fast(ctx)) { /* the data gradient of the convolution it transposes, as below */
+        memset(y->data, 0, ocr_tensor_bytes(y));
+        if ((rc = ocr__amp_count(ctx, xd, ocr_tensor_numel(x), w->name, 0)) || (rc = ocr__amp_count(ctx, wd, ocr_tensor_numel(w), w->name, 0)) ||
+            (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_BWD_DATA, (float *)y->data, (float *)wd, (float *)xd, 1, NULL)))
+            return rc;
+        if (b) ocr__bias_add((float *)y->data, (const float *)b->data, g.N, g.C, g.H * g.W);
+        return ocr__watch(ctx, fn, "forward", y);
+    }
     if (ctx->amp != OCR_AMP_OFF && (!(xd = ocr__amp_input(ctx, xd, ocr_tensor_numel(x), 0, w->name, 0)) ||
                                     !(wd = ocr__amp_input(ctx, wd, ocr_tensor_numel(w), 1, w->name, 0))))
         return ctx->last_status;
@@ -4333,6 +4378,17 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_backward(ctx, x, w, dy, p, dx, dw, db), fn, "backward", dx, dw, db);
 #endif
+    if (ocr__amp_bf16_fast(ctx) && (dx || dw)) {
+        if ((rc = ocr__amp_count(ctx, dyd, ocr_tensor_numel(dy), w->name, 1)) ||
+            (dx && (rc = ocr__amp_count(ctx, wd, ocr_tensor_numel(w), w->name, 0))) ||
+            (dw && (rc = ocr__amp_count(ctx, xd, ocr_tensor_numel(x), w->name, 0))) ||
+            (dx && (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_FWD, (float *)dyd, (float *)wd, (float *)dx->data, 1, NULL))) ||
+            (dw && (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)dyd, (float *)dw->data, (float *)xd, 1, NULL))))
+            return rc;
+        if (db) ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.C, g.H * g.W);
+        if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
+        return ocr__watch(ctx, fn, "backward", db);
+    }
     if (ctx->amp != OCR_AMP_OFF && (dx || dw) &&
         ((rc = ocr__amp_inputs(ctx, w->name, &dyd, ocr_tensor_numel(dy), dx ? &wd : NULL, ocr_tensor_numel(w), dw ? &xd : NULL,
                                ocr_tensor_numel(x)))))

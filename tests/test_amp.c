@@ -123,8 +123,9 @@ static void rounded_copy(ocr_ctx *ctx, int amp, const ocr_tensor *src, ocr_tenso
 }
 
 /* Forward and backward of one case under amp, and the fp32 op on the rounded inputs: equal bit for bit, except the
-   bias gradient, which sums the unrounded fp32 gradient. Also close to the reference loops run under amp. */
-static void check_conv_case(const conv_case *cc, int amp, int reference) {
+   bias gradient, which sums the unrounded fp32 gradient; on the bf16 kernels (AMX, AVX512_BF16: fast_bf16) equal within
+   fp32 summation error. */
+static void check_conv_case(const conv_case *cc, int amp, int reference, int fast_bf16) {
     ocr_ctx ctx;
     ocr_tensor x, w, b, y, y2, dy, dx, dw, db, dx2, dw2, db2, xr, wr, dyr;
     ocr_conv_params p = ocr_conv_params_make(cc->s, cc->p, 1, cc->groups);
@@ -154,6 +155,7 @@ static void check_conv_case(const conv_case *cc, int amp, int reference) {
     if (ctx.last_status) goto done;
 
     ctx.amp = amp;
+    OCR_CHECK(ocr__amp_bf16_fast(&ctx) == fast_bf16);
     if (cc->transposed) {
         OCR_CHECK_OK(&ctx, ocr_nn_conv_transpose2d_forward(&ctx, &x, &w, &b, p, &y));
         OCR_CHECK_OK(&ctx, ocr_nn_conv_transpose2d_backward(&ctx, &x, &w, &dy, p, &dx, &dw, &db));
@@ -171,9 +173,22 @@ static void check_conv_case(const conv_case *cc, int amp, int reference) {
         OCR_CHECK_OK(&ctx, ocr_nn_conv2d_backward(&ctx, &xr, &wr, &dyr, p, &dx2, &dw2, NULL));
         OCR_CHECK_OK(&ctx, ocr_nn_conv2d_backward(&ctx, &xr, &wr, &dy, p, NULL, NULL, &db2));
     }
-    bad = count_diff(&y, &y2) + count_diff(&dx, &dx2) + count_diff(&dw, &dw2) + count_diff(&db, &db2);
-    OCR_CHECK_MSG(bad == 0, "%s %s k%d s%d p%d g%d%s: %lld values differ from the fp32 op on rounded inputs", ocr_amp_name(amp),
-                  reference ? "reference" : "fast", cc->k, cc->s, cc->p, cc->groups, cc->transposed ? " transposed" : "", (long long)bad);
+    if (fast_bf16) {
+        /* the bf16 kernels sum in their own order: within fp32 summation error of the largest value */
+        double e = ocr_test_rel_err((float *)y.data, (float *)y2.data, ocr_tensor_numel(&y), 1e-30);
+        if (ocr_test_rel_err((float *)dx.data, (float *)dx2.data, ocr_tensor_numel(&dx), 1e-30) > e)
+            e = ocr_test_rel_err((float *)dx.data, (float *)dx2.data, ocr_tensor_numel(&dx), 1e-30);
+        if (ocr_test_rel_err((float *)dw.data, (float *)dw2.data, ocr_tensor_numel(&dw), 1e-30) > e)
+            e = ocr_test_rel_err((float *)dw.data, (float *)dw2.data, ocr_tensor_numel(&dw), 1e-30);
+        bad = count_diff(&db, &db2);
+        OCR_CHECK_MSG(e < 1e-5 && bad == 0, "bf16 (%s) k%d s%d p%d g%d%s: %.3g of the largest value from the fp32 op on rounded inputs, "
+                      "%lld bias gradients differ", ocr_gemm_bf16_kernel_name(&ctx), cc->k, cc->s, cc->p, cc->groups,
+                      cc->transposed ? " transposed" : "", e, (long long)bad);
+    } else {
+        bad = count_diff(&y, &y2) + count_diff(&dx, &dx2) + count_diff(&dw, &dw2) + count_diff(&db, &db2);
+        OCR_CHECK_MSG(bad == 0, "%s %s k%d s%d p%d g%d%s: %lld values differ from the fp32 op on rounded inputs", ocr_amp_name(amp),
+                      reference ? "reference" : "fast", cc->k, cc->s, cc->p, cc->groups, cc->transposed ? " transposed" : "", (long long)bad);
+    }
     /* and the rounding matters: the fp32 op on the unrounded inputs differs */
     if (cc->k == 3 && !reference) {
         OCR_CHECK_OK(&ctx, cc->transposed ? ocr_nn_conv_transpose2d_forward(&ctx, &x, &w, &b, p, &y2) : ocr_nn_conv2d_forward(&ctx, &x, &w, &b, p, &y2));
@@ -197,10 +212,20 @@ static void test_conv_rounds_its_inputs(void) {
         {3, 2, 1, 1, 1, 1, 8, 7, 6, 4},      /* a general transposed one */
     };
     size_t i;
-    int k, ref;
+    int k, ref, best;
+    ocr_ctx probe;
+    OCR_CHECK_OK(&probe, ocr_ctx_init(&probe, 1, 1));
+    best = ocr__bf16_kind(&probe);
+    ocr_ctx_free(&probe);
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (k = 0; k < 2; k++)
-            for (ref = 0; ref < 2; ref++) check_conv_case(&cases[i], amps[k], ref);
+            for (ref = 0; ref < 2; ref++) {
+                /* bf16 on the rounding path too, whatever the CPU has; then on its bf16 kernels */
+                ocr__bf16_kind_limit = OCR__BF16_NONE;
+                check_conv_case(&cases[i], amps[k], ref, 0);
+                ocr__bf16_kind_limit = -1;
+                if (amps[k] == OCR_AMP_BF16 && !ref && best != OCR__BF16_NONE) check_conv_case(&cases[i], amps[k], ref, 1);
+            }
 }
 
 static void test_gemm_rounds_its_inputs(void) {
@@ -208,6 +233,7 @@ static void test_gemm_rounds_its_inputs(void) {
     float A[5 * 7], B[7 * 6], Ar[5 * 7], Br[7 * 6], C[5 * 6], C2[5 * 6];
     int i, k;
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 3));
+    ocr__bf16_kind_limit = OCR__BF16_NONE; /* the rounding path: bit for bit (tests/test_gemm_bf16.c checks the bf16 kernels) */
     for (k = 0; k < 2; k++) {
         for (i = 0; i < 35; i++) { A[i] = ocr_rng_normal(&ctx.rng); Ar[i] = ocr__amp_round1(amps[k], A[i]); }
         for (i = 0; i < 42; i++) { B[i] = ocr_rng_normal(&ctx.rng); Br[i] = ocr__amp_round1(amps[k], B[i]); }
@@ -218,6 +244,7 @@ static void test_gemm_rounds_its_inputs(void) {
         OCR_CHECK_OK(&ctx, ocr_gemm(&ctx, 1, 0, 5, 6, 7, 0.5f, Ar, 5, Br, 6, 1.0f, C2, 6));
         OCR_CHECK(memcmp(C, C2, sizeof C) == 0);
     }
+    ocr__bf16_kind_limit = -1;
     ocr_ctx_free(&ctx);
 }
 
