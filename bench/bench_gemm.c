@@ -7,6 +7,10 @@
    generic kernel at a fifth of its speed): where the CPU has AVX-512 and OpenBLAS picked a kernel without it, this
    program restarts itself with OPENBLAS_CORETYPE=SkylakeX, so the peer is OpenBLAS at its best (set the variable
    yourself to choose another).
+   Then the bf16 GEMM of mixed precision (ocr__gemm_bf16: AMX-BF16, AVX512_BF16 or the fp32 fallback, named) on the
+   same shapes on 1 thread and on N, with each figure's share of the measured bf16 peak of its instruction and its
+   speed against ocr_gemm's fp32 on N threads; and the 3x3 convolutions of layer1 and layer3 (batch 4 at 640x640)
+   in all three modes, ocr__conv_run's fp32 against ocr__conv_bf16_run on N threads.
    usage: bench_gemm [--threads N] [--reps N] */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -18,28 +22,132 @@
 
 typedef void (*sgemm_fn)(int order, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                          int ldb, float beta, float *C, int ldc);
+
+/* M = output channels, N = output pixels per chunk, K = Cin*kh*kw: forward convs of DBNet-ResNet-18 at 640x640 */
+static const struct { const char *name; int M, N, K, ta, tb; } shapes[] = {
+    {"square 1024^3", 1024, 1024, 1024, 0, 0},
+    {"conv1 7x7 (64x4096x147)", 64, 4096, 147, 0, 0},
+    {"layer1 3x3 (64x1820x576)", 64, 1820, 576, 0, 0},
+    {"layer3 3x3 (256x455x2304)", 256, 455, 2304, 0, 0},
+    {"layer4 3x3 (512x400x4608)", 512, 400, 4608, 0, 0},
+    {"fpn 1x1 (256x6400x128)", 256, 6400, 128, 0, 0},
+    {"bwd-data 3x3 (576x1820x64, A^T)", 576, 1820, 64, 1, 0},
+    {"bwd-weight 3x3 (64x576x1820, B^T)", 64, 576, 1820, 0, 1},
+};
+
+/* The median of reps timed calls of the bf16 GEMM of shape s on ctx (after a warm-up), in seconds. */
+static double bench_gemm_bf16_time(ocr_ctx *ctx, int s, int reps, const float *A, const float *B, float *C) {
+    double t[64];
+    int r;
+    for (r = -1; r < reps && r < 64; r++) {
+        double t0;
+        bench_settle();
+        t0 = now();
+        ocr__gemm_bf16(ctx, shapes[s].ta, shapes[s].tb, shapes[s].M, shapes[s].N, shapes[s].K, 1.0f, A, shapes[s].ta ? shapes[s].M : shapes[s].K,
+                       B, shapes[s].tb ? shapes[s].K : shapes[s].N, 0.0f, C, shapes[s].N);
+        if (r >= 0) t[r] = now() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof(double), cmp_double);
+    return t[reps / 2];
+}
+
+/* The bf16 GEMM rows: every shape on 1 thread (ctx1) and on `threads` (ctxn), against fp32_gflops (ocr_gemm on
+   `threads`); appends to the JSON line. */
+static size_t bench_gemm_bf16(ocr_ctx *ctx1, ocr_ctx *ctxn, int threads, int reps, const double *fp32_gflops, char *json, size_t cap,
+                              size_t jl) {
+    int n_shapes = (int)(sizeof shapes / sizeof shapes[0]), s, i, amx = strstr(ocr_gemm_bf16_kernel_name(ctxn), "amx") != NULL;
+    double p1 = amx ? bench_peak_bf16_measured.amx_one : bench_peak_bf16_measured.one;
+    double pn = amx ? bench_peak_bf16_measured.amx_all : bench_peak_bf16_measured.all;
+    if (bench_peak_bf16_measured.threads != threads && threads > 1) pn = 0;
+    printf("bench_gemm: bf16 GEMM (op(A), op(B) rounded to bf16, fp32 sums), kernel %s; %% of the measured %s peak\n",
+           ocr_gemm_bf16_kernel_name(ctxn), amx ? "AMX-BF16" : "vdpbf16ps");
+    printf("%-36s %12s %8s %12s %8s %10s\n", "shape", "1 thr GF/s", "%peak", "", "%peak", "vs fp32");
+    jl += (size_t)snprintf(json + jl, cap - jl, ",\"bf16_kernel\":\"%s\",\"bf16_peak_gflops\":[%.1f,%.1f],\"bf16\":[",
+                           ocr_gemm_bf16_kernel_name(ctxn), p1, pn);
+    for (s = 0; s < n_shapes; s++) {
+        int M = shapes[s].M, N = shapes[s].N, K = shapes[s].K;
+        float *A = (float *)ocr_aligned_alloc(sizeof(float) * (size_t)M * K), *B = (float *)ocr_aligned_alloc(sizeof(float) * (size_t)K * N);
+        float *C = (float *)ocr_aligned_alloc(sizeof(float) * (size_t)M * N);
+        double flops = 2.0 * M * N * K, g1, gn;
+        char label[32];
+        for (i = 0; i < M * K; i++) A[i] = ocr_rng_uniform(&ctxn->rng) - 0.5f;
+        for (i = 0; i < K * N; i++) B[i] = ocr_rng_uniform(&ctxn->rng) - 0.5f;
+        g1 = flops / bench_gemm_bf16_time(ctx1, s, reps, A, B, C) * 1e-9;
+        gn = flops / bench_gemm_bf16_time(ctxn, s, reps, A, B, C) * 1e-9;
+        snprintf(label, sizeof label, "%d thr GF/s", threads);
+        if (s == 0) printf("%-36s %12s %8s %12s %8s %10s\n", "", "", "", label, "", "");
+        printf("%-36s %12.1f %7.0f%% %12.1f %7.0f%% %9.2fx\n", shapes[s].name, g1, p1 > 0 ? 100 * g1 / p1 : 0.0, gn,
+               pn > 0 ? 100 * gn / pn : 0.0, gn / fp32_gflops[s]);
+        jl += (size_t)snprintf(json + jl, cap - jl, "%s{\"shape\":\"%s\",\"gflops_1\":%.2f,\"gflops_n\":%.2f,\"vs_fp32\":%.3f}", s ? "," : "",
+                               shapes[s].name, g1, gn, gn / fp32_gflops[s]);
+        ocr_aligned_free(A); ocr_aligned_free(B); ocr_aligned_free(C);
+    }
+    return jl + (size_t)snprintf(json + jl, cap - jl, "]");
+}
+
+/* The 3x3 stride-1 convolutions of layer1 (64 channels, 160x160) and layer3 (256, 40x40) at batch 4, each mode
+   on ocr__conv_run (fp32: Winograd, implicit or packed im2col, as the layer would run) and ocr__conv_bf16_run,
+   alternated; medians of reps runs. */
+static size_t bench_conv_bf16(ocr_ctx *ctx, int threads, int reps, char *json, size_t cap, size_t jl) {
+    static const struct { const char *name; int C, HW; } layers[] = {{"layer1 3x3 64ch 160x160", 64, 160}, {"layer3 3x3 256ch 40x40", 256, 40}};
+    static const char *mode_name[3] = {"forward", "data grad", "weight grad"};
+    int l, m, r, v;
+    printf("bench_gemm: convolutions, batch 4, %d threads: fp32 (ocr__conv_run) against bf16 (ocr__conv_bf16_run, %s)\n", threads,
+           ocr_gemm_bf16_kernel_name(ctx));
+    printf("%-26s %-12s %9s %10s %9s %10s %8s\n", "layer", "mode", "fp32 ms", "GFLOP/s", "bf16 ms", "GFLOP/s", "speedup");
+    jl += (size_t)snprintf(json + jl, cap - jl, ",\"conv\":[");
+    for (l = 0; l < 2; l++) {
+        ocr__conv_geom g;
+        size_t nx, nw, ny, i;
+        float *x, *w, *y, *dx, *dw;
+        double flops;
+        memset(&g, 0, sizeof g);
+        g.N = 4; g.C = g.K = layers[l].C; g.H = g.W = g.OH = g.OW = layers[l].HW;
+        g.kh = g.kw = 3; g.sh = g.sw = 1; g.ph = g.pw = 1; g.dh = g.dw = 1; g.groups = 1;
+        nx = (size_t)(g.N * g.C * g.H * g.W); nw = (size_t)(g.K * g.C * 9); ny = (size_t)(g.N * g.K * g.OH * g.OW);
+        x = (float *)ocr_aligned_alloc(nx * 4); dx = (float *)ocr_aligned_alloc(nx * 4);
+        w = (float *)ocr_aligned_alloc(nw * 4); dw = (float *)ocr_aligned_alloc(nw * 4); y = (float *)ocr_aligned_alloc(ny * 4);
+        for (i = 0; i < nx; i++) x[i] = dx[i] = ocr_rng_uniform(&ctx->rng) - 0.5f;
+        for (i = 0; i < nw; i++) w[i] = dw[i] = ocr_rng_uniform(&ctx->rng) - 0.5f;
+        for (i = 0; i < ny; i++) y[i] = ocr_rng_uniform(&ctx->rng) - 0.5f;
+        flops = 2.0 * g.N * g.K * g.OH * g.OW * g.C * 9;
+        for (m = 0; m < 3; m++) {
+            double t[2][64], med[2];
+            for (r = -1; r < reps && r < 64; r++)
+                for (v = 0; v < 2; v++) {
+                    double t0;
+                    int rc;
+                    bench_settle();
+                    t0 = now();
+                    if (v == 0) rc = m == 0 ? ocr__conv_run(ctx, &g, OCR__CONV_FWD, x, w, y, 0)
+                                   : m == 1 ? ocr__conv_backward_data(ctx, &g, dx, w, y) : ocr__conv_run(ctx, &g, OCR__CONV_BWD_WEIGHT, x, dw, y, 1);
+                    else rc = ocr__conv_bf16_run(ctx, &g, m, m == 1 ? dx : x, m == 2 ? dw : w, y, 0, NULL);
+                    if (rc) { fprintf(stderr, "bench_gemm: %s\n", ocr_ctx_last_error(ctx)); exit(1); }
+                    if (r >= 0) t[v][r] = now() - t0;
+                }
+            for (v = 0; v < 2; v++) { qsort(t[v], (size_t)reps, sizeof(double), cmp_double); med[v] = t[v][reps / 2]; }
+            printf("%-26s %-12s %9.2f %10.0f %9.2f %10.0f %7.2fx\n", layers[l].name, mode_name[m], med[0] * 1e3, flops / med[0] * 1e-9,
+                   med[1] * 1e3, flops / med[1] * 1e-9, med[0] / med[1]);
+            jl += (size_t)snprintf(json + jl, cap - jl, "%s{\"layer\":\"%s\",\"mode\":\"%s\",\"fp32_ms\":%.3f,\"bf16_ms\":%.3f}",
+                                   l || m ? "," : "", layers[l].name, mode_name[m], med[0] * 1e3, med[1] * 1e3);
+        }
+        ocr_aligned_free(x); ocr_aligned_free(dx); ocr_aligned_free(w); ocr_aligned_free(dw); ocr_aligned_free(y);
+    }
+    return jl + (size_t)snprintf(json + jl, cap - jl, "]");
+}
 typedef void (*set_threads_fn)(int);
 typedef char *(*corename_fn)(void);
 
 int main(int argc, char **argv) {
-    /* M = output channels, N = output pixels per chunk, K = Cin*kh*kw: forward convs of DBNet-ResNet-18 at 640x640 */
-    static const struct { const char *name; int M, N, K, ta, tb; } shapes[] = {
-        {"square 1024^3", 1024, 1024, 1024, 0, 0},
-        {"conv1 7x7 (64x4096x147)", 64, 4096, 147, 0, 0},
-        {"layer1 3x3 (64x1820x576)", 64, 1820, 576, 0, 0},
-        {"layer3 3x3 (256x455x2304)", 256, 455, 2304, 0, 0},
-        {"layer4 3x3 (512x400x4608)", 512, 400, 4608, 0, 0},
-        {"fpn 1x1 (256x6400x128)", 256, 6400, 128, 0, 0},
-        {"bwd-data 3x3 (576x1820x64, A^T)", 576, 1820, 64, 1, 0},
-        {"bwd-weight 3x3 (64x576x1820, B^T)", 64, 576, 1820, 0, 1},
-    };
     int threads = 2, reps = 7, i, r, s, n_shapes = (int)(sizeof shapes / sizeof shapes[0]);
+    double fp32_gflops[16];
+    ocr_ctx ctx1;
     char core[128] = "unknown";
     double peak;
     void *lib;
     sgemm_fn blas = NULL;
     ocr_ctx ctx;
-    char json[4096];
+    char json[8192];
     size_t jl;
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
@@ -102,12 +210,18 @@ int main(int argc, char **argv) {
         if (blas) { qsort(t_blas, (size_t)reps, sizeof(double), cmp_double); g_blas = flops / t_blas[reps / 2] * 1e-9; }
         printf("%-36s %12.1f %12.1f %8.2f %9.0f%% %9.0f%%\n", shapes[s].name, g_ocr, g_blas, blas ? g_ocr / g_blas : 0.0,
                100 * g_ocr / peak, 100 * g_blas / peak);
+        fp32_gflops[s] = g_ocr;
         jl += (size_t)snprintf(json + jl, sizeof json - jl, "%s{\"shape\":\"%s\",\"ocr_gflops\":%.2f,\"blas_gflops\":%.2f,\"ratio\":%.3f}",
                                s ? "," : "", shapes[s].name, g_ocr, g_blas, blas ? g_ocr / g_blas : 0.0);
         ocr_aligned_free(A); ocr_aligned_free(B); ocr_aligned_free(C);
     }
-    snprintf(json + jl, sizeof json - jl, "]}");
+    jl += (size_t)snprintf(json + jl, sizeof json - jl, "]");
+    if (ocr_ctx_init(&ctx1, 1, 1) != OCR_OK) { fprintf(stderr, "%s\n", ocr_ctx_last_error(&ctx1)); return 1; }
+    jl = bench_gemm_bf16(&ctx1, &ctx, threads, reps, fp32_gflops, json, sizeof json, jl);
+    jl = bench_conv_bf16(&ctx, threads, reps, json, sizeof json, jl);
+    snprintf(json + jl, sizeof json - jl, "}");
     printf("%s\n", json);
+    ocr_ctx_free(&ctx1);
     ocr_ctx_free(&ctx);
     return 0;
 }

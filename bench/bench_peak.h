@@ -1,7 +1,8 @@
 /* bench_peak.h - this machine's measured arithmetic peak, so every benchmark figure can be read as a share of the
    limit: a register-only loop of independent fused multiply-adds (no memory traffic, no dependency stalls) on one
    thread and on n threads at once, fp32 with the widest FMA the CPU has (AVX-512, else AVX2), and bf16 with
-   AVX512_BF16's dot-product instruction (2 products per fp32 lane) where the CPU has it. A figure is the best of a
+   AVX512_BF16's dot-product instruction (2 products per fp32 lane) where the CPU has it, and AMX-BF16's tile
+   dot product (16 x 16 fp32 += 16 x 32 by 32 x 16 bf16) where the CPU and Linux allow it. A figure is the best of a
    few 50 ms runs (the machine is shared: the best is the closest to the hardware's own limit).
    Include after bench_common.h; bench_print_peak(threads) prints one line per figure and returns the fp32 peak on
    `threads` threads (GFLOP/s). */
@@ -17,7 +18,10 @@
 #endif
 
 typedef struct { int kind; long iters; double flops; } bench_peak_job;
-enum { BENCH_PEAK_SCALAR, BENCH_PEAK_AVX2, BENCH_PEAK_AVX512, BENCH_PEAK_BF16 };
+enum { BENCH_PEAK_SCALAR, BENCH_PEAK_AVX2, BENCH_PEAK_AVX512, BENCH_PEAK_BF16, BENCH_PEAK_AMX };
+#if defined(BENCH_PEAK_X86) && defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 12 : __GNUC__ >= 11)
+#define BENCH_PEAK_HAVE_AMX 1
+#endif
 
 /* Twelve independent accumulators hide the FMA latency (4 cycles) on two pipes; the multiplier is 1 and the
    addend 0, so values never overflow or go denormal. Each iteration: 12 FMAs. The accumulators start at different
@@ -83,6 +87,56 @@ __attribute__((target("avx512f,avx512bf16"))) static double bench_peak_bf16(long
 }
 #endif
 
+#ifdef BENCH_PEAK_HAVE_AMX
+/* AMX-BF16 usable: CPUID.7.0 EDX bits 22 (amx-bf16) and 24 (amx-tile), XCR0 bits 17-18 (tile state saved) and
+   Linux's permission for the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked here as ocr_nn.h
+   asks it. */
+static int bench_peak_amx_usable(void) {
+    unsigned a, b, c, d, lo, hi;
+    long rc = -1;
+    __asm__ __volatile__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0u), "c"(0u));
+    if (a < 7) return 0;
+    __asm__ __volatile__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7u), "c"(0u));
+    if (!(d & (1u << 22)) || !(d & (1u << 24))) return 0;
+    __asm__ __volatile__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1u), "c"(0u));
+    if (!(c & (1u << 27))) return 0;
+    __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    if ((lo & (3u << 17)) != (3u << 17)) return 0;
+#ifdef __linux__
+    __asm__ __volatile__("syscall" : "=a"(rc) : "a"(158L), "D"(0x1023L), "S"(18L) : "rcx", "r11", "memory");
+#endif
+    return rc == 0;
+}
+
+/* Four independent 16 x 16 fp32 accumulator tiles, each step 4 tdpbf16ps (2 x 16 x 16 x 32 flops each) on two A and
+   two B tiles loaded once: the tile unit's arithmetic limit. The inputs are mixed values, not zeros (the unit draws
+   less power, and runs faster, on zeros), with signs alternating so the sums stay small. The configuration is built
+   as bytes, with a compiler barrier: GCC 12's ldtilecfg names only 8 bytes of it as read. */
+__attribute__((target("amx-tile,amx-bf16"))) static double bench_peak_amx(long iters) {
+    unsigned char cfg[64];
+    unsigned short ab[4][512]; /* two A tiles, two B tiles */
+    float out[256];
+    long i;
+    int t;
+    memset(cfg, 0, sizeof cfg);
+    cfg[0] = 1;
+    for (t = 0; t < 8; t++) { cfg[16 + 2 * t] = 64; cfg[48 + t] = 16; }
+    for (t = 0; t < 4 * 512; t++) ab[t / 512][t % 512] = (unsigned short)(0x3f80 + (t * 37 % 64) + (t & 1 ? 0x8000 : 0));
+    __asm__ __volatile__("" : : "r"(cfg), "r"(ab) : "memory");
+    _tile_loadconfig(cfg);
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    _tile_loadd(4, ab[0], 64); _tile_loadd(5, ab[1], 64); _tile_loadd(6, ab[2], 64); _tile_loadd(7, ab[3], 64);
+    for (i = 0; i < iters; i++) {
+        _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    __asm__ __volatile__("" : : "r"(out) : "memory");
+    _tile_release();
+    return (double)iters * 4 * 16 * 16 * 32 * 2 + (out[0] == 1e30f ? 1e-9 : 0); /* the result is used, so the loop stays */
+}
+#endif
+
 static double bench_peak_scalar(long iters) {
     volatile float sink;
     float a0 = 1, a1 = 1, a2 = 1, a3 = 1;
@@ -99,6 +153,9 @@ static void *bench_peak_thread(void *arg) {
     if (j->kind == BENCH_PEAK_AVX512) { j->flops = bench_peak_avx512(j->iters); return NULL; }
     if (j->kind == BENCH_PEAK_AVX2) { j->flops = bench_peak_avx2(j->iters); return NULL; }
     if (j->kind == BENCH_PEAK_BF16) { j->flops = bench_peak_bf16(j->iters); return NULL; }
+#endif
+#ifdef BENCH_PEAK_HAVE_AMX
+    if (j->kind == BENCH_PEAK_AMX) { j->flops = bench_peak_amx(j->iters); return NULL; }
 #endif
     j->flops = bench_peak_scalar(j->iters);
     return NULL;
@@ -165,6 +222,9 @@ static void bench_cpu_model(char *buf, size_t cap) {
 /* The fp32 peaks bench_print_peak measured (GFLOP/s), for a program that times at more than one thread count. */
 static struct { int threads; double one, all; } bench_peak_fp32_measured;
 
+/* The bf16 peaks bench_print_peak measured (GFLOP/s; 0 where the CPU lacks the instructions): vdpbf16ps and AMX. */
+static struct { int threads; double one, all, amx_one, amx_all; } bench_peak_bf16_measured;
+
 /* The fp32 peak bench_print_peak measured on t threads: t = 1 or the count it was given; 0 for any other. */
 static inline double bench_peak_fp32_on(int t) {
     return t == 1 ? bench_peak_fp32_measured.one : t == bench_peak_fp32_measured.threads ? bench_peak_fp32_measured.all : 0;
@@ -196,8 +256,21 @@ static double bench_print_peak(int threads) {
         printf("cpu: measured bf16 peak (AVX512_BF16 vdpbf16ps, 2 products per fp32 lane): %.0f GFLOP/s on 1 thread", b1);
         if (threads > 1) printf(", %.0f on %d", bn, threads);
         printf("\n");
+        bench_peak_bf16_measured.threads = threads > 1 ? threads : 1;
+        bench_peak_bf16_measured.one = b1;
+        bench_peak_bf16_measured.all = bn;
     } else {
         printf("cpu: no AVX512_BF16: bf16 peak not measured\n");
+    }
+#endif
+#ifdef BENCH_PEAK_HAVE_AMX
+    if (bench_peak_amx_usable()) {
+        double a1 = bench_peak_measure(BENCH_PEAK_AMX, 1), an = threads > 1 ? bench_peak_measure(BENCH_PEAK_AMX, threads) : a1;
+        printf("cpu: measured bf16 peak (AMX-BF16 tdpbf16ps, 4 accumulator tiles, mixed inputs): %.0f GFLOP/s on 1 thread", a1);
+        if (threads > 1) printf(", %.0f on %d", an, threads);
+        printf("\n");
+        bench_peak_bf16_measured.amx_one = a1;
+        bench_peak_bf16_measured.amx_all = an;
     }
 #endif
     return all;
