@@ -3998,6 +3998,13 @@ static int ocr__amp_bf16_fast(ocr_ctx *ctx) {
     return ctx->amp == OCR_AMP_BF16 && !ocr__use_ref(ctx) && ocr__bf16_kind(ctx) != OCR__BF16_NONE;
 }
 
+/* The same for a convolution of geometry g: only where the bf16 kernels win (bench_train --layers, DBNet at 640x640):
+   convolutions with at least 16 input channels per group. The stem (3 channels) and the transposed convolutions
+   (DBNet's 2x2 heads, whose fp32 path writes each output once without im2col) stay on the rounding path. */
+static int ocr__amp_bf16_fast_conv(ocr_ctx *ctx, const ocr__conv_geom *g) {
+    return g->C / g->groups >= 16 && ocr__amp_bf16_fast(ctx);
+}
+
 OCRDEF ocr_conv_params ocr_conv_params_make(int stride, int pad, int dilation, int groups) {
     ocr_conv_params p;
     p.stride_h = p.stride_w = stride;
@@ -4148,7 +4155,7 @@ static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x
 #endif
     ep.bias = b ? (const float *)b->data : NULL;
     ep.relu = relu;
-    if (ocr__amp_bf16_fast(ctx)) {
+    if (ocr__amp_bf16_fast_conv(ctx, &g)) {
         if ((rc = ocr__amp_count(ctx, xd, ocr_tensor_numel(x), w->name, 0)) || (rc = ocr__amp_count(ctx, wd, ocr_tensor_numel(w), w->name, 0)) ||
             (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_FWD, (float *)xd, (float *)wd, (float *)y->data, 0, &ep)))
             return rc;
@@ -4191,7 +4198,7 @@ OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_t
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv2d_backward(ctx, x, w, dy, p, dx, dw, db), fn, "backward", dx, dw, db);
 #endif
-    if (ocr__amp_bf16_fast(ctx) && (dx || dw)) {
+    if (ocr__amp_bf16_fast_conv(ctx, &g) && (dx || dw)) {
         if ((rc = ocr__amp_count(ctx, dyd, ocr_tensor_numel(dy), w->name, 1)) ||
             (dx && (rc = ocr__amp_count(ctx, wd, ocr_tensor_numel(w), w->name, 0))) ||
             (dw && (rc = ocr__amp_count(ctx, xd, ocr_tensor_numel(x), w->name, 0))) ||
@@ -4336,14 +4343,6 @@ OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, co
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_forward(ctx, x, w, b, p, y), fn, "forward", y, NULL, NULL);
 #endif
-    if (ocr__amp_bf16_fast(ctx)) { /* the data gradient of the convolution it transposes, as below */
-        memset(y->data, 0, ocr_tensor_bytes(y));
-        if ((rc = ocr__amp_count(ctx, xd, ocr_tensor_numel(x), w->name, 0)) || (rc = ocr__amp_count(ctx, wd, ocr_tensor_numel(w), w->name, 0)) ||
-            (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_BWD_DATA, (float *)y->data, (float *)wd, (float *)xd, 1, NULL)))
-            return rc;
-        if (b) ocr__bias_add((float *)y->data, (const float *)b->data, g.N, g.C, g.H * g.W);
-        return ocr__watch(ctx, fn, "forward", y);
-    }
     if (ctx->amp != OCR_AMP_OFF && (!(xd = ocr__amp_input(ctx, xd, ocr_tensor_numel(x), 0, w->name, 0)) ||
                                     !(wd = ocr__amp_input(ctx, wd, ocr_tensor_numel(w), 1, w->name, 0))))
         return ctx->last_status;
@@ -4378,17 +4377,6 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_backward(ctx, x, w, dy, p, dx, dw, db), fn, "backward", dx, dw, db);
 #endif
-    if (ocr__amp_bf16_fast(ctx) && (dx || dw)) {
-        if ((rc = ocr__amp_count(ctx, dyd, ocr_tensor_numel(dy), w->name, 1)) ||
-            (dx && (rc = ocr__amp_count(ctx, wd, ocr_tensor_numel(w), w->name, 0))) ||
-            (dw && (rc = ocr__amp_count(ctx, xd, ocr_tensor_numel(x), w->name, 0))) ||
-            (dx && (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_FWD, (float *)dyd, (float *)wd, (float *)dx->data, 1, NULL))) ||
-            (dw && (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_BWD_WEIGHT, (float *)dyd, (float *)dw->data, (float *)xd, 1, NULL))))
-            return rc;
-        if (db) ocr__bias_grad(ctx, (const float *)dy->data, (float *)db->data, g.N, g.C, g.H * g.W);
-        if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
-        return ocr__watch(ctx, fn, "backward", db);
-    }
     if (ctx->amp != OCR_AMP_OFF && (dx || dw) &&
         ((rc = ocr__amp_inputs(ctx, w->name, &dyd, ocr_tensor_numel(dy), dx ? &wd : NULL, ocr_tensor_numel(w), dw ? &xd : NULL,
                                ocr_tensor_numel(x)))))

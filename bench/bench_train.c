@@ -24,7 +24,7 @@
 
 #define MAX_REPS 64
 
-typedef struct { const char *name; int train; float width; int N, H, W, threads; } config;
+typedef struct { const char *name; int train; float width; int N, H, W, threads, amp; } config;
 
 static void die(ocr_ctx *ctx, const char *what) {
     fprintf(stderr, "bench_train: %s: %s\n", what, ocr_ctx_last_error(ctx));
@@ -107,6 +107,7 @@ static void ours_setup(ocr_ctx *ctx, ours *o, const config *c) {
     mc.width = c->width;
     mc.prior_prob = 0.03f;
     o->train = c->train;
+    ctx->amp = c->amp;
     if (ocr_ctx_set_threads(ctx, c->threads) || ocr_dbnet_init(ctx, &o->m, &mc) ||
         ocr_optim_init(ctx, &o->opt, &o->m.params, ocr_optim_sgd(0.9f, 1e-4f, 0)) ||
         ocr_tensor_alloc(ctx, &o->x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(c->N, 3, c->H, c->W)) ||
@@ -179,17 +180,21 @@ static void print_layers(const ours *o, int steps, int images) {
 
 int main(int argc, char **argv) {
     static const config configs[] = {
-        {"train r18 w0.25 320x320 b8 t2", 1, 0.25f, 8, 320, 320, 2},
-        {"train r18 w1 640x640 b1 t1", 1, 1.0f, 1, 640, 640, 1},
-        {"train r18 w1 640x640 b1 t2", 1, 1.0f, 1, 640, 640, 2},
-        {"train r18 w1 640x640 b4 t1", 1, 1.0f, 4, 640, 640, 1},
-        {"train r18 w1 640x640 b4 t2", 1, 1.0f, 4, 640, 640, 2},
-        {"infer r18 w1 736x1280 b1 t2", 0, 1.0f, 1, 736, 1280, 2},
+        {"train r18 w0.25 320x320 b8 t2", 1, 0.25f, 8, 320, 320, 2, OCR_AMP_OFF},
+        {"train r18 w1 640x640 b1 t1", 1, 1.0f, 1, 640, 640, 1, OCR_AMP_OFF},
+        {"train r18 w1 640x640 b1 t2", 1, 1.0f, 1, 640, 640, 2, OCR_AMP_OFF},
+        {"train r18 w1 640x640 b4 t1", 1, 1.0f, 4, 640, 640, 1, OCR_AMP_OFF},
+        {"train r18 w1 640x640 b4 t2", 1, 1.0f, 4, 640, 640, 2, OCR_AMP_OFF},
+        {"infer r18 w1 736x1280 b1 t2", 0, 1.0f, 1, 736, 1280, 2, OCR_AMP_OFF},
+        /* mixed precision against PyTorch's CPU bf16 autocast; each also against its fp32 row above, when run */
+        {"train r18 w0.25 320x320 b8 t2 bf16", 1, 0.25f, 8, 320, 320, 2, OCR_AMP_BF16},
+        {"train r18 w1 640x640 b4 t2 bf16", 1, 1.0f, 4, 640, 640, 2, OCR_AMP_BF16},
+        {"infer r18 w1 736x1280 b1 t2 bf16", 0, 1.0f, 1, 736, 1280, 2, OCR_AMP_BF16},
     };
     const char *jemalloc_paths[] = {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"};
     int reps = 5, issue = 0, use_torch = 1, layers = 0, n_configs, i, c, r, n_peers = 0, mem_child = -1, n_done = 0, measured[16] = {0};
     const char *preloads[2] = {NULL, NULL}, *only = NULL;
-    double mem_ours[16], mem_peer[16][2];
+    double mem_ours[16], mem_peer[16][2], med_ours_of[16] = {0}, best_torch_of[16] = {0};
     bench_peer peers[2];
     ocr_ctx ctx;
     char json[12288], line[256], cmd[256], cpu[160];
@@ -252,7 +257,8 @@ int main(int argc, char **argv) {
         ours o;
         if (only && !strstr(cf->name, only)) continue;
         ours_setup(&ctx, &o, cf);
-        snprintf(cmd, sizeof cmd, "setup %s 18 %g %d %d %d %d", cf->train ? "train" : "infer", cf->width, cf->N, cf->H, cf->W, cf->threads);
+        snprintf(cmd, sizeof cmd, "setup %s 18 %g %d %d %d %d %s", cf->train ? "train" : "infer", cf->width, cf->N, cf->H, cf->W, cf->threads,
+                 ocr_amp_name(cf->amp));
         for (p = 0; p < n_peers; p++) ok[p] = bench_peer_ask(&peers[p], cmd, line, sizeof line) && bench_peer_ask(&peers[p], "run", line, sizeof line);
         (void)ours_run(&ctx, &o); /* warm-up: buffers grow, pages fault in */
         if (layers && ocr_dbnet_profile(&ctx, &o.m, now)) die(&ctx, "profile");
@@ -270,7 +276,7 @@ int main(int argc, char **argv) {
         /* memory hardly depends on the thread count: configs differing only in it share one measurement */
         for (same = 0; same < c; same++)
             if (configs[same].train == cf->train && configs[same].width == cf->width && configs[same].N == cf->N &&
-                configs[same].H == cf->H && configs[same].W == cf->W && measured[same])
+                configs[same].H == cf->H && configs[same].W == cf->W && configs[same].amp == cf->amp && measured[same])
                 break;
         if (same < c) {
             mem_ours[c] = mem_ours[same]; mem_peer[c][0] = mem_peer[same][0]; mem_peer[c][1] = mem_peer[same][1];
@@ -295,6 +301,24 @@ int main(int argc, char **argv) {
         printf("  %.2f GFLOP per %s: ours %.1f GFLOP/s (%.1f%% of the fp32 peak on %d thread%s), torch %.1f (%.1f%%), torch+je %.1f (%.1f%%)\n",
                1e-9 * flops, cf->train ? "step" : "inference", gf[0], 100 * share[0], cf->threads, cf->threads == 1 ? "" : "s", gf[1],
                100 * share[1], gf[2], 100 * share[2]);
+        med_ours_of[c] = med_ours;
+        best_torch_of[c] = best;
+        if (cf->amp != OCR_AMP_OFF) { /* against this run's fp32 row of the same shape */
+            int f;
+            for (f = 0; f < c; f++)
+                if (configs[f].amp == OCR_AMP_OFF && med_ours_of[f] > 0 && configs[f].train == cf->train && configs[f].width == cf->width &&
+                    configs[f].N == cf->N && configs[f].H == cf->H && configs[f].W == cf->W && configs[f].threads == cf->threads)
+                    break;
+            if (f < c) {
+                double torch_best = best_torch_of[f] > 0 && (best == 0 || best_torch_of[f] < best) ? best_torch_of[f] : best;
+                printf("  %s (%s): %.2fx our fp32 step's time (%.3f s); %.2fx the faster of PyTorch fp32 (%.3f s) and PyTorch %s autocast "
+                       "(%.3f s)\n", ocr_amp_name(cf->amp), ocr_gemm_bf16_kernel_name(&ctx), med_ours / med_ours_of[f], med_ours_of[f],
+                       torch_best > 0 ? med_ours / torch_best : 0.0, best_torch_of[f], ocr_amp_name(cf->amp), best);
+            } else {
+                printf("  %s (%s): run its fp32 row in the same run (--only without \"bf16\") for the ratio to fp32\n", ocr_amp_name(cf->amp),
+                       ocr_gemm_bf16_kernel_name(&ctx));
+            }
+        }
         fflush(stdout);
         jl += (size_t)snprintf(json + jl, sizeof json - jl,
                                "%s{\"config\":\"%s\",\"ours_s\":%.4f,\"ours_img_per_s\":%.3f,\"torch_s\":%.4f,\"torch_jemalloc_s\":%.4f,"

@@ -776,7 +776,6 @@ int main(int argc, char **argv) {
         ctx.amp = amp;
         scaler = ocr_grad_scaler_default(amp == OCR_AMP_F16 && strcmp(a.loss_scale, "dynamic") == 0);
         memset(&amp_stats, 0, sizeof amp_stats);
-        if (amp != OCR_AMP_OFF) ctx.amp_stats = &amp_stats;
     }
 
     /* model and optimizer */
@@ -848,9 +847,10 @@ int main(int argc, char **argv) {
     signal(SIGTERM, on_signal);
 
     fprintf(stderr, "train_dbnet: %s DB-ResNet-%d width %g, %zu parameters, %lld steps of %d x %dx%d on %d threads (GEMM %s), "
-                    "precision %s%s, validation %d images run at %dx%d, run %s\n",
+                    "precision %s%s%s%s, validation %d images run at %dx%d, run %s\n",
             a.resume ? "resuming" : "training", mcfg.depth, a.width, ocr_params_trainable_count(&model.params),
             (long long)total_steps, a.batch, a.size, a.size, ctx.n_threads, ocr_gemm_kernel_name(&ctx), a.amp,
+            ctx.amp == OCR_AMP_BF16 ? " on " : "", ctx.amp == OCR_AMP_BF16 ? ocr_gemm_bf16_kernel_name(&ctx) : "",
             scaler.enabled ? " with dynamic loss scaling" : "", val.count, val.input, val.input, run_dir);
 
     loss_cfg = ocr_db_loss_defaults();
@@ -883,6 +883,8 @@ int main(int argc, char **argv) {
             else if (a.pos_weight > 0) { loss_cfg.bce.mode = OCR_LOSS_BCE_POS_WEIGHT; loss_cfg.bce.pos_weight = a.pos_weight; }
             else loss_cfg.bce.mode = OCR_LOSS_BCE_OHEM;
 
+            /* the half type's overflows and underflows are counted on the steps that are logged (a pass over each input) */
+            ctx.amp_stats = ctx.amp != OCR_AMP_OFF && ((st.step + 1) % a.log_every == 0 || st.step + 1 == total_steps) ? &amp_stats : NULL;
             if (ocr_dbnet_forward(&ctx, &model, &batch->fields[F_IMAGE], 1, &logits, &thresh)) die(&ctx, "forward");
             if (ocr_tensor_slice(&ctx, &d_logits, 0, batch->size, &dl) || ocr_tensor_slice(&ctx, &d_thresh, 0, batch->size, &dt) ||
                 ocr_tensor_zero(&ctx, &dl) || ocr_tensor_zero(&ctx, &dt))
@@ -928,7 +930,7 @@ int main(int argc, char **argv) {
                     die(&ctx, "metrics");
                 snprintf(line, sizeof line, "loss %.4f (bce %.4f dice %.4f l1 %.4f dice(P) %.4f) lr %.2e %.1f img/s", terms.total,
                          terms.bce, terms.dice, terms.l1, terms.dice_prob, lr, ips);
-                if (ctx.amp_stats) { /* the half type's losses since the last line: gradients flushed to zero, values turned Inf */
+                if (ctx.amp != OCR_AMP_OFF) { /* the half type's losses in this step: gradients flushed to zero, values turned Inf */
                     const ocr_amp_layer_stats *worst;
                     ocr_amp_layer_stats tot = ocr_amp_stats_total(&amp_stats, &worst);
                     double under = tot.grads ? (double)tot.underflowed / (double)tot.grads : 0.0;
@@ -952,6 +954,7 @@ int main(int argc, char **argv) {
                                         (long long)l->values, (long long)l->grads_overflowed, (long long)l->underflowed, (long long)l->grads);
                         }
                     ocr_amp_stats_reset(&amp_stats);
+                    ctx.amp_stats = NULL; /* validation is not counted */
                 }
                 if (tty) ocr_ex_progress(stderr, (long)st.step, (long)total_steps, el, line);
                 else { printf("step %lld/%lld %s\n", (long long)st.step, (long long)total_steps, line); fflush(stdout); }

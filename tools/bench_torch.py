@@ -54,8 +54,10 @@ def make_targets(n, h, w, gen):
 
 
 class Bench:
-    def setup(self, mode, depth, width, n, h, w, threads):
+    def setup(self, mode, depth, width, n, h, w, threads, amp="fp32"):
         torch.set_num_threads(threads)
+        # bf16: CPU autocast runs the convolutions in bfloat16; the loss stays fp32 as in ocr-c
+        self.autocast = amp == "bf16"
         gen = torch.Generator().manual_seed(1)
         self.mode = mode
         self.model = dbnet_ref.DBNet(depth, width)
@@ -71,13 +73,14 @@ class Bench:
     def run(self):
         t0 = time.perf_counter()
         if self.mode == "train":
-            logits, thresh = self.model(self.x)
-            loss = db_loss(logits, thresh, *self.targets)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
+                logits, thresh = self.model(self.x)
+            loss = db_loss(logits.float(), thresh.float(), *self.targets)
             self.opt.zero_grad(set_to_none=False)
             loss.backward()
             self.opt.step()
         else:
-            with torch.no_grad():
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
                 self.model(self.x)
         return time.perf_counter() - t0
 
@@ -89,7 +92,7 @@ def main():
         if not f:
             continue
         if f[0] == "setup":
-            b.setup(f[1], int(f[2]), float(f[3]), int(f[4]), int(f[5]), int(f[6]), int(f[7]))
+            b.setup(f[1], int(f[2]), float(f[3]), int(f[4]), int(f[5]), int(f[6]), int(f[7]), *f[8:9])
             print("ok", flush=True)
         elif f[0] == "run":
             print("%.6f" % b.run(), flush=True)
