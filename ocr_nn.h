@@ -897,10 +897,11 @@ static int64_t ocr__amp_round_avx2(int amp, const float *src, float *dst, int64_
 static int ocr__amp_lanes(const ocr_ctx *ctx) {
 #ifdef OCR__HAVE_AVX2
     if (ctx->cpu_kernel == OCR_CPU_KERNEL_PORTABLE) return 1;
+    /* F16C came with or before AVX2 on every x86 CPU (and clang's __builtin_cpu_supports does not know the name) */
     if (ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("f16c"))
+        __builtin_cpu_supports("avx512dq"))
         return 16;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return 8;
+    if (__builtin_cpu_supports("avx2")) return 8;
 #else
     (void)ctx;
 #endif

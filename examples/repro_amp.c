@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SYNOPSIS "[options]\n\nHost-only by nature (no --device): it runs train_dbnet on the CPU, where bf16 and fp16 are emulated or " \

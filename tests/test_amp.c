@@ -3,6 +3,7 @@
    inputs (bit for bit: the rule is "round the inputs, then the fp32 op"), the overflow and underflow counts, the
    watch's rules, the scaler's state machine against hand-computed sequences, its checkpoint metadata, and a DBNet
    forward and backward in bf16 and fp16 within a stated distance of fp32. */
+/* ocr-c build: own implementation */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -10,6 +11,7 @@
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
 #include "ocr_test.h"
+#include <float.h>
 #include <unistd.h>
 
 static const int amps[2] = {OCR_AMP_BF16, OCR_AMP_F16};
