@@ -3517,6 +3517,11 @@ static int ocr__bf16_conv_lowered(ocr_ctx *ctx, const ocr__conv_geom *g, int mod
 #endif
 
 #ifdef OCR__HAVE_BF16
+/* Kernel-width folding, for few input channels (Cg < 16: the stem's 3): the implicit paths below then count
+   Ce = Cg kw "channels" e = c kw + kj, channel e being channel c read kj dw columns further right, and only kh taps
+   (the kernel's rows): k = 7 x 32 for the 7x7 stem instead of 49 x 32, im2col's kw-fold copy without its kh-fold. */
+static int ocr__bf16_fold(const ocr__conv_geom *g) { return g->C / g->groups < 16; }
+
 /* The implicit forward convolution: no im2col. Work items are bands of R output rows of one (n, group). The band's
    input is converted into bf16 xv[phase a][phase b]..[2] holding x[2q, 2q+1][(oh0 + r) sh + a - ph][wq sw + b - pw]
    (zero outside the image and for channels past Cg, up to Cgp, a multiple of 32). With the k order (tap, channel),
@@ -3540,8 +3545,9 @@ typedef struct {
     float *y;
     int accumulate, flipped;  /* flipped: w is the kernel [C][K] of the convolution whose data gradient this is */
     int virt;                 /* the virtual layout */
+    int fold;                 /* ocr__bf16_fold: channels e = c kw + kj, taps = kernel rows */
     ocr__conv_epilogue ep;
-    int64_t Cg, Kg, Cgp, pairs, taps, kp, a_panels, pa_group, Wq, segs_row, R, Hb, row_stride, pair_stride, phase_elems, bands;
+    int64_t Cg, Ce, Kg, Cgp, pairs, taps, kp, a_panels, pa_group, Wq, pw_phases, segs_row, R, Hb, row_stride, pair_stride, phase_elems, bands;
     uint16_t *pa;
     int64_t *bofs;
     void *buf[OCR_MAX_THREADS]; /* per thread: a band's planes, or mr rows of weights (floats) while packing */
@@ -3562,6 +3568,10 @@ static void ocr__bf16_implicit_pack_w_part(void *arg, int64_t begin, int64_t end
             if (j->flipped) { /* groups 1: tap t of (k, c) is w[c][k][taps - 1 - t] */
                 for (c = 0; c < j->Cg; c++)
                     for (t = 0; t < j->taps; t++) row[t * j->Cgp + c] = j->w[(c * j->g->K + k) * j->taps + j->taps - 1 - t];
+            } else if (j->fold) { /* w[k][c][ki][kj] at tap ki, channel c kw + kj */
+                const float *wk = j->w + (gr * j->Kg + k) * j->Cg * j->g->kh * j->g->kw;
+                for (c = 0; c < j->Cg; c++)
+                    for (t = 0; t < j->g->kh * j->g->kw; t++) row[t / j->g->kw * j->Cgp + c * j->g->kw + t % j->g->kw] = wk[c * j->g->kh * j->g->kw + t];
             } else {
                 const float *wk = j->w + (gr * j->Kg + k) * j->Cg * j->taps;
                 for (c = 0; c < j->Cg; c++)
@@ -3572,49 +3582,48 @@ static void ocr__bf16_implicit_pack_w_part(void *arg, int64_t begin, int64_t end
     }
 }
 
+/* 16 lanes of row ih of a channel plane xc: lane l holds x[ih][(w0 + l) sw + off] (zero outside the image) */
+OCR__BF16_TARGET static inline __m512 ocr__bf16_lanes16(const ocr__conv_geom *g, const float *xc, int64_t ih, int64_t w0, int64_t off) {
+    /* lanes whose column (w0 + l) sw + off lies in [0, W) */
+    int64_t first = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw, last = g->W - 1 - off < 0 ? -1 : (g->W - 1 - off) / g->sw;
+    int64_t lo = first - w0 > 0 ? first - w0 : 0, hi = last + 1 - w0 < 16 ? last + 1 - w0 : 16, iw0;
+    __mmask16 m;
+    if (hi <= lo) return _mm512_setzero_ps();
+    m = (__mmask16)(ocr__lanes(hi) & ~ocr__lanes(lo));
+    iw0 = (w0 + lo) * g->sw + off; /* the first valid column */
+    if (g->sw == 1) return m == 0xFFFF ? _mm512_loadu_ps(xc + ih * g->W + iw0) : _mm512_maskz_expandloadu_ps(m, xc + ih * g->W + iw0);
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m,
+                                    _mm512_mullo_epi32(_mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                                        _mm512_set1_epi32((int)lo)), _mm512_set1_epi32((int)g->sw)),
+                                    xc + ih * g->W + iw0, 4);
+}
+
 /* Band rows [oh0, oh0 + Hb) of (n, group) into xv, 16 columns of a channel pair at a time. */
 OCR__BF16_TARGET static void ocr__bf16_implicit_convert(const ocr__bf16_implicit_job *j, int64_t n, int64_t gr, int64_t oh0, uint16_t *xv) {
     const ocr__conv_geom *g = j->g;
-    int64_t a, b, r, q, w0, HW = g->H * g->W;
+    int64_t a, b, r, q, h, w0, HW = g->H * g->W;
     const float *xg = j->x + (n * g->C + gr * j->Cg) * HW;
-    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     for (a = 0; a < g->sh; a++)
-        for (b = 0; b < g->sw; b++) {
-            /* columns wq whose image column wq sw + b - pw lies in [0, W) */
-            int64_t first = b >= g->pw ? 0 : (g->pw - b + g->sw - 1) / g->sw;
-            int64_t last = g->W - 1 + g->pw - b < 0 ? -1 : (g->W - 1 + g->pw - b) / g->sw;
-            if (last >= j->Wq) last = j->Wq - 1;
+        for (b = 0; b < j->pw_phases; b++)
             for (r = 0; r < j->Hb; r++) {
                 int64_t ih = (oh0 + r) * g->sh + a - g->ph;
-                int inside = ih >= 0 && ih < g->H && last >= first;
                 for (q = 0; q < j->pairs; q++) {
-                    const float *xlo = xg + 2 * q * HW + ih * g->W, *xhi = xlo + HW;
-                    int has_lo = 2 * q < j->Cg, has_hi = 2 * q + 1 < j->Cg;
-                    uint16_t *d = xv + (a * g->sw + b) * j->phase_elems + r * j->row_stride + q * j->pair_stride;
-                    if (!inside || !has_lo) { memset(d, 0, (size_t)j->Wq * 4); continue; }
+                    uint16_t *d = xv + (a * j->pw_phases + b) * j->phase_elems + r * j->row_stride + q * j->pair_stride;
+                    const float *xc[2];
+                    int64_t off[2];
+                    if (ih < 0 || ih >= g->H || 2 * q >= j->Ce) { memset(d, 0, (size_t)j->Wq * 4); continue; }
+                    for (h = 0; h < 2; h++) { /* channel e = 2q + h: image channel and column offset */
+                        int64_t e = 2 * q + h, c = j->fold ? e / g->kw : e;
+                        xc[h] = e < j->Ce ? xg + c * HW : NULL;
+                        off[h] = b - g->pw + (j->fold ? e % g->kw * g->dw : 0);
+                    }
                     for (w0 = 0; w0 < j->Wq; w0 += 16) {
-                        int64_t lo_j = first - w0 > 0 ? first - w0 : 0, hi_j = last + 1 - w0 < 16 ? last + 1 - w0 : 16;
-                        __mmask16 m = (__mmask16)(ocr__lanes(hi_j) & ~ocr__lanes(lo_j));
-                        __m512 vlo = _mm512_setzero_ps(), vhi = _mm512_setzero_ps();
-                        if (m) {
-                            int64_t iw0 = (w0 + lo_j) * g->sw + b - g->pw; /* the first valid column */
-                            if (g->sw == 1 && m == 0xFFFF) {
-                                vlo = _mm512_loadu_ps(xlo + iw0);
-                                if (has_hi) vhi = _mm512_loadu_ps(xhi + iw0);
-                            } else if (g->sw == 1) {
-                                vlo = _mm512_maskz_expandloadu_ps(m, xlo + iw0);
-                                if (has_hi) vhi = _mm512_maskz_expandloadu_ps(m, xhi + iw0);
-                            } else {
-                                __m512i idx = _mm512_mullo_epi32(_mm512_sub_epi32(lane, _mm512_set1_epi32((int)lo_j)), _mm512_set1_epi32(g->sw));
-                                vlo = _mm512_mask_i32gather_ps(vlo, m, idx, xlo + iw0, 4);
-                                if (has_hi) vhi = _mm512_mask_i32gather_ps(vhi, m, idx, xhi + iw0, 4);
-                            }
-                        }
-                        _mm512_mask_storeu_epi32(d + 2 * w0, ocr__lanes(j->Wq - w0), ocr__bf16_pairs(vlo, vhi));
+                        __m512 lo = ocr__bf16_lanes16(g, xc[0], ih, w0, off[0]);
+                        __m512 hi = xc[1] ? ocr__bf16_lanes16(g, xc[1], ih, w0, off[1]) : _mm512_setzero_ps();
+                        _mm512_mask_storeu_epi32(d + 2 * w0, ocr__lanes(j->Wq - w0), ocr__bf16_pairs(lo, hi));
                     }
                 }
             }
-        }
 }
 
 /* Segment sg of a band with rows_b rows: its offset in xv, and whether it is 16 valid pixels of one output row
@@ -3700,7 +3709,7 @@ static void ocr__bf16_implicit_part(void *arg, int64_t begin, int64_t end, int t
     ocr__bf16_end(&j->kn);
 }
 
-static int ocr__bf16_implicit_ok(const ocr__conv_geom *g) { return g->C / g->groups >= 16; }
+static int ocr__bf16_implicit_ok(const ocr__conv_geom *g) { return g->C / g->groups >= 16 || (int64_t)g->C / g->groups * g->kw <= 64; }
 
 /* y (= or +=) conv(x, w) on the implicit path; flipped: w is the kernel of the convolution g is the data gradient of
    (groups 1). Scratch: the packed weights in OCR_SCRATCH_GEMM_A, the k-step offsets in GEMM_B, the per-thread band
@@ -3714,19 +3723,22 @@ static int ocr__bf16_conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const 
     j.g = g; j.kn = ocr__bf16_pick(ctx); j.x = x; j.w = w; j.flipped = flipped; j.y = y; j.accumulate = accumulate;
     if (ep) j.ep = *ep;
     mr = j.kn.mr;
-    j.Cg = g->C / g->groups; j.Kg = g->K / g->groups; j.Cgp = (j.Cg + 31) / 32 * 32; j.pairs = j.Cgp / 2;
-    j.taps = (int64_t)g->kh * g->kw;
+    j.fold = ocr__bf16_fold(g);
+    j.Cg = g->C / g->groups; j.Kg = g->K / g->groups; j.Ce = j.fold ? j.Cg * g->kw : j.Cg; j.Cgp = (j.Ce + 31) / 32 * 32;
+    j.pairs = j.Cgp / 2;
+    j.taps = j.fold ? g->kh : (int64_t)g->kh * g->kw;
     j.kp = j.taps * j.Cgp;
     j.a_panels = (j.Kg + mr - 1) / mr;
     j.pa_group = j.a_panels * mr * j.kp;
     j.segs_row = (g->OW + 15) / 16;
     rmax = (int64_t)(g->kh - 1) * g->dh / g->sh;
-    cmax = (int64_t)(g->kw - 1) * g->dw / g->sw;
-    j.Wq = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
+    cmax = j.fold ? 0 : (int64_t)(g->kw - 1) * g->dw / g->sw;
+    j.pw_phases = j.fold ? 1 : g->sw;                   /* folded: the columns are gathered, not phase-split */
+    j.Wq = j.fold ? g->OW : (g->W + 2 * g->pw + g->sw - 1) / g->sw;
     /* rows of 16-pixel segments unless they waste more than an eighth of a row */
     j.virt = (j.segs_row * 16 - g->OW) * 8 > g->OW;
     if (!j.virt && j.Wq < j.segs_row * 16 + cmax) j.Wq = j.segs_row * 16 + cmax; /* what the last segment of a row reads */
-    row_bytes = (int64_t)g->sh * g->sw * j.pairs * j.Wq * 4;
+    row_bytes = (int64_t)g->sh * j.pw_phases * j.pairs * j.Wq * 4;
     /* bands of about 384 KB of planes (they stay in L2 while every A panel passes), in the virtual layout at most
        4 KB per plane; fewer rows when that leaves a thread without two bands; the split changes no sum */
     j.R = ((int64_t)384 << 10) / row_bytes;
@@ -3748,7 +3760,7 @@ static int ocr__bf16_conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const 
         j.pair_stride = j.Wq * 2;
     }
     j.phase_elems = j.Hb * j.pairs * j.Wq * 2;
-    band_elems = (int64_t)g->sh * g->sw * j.phase_elems;
+    band_elems = (int64_t)g->sh * j.pw_phases * j.phase_elems;
     if (!ocr_size_mul((size_t)(g->groups * j.pa_group), 2, &bytes_w) ||
         !ocr_size_mul((size_t)(band_elems > 2 * mr * j.kp ? band_elems : 2 * mr * j.kp), 2, &bytes_t))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv (bf16): work buffers too large");
@@ -3758,9 +3770,9 @@ static int ocr__bf16_conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const 
     for (t = 0; t < ctx->n_threads; t++)
         if (!(j.buf[t] = ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes_t))) return ctx->last_status;
     for (s = 0; s < j.kp / 32; s++) {
-        int64_t tap = s * 32 / j.Cgp, c0 = s * 32 % j.Cgp, ki = tap / g->kw, kj = tap % g->kw;
+        int64_t tap = s * 32 / j.Cgp, c0 = s * 32 % j.Cgp, ki = j.fold ? tap : tap / g->kw, kj = j.fold ? 0 : tap % g->kw;
         int64_t a = ki * g->dh % g->sh, b = kj * g->dw % g->sw, ro = ki * g->dh / g->sh, co = kj * g->dw / g->sw;
-        j.bofs[s] = (a * g->sw + b) * j.phase_elems + ro * j.row_stride + c0 / 2 * j.pair_stride + co * 2;
+        j.bofs[s] = (a * j.pw_phases + b) * j.phase_elems + ro * j.row_stride + c0 / 2 * j.pair_stride + co * 2;
     }
     ocr_parallel_for(ctx, g->groups * j.a_panels, 1, ocr__bf16_implicit_pack_w_part, &j);
     ocr_parallel_for(ctx, g->N * g->groups * j.bands, 1, ocr__bf16_implicit_part, &j);
@@ -3782,7 +3794,8 @@ typedef struct {
     ocr__bf16_kernel kn;
     const float *x, *dy;
     float *dw;
-    int64_t Cg, Kg, Cgp, Kgp, taps, kp, kpp, Wq, PV, nblk, npairs, phases, m_panels, n_panels, units, parts, chunk, nblock;
+    int fold;                   /* ocr__bf16_fold: channels e = c kw + kj, taps = kernel rows */
+    int64_t Cg, Ce, Kg, Cgp, Kgp, taps, kp, kpp, Wq, PV, nblk, npairs, phases, pw_phases, m_panels, n_panels, units, parts, chunk, nblock;
     uint16_t *dyb, *xl;
     float *dwp;                 /* per group [Kgp][kpp] */
 } ocr__bf16_wgrad_job;
@@ -3846,11 +3859,12 @@ OCR__BF16_TARGET static void ocr__bf16_wgrad_x_part(void *arg, int64_t begin, in
     for (item = begin; item < end; item++) {
         int64_t rest = item / pblocks, m0 = item % pblocks * 256, m1 = m0 + 256 < j->npairs ? m0 + 256 : j->npairs;
         int64_t ngp = rest / cblocks, c0 = rest % cblocks * 16, ng = ngp / j->phases, ph = ngp % j->phases;
-        int64_t n = ng / g->groups, gr = ng % g->groups, a = ph / g->sw, b = ph % g->sw;
+        int64_t n = ng / g->groups, gr = ng % g->groups, a = ph / j->pw_phases, b = ph % j->pw_phases;
         for (cc = 0; cc < 16; cc++) {
-            if (c0 + cc < j->Cg)
-                ocr__bf16_virtual_pixels(j->x + (n * g->C + gr * j->Cg + c0 + cc) * HW, g->H, g->W, g->sh, g->sw, a - g->ph, b - g->pw,
-                                         j->Wq, 2 * m0, 2 * (m1 - m0) + 2, vals[cc]);
+            int64_t e = c0 + cc, c = j->fold ? e / g->kw : e, off = b - g->pw + (j->fold ? e % g->kw * g->dw : 0);
+            if (e < j->Ce)
+                ocr__bf16_virtual_pixels(j->x + (n * g->C + gr * j->Cg + c) * HW, g->H, g->W, g->sh, g->sw, a - g->ph, off, j->Wq, 2 * m0,
+                                         2 * (m1 - m0) + 2, vals[cc]);
             else memset(vals[cc], 0, sizeof vals[cc]);
         }
         for (shift = 0; shift < 2; shift++) {
@@ -3867,8 +3881,8 @@ OCR__BF16_TARGET static void ocr__bf16_wgrad_x_part(void *arg, int64_t begin, in
    (n, group) ng; a column past kp (the partial last panel of the 48-wide kernel) reads column 0's. */
 static const uint16_t *ocr__bf16_wgrad_b(const ocr__bf16_wgrad_job *j, int64_t ng, int64_t col) {
     const ocr__conv_geom *g = j->g;
-    int64_t tap = col < j->kp ? col / j->Cgp : 0, c0 = col < j->kp ? col % j->Cgp : 0, ki = tap / g->kw, kj = tap % g->kw;
-    int64_t ph = (ki * g->dh % g->sh) * g->sw + kj * g->dw % g->sw, off = ki * g->dh / g->sh * j->Wq + kj * g->dw / g->sw, shift = off & 1;
+    int64_t tap = col < j->kp ? col / j->Cgp : 0, c0 = col < j->kp ? col % j->Cgp : 0, ki = j->fold ? tap : tap / g->kw, kj = j->fold ? 0 : tap % g->kw;
+    int64_t ph = (ki * g->dh % g->sh) * j->pw_phases + kj * g->dw % g->sw, off = ki * g->dh / g->sh * j->Wq + kj * g->dw / g->sw, shift = off & 1;
     return j->xl + ((ng * j->phases + ph) * 2 + shift) * j->npairs * j->Cgp * 2 + ((off - shift) / 2 * j->Cgp + c0) * 2;
 }
 
@@ -3907,11 +3921,14 @@ static void ocr__bf16_wgrad_part(void *arg, int64_t begin, int64_t end, int tid)
             int64_t gr = u / j->n_panels, col0 = u % j->n_panels * nr, col1 = col0 + nr < j->kp ? col0 + nr : j->kp, col;
             for (k = 0; k < j->Kg; k++) {
                 const float *dp = j->dwp + (gr * j->Kgp + k) * j->kpp;
-                float *wk = j->dw + (gr * j->Kg + k) * j->Cg * j->taps;
+                float *wk = j->dw + (gr * j->Kg + k) * j->Cg * g->kh * g->kw;
                 for (t = col0 / j->Cgp, col = col0; col < col1; t++) { /* the columns' taps, each a run of channels */
                     int64_t cend = (t + 1) * j->Cgp < col1 ? (t + 1) * j->Cgp : col1;
-                    for (c = col - t * j->Cgp; col < cend; col++, c++)
-                        if (c < j->Cg) wk[c * j->taps + t] += dp[col];
+                    for (c = col - t * j->Cgp; col < cend; col++, c++) {
+                        if (c >= j->Ce) continue;
+                        if (j->fold) wk[(c / g->kw * g->kh + t) * g->kw + c % g->kw] += dp[col]; /* e = c kw + kj at row t */
+                        else wk[c * j->taps + t] += dp[col];
+                    }
                 }
             }
         }
@@ -3926,19 +3943,22 @@ static int ocr__bf16_conv_wgrad(ocr_ctx *ctx, const ocr__conv_geom *g, const flo
     size_t bytes_dy, bytes_x, bytes_w;
     memset(&j, 0, sizeof j);
     j.g = g; j.kn = ocr__bf16_pick(ctx); j.x = x; j.dy = dy; j.dw = dw;
-    j.Cg = g->C / g->groups; j.Kg = g->K / g->groups; j.Cgp = (j.Cg + 31) / 32 * 32; j.Kgp = (j.Kg + 31) / 32 * 32;
-    j.taps = (int64_t)g->kh * g->kw;
+    j.fold = ocr__bf16_fold(g);
+    j.Cg = g->C / g->groups; j.Kg = g->K / g->groups; j.Ce = j.fold ? j.Cg * g->kw : j.Cg;
+    j.Cgp = (j.Ce + 31) / 32 * 32; j.Kgp = (j.Kg + 31) / 32 * 32;
+    j.taps = j.fold ? g->kh : (int64_t)g->kh * g->kw;
     j.kp = j.taps * j.Cgp;
     j.kpp = (j.kp + j.kn.nr - 1) / j.kn.nr * j.kn.nr;
-    j.Wq = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
+    j.pw_phases = j.fold ? 1 : g->sw;
+    j.Wq = j.fold ? g->OW : (g->W + 2 * g->pw + g->sw - 1) / g->sw;
     if (j.Wq < g->OW) j.Wq = g->OW;
     j.PV = g->OH * j.Wq;
     j.nblk = (j.PV + 31) / 32;
     rmax = (int64_t)(g->kh - 1) * g->dh / g->sh;
-    cmax = (int64_t)(g->kw - 1) * g->dw / g->sw;
+    cmax = j.fold ? 0 : (int64_t)(g->kw - 1) * g->dw / g->sw;
     j.npairs = (j.nblk * 32 + rmax * j.Wq + cmax + 2) / 2 + 1;
     j.npairs = (j.npairs + 15) / 16 * 16;
-    j.phases = (int64_t)g->sh * g->sw;
+    j.phases = (int64_t)g->sh * j.pw_phases;
     j.m_panels = j.Kgp / j.kn.mr;
     j.n_panels = j.kpp / j.kn.nr;
     j.units = g->groups * j.n_panels;

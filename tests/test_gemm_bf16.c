@@ -11,7 +11,9 @@
      left out: both instructions read bf16 subnormals as zero);
    - the kinds against each other, 1 and 2 threads giving the same bits, beta 0 ignoring NaN in C, ldc padding left
      alone, the convolution modes on 3x3 s1/s2, 7x7 s2 p3, 1x1 s1/s2, groups 2, dilation 2 and 2x2/2 (a transposed
-     convolution's geometry, through BWD_DATA), channel counts that leave partial tiles, batch 1, several chunks;
+     convolution's geometry, through BWD_DATA), channel counts that leave partial tiles, batch 1, several chunks, each
+     path (implicit in its row and virtual layouts, folded kernel width for few channels, flipped-kernel data gradient,
+     im2col GEMMs);
    - the kind selection and error paths (bad sizes, scratch allocation failing). */
 /* ocr-c build: own implementation */
 #define OCR_IMPLEMENTATION
@@ -272,6 +274,7 @@ static const geom geoms[] = {
     {"3x3 s1 p1, 32->48 ch, rows of 32", 2, 32, 48, 9, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1},
     {"3x3 s2 p1, 40->33 ch, rows of 48", 2, 40, 33, 7, 96, 3, 3, 2, 2, 1, 1, 1, 1, 1},
     {"1x1 s1, rows of 100", 2, 24, 40, 5, 100, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+    {"7x7 s1 p3, 10->12 ch (im2col: 70 folded channels)", 1, 10, 12, 12, 13, 7, 7, 1, 1, 3, 3, 1, 1, 1},
 };
 
 static ocr__conv_geom geom_make(const geom *q) {
