@@ -2781,12 +2781,6 @@ static int ocr__bf16_kind_limit = -1;
 #define OCR__BF16_NCHUNK_PANELS 8   /* column panels per work item */
 #define OCR__BF16_B_BYTES ((int64_t)4 << 20) /* packed B of one column block of the GEMM */
 #define OCR__BF16_TILE_MAX (32 * 48)
-/* the two entry points, for the ops that choose them (ocr_gemm and the convolutions under OCR_AMP_BF16) */
-#if defined(__GNUC__) || defined(__clang__)
-#define OCR__BF16_ENTRY __attribute__((unused)) static
-#else
-#define OCR__BF16_ENTRY static
-#endif
 
 #ifdef OCR__HAVE_BF16
 static void ocr__bf16_cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
@@ -3174,8 +3168,8 @@ static void ocr__bf16_gemm_compute_part(void *arg, int64_t begin, int64_t end, i
 /* ocr_gemm's contract (row-major, beta 0 ignores C, alpha 0 or K 0 leave beta C) with op(A) and op(B) rounded to bf16
    and products summed in fp32. op(A) is packed whole, op(B) in column blocks of about OCR__BF16_B_BYTES; each
    block's packing and then its (row block, column chunk) regions are shared out over the threads. */
-OCR__BF16_ENTRY int ocr__gemm_bf16(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+static int ocr__gemm_bf16(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
 #ifdef OCR__HAVE_BF16
     ocr__bf16_gemm_job j;
     size_t bytes_a, bytes_b;
@@ -4000,8 +3994,8 @@ static int ocr__bf16_conv_dx_flipped(ocr_ctx *ctx, const ocr__conv_geom *g, floa
 /* ocr__conv_run's modes and buffers (FWD: y = or += conv(x, w), then ep's bias and ReLU unless accumulating;
    BWD_DATA: x += conv^T(y, w), x being dx; BWD_WEIGHT: w += y (x) x, w being dw and y dy) with the inputs rounded
    to bf16 and fp32 sums. */
-OCR__BF16_ENTRY int ocr__conv_bf16_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float *x, float *w, float *y, int accumulate,
-                                        const ocr__conv_epilogue *ep) {
+static int ocr__conv_bf16_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float *x, float *w, float *y, int accumulate,
+                              const ocr__conv_epilogue *ep) {
     if (g->N == 0 || g->K == 0 || g->OH * g->OW == 0) return OCR_OK;
     if (ocr__bf16_kind(ctx) == OCR__BF16_NONE) return ocr__conv_bf16_fallback(ctx, g, mode, x, w, y, accumulate, ep);
 #ifdef OCR__HAVE_BF16
