@@ -4013,11 +4013,12 @@ static int ocr__amp_bf16_fast(ocr_ctx *ctx) {
     return ctx->amp == OCR_AMP_BF16 && !ocr__use_ref(ctx) && ocr__bf16_kind(ctx) != OCR__BF16_NONE;
 }
 
-/* The same for a convolution of geometry g: only where the bf16 kernels win (bench_train --layers, DBNet at 640x640):
-   convolutions with at least 16 input channels per group. The stem (3 channels) and the transposed convolutions
-   (DBNet's 2x2 heads, whose fp32 path writes each output once without im2col) stay on the rounding path. */
-static int ocr__amp_bf16_fast_conv(ocr_ctx *ctx, const ocr__conv_geom *g) {
-    return g->C / g->groups >= 16 && ocr__amp_bf16_fast(ctx);
+/* The same for a convolution of geometry g in a forward (backward 0) or backward pass: only where the bf16 kernels
+   win (bench_train --layers, DBNet at 640x640): every forward, and the backward of convolutions with at least 16 input
+   channels per group (the stem's weight gradient gains nothing). The transposed convolutions (DBNet's 2x2 heads, whose
+   fp32 path writes each output once without im2col) stay on the rounding path. */
+static int ocr__amp_bf16_fast_conv(ocr_ctx *ctx, const ocr__conv_geom *g, int backward) {
+    return (!backward || g->C / g->groups >= 16) && ocr__amp_bf16_fast(ctx);
 }
 
 OCRDEF ocr_conv_params ocr_conv_params_make(int stride, int pad, int dilation, int groups) {
@@ -4170,7 +4171,7 @@ static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x
 #endif
     ep.bias = b ? (const float *)b->data : NULL;
     ep.relu = relu;
-    if (ocr__amp_bf16_fast_conv(ctx, &g)) {
+    if (ocr__amp_bf16_fast_conv(ctx, &g, 0)) {
         if ((rc = ocr__amp_count(ctx, xd, ocr_tensor_numel(x), w->name, 0)) || (rc = ocr__amp_count(ctx, wd, ocr_tensor_numel(w), w->name, 0)) ||
             (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_FWD, (float *)xd, (float *)wd, (float *)y->data, 0, &ep)))
             return rc;
@@ -4213,7 +4214,7 @@ OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_t
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv2d_backward(ctx, x, w, dy, p, dx, dw, db), fn, "backward", dx, dw, db);
 #endif
-    if (ocr__amp_bf16_fast_conv(ctx, &g) && (dx || dw)) {
+    if (ocr__amp_bf16_fast_conv(ctx, &g, 1) && (dx || dw)) {
         if ((rc = ocr__amp_count(ctx, dyd, ocr_tensor_numel(dy), w->name, 1)) ||
             (dx && (rc = ocr__amp_count(ctx, wd, ocr_tensor_numel(w), w->name, 0))) ||
             (dw && (rc = ocr__amp_count(ctx, xd, ocr_tensor_numel(x), w->name, 0))) ||
