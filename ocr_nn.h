@@ -926,16 +926,28 @@ static void ocr__amp_round_part(void *arg, int64_t begin, int64_t end, int tid) 
     j->underflowed[tid] += u;
 }
 
-/* Rounds (dst) or only counts (dst NULL) n values of src, and notes the counts for layer. */
-static int ocr__amp_pass(ocr_ctx *ctx, const float *src, float *dst, int64_t n, const char *layer, int grad) {
+/* Rounds n values of src to type amp into dst (or only counts, dst NULL) on ctx's threads; the counts of values
+   turned Inf and of nonzero values turned zero go to *over and *under. */
+static void ocr__amp_round_into(ocr_ctx *ctx, int amp, const float *src, float *dst, int64_t n, int64_t *over, int64_t *under) {
     ocr__amp_round_job j;
-    int64_t t, o = 0, u = 0;
+    int64_t t;
     memset(&j, 0, sizeof j);
-    j.amp = ctx->amp; j.src = src; j.dst = dst;
+    j.amp = amp; j.src = src; j.dst = dst;
     j.lanes = ocr__amp_lanes(ctx);
     ocr_parallel_for(ctx, n, 1 << 14, ocr__amp_round_part, &j);
-    for (t = 0; t < OCR_MAX_THREADS; t++) { o += j.overflowed[t]; u += j.underflowed[t]; }
+    for (t = 0; t < OCR_MAX_THREADS; t++) { *over += j.overflowed[t]; *under += j.underflowed[t]; }
+}
+
+/* Rounds (dst) or only counts (dst NULL) n values of src to ctx->amp's type, and notes the counts for layer. */
+static int ocr__amp_pass(ocr_ctx *ctx, const float *src, float *dst, int64_t n, const char *layer, int grad) {
+    int64_t o = 0, u = 0;
+    ocr__amp_round_into(ctx, ctx->amp, src, dst, n, &o, &u);
     return ocr__amp_note(ctx, layer, grad, n, o, grad ? u : 0);
+}
+
+/* How many floats op(X) spans as stored: rows of ld apart, the last row only up to its last column. */
+static int64_t ocr__gemm_operand_extent(int trans, int64_t rows, int64_t cols, int64_t ld) {
+    return ((trans ? cols : rows) - 1) * ld + (trans ? rows : cols);
 }
 
 /* The counts alone, for the bf16 kernels, which round while they pack (a pass only when statistics are kept). */
@@ -1388,8 +1400,7 @@ OCRDEF int ocr_gemm(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N
                          (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc);
     if (M == 0 || N == 0) return OCR_OK;
     if (ctx->amp != OCR_AMP_OFF && K > 0 && alpha != 0.0f) {
-        /* op(A) and op(B) as stored (rows of lda / ldb), rounded; the last row need only reach its last column */
-        int64_t a_n = ((trans_a ? K : M) - 1) * lda + (trans_a ? M : K), b_n = ((trans_b ? N : K) - 1) * ldb + (trans_b ? K : N);
+        int64_t a_n = ocr__gemm_operand_extent(trans_a, M, K, lda), b_n = ocr__gemm_operand_extent(trans_b, K, N, ldb);
         int rc;
         if (ocr__amp_bf16_fast(ctx)) {
             if ((rc = ocr__amp_count(ctx, A, a_n, "gemm", 0)) || (rc = ocr__amp_count(ctx, B, b_n, "gemm", 0))) return rc;
@@ -2862,19 +2873,13 @@ OCRDEF const char *ocr_gemm_bf16_kernel_name(ocr_ctx *ctx) { return ocr__bf16_pi
 /* Two arrays rounded to bf16 (ocr_f32_to_bf16's rounding, by the mixed-precision rounding pass, nothing counted) into
    one scratch buffer, slot OCR_SCRATCH_OP2, which the fp32 kernels leave alone: *a and *b are replaced by the copies. */
 static int ocr__bf16_round_copies(ocr_ctx *ctx, const float **a, int64_t na, const float **b, int64_t nb) {
-    ocr__amp_round_job j;
     size_t bytes;
     float *buf;
-    int64_t na_pad = (na + 15) & ~(int64_t)15;
+    int64_t na_pad = (na + 15) & ~(int64_t)15, over = 0, under = 0;
     if (!ocr_size_mul((size_t)(na_pad + nb), sizeof(float), &bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "bf16: operands too large");
     if (!(buf = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP2, bytes ? bytes : 64))) return ctx->last_status;
-    memset(&j, 0, sizeof j);
-    j.amp = OCR_AMP_BF16;
-    j.lanes = ocr__amp_lanes(ctx);
-    j.src = *a; j.dst = buf;
-    ocr_parallel_for(ctx, na, 1 << 14, ocr__amp_round_part, &j);
-    j.src = *b; j.dst = buf + na_pad;
-    ocr_parallel_for(ctx, nb, 1 << 14, ocr__amp_round_part, &j);
+    ocr__amp_round_into(ctx, OCR_AMP_BF16, *a, buf, na, &over, &under);
+    ocr__amp_round_into(ctx, OCR_AMP_BF16, *b, buf + na_pad, nb, &over, &under);
     *a = buf;
     *b = buf + na_pad;
     return OCR_OK;
@@ -2885,7 +2890,7 @@ static int ocr__gemm_bf16_fallback(ocr_ctx *ctx, int trans_a, int trans_b, int64
                                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     int rc;
     if (K > 0 && alpha != 0.0f) {
-        int64_t a_n = ((trans_a ? K : M) - 1) * lda + (trans_a ? M : K), b_n = ((trans_b ? N : K) - 1) * ldb + (trans_b ? K : N);
+        int64_t a_n = ocr__gemm_operand_extent(trans_a, M, K, lda), b_n = ocr__gemm_operand_extent(trans_b, K, N, ldb);
         if ((rc = ocr__bf16_round_copies(ctx, &A, a_n, &B, b_n))) return rc;
     }
     return ocr__gemm_f32(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -6011,6 +6016,18 @@ OCRDEF float ocr_lr_poly(float base_lr, int64_t step, int64_t total, float power
     return (float)(base_lr * pow(frac, power));
 }
 
+/* x[i] *= s for n floats on dev: clipping and loss scaling. */
+static int ocr__scale_floats(ocr_ctx *ctx, ocr_device dev, float *x, int64_t n, float s) {
+    int64_t i;
+#ifdef OCR_CUDA
+    if (dev == OCR_DEVICE_CUDA) return ocr_cuda_scale(ctx, x, n, s);
+#else
+    (void)ctx; (void)dev;
+#endif
+    for (i = 0; i < n; i++) x[i] *= s;
+    return OCR_OK;
+}
+
 OCRDEF int ocr_clip_grad_norm(ocr_ctx *ctx, ocr_params *P, float max_norm, float *norm_out) {
     double ss = 0.0, norm;
     int i, rc;
@@ -6041,18 +6058,10 @@ OCRDEF int ocr_clip_grad_norm(ocr_ctx *ctx, ocr_params *P, float max_norm, float
     }
     if (max_norm > 0.0f && norm > max_norm) {
         float coef = (float)(max_norm / (norm + 1e-6));
-        for (i = 0; i < P->count; i++) {
-            float *g = P->grad + P->info[i].offset;
-            size_t n = (size_t)ocr_shape_numel(P->info[i].shape);
-            if (!P->info[i].trainable) continue;
-#ifdef OCR_CUDA
-            if (P->device == OCR_DEVICE_CUDA) {
-                if ((rc = ocr_cuda_scale(ctx, g, (int64_t)n, coef))) return rc;
-                continue;
-            }
-#endif
-            for (k = 0; k < n; k++) g[k] *= coef;
-        }
+        for (i = 0; i < P->count; i++)
+            if (P->info[i].trainable &&
+                (rc = ocr__scale_floats(ctx, P->device, P->grad + P->info[i].offset, ocr_shape_numel(P->info[i].shape), coef)))
+                return rc;
     }
     return OCR_OK;
 }
@@ -6069,17 +6078,6 @@ OCRDEF ocr_grad_scaler ocr_grad_scaler_default(int enabled) {
     sc.growth_interval = 2000;
     sc.min_scale = 1.0f / 16777216.0f;
     return sc;
-}
-
-static int ocr__scale_floats(ocr_ctx *ctx, ocr_device dev, float *x, int64_t n, float s) {
-    int64_t i;
-#ifdef OCR_CUDA
-    if (dev == OCR_DEVICE_CUDA) return ocr_cuda_scale(ctx, x, n, s);
-#else
-    (void)ctx; (void)dev;
-#endif
-    for (i = 0; i < n; i++) x[i] *= s;
-    return OCR_OK;
 }
 
 OCRDEF int ocr_grad_scaler_scale(ocr_ctx *ctx, const ocr_grad_scaler *sc, ocr_tensor *grad) {
