@@ -176,10 +176,8 @@ readme_example() {
 clang_pass() {
     command -v clang >/dev/null 2>&1 || return 0
     local f
-    for f in tests/test_*.c tests/long_*.c examples/*.c bench/*.c; do
-        [ -e "$f" ] || continue
-        clang $WARN $INC -fsyntax-only "$f" || { say "build.sh: clang rejects $f"; return 1; }
-    done
+    for f in tests/test_*.c tests/long_*.c examples/*.c bench/*.c; do [ -e "$f" ] && printf '%s\n' "$f"; done |
+        xargs -P "$JOBS" -I{} sh -c 'clang $0 -fsyntax-only "$1" || { echo "build.sh: clang rejects $1"; exit 255; }' "$WARN $INC" {}
 }
 
 # ---------------------------------------------------------------- CUDA section (ocr_cuda.cu)
@@ -272,13 +270,13 @@ cuda_nvcc_build() {
 
 # run_tests DIR LABEL [PREFIX]: every DIR/PREFIX* program (default test_) that still has a source in tests/
 run_tests() {
-    local dir=$1 label=$2 prefix=${3:-test_} t out rc p f sk
+    local dir=$1 label=$2 prefix=${3:-test_} t out rc p f sk t0
     for t in "$dir"/"$prefix"*; do
         [ -x "$t" ] || continue
         case "$t" in *.log) continue ;; esac
         # only tests that still have a source: a binary left from a removed test must not count
         [ -e "tests/$(basename "$t").c" ] || [ -e "tests/$(basename "$t").cpp" ] || continue
-        out=$(mktemp)
+        out=$(mktemp); t0=$SECONDS
         set +e
         timeout 600 "$t" ${OCR_TEST_FILTER:-} >"$out" 2>&1
         rc=$?
@@ -291,7 +289,7 @@ run_tests() {
         if [ "$f" != 0 ]; then
             say "---- $label $(basename "$t") output ----"; tail -60 "$out"; say "----"
         else
-            if [ "${sk:-0}" != 0 ]; then say "$label $(basename "$t"): $p passed, $sk skipped"; else say "$label $(basename "$t"): $p passed"; fi
+            if [ "${sk:-0}" != 0 ]; then say "$label $(basename "$t"): $p passed, $sk skipped ($((SECONDS - t0)) s)"; else say "$label $(basename "$t"): $p passed ($((SECONDS - t0)) s)"; fi
             grep '^SKIP ' "$out" | sed "s/^/    /" || true
         fi
         TOTAL_SKIP=$((TOTAL_SKIP + ${sk:-0}))
