@@ -24,8 +24,14 @@ HEADERS="ocr_tensor.h ocr_geom.h ocr_nn.h ocr_loss.h ocr_dbnet.h ocr_onnx.h ocr_
 header_includes() { local h; for h in $HEADERS; do [ -f "$h" ] && printf '#include "%s"\n' "$h"; done; return 0; }
 
 # Packages the build needs, and the extra ones the tests use as independent references.
-BUILD_PKGS="liblmdb-dev libstb-dev fonts-dejavu-core"
-TEST_PKGS="python3-torch python3-numpy python3-lmdb python3-pyclipper python3-opencv python3-shapely python3-onnx"
+# The synthetic scenes' declared fonts and photographs (ocr_synth.h, docs/SYNTH_ASSETS.md) are build packages: the
+# default training run renders with them. The tests add symbol, icon and math fonts that the renderer must refuse.
+SYNTH_FONT_PKGS="fonts-dejavu-core fonts-liberation2 fonts-open-sans fonts-cantarell fonts-crosextra-carlito fonts-crosextra-caladea
+ fonts-go fonts-ebgaramond fonts-sil-gentium fonts-inconsolata fonts-hack fonts-roboto-unhinted fonts-comfortaa fonts-quicksand
+ fonts-comic-neue fonts-dancingscript fonts-lobster fonts-staypuft"
+SYNTH_PHOTO_PKGS="mate-backgrounds lomiri-wallpapers-16.04"
+BUILD_PKGS="liblmdb-dev libstb-dev $(echo $SYNTH_FONT_PKGS) $SYNTH_PHOTO_PKGS"
+TEST_PKGS="python3-torch python3-numpy python3-lmdb python3-pyclipper python3-opencv python3-shapely python3-onnx fonts-font-awesome fonts-lyx"
 BENCH_PKGS="libopenblas-dev python3-torch python3-opencv python3-pyclipper python3-shapely libjemalloc2"
 
 say() { printf '%s\n' "$*"; }

@@ -50,9 +50,21 @@ extern "C" {
    only on the fonts, the config, (seed, index) and the size; ocr_synth_sample may run from many threads at once on
    one ocr_synth.
    Font files are trusted input (stb_truetype does not defend against malicious fonts). */
+enum { OCR_SYNTH_TRAIN = 0, OCR_SYNTH_HELDOUT = 1 };
+
 typedef struct {
-    const char *font_path;        /* a font file, or a directory searched recursively for .ttf/.otf; NULL: /usr/share/fonts */
-    int max_fonts;                /* fonts kept, in path order: 64 */
+    /* Fonts. NULL: the declared font set (the families of `split`, listed in docs/SYNTH_ASSETS.md) under font_root,
+       never anything else installed; else "DIR|FILE,DIR|FILE,...": those files and the .ttf/.otf files under those
+       folders, in that order (each folder sorted), of which symbol, icon and math fonts are refused. */
+    const char *font_path;
+    const char *font_root;        /* NULL: /usr/share/fonts (tests point it at another tree) */
+    int max_fonts;                /* fonts kept from a custom font_path, in path order: 64 */
+    /* Photographs under the text. NULL: the declared photographs of `split` under photo_root; "none": procedural
+       backgrounds only; else "DIR|FILE,...": those .jpg/.jpeg/.png files. */
+    const char *photo_path;
+    const char *photo_root;       /* NULL: /usr/share/backgrounds */
+    float photo_prob;             /* share of scenes drawn on a photograph (the rest procedural): 0.6 */
+    int split;                    /* OCR_SYNTH_TRAIN or OCR_SYNTH_HELDOUT: which families of the declared assets */
     float min_text_px, max_text_px; /* font pixel height (ascent - descent), drawn log-uniform: 10, 80 */
     float lines_per_mpix;         /* text lines (1-4 words each) tried per million pixels: 30 */
     float max_rotation_deg;       /* lines rotate within +-this (mostly much less): 30 */
@@ -65,24 +77,38 @@ typedef struct {
     float max_occluded;           /* a word with a larger fraction of illegible or hidden ink is ignore: 0.5 */
     float min_care_px;            /* a word whose axis-aligned extent is under this in x or y is ignore, as DBNet's
                                      min_text_size ignores it in training and ICDAR marks unreadably small text ###: 8 */
-    int plain_background;         /* 1: one flat colour, no clutter, occlusion, blur or noise (tests, debugging) */
+    int plain_background;         /* 1: one flat colour, no photographs, clutter, occlusion, blur or noise (tests) */
 } ocr_synth_config;
 
 typedef struct ocr__synth_font ocr__synth_font;
+typedef struct ocr__synth_photo ocr__synth_photo;
 typedef struct {
     ocr_synth_config config;
     ocr__synth_font *fonts;
     int n_fonts;
-    ocr_hash128 identity; /* hashes the renderer version, the config and every font's bytes: scenes' content_hash */
+    int n_families;       /* a line draws a family uniformly, then one of its files */
+    ocr__synth_photo *photos;
+    int n_photos;
+    ocr_hash128 identity; /* hashes the renderer version, the config, every font's and photograph's bytes */
 } ocr_synth;
 
 OCRDEF ocr_synth_config ocr_synth_defaults(void);
-/* Loads the fonts once (config NULL = defaults); OCR_ENOTFOUND when no usable font is found. */
+/* Loads the fonts and photographs once (config NULL = defaults). OCR_ENOTFOUND when a declared file is missing (the
+   message names the package to install) or a custom path has no usable font; fonts refused from a custom path are
+   named in the context's message (ocr_ctx_last_error) and the log, with OCR_OK. Prints nothing. */
 OCRDEF int ocr_synth_init(ocr_ctx *ctx, ocr_synth *synth, const ocr_synth_config *config);
 OCRDEF void ocr_synth_free(ocr_synth *synth);
 /* Renders scene (seed, index) at width x height into *out (RGB); free with ocr_sample_free. */
 OCRDEF int ocr_synth_sample(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed, int64_t index, int width, int height,
                             ocr_sample *out);
+/* The fonts and photographs in use, i in [0, n): file names (relative to font_root / photo_root for the declared
+   sets, else as found) and the SHA-256 of their bytes (64 lowercase hex digits), for run metadata. */
+OCRDEF int ocr_synth_font_count(const ocr_synth *synth);
+OCRDEF const char *ocr_synth_font_file(const ocr_synth *synth, int i);
+OCRDEF const char *ocr_synth_font_sha256(const ocr_synth *synth, int i);
+OCRDEF int ocr_synth_photo_count(const ocr_synth *synth);
+OCRDEF const char *ocr_synth_photo_file(const ocr_synth *synth, int i);
+OCRDEF const char *ocr_synth_photo_sha256(const ocr_synth *synth, int i);
 /* count scenes (seed, 0..count-1) of width x height as a dataset for the loader; synth must outlive it. */
 OCRDEF int ocr_dataset_open_synth(ocr_ctx *ctx, ocr_dataset *ds, const ocr_synth *synth, uint64_t seed, int64_t count,
                                   int width, int height);
@@ -134,51 +160,255 @@ OCRDEF int ocr_dataset_open_synth(ocr_ctx *ctx, ocr_dataset *ds, const ocr_synth
 extern "C" {
 #endif
 
+/* ---------------------------------------------------------------- SHA-256 (FIPS 180-4) */
+
+/* Run metadata names every font and photograph by its SHA-256, so a run can be matched to the exact files. */
+static void ocr__syn_sha256_block(uint32_t h[8], const unsigned char *p) {
+    static const uint32_t k[64] = {
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01,
+        0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc,
+        0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+        0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08,
+        0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+        0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+    uint32_t w[64], a, b, c, d, e, f, g, hh, t1, t2;
+    int i;
+#define OCR__SYN_ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+    for (i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+    for (i = 16; i < 64; i++) {
+        uint32_t s0 = OCR__SYN_ROR(w[i - 15], 7) ^ OCR__SYN_ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = OCR__SYN_ROR(w[i - 2], 17) ^ OCR__SYN_ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    a = h[0]; b = h[1]; c = h[2]; d = h[3]; e = h[4]; f = h[5]; g = h[6]; hh = h[7];
+    for (i = 0; i < 64; i++) {
+        t1 = hh + (OCR__SYN_ROR(e, 6) ^ OCR__SYN_ROR(e, 11) ^ OCR__SYN_ROR(e, 25)) + ((e & f) ^ (~e & g)) + k[i] + w[i];
+        t2 = (OCR__SYN_ROR(a, 2) ^ OCR__SYN_ROR(a, 13) ^ OCR__SYN_ROR(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+    }
+#undef OCR__SYN_ROR
+    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+}
+
+/* The digest of size bytes as 64 lowercase hex digits and a terminating 0. */
+static void ocr__syn_sha256_hex(const unsigned char *data, size_t size, char out[65]) {
+    static const char hex[] = "0123456789abcdef";
+    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    unsigned char tail[128];
+    size_t full = size / 64 * 64, rest = size - full, i, n_tail;
+    uint64_t bits = (uint64_t)size * 8;
+    for (i = 0; i < full; i += 64) ocr__syn_sha256_block(h, data + i);
+    memset(tail, 0, sizeof tail);
+    if (rest) memcpy(tail, data + full, rest);
+    tail[rest] = 0x80;
+    n_tail = rest + 1 + 8 <= 64 ? 64 : 128; /* the 0x80 byte and the 64-bit length must fit */
+    for (i = 0; i < 8; i++) tail[n_tail - 1 - i] = (unsigned char)(bits >> (8 * i));
+    for (i = 0; i < n_tail; i += 64) ocr__syn_sha256_block(h, tail + i);
+    for (i = 0; i < 32; i++) {
+        unsigned v = (unsigned)(h[i / 4] >> (24 - 8 * (i % 4))) & 0xFF;
+        out[2 * i] = hex[v >> 4];
+        out[2 * i + 1] = hex[v & 15];
+    }
+    out[64] = 0;
+}
+
 /* ---------------------------------------------------------------- fonts */
+
+/* Every character a word can hold, as bit positions: a font's coverage is looked up once at init. */
+#define OCR__SYN_REPERTOIRE 315
+static int ocr__syn_rep_index(int c) {
+    if (c >= 0x20 && c <= 0x7E) return c - 0x20;
+    if (c >= 0xA0 && c <= 0xFF) return 95 + c - 0xA0;
+    if (c == 0x152 || c == 0x153) return 191 + c - 0x152;
+    if (c == 0x20AC) return 193;
+    if (c >= 0x391 && c <= 0x3C9) return 194 + c - 0x391;
+    if (c >= 0x410 && c <= 0x44F) return 251 + c - 0x410;
+    return -1;
+}
+
+static int ocr__syn_rep_codepoint(int k) {
+    return k < 95 ? 0x20 + k : k < 191 ? 0xA0 + k - 95 : k < 193 ? 0x152 + k - 191 : k == 193 ? 0x20AC : k < 251 ? 0x391 + k - 194 : 0x410 + k - 251;
+}
 
 struct ocr__synth_font {
     unsigned char *data;
     size_t size;
     stbtt_fontinfo info;
     int ascent, descent, space_advance; /* font units */
+    int family;                         /* index among the synthesizer's families */
+    char *file;                         /* relative to font_root for the declared set, else as found */
+    char sha256[65];
+    unsigned char covers[(OCR__SYN_REPERTOIRE + 7) / 8];
 };
 
-#define OCR__SYN_VERSION 2 /* bump whenever a scene for the same (config, fonts, seed, index) changes */
-#define OCR__SYN_MAX_FONT_FILES 4096
+struct ocr__synth_photo {
+    char *file;
+    char sha256[65];
+    ocr_image image; /* RGB, longest side at most OCR__SYN_PHOTO_SIDE */
+};
+
+#define OCR__SYN_VERSION 3 /* bump whenever a scene for the same (config, fonts, photos, seed, index) changes */
+#define OCR__SYN_MAX_FILES 4096
 #define OCR__SYN_MAX_FONT_BYTES ((size_t)64 << 20)
+#define OCR__SYN_PHOTO_SIDE 1024
+
+/* The declared font set: Debian packages that build.sh installs, split by family into training and held-out faces so
+   that each style has both. Paths are relative to font_root. docs/SYNTH_ASSETS.md lists the licences. */
+typedef struct { const char *file, *package, *family, *style; int split; } ocr__syn_asset;
+static const ocr__syn_asset ocr__syn_declared_fonts[] = {
+    /* serif */
+    {"truetype/dejavu/DejaVuSerif.ttf", "fonts-dejavu-core", "DejaVu Serif", "serif", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSerif-Bold.ttf", "fonts-dejavu-core", "DejaVu Serif", "serif", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSerif-Italic.ttf", "fonts-dejavu-core", "DejaVu Serif", "serif", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSerif-BoldItalic.ttf", "fonts-dejavu-core", "DejaVu Serif", "serif", OCR_SYNTH_TRAIN},
+    {"truetype/liberation2/LiberationSerif-Regular.ttf", "fonts-liberation2", "Liberation Serif", "serif", OCR_SYNTH_TRAIN},
+    {"truetype/liberation2/LiberationSerif-Bold.ttf", "fonts-liberation2", "Liberation Serif", "serif", OCR_SYNTH_TRAIN},
+    {"truetype/liberation2/LiberationSerif-Italic.ttf", "fonts-liberation2", "Liberation Serif", "serif", OCR_SYNTH_TRAIN},
+    {"truetype/liberation2/LiberationSerif-BoldItalic.ttf", "fonts-liberation2", "Liberation Serif", "serif", OCR_SYNTH_TRAIN},
+    {"opentype/ebgaramond/EBGaramond12-Regular.otf", "fonts-ebgaramond", "EB Garamond", "serif", OCR_SYNTH_TRAIN},
+    {"opentype/ebgaramond/EBGaramond12-Italic.otf", "fonts-ebgaramond", "EB Garamond", "serif", OCR_SYNTH_TRAIN},
+    {"opentype/ebgaramond/EBGaramond12-Bold.otf", "fonts-ebgaramond", "EB Garamond", "serif", OCR_SYNTH_TRAIN},
+    {"truetype/gentium/Gentium-R.ttf", "fonts-sil-gentium", "Gentium", "serif", OCR_SYNTH_TRAIN},
+    {"truetype/gentium/Gentium-I.ttf", "fonts-sil-gentium", "Gentium", "serif", OCR_SYNTH_TRAIN},
+    {"truetype/crosextra/Caladea-Regular.ttf", "fonts-crosextra-caladea", "Caladea", "serif", OCR_SYNTH_HELDOUT},
+    {"truetype/crosextra/Caladea-Bold.ttf", "fonts-crosextra-caladea", "Caladea", "serif", OCR_SYNTH_HELDOUT},
+    {"truetype/crosextra/Caladea-Italic.ttf", "fonts-crosextra-caladea", "Caladea", "serif", OCR_SYNTH_HELDOUT},
+    {"truetype/crosextra/Caladea-BoldItalic.ttf", "fonts-crosextra-caladea", "Caladea", "serif", OCR_SYNTH_HELDOUT},
+    /* sans */
+    {"truetype/dejavu/DejaVuSans.ttf", "fonts-dejavu-core", "DejaVu Sans", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSans-Bold.ttf", "fonts-dejavu-core", "DejaVu Sans", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSans-Oblique.ttf", "fonts-dejavu-core", "DejaVu Sans", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSans-BoldOblique.ttf", "fonts-dejavu-core", "DejaVu Sans", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSans-ExtraLight.ttf", "fonts-dejavu-core", "DejaVu Sans", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/liberation2/LiberationSans-Regular.ttf", "fonts-liberation2", "Liberation Sans", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/liberation2/LiberationSans-Bold.ttf", "fonts-liberation2", "Liberation Sans", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/liberation2/LiberationSans-Italic.ttf", "fonts-liberation2", "Liberation Sans", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/liberation2/LiberationSans-BoldItalic.ttf", "fonts-liberation2", "Liberation Sans", "sans", OCR_SYNTH_TRAIN},
+    {"opentype/cantarell/Cantarell-Regular.otf", "fonts-cantarell", "Cantarell", "sans", OCR_SYNTH_TRAIN},
+    {"opentype/cantarell/Cantarell-Bold.otf", "fonts-cantarell", "Cantarell", "sans", OCR_SYNTH_TRAIN},
+    {"opentype/cantarell/Cantarell-Light.otf", "fonts-cantarell", "Cantarell", "sans", OCR_SYNTH_TRAIN},
+    {"opentype/cantarell/Cantarell-ExtraBold.otf", "fonts-cantarell", "Cantarell", "sans", OCR_SYNTH_TRAIN},
+    {"fonts-go/Go-Regular.ttf", "fonts-go", "Go", "sans", OCR_SYNTH_TRAIN},
+    {"fonts-go/Go-Bold.ttf", "fonts-go", "Go", "sans", OCR_SYNTH_TRAIN},
+    {"fonts-go/Go-Italic.ttf", "fonts-go", "Go", "sans", OCR_SYNTH_TRAIN},
+    {"fonts-go/Go-Medium.ttf", "fonts-go", "Go", "sans", OCR_SYNTH_TRAIN},
+    {"fonts-go/Go-Bold-Italic.ttf", "fonts-go", "Go", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/roboto/unhinted/RobotoTTF/Roboto-Regular.ttf", "fonts-roboto-unhinted", "Roboto", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/roboto/unhinted/RobotoTTF/Roboto-Bold.ttf", "fonts-roboto-unhinted", "Roboto", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/roboto/unhinted/RobotoTTF/Roboto-Italic.ttf", "fonts-roboto-unhinted", "Roboto", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/roboto/unhinted/RobotoTTF/Roboto-Light.ttf", "fonts-roboto-unhinted", "Roboto", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/roboto/unhinted/RobotoTTF/Roboto-Medium.ttf", "fonts-roboto-unhinted", "Roboto", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/roboto/unhinted/RobotoTTF/Roboto-Black.ttf", "fonts-roboto-unhinted", "Roboto", "sans", OCR_SYNTH_TRAIN},
+    {"truetype/open-sans/OpenSans-Regular.ttf", "fonts-open-sans", "Open Sans", "sans", OCR_SYNTH_HELDOUT},
+    {"truetype/open-sans/OpenSans-Bold.ttf", "fonts-open-sans", "Open Sans", "sans", OCR_SYNTH_HELDOUT},
+    {"truetype/open-sans/OpenSans-Italic.ttf", "fonts-open-sans", "Open Sans", "sans", OCR_SYNTH_HELDOUT},
+    {"truetype/open-sans/OpenSans-Light.ttf", "fonts-open-sans", "Open Sans", "sans", OCR_SYNTH_HELDOUT},
+    {"truetype/open-sans/OpenSans-Semibold.ttf", "fonts-open-sans", "Open Sans", "sans", OCR_SYNTH_HELDOUT},
+    {"truetype/open-sans/OpenSans-ExtraBold.ttf", "fonts-open-sans", "Open Sans", "sans", OCR_SYNTH_HELDOUT},
+    {"truetype/crosextra/Carlito-Regular.ttf", "fonts-crosextra-carlito", "Carlito", "sans", OCR_SYNTH_HELDOUT},
+    {"truetype/crosextra/Carlito-Bold.ttf", "fonts-crosextra-carlito", "Carlito", "sans", OCR_SYNTH_HELDOUT},
+    {"truetype/crosextra/Carlito-Italic.ttf", "fonts-crosextra-carlito", "Carlito", "sans", OCR_SYNTH_HELDOUT},
+    {"truetype/crosextra/Carlito-BoldItalic.ttf", "fonts-crosextra-carlito", "Carlito", "sans", OCR_SYNTH_HELDOUT},
+    /* monospace */
+    {"truetype/dejavu/DejaVuSansMono.ttf", "fonts-dejavu-core", "DejaVu Sans Mono", "mono", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSansMono-Bold.ttf", "fonts-dejavu-core", "DejaVu Sans Mono", "mono", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSansMono-Oblique.ttf", "fonts-dejavu-core", "DejaVu Sans Mono", "mono", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSansMono-BoldOblique.ttf", "fonts-dejavu-core", "DejaVu Sans Mono", "mono", OCR_SYNTH_TRAIN},
+    {"truetype/liberation2/LiberationMono-Regular.ttf", "fonts-liberation2", "Liberation Mono", "mono", OCR_SYNTH_TRAIN},
+    {"truetype/liberation2/LiberationMono-Bold.ttf", "fonts-liberation2", "Liberation Mono", "mono", OCR_SYNTH_TRAIN},
+    {"truetype/liberation2/LiberationMono-Italic.ttf", "fonts-liberation2", "Liberation Mono", "mono", OCR_SYNTH_TRAIN},
+    {"truetype/liberation2/LiberationMono-BoldItalic.ttf", "fonts-liberation2", "Liberation Mono", "mono", OCR_SYNTH_TRAIN},
+    {"fonts-go/Go-Mono.ttf", "fonts-go", "Go Mono", "mono", OCR_SYNTH_TRAIN},
+    {"fonts-go/Go-Mono-Bold.ttf", "fonts-go", "Go Mono", "mono", OCR_SYNTH_TRAIN},
+    {"fonts-go/Go-Mono-Italic.ttf", "fonts-go", "Go Mono", "mono", OCR_SYNTH_TRAIN},
+    {"fonts-go/Go-Mono-Bold-Italic.ttf", "fonts-go", "Go Mono", "mono", OCR_SYNTH_TRAIN},
+    {"truetype/inconsolata/Inconsolata.otf", "fonts-inconsolata", "Inconsolata", "mono", OCR_SYNTH_TRAIN},
+    {"truetype/hack/Hack-Regular.ttf", "fonts-hack", "Hack", "mono", OCR_SYNTH_HELDOUT},
+    {"truetype/hack/Hack-Bold.ttf", "fonts-hack", "Hack", "mono", OCR_SYNTH_HELDOUT},
+    {"truetype/hack/Hack-Italic.ttf", "fonts-hack", "Hack", "mono", OCR_SYNTH_HELDOUT},
+    {"truetype/hack/Hack-BoldItalic.ttf", "fonts-hack", "Hack", "mono", OCR_SYNTH_HELDOUT},
+    /* condensed */
+    {"truetype/dejavu/DejaVuSansCondensed.ttf", "fonts-dejavu-core", "DejaVu Sans Condensed", "condensed", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSansCondensed-Bold.ttf", "fonts-dejavu-core", "DejaVu Sans Condensed", "condensed", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSansCondensed-Oblique.ttf", "fonts-dejavu-core", "DejaVu Sans Condensed", "condensed", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSansCondensed-BoldOblique.ttf", "fonts-dejavu-core", "DejaVu Sans Condensed", "condensed", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSerifCondensed.ttf", "fonts-dejavu-core", "DejaVu Serif Condensed", "condensed", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSerifCondensed-Bold.ttf", "fonts-dejavu-core", "DejaVu Serif Condensed", "condensed", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSerifCondensed-Italic.ttf", "fonts-dejavu-core", "DejaVu Serif Condensed", "condensed", OCR_SYNTH_TRAIN},
+    {"truetype/dejavu/DejaVuSerifCondensed-BoldItalic.ttf", "fonts-dejavu-core", "DejaVu Serif Condensed", "condensed", OCR_SYNTH_TRAIN},
+    {"truetype/roboto/unhinted/RobotoCondensed-Regular.ttf", "fonts-roboto-unhinted", "Roboto Condensed", "condensed", OCR_SYNTH_TRAIN},
+    {"truetype/roboto/unhinted/RobotoCondensed-Bold.ttf", "fonts-roboto-unhinted", "Roboto Condensed", "condensed", OCR_SYNTH_TRAIN},
+    {"truetype/roboto/unhinted/RobotoCondensed-Italic.ttf", "fonts-roboto-unhinted", "Roboto Condensed", "condensed", OCR_SYNTH_TRAIN},
+    {"truetype/roboto/unhinted/RobotoCondensed-Light.ttf", "fonts-roboto-unhinted", "Roboto Condensed", "condensed", OCR_SYNTH_TRAIN},
+    {"truetype/open-sans/OpenSans-CondBold.ttf", "fonts-open-sans", "Open Sans Condensed", "condensed", OCR_SYNTH_HELDOUT},
+    {"truetype/open-sans/OpenSans-CondLight.ttf", "fonts-open-sans", "Open Sans Condensed", "condensed", OCR_SYNTH_HELDOUT},
+    {"truetype/open-sans/OpenSans-CondLightItalic.ttf", "fonts-open-sans", "Open Sans Condensed", "condensed", OCR_SYNTH_HELDOUT},
+    /* rounded */
+    {"truetype/comfortaa/Comfortaa-Regular.ttf", "fonts-comfortaa", "Comfortaa", "rounded", OCR_SYNTH_TRAIN},
+    {"truetype/comfortaa/Comfortaa-Bold.ttf", "fonts-comfortaa", "Comfortaa", "rounded", OCR_SYNTH_TRAIN},
+    {"truetype/comfortaa/Comfortaa-Light.ttf", "fonts-comfortaa", "Comfortaa", "rounded", OCR_SYNTH_TRAIN},
+    {"truetype/quicksand/Quicksand-Regular.ttf", "fonts-quicksand", "Quicksand", "rounded", OCR_SYNTH_HELDOUT},
+    {"truetype/quicksand/Quicksand-Bold.ttf", "fonts-quicksand", "Quicksand", "rounded", OCR_SYNTH_HELDOUT},
+    {"truetype/quicksand/Quicksand-Light.ttf", "fonts-quicksand", "Quicksand", "rounded", OCR_SYNTH_HELDOUT},
+    {"truetype/quicksand/Quicksand-Medium.ttf", "fonts-quicksand", "Quicksand", "rounded", OCR_SYNTH_HELDOUT},
+    /* handwriting-like */
+    {"opentype/comic-neue/ComicNeue-Regular.otf", "fonts-comic-neue", "Comic Neue", "handwriting", OCR_SYNTH_TRAIN},
+    {"opentype/comic-neue/ComicNeue-Bold.otf", "fonts-comic-neue", "Comic Neue", "handwriting", OCR_SYNTH_TRAIN},
+    {"opentype/comic-neue/ComicNeue-Italic.otf", "fonts-comic-neue", "Comic Neue", "handwriting", OCR_SYNTH_TRAIN},
+    {"opentype/comic-neue/ComicNeue-BoldItalic.otf", "fonts-comic-neue", "Comic Neue", "handwriting", OCR_SYNTH_TRAIN},
+    {"opentype/comic-neue/ComicNeue-Light.otf", "fonts-comic-neue", "Comic Neue", "handwriting", OCR_SYNTH_TRAIN},
+    {"opentype/dancingscript/DancingScript-Regular.otf", "fonts-dancingscript", "Dancing Script", "handwriting", OCR_SYNTH_HELDOUT},
+    {"opentype/dancingscript/DancingScript-Bold.otf", "fonts-dancingscript", "Dancing Script", "handwriting", OCR_SYNTH_HELDOUT},
+    /* display */
+    {"truetype/staypuft/StayPuft.ttf", "fonts-staypuft", "Stay Puft", "display", OCR_SYNTH_TRAIN},
+    {"opentype/lobster/lobster.otf", "fonts-lobster", "Lobster", "display", OCR_SYNTH_HELDOUT},
+};
 
 typedef struct { char **paths; int n, cap; } ocr__syn_paths;
 
-static int ocr__syn_is_font_file(const char *name) {
-    size_t n = strlen(name);
-    char ext[5];
-    int i;
-    if (n < 5) return 0;
-    for (i = 0; i < 4; i++) ext[i] = (char)(name[n - 4 + i] >= 'A' && name[n - 4 + i] <= 'Z' ? name[n - 4 + i] + 32 : name[n - 4 + i]);
-    ext[4] = 0;
-    return strcmp(ext, ".ttf") == 0 || strcmp(ext, ".otf") == 0;
+static int ocr__syn_has_ext(const char *name, const char *const *exts) {
+    size_t n = strlen(name), k, i;
+    for (; *exts; exts++) {
+        k = strlen(*exts);
+        if (n <= k) continue;
+        for (i = 0; i < k; i++) {
+            char c = name[n - k + i];
+            if ((c >= 'A' && c <= 'Z' ? c + 32 : c) != (*exts)[i]) break;
+        }
+        if (i == k) return 1;
+    }
+    return 0;
 }
 
 static int ocr__syn_paths_push(ocr_ctx *ctx, ocr__syn_paths *list, const char *path) {
     size_t len = strlen(path);
     char *copy;
-    if (list->n >= OCR__SYN_MAX_FONT_FILES) return OCR_OK; /* enough candidates */
+    if (list->n >= OCR__SYN_MAX_FILES) return OCR_OK; /* enough candidates */
     if (list->n == list->cap) {
         int cap = list->cap ? list->cap * 2 : 64;
         char **grown = (char **)OCR_REALLOC(list->paths, (size_t)cap * sizeof(char *));
-        if (!grown) return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory listing fonts");
+        if (!grown) return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory listing files");
         list->paths = grown;
         list->cap = cap;
     }
     copy = (char *)OCR_MALLOC(len + 1);
-    if (!copy) return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory listing fonts");
+    if (!copy) return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory listing files");
     memcpy(copy, path, len + 1);
     list->paths[list->n++] = copy;
     return OCR_OK;
 }
 
+static void ocr__syn_paths_free(ocr__syn_paths *list) {
+    int i;
+    for (i = 0; i < list->n; i++) OCR_FREE(list->paths[i]);
+    OCR_FREE(list->paths);
+    memset(list, 0, sizeof *list);
+}
+
 /* Depth-limited, so symbolic link loops end; unreadable folders are skipped. */
-static int ocr__syn_find_fonts(ocr_ctx *ctx, const char *dir, int depth, ocr__syn_paths *list) {
+static int ocr__syn_find_files(ocr_ctx *ctx, const char *dir, int depth, const char *const *exts, ocr__syn_paths *list) {
     DIR *d;
     struct dirent *e;
     int rc = OCR_OK;
@@ -188,8 +418,8 @@ static int ocr__syn_find_fonts(ocr_ctx *ctx, const char *dir, int depth, ocr__sy
         struct stat st;
         if (e->d_name[0] == '.') continue;
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path || stat(path, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) rc = ocr__syn_find_fonts(ctx, path, depth + 1, list);
-        else if (S_ISREG(st.st_mode) && ocr__syn_is_font_file(e->d_name)) rc = ocr__syn_paths_push(ctx, list, path);
+        if (S_ISDIR(st.st_mode)) rc = ocr__syn_find_files(ctx, path, depth + 1, exts, list);
+        else if (S_ISREG(st.st_mode) && ocr__syn_has_ext(e->d_name, exts)) rc = ocr__syn_paths_push(ctx, list, path);
     }
     closedir(d);
     return rc;
@@ -197,20 +427,85 @@ static int ocr__syn_find_fonts(ocr_ctx *ctx, const char *dir, int depth, ocr__sy
 
 static int ocr__syn_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* A font is usable when it maps every ASCII letter and digit to a glyph and 'a' has ink. */
-static int ocr__syn_font_usable(const stbtt_fontinfo *info) {
+/* "DIR|FILE,DIR|FILE,...": files as given, folders searched (sorted, so nothing depends on directory order). */
+static int ocr__syn_list_custom(ocr_ctx *ctx, const char *spec, const char *what, const char *const *exts, ocr__syn_paths *list) {
+    const char *p = spec;
+    int rc = OCR_OK;
+    while (rc == OCR_OK) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char path[4096];
+        struct stat st;
+        if (len >= sizeof path) return ocr_error(ctx, OCR_EINVAL, "ocr_synth_init: a %s path in '%s' is too long", what, spec);
+        memcpy(path, p, len);
+        path[len] = 0;
+        if (len) {
+            int first = list->n;
+            if (stat(path, &st) != 0) return ocr_error(ctx, OCR_ENOTFOUND, "ocr_synth_init: %s path '%s' does not exist", what, path);
+            if (S_ISDIR(st.st_mode)) {
+                rc = ocr__syn_find_files(ctx, path, 0, exts, list);
+                if (rc == OCR_OK && list->n > first)
+                    qsort(list->paths + first, (size_t)(list->n - first), sizeof(char *), ocr__syn_cmp_str);
+            } else rc = ocr__syn_paths_push(ctx, list, path);
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    return rc;
+}
+
+static int ocr__syn_glyph_box(const stbtt_fontinfo *info, int c, int box[4]) {
+    int g = stbtt_FindGlyphIndex(info, c);
+    return g && stbtt_GetGlyphBox(info, g, &box[0], &box[1], &box[2], &box[3]) && !stbtt_IsGlyphEmpty(info, g);
+}
+
+/* Why a font is no text face for the generator, or NULL. The words need every ASCII letter and digit; symbol, icon
+   and math fonts that map those code points (TeX's math fonts put symbols there) fail the shape checks: letters with
+   ascenders rise above the x-height, p and q descend below the baseline, O is taller than o, and a period is a small
+   mark near the baseline. The OS/2 table's symbol flags and a "Math" family name refuse the rest. */
+static const char *ocr__syn_font_refusal(const stbtt_fontinfo *info) {
     static const char need[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    int i;
+    const unsigned char *d = info->data;
+    int i, x[4], o[4], big_o[4], b[4], len;
+    const char *name;
     for (i = 0; need[i]; i++)
-        if (stbtt_FindGlyphIndex(info, need[i]) == 0) return 0;
-    return !stbtt_IsGlyphEmpty(info, stbtt_FindGlyphIndex(info, 'a'));
+        if (stbtt_FindGlyphIndex(info, need[i]) == 0) return "lacks ASCII letters or digits";
+    {
+        stbtt_uint32 os2 = stbtt__find_table((stbtt_uint8 *)d, (stbtt_uint32)info->fontstart, "OS/2");
+        if (os2) {
+            int version = d[os2] << 8 | d[os2 + 1];
+            if (d[os2 + 32] == 5) return "OS/2 panose family kind is symbol";
+            if (d[os2 + 30] == 12) return "OS/2 family class is symbolic";
+            if (version >= 1 && (d[os2 + 78] & 0x80)) return "OS/2 code page range is symbol";
+        }
+    }
+    name = stbtt_GetFontNameString(info, &len, STBTT_PLATFORM_ID_MICROSOFT, STBTT_MS_EID_UNICODE_BMP, STBTT_MS_LANG_ENGLISH, 1);
+    for (i = 0; name && i + 7 < len; i += 2) /* UTF-16BE: compare the low bytes */
+        if ((name[i + 1] | 32) == 'm' && (name[i + 3] | 32) == 'a' && (name[i + 5] | 32) == 't' && (name[i + 7] | 32) == 'h' &&
+            !name[i] && !name[i + 2] && !name[i + 4] && !name[i + 6])
+            return "a math font (family name)";
+    if (!ocr__syn_glyph_box(info, 'x', x) || x[3] <= 0) return "no x-height ('x' is empty)";
+    for (i = 0; "bdhkl"[i]; i++)
+        if (!ocr__syn_glyph_box(info, "bdhkl"[i], b) || b[3] < x[3] + x[3] / 8) return "letters with ascenders are no taller than 'x'";
+    for (i = 0; "pq"[i]; i++)
+        if (!ocr__syn_glyph_box(info, "pq"[i], b) || b[1] > -x[3] / 8) return "'p' or 'q' does not descend below the baseline";
+    if (!ocr__syn_glyph_box(info, 'o', o) || !ocr__syn_glyph_box(info, 'O', big_o) || big_o[3] < o[3] + o[3] / 8)
+        return "'O' is no taller than 'o'";
+    if (ocr__syn_glyph_box(info, '.', b) && (b[3] > x[3] / 2 || b[3] - b[1] > x[3] / 2 || b[2] - b[0] > x[3] / 2))
+        return "'.' is no period";
+    return NULL;
 }
 
 OCRDEF ocr_synth_config ocr_synth_defaults(void) {
     ocr_synth_config c;
     memset(&c, 0, sizeof c);
     c.font_path = NULL;
+    c.font_root = NULL;
     c.max_fonts = 64;
+    c.photo_path = NULL;
+    c.photo_root = NULL;
+    c.photo_prob = 0.6f;
+    c.split = OCR_SYNTH_TRAIN;
     c.min_text_px = 10.0f;
     c.max_text_px = 80.0f;
     c.lines_per_mpix = 30.0f;
@@ -229,7 +524,7 @@ OCRDEF ocr_synth_config ocr_synth_defaults(void) {
 
 static int ocr__syn_check_config(ocr_ctx *ctx, const ocr_synth_config *c) {
     const char *fn = "ocr_synth_init";
-    struct { const char *name; float value, lo, hi; } f[12];
+    struct { const char *name; float value, lo, hi; } f[13];
     int i;
     f[0].name = "min_text_px";       f[0].value = c->min_text_px;       f[0].lo = 4;  f[0].hi = 1000;
     f[1].name = "max_text_px";       f[1].value = c->max_text_px;       f[1].lo = 4;  f[1].hi = 1000;
@@ -243,62 +538,298 @@ static int ocr__syn_check_config(ocr_ctx *ctx, const ocr_synth_config *c) {
     f[9].name = "min_contrast";      f[9].value = c->min_contrast;      f[9].lo = 0;  f[9].hi = 1;
     f[10].name = "max_occluded";     f[10].value = c->max_occluded;     f[10].lo = 0; f[10].hi = 1;
     f[11].name = "min_care_px";      f[11].value = c->min_care_px;      f[11].lo = 0; f[11].hi = 1000;
+    f[12].name = "photo_prob";       f[12].value = c->photo_prob;       f[12].lo = 0; f[12].hi = 1;
     for (i = 0; i < (int)(sizeof f / sizeof f[0]); i++)
         if (!(f[i].value >= f[i].lo && f[i].value <= f[i].hi)) /* also catches NaN */
             return ocr_error(ctx, OCR_EINVAL, "%s: config.%s = %g, expected [%g, %g]", fn, f[i].name, f[i].value, f[i].lo, f[i].hi);
     if (c->min_text_px > c->max_text_px)
         return ocr_error(ctx, OCR_EINVAL, "%s: config.min_text_px = %g is above max_text_px = %g", fn, c->min_text_px, c->max_text_px);
     if (c->max_fonts < 1) return ocr_error(ctx, OCR_EINVAL, "%s: config.max_fonts = %d, expected >= 1", fn, c->max_fonts);
+    if (c->split != OCR_SYNTH_TRAIN && c->split != OCR_SYNTH_HELDOUT)
+        return ocr_error(ctx, OCR_EINVAL, "%s: config.split = %d, expected OCR_SYNTH_TRAIN or OCR_SYNTH_HELDOUT", fn, c->split);
     return OCR_OK;
 }
 
 OCRDEF void ocr_synth_free(ocr_synth *synth) {
     int i;
     if (!synth) return;
-    for (i = 0; i < synth->n_fonts; i++) OCR_FREE(synth->fonts[i].data);
+    for (i = 0; i < synth->n_fonts; i++) { OCR_FREE(synth->fonts[i].data); OCR_FREE(synth->fonts[i].file); }
+    for (i = 0; i < synth->n_photos; i++) { OCR_FREE(synth->photos[i].file); ocr_image_free(&synth->photos[i].image); }
     OCR_FREE(synth->fonts);
+    OCR_FREE(synth->photos);
     synth->fonts = NULL;
-    synth->n_fonts = 0;
+    synth->photos = NULL;
+    synth->n_fonts = synth->n_photos = synth->n_families = 0;
+}
+
+static char *ocr__syn_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *c = (char *)OCR_MALLOC(n);
+    if (c) memcpy(c, s, n);
+    return c;
+}
+
+/* Appends "what" to a bounded message list. */
+static void ocr__syn_note(char *buf, size_t cap, const char *what) {
+    size_t n = strlen(buf);
+    if (n + 1 >= cap) return;
+    snprintf(buf + n, cap - n, "%s%s", n ? "; " : "", what);
+}
+
+/* Reads one font into synth->fonts[synth->n_fonts]; 1 when kept, 0 when refused (why: the reason), <0 on an error. */
+static int ocr__syn_load_font(ocr_ctx *ctx, ocr_synth *synth, const char *path, const char *file, int family, const char **why) {
+    ocr__synth_font *f = &synth->fonts[synth->n_fonts];
+    int offset, line_gap, lsb, k;
+    memset(f, 0, sizeof *f);
+    *why = NULL;
+    if (ocr_read_file(ctx, path, OCR__SYN_MAX_FONT_BYTES, &f->data, &f->size) != OCR_OK) { *why = "unreadable"; return 0; }
+    offset = f->size >= 12 ? stbtt_GetFontOffsetForIndex(f->data, 0) : -1;
+    if (offset < 0 || !stbtt_InitFont(&f->info, f->data, offset)) *why = "not a font with a Unicode character map";
+    else *why = ocr__syn_font_refusal(&f->info);
+    if (!*why) {
+        stbtt_GetFontVMetrics(&f->info, &f->ascent, &f->descent, &line_gap);
+        if (f->ascent - f->descent <= 0) *why = "no vertical metrics";
+    }
+    if (*why) { OCR_FREE(f->data); f->data = NULL; return 0; }
+    stbtt_GetCodepointHMetrics(&f->info, ' ', &f->space_advance, &lsb);
+    if (f->space_advance <= 0) f->space_advance = (f->ascent - f->descent) / 4;
+    for (k = 0; k < OCR__SYN_REPERTOIRE; k++)
+        if (stbtt_FindGlyphIndex(&f->info, ocr__syn_rep_codepoint(k))) f->covers[k >> 3] |= (unsigned char)(1u << (k & 7));
+    ocr__syn_sha256_hex(f->data, f->size, f->sha256);
+    f->family = family;
+    if (!(f->file = ocr__syn_strdup(file))) { OCR_FREE(f->data); return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory"); }
+    synth->n_fonts++;
+    return 1;
+}
+
+static int ocr__syn_load_fonts(ocr_ctx *ctx, ocr_synth *synth, char *refused, size_t refused_cap) {
+    const char *fn = "ocr_synth_init";
+    const ocr_synth_config *cfg = &synth->config;
+    const char *root = cfg->font_root ? cfg->font_root : "/usr/share/fonts";
+    static const char *const exts[] = {".ttf", ".otf", NULL};
+    int rc = OCR_OK, i;
+    if (!cfg->font_path) { /* the declared set: every file must be there and be a text face */
+        const int n_decl = (int)(sizeof ocr__syn_declared_fonts / sizeof ocr__syn_declared_fonts[0]);
+        char missing[1024] = "", packages[512] = "";
+        const char *last_family = NULL;
+        synth->fonts = (ocr__synth_font *)OCR_MALLOC((size_t)n_decl * sizeof(ocr__synth_font));
+        if (!synth->fonts) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+        for (i = 0; i < n_decl; i++) {
+            const ocr__syn_asset *a = &ocr__syn_declared_fonts[i];
+            char path[4096];
+            struct stat st;
+            if (a->split != cfg->split) continue;
+            snprintf(path, sizeof path, "%s/%s", root, a->file);
+            if (stat(path, &st) != 0) {
+                if (!strstr(packages, a->package)) { strncat(packages, " ", sizeof packages - strlen(packages) - 1); strncat(packages, a->package, sizeof packages - strlen(packages) - 1); }
+                ocr__syn_note(missing, sizeof missing, a->file);
+            }
+        }
+        if (missing[0])
+            return ocr_error(ctx, OCR_ENOTFOUND, "%s: declared fonts missing under %s: %s (apt-get install%s)", fn, root, missing, packages);
+        for (i = 0; i < n_decl; i++) {
+            const ocr__syn_asset *a = &ocr__syn_declared_fonts[i];
+            char path[4096];
+            const char *why;
+            int family;
+            if (a->split != cfg->split) continue;
+            /* a family's files are contiguous in the table */
+            family = last_family && strcmp(last_family, a->family) == 0 ? synth->n_families - 1 : synth->n_families;
+            snprintf(path, sizeof path, "%s/%s", root, a->file);
+            if ((rc = ocr__syn_load_font(ctx, synth, path, a->file, family, &why)) < 0) return rc;
+            if (rc == 0)
+                return ocr_error(ctx, OCR_EFORMAT, "%s: declared font %s (package %s) is refused: %s", fn, path, a->package, why);
+            if (family == synth->n_families) synth->n_families++;
+            last_family = a->family;
+        }
+        return OCR_OK;
+    } else {
+        ocr__syn_paths list;
+        memset(&list, 0, sizeof list);
+        rc = ocr__syn_list_custom(ctx, cfg->font_path, "font", exts, &list);
+        if (rc == OCR_OK && list.n && !(synth->fonts = (ocr__synth_font *)OCR_MALLOC((size_t)list.n * sizeof(ocr__synth_font))))
+            rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+        for (i = 0; rc == OCR_OK && i < list.n && synth->n_fonts < cfg->max_fonts; i++) {
+            const char *why;
+            int kept = ocr__syn_load_font(ctx, synth, list.paths[i], list.paths[i], synth->n_fonts, &why);
+            if (kept < 0) rc = kept;
+            else if (!kept) {
+                char note[600];
+                const char *base = strrchr(list.paths[i], '/');
+                snprintf(note, sizeof note, "%s (%s)", base ? base + 1 : list.paths[i], why);
+                ocr__syn_note(refused, refused_cap, note);
+            }
+        }
+        synth->n_families = synth->n_fonts; /* no family information: each file is its own */
+        ocr__syn_paths_free(&list);
+        if (rc == OCR_OK && synth->n_fonts == 0)
+            rc = ocr_error(ctx, OCR_ENOTFOUND, "%s: no usable .ttf/.otf text font in '%s'%s%s", fn, cfg->font_path,
+                           refused[0] ? "; refused: " : "", refused);
+        return rc;
+    }
+}
+
+/* ---------------------------------------------------------------- photographs */
+
+/* The declared photographs: text-free photos that Debian packages ship, relative to photo_root; docs/SYNTH_ASSETS.md
+   has their licences. Left out: photos showing text or clock marks, and illustrations. */
+static const ocr__syn_asset ocr__syn_declared_photos[] = {
+    {"mate/nature/Aqua.jpg", "mate-backgrounds", "Aqua", "photo", OCR_SYNTH_TRAIN},
+    {"mate/nature/Blinds.jpg", "mate-backgrounds", "Blinds", "photo", OCR_SYNTH_TRAIN},
+    {"mate/nature/Dune.jpg", "mate-backgrounds", "Dune", "photo", OCR_SYNTH_TRAIN},
+    {"mate/nature/FreshFlower.jpg", "mate-backgrounds", "FreshFlower", "photo", OCR_SYNTH_TRAIN},
+    {"mate/nature/Garden.jpg", "mate-backgrounds", "Garden", "photo", OCR_SYNTH_TRAIN},
+    {"mate/nature/GreenMeadow.jpg", "mate-backgrounds", "GreenMeadow", "photo", OCR_SYNTH_TRAIN},
+    {"mate/nature/LadyBird.jpg", "mate-backgrounds", "LadyBird", "photo", OCR_SYNTH_TRAIN},
+    {"mate/nature/RainDrops.jpg", "mate-backgrounds", "RainDrops", "photo", OCR_SYNTH_TRAIN},
+    {"mate/nature/TwoWings.jpg", "mate-backgrounds", "TwoWings", "photo", OCR_SYNTH_TRAIN},
+    {"mate/nature/Storm.jpg", "mate-backgrounds", "Storm", "photo", OCR_SYNTH_HELDOUT},
+    {"mate/nature/Wood.jpg", "mate-backgrounds", "Wood", "photo", OCR_SYNTH_HELDOUT},
+    {"mate/nature/YellowFlower.jpg", "mate-backgrounds", "YellowFlower", "photo", OCR_SYNTH_HELDOUT},
+    {"Dragonfly_by_Bolly.jpg", "lomiri-wallpapers-16.04", "Dragonfly", "photo", OCR_SYNTH_TRAIN},
+    {"Picture_0B_by_freespace.jpg", "lomiri-wallpapers-16.04", "Picture 0B", "photo", OCR_SYNTH_TRAIN},
+    {"Picture_1A_by_freespace.jpg", "lomiri-wallpapers-16.04", "Picture 1A", "photo", OCR_SYNTH_TRAIN},
+    {"aitzgorri_by_Aitzol_Berasategi.jpg", "lomiri-wallpapers-16.04", "aitzgorri", "photo", OCR_SYNTH_TRAIN},
+    {"friends_by_Aitzol_Berasategi.jpg", "lomiri-wallpapers-16.04", "friends", "photo", OCR_SYNTH_TRAIN},
+    {"life_by_Aitzol_Berasategi.jpg", "lomiri-wallpapers-16.04", "life", "photo", OCR_SYNTH_TRAIN},
+    {"sunset_by_Aitzol_Berasategi.jpg", "lomiri-wallpapers-16.04", "sunset", "photo", OCR_SYNTH_TRAIN},
+    {"seeding_by_Clements_Engelhardt.jpg", "lomiri-wallpapers-16.04", "seeding", "photo", OCR_SYNTH_TRAIN},
+    {"Bridge_by_Sander_Klootwijk.jpg", "lomiri-wallpapers-16.04", "Bridge", "photo", OCR_SYNTH_HELDOUT},
+    {"picosdeeuropa_by_Aitzol_Berasategi.jpg", "lomiri-wallpapers-16.04", "picosdeeuropa", "photo", OCR_SYNTH_HELDOUT},
+    {"free_by_Peter_Nerlich.jpg", "lomiri-wallpapers-16.04", "free", "photo", OCR_SYNTH_HELDOUT},
+};
+
+/* Area-filter resize (each output pixel averages the source pixels it covers, fractions weighted): downscaling a
+   photograph without aliasing. */
+static int ocr__syn_area_resize(ocr_ctx *ctx, const ocr_image *src, ocr_image *dst, int w, int h) {
+    float *acc = NULL, sy = (float)src->height / (float)h, sx = (float)src->width / (float)w;
+    size_t row = (size_t)src->width * 3;
+    int rc, ox, oy, i, c;
+    if ((rc = ocr_image_alloc(ctx, dst, w, h, 3))) return rc;
+    if (!(acc = (float *)OCR_MALLOC(row * sizeof(float)))) { ocr_image_free(dst); return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory"); }
+    for (oy = 0; oy < h; oy++) {
+        float y0 = oy * sy, y1 = (oy + 1) * sy;
+        int iy0 = (int)y0, iy1 = (int)ceilf(y1);
+        uint8_t *out = dst->pixels + (size_t)oy * (size_t)w * 3;
+        if (iy1 > src->height) iy1 = src->height;
+        memset(acc, 0, row * sizeof(float));
+        for (i = iy0; i < iy1; i++) {
+            float lo = (float)i > y0 ? (float)i : y0, hi = (float)(i + 1) < y1 ? (float)(i + 1) : y1, wt = (hi - lo) / sy;
+            const uint8_t *p = src->pixels + (size_t)i * row;
+            size_t k;
+            for (k = 0; k < row; k++) acc[k] += wt * p[k];
+        }
+        for (ox = 0; ox < w; ox++) {
+            float x0 = ox * sx, x1 = (ox + 1) * sx, sum[3] = {0, 0, 0};
+            int ix0 = (int)x0, ix1 = (int)ceilf(x1);
+            if (ix1 > src->width) ix1 = src->width;
+            for (i = ix0; i < ix1; i++) {
+                float lo = (float)i > x0 ? (float)i : x0, hi = (float)(i + 1) < x1 ? (float)(i + 1) : x1, wt = (hi - lo) / sx;
+                for (c = 0; c < 3; c++) sum[c] += wt * acc[(size_t)i * 3 + (size_t)c];
+            }
+            for (c = 0; c < 3; c++) out[ox * 3 + c] = (uint8_t)(sum[c] < 0 ? 0 : sum[c] > 255 ? 255 : sum[c] + 0.5f);
+        }
+    }
+    OCR_FREE(acc);
+    return OCR_OK;
+}
+
+static int ocr__syn_load_photo(ocr_ctx *ctx, ocr_synth *synth, const char *path, const char *file) {
+    ocr__synth_photo *ph = &synth->photos[synth->n_photos];
+    unsigned char *bytes = NULL;
+    size_t size = 0;
+    ocr_image full;
+    int rc, w, h;
+    memset(ph, 0, sizeof *ph);
+    memset(&full, 0, sizeof full);
+    if ((rc = ocr_read_file(ctx, path, OCR_IMAGE_MAX_BYTES, &bytes, &size))) return rc;
+    ocr__syn_sha256_hex(bytes, size, ph->sha256);
+    rc = ocr_image_decode(ctx, bytes, size, &full);
+    OCR_FREE(bytes);
+    if (rc) {
+        char why[OCR_ERROR_MAX];
+        snprintf(why, sizeof why, "%s", ocr_ctx_last_error(ctx));
+        return ocr_error(ctx, rc, "ocr_synth_init: photograph %s: %s", path, why);
+    }
+    w = full.width;
+    h = full.height;
+    if (w > OCR__SYN_PHOTO_SIDE || h > OCR__SYN_PHOTO_SIDE) {
+        float s = (float)OCR__SYN_PHOTO_SIDE / (float)(w > h ? w : h);
+        w = (int)(w * s + 0.5f);
+        h = (int)(h * s + 0.5f);
+        w = w < 1 ? 1 : w;
+        h = h < 1 ? 1 : h;
+        rc = ocr__syn_area_resize(ctx, &full, &ph->image, w, h);
+        ocr_image_free(&full);
+        if (rc) return rc;
+    } else ph->image = full;
+    if (!(ph->file = ocr__syn_strdup(file))) { ocr_image_free(&ph->image); return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory"); }
+    synth->n_photos++;
+    return OCR_OK;
+}
+
+static int ocr__syn_load_photos(ocr_ctx *ctx, ocr_synth *synth) {
+    const char *fn = "ocr_synth_init";
+    const ocr_synth_config *cfg = &synth->config;
+    const char *root = cfg->photo_root ? cfg->photo_root : "/usr/share/backgrounds";
+    static const char *const exts[] = {".jpg", ".jpeg", ".png", NULL};
+    int rc = OCR_OK, i;
+    if (!cfg->photo_path) {
+        const int n_decl = (int)(sizeof ocr__syn_declared_photos / sizeof ocr__syn_declared_photos[0]);
+        char missing[1024] = "", packages[256] = "";
+        for (i = 0; i < n_decl; i++) {
+            const ocr__syn_asset *a = &ocr__syn_declared_photos[i];
+            char path[4096];
+            struct stat st;
+            if (a->split != cfg->split) continue;
+            snprintf(path, sizeof path, "%s/%s", root, a->file);
+            if (stat(path, &st) != 0) {
+                if (!strstr(packages, a->package)) { strncat(packages, " ", sizeof packages - strlen(packages) - 1); strncat(packages, a->package, sizeof packages - strlen(packages) - 1); }
+                ocr__syn_note(missing, sizeof missing, a->file);
+            }
+        }
+        if (missing[0])
+            return ocr_error(ctx, OCR_ENOTFOUND, "%s: declared photographs missing under %s: %s (apt-get install%s)", fn, root, missing, packages);
+        if (!(synth->photos = (ocr__synth_photo *)OCR_MALLOC((size_t)n_decl * sizeof(ocr__synth_photo))))
+            return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+        for (i = 0; rc == OCR_OK && i < n_decl; i++) {
+            const ocr__syn_asset *a = &ocr__syn_declared_photos[i];
+            char path[4096];
+            if (a->split != cfg->split) continue;
+            snprintf(path, sizeof path, "%s/%s", root, a->file);
+            rc = ocr__syn_load_photo(ctx, synth, path, a->file);
+        }
+        return rc;
+    } else {
+        ocr__syn_paths list;
+        memset(&list, 0, sizeof list);
+        rc = ocr__syn_list_custom(ctx, cfg->photo_path, "photograph", exts, &list);
+        if (rc == OCR_OK && list.n && !(synth->photos = (ocr__synth_photo *)OCR_MALLOC((size_t)list.n * sizeof(ocr__synth_photo))))
+            rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+        for (i = 0; rc == OCR_OK && i < list.n; i++) rc = ocr__syn_load_photo(ctx, synth, list.paths[i], list.paths[i]);
+        ocr__syn_paths_free(&list);
+        if (rc == OCR_OK && synth->n_photos == 0)
+            rc = ocr_error(ctx, OCR_ENOTFOUND, "%s: no .jpg/.jpeg/.png photograph in '%s'", fn, cfg->photo_path);
+        return rc;
+    }
+}
+
+static int ocr__syn_uses_photos(const ocr_synth_config *c) {
+    return !c->plain_background && c->photo_prob > 0 && !(c->photo_path && strcmp(c->photo_path, "none") == 0);
 }
 
 OCRDEF int ocr_synth_init(ocr_ctx *ctx, ocr_synth *synth, const ocr_synth_config *config) {
-    const char *fn = "ocr_synth_init", *root;
-    ocr__syn_paths list;
-    struct stat st;
+    const char *fn = "ocr_synth_init";
+    char refused[2048] = "";
     int rc, i;
     if (!synth) return ocr_error(ctx, OCR_EINVAL, "%s: synth is NULL", fn);
     memset(synth, 0, sizeof *synth);
     synth->config = config ? *config : ocr_synth_defaults();
     if ((rc = ocr__syn_check_config(ctx, &synth->config))) return rc;
-    root = synth->config.font_path ? synth->config.font_path : "/usr/share/fonts";
-    memset(&list, 0, sizeof list);
-    if (stat(root, &st) != 0) return ocr_error(ctx, OCR_ENOTFOUND, "%s: font path '%s' does not exist", fn, root);
-    rc = S_ISDIR(st.st_mode) ? ocr__syn_find_fonts(ctx, root, 0, &list) : ocr__syn_paths_push(ctx, &list, root);
-    if (rc == OCR_OK && list.n) {
-        /* Sorted, so the font set (and every scene) does not depend on directory order. */
-        qsort(list.paths, (size_t)list.n, sizeof(char *), ocr__syn_cmp_str);
-        synth->fonts = (ocr__synth_font *)OCR_MALLOC((size_t)list.n * sizeof(ocr__synth_font));
-        if (!synth->fonts) rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
-    }
-    for (i = 0; rc == OCR_OK && i < list.n && synth->n_fonts < synth->config.max_fonts; i++) {
-        ocr__synth_font *f = &synth->fonts[synth->n_fonts];
-        int offset, line_gap, lsb;
-        memset(f, 0, sizeof *f);
-        if (ocr_read_file(ctx, list.paths[i], OCR__SYN_MAX_FONT_BYTES, &f->data, &f->size) != OCR_OK) continue; /* unreadable: skip */
-        offset = f->size >= 12 ? stbtt_GetFontOffsetForIndex(f->data, 0) : -1;
-        if (offset < 0 || !stbtt_InitFont(&f->info, f->data, offset) || !ocr__syn_font_usable(&f->info)) {
-            OCR_FREE(f->data);
-            continue;
-        }
-        stbtt_GetFontVMetrics(&f->info, &f->ascent, &f->descent, &line_gap);
-        stbtt_GetCodepointHMetrics(&f->info, ' ', &f->space_advance, &lsb);
-        if (f->ascent - f->descent <= 0) { OCR_FREE(f->data); continue; }
-        if (f->space_advance <= 0) f->space_advance = (f->ascent - f->descent) / 4;
-        synth->n_fonts++;
-    }
-    for (i = 0; i < list.n; i++) OCR_FREE(list.paths[i]);
-    OCR_FREE(list.paths);
-    if (rc == OCR_OK) {
+    rc = ocr__syn_load_fonts(ctx, synth, refused, sizeof refused);
+    if (rc == OCR_OK && ocr__syn_uses_photos(&synth->config)) rc = ocr__syn_load_photos(ctx, synth);
+    if (rc) { ocr_synth_free(synth); return rc; }
+    {
         const ocr_synth_config *c = &synth->config;
         ocr_hasher h;
         ocr_hasher_init(&h, OCR__SYN_VERSION);
@@ -307,14 +838,33 @@ OCRDEF int ocr_synth_init(ocr_ctx *ctx, ocr_synth *synth, const ocr_synth_config
         ocr_hasher_f64(&h, c->low_contrast_prob); ocr_hasher_f64(&h, c->blur_prob); ocr_hasher_f64(&h, c->noise_stddev);
         ocr_hasher_f64(&h, c->min_contrast); ocr_hasher_f64(&h, c->max_occluded); ocr_hasher_f64(&h, c->min_care_px);
         ocr_hasher_u64(&h, (uint64_t)c->plain_background);
-        for (i = 0; i < synth->n_fonts; i++) ocr_hasher_update(&h, synth->fonts[i].data, synth->fonts[i].size);
+        ocr_hasher_f64(&h, synth->n_photos ? c->photo_prob : 0);
+        ocr_hasher_u64(&h, (uint64_t)synth->n_families);
+        for (i = 0; i < synth->n_fonts; i++) { ocr_hasher_str(&h, synth->fonts[i].sha256); ocr_hasher_u64(&h, (uint64_t)synth->fonts[i].family); }
+        for (i = 0; i < synth->n_photos; i++) ocr_hasher_str(&h, synth->photos[i].sha256);
         synth->identity = ocr_hasher_final(&h);
     }
-    if (rc == OCR_OK && synth->n_fonts == 0)
-        rc = ocr_error(ctx, OCR_ENOTFOUND, "%s: no usable .ttf/.otf font under '%s' (install fonts-dejavu-core)", fn, root);
-    if (rc) ocr_synth_free(synth);
-    else ocr_ctx_clear_error(ctx); /* skipped fonts left messages that are not errors */
-    return rc;
+    ocr_ctx_clear_error(ctx); /* skipped files left messages that are not errors */
+    if (refused[0]) { /* not an error: said in the context's message and the log */
+        snprintf(ctx->last_error, sizeof ctx->last_error, "%s: refused as no text fonts: %s", fn, refused);
+        ocr_log(ctx, OCR_LOG_WARN, "%s", ctx->last_error);
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_synth_font_count(const ocr_synth *synth) { return synth ? synth->n_fonts : 0; }
+OCRDEF const char *ocr_synth_font_file(const ocr_synth *synth, int i) {
+    return synth && i >= 0 && i < synth->n_fonts ? synth->fonts[i].file : NULL;
+}
+OCRDEF const char *ocr_synth_font_sha256(const ocr_synth *synth, int i) {
+    return synth && i >= 0 && i < synth->n_fonts ? synth->fonts[i].sha256 : NULL;
+}
+OCRDEF int ocr_synth_photo_count(const ocr_synth *synth) { return synth ? synth->n_photos : 0; }
+OCRDEF const char *ocr_synth_photo_file(const ocr_synth *synth, int i) {
+    return synth && i >= 0 && i < synth->n_photos ? synth->photos[i].file : NULL;
+}
+OCRDEF const char *ocr_synth_photo_sha256(const ocr_synth *synth, int i) {
+    return synth && i >= 0 && i < synth->n_photos ? synth->photos[i].sha256 : NULL;
 }
 
 /* ---------------------------------------------------------------- random words */
@@ -953,19 +1503,83 @@ static float ocr__syn_mean_lum(const ocr__syn_scene *sc, const float q[8]) {
 typedef struct { float quad[8], gap; } ocr__syn_placed;
 
 /* Lays out, places and draws one line of 1-4 words; appends its words to out (capacity checked by the caller). */
+/* Whether the font has a glyph for each of the n characters. */
+static int ocr__syn_font_covers(const ocr__synth_font *f, const int *cps, int n) {
+    int i;
+    for (i = 0; i < n; i++) {
+        int k = ocr__syn_rep_index(cps[i]);
+        if (k >= 0 ? !(f->covers[k >> 3] & (1u << (k & 7))) : !stbtt_FindGlyphIndex(&f->info, cps[i])) return 0;
+    }
+    return 1;
+}
+
+static int ocr__syn_font_covers_words(const ocr__synth_font *f, int cps[][OCR__SYN_MAX_CHARS], const int *lens, int n_words) {
+    int k;
+    for (k = 0; k < n_words; k++)
+        if (!ocr__syn_font_covers(f, cps[k], lens[k])) return 0;
+    return 1;
+}
+
+/* The font of a line: a family drawn uniformly among those with a font that has every glyph the words use, then one
+   of its fonts that has them (a family's fonts are contiguous in synth->fonts). NULL when no font has them all. */
+static const ocr__synth_font *ocr__syn_pick_font(ocr_rng *r, const ocr_synth *synth, int cps[][OCR__SYN_MAX_CHARS],
+                                                 const int *lens, int n_words) {
+    int i, families = 0, last = -1, pick, count = 0;
+    for (i = 0; i < synth->n_fonts; i++)
+        if (synth->fonts[i].family != last && ocr__syn_font_covers_words(&synth->fonts[i], cps, lens, n_words)) {
+            families++;
+            last = synth->fonts[i].family;
+        }
+    if (!families) return NULL;
+    pick = (int)ocr_rng_below(r, (uint32_t)families);
+    last = -1;
+    families = 0;
+    for (i = 0; i < synth->n_fonts; i++)
+        if (synth->fonts[i].family != last && ocr__syn_font_covers_words(&synth->fonts[i], cps, lens, n_words)) {
+            if (families++ == pick) break;
+            last = synth->fonts[i].family;
+        }
+    last = synth->fonts[i].family;
+    for (; i < synth->n_fonts && synth->fonts[i].family == last; i++) count += ocr__syn_font_covers_words(&synth->fonts[i], cps, lens, n_words);
+    pick = (int)ocr_rng_below(r, (uint32_t)count);
+    for (i = 0;; i++)
+        if (synth->fonts[i].family == last && ocr__syn_font_covers_words(&synth->fonts[i], cps, lens, n_words) && pick-- == 0)
+            return &synth->fonts[i];
+}
+
+/* A word of plain ASCII letters, which every font the synthesizer keeps has. */
+static int ocr__syn_plain_word(ocr_rng *r, int *cps) {
+    int n = 2 + (int)ocr_rng_below(r, 7), i;
+    for (i = 0; i < n; i++) cps[i] = 'a' + (int)ocr_rng_below(r, 26);
+    return n;
+}
+
+/* Lays out, places and draws one line of 1-4 words; appends its words to out (capacity checked by the caller). */
 static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *placed, int *n_placed,
                          ocr__syn_word_out *out, int *n_out) {
     const ocr_synth_config *cfg = &sc->synth->config;
+    const ocr_synth *synth = sc->synth;
     ocr_rng *r = &sc->rng;
-    const ocr__synth_font *f = &sc->synth->fonts[ocr_rng_below(r, (uint32_t)sc->synth->n_fonts)];
+    const ocr__synth_font *f = NULL;
     ocr__syn_word words[4];
     ocr__syn_xform xf;
-    float px = ocr__syn_log_uniform(r, cfg->min_text_px, cfg->max_text_px), em = (float)(f->ascent - f->descent);
+    float px = ocr__syn_log_uniform(r, cfg->min_text_px, cfg->max_text_px), em;
     float angle, shear = 0, tracking = 0, space, pen = 0, line_box[4], q[8], b[4], opacity, cs, sn;
     float roll = ocr_rng_uniform(r), bg_lum;
     int n_words = roll < 0.5f ? 1 : roll < 0.75f ? 2 : roll < 0.9f ? 3 : 4, i, k, tries, rc, faint;
+    int cps[4][OCR__SYN_MAX_CHARS], lens[4];
     uint8_t color[3];
     if (sc->w <= 8 || sc->h <= 8) return OCR_OK;
+    /* The words first, then a font with every glyph they use: a word no font can draw becomes plain letters, and
+       words no single font can draw together are dropped from the end of the line. */
+    for (k = 0; k < n_words; k++) {
+        lens[k] = ocr__syn_random_word(r, cps[k]);
+        for (i = 0; i < synth->n_fonts && !ocr__syn_font_covers(&synth->fonts[i], cps[k], lens[k]); i++) {}
+        if (i == synth->n_fonts) lens[k] = ocr__syn_plain_word(r, cps[k]);
+    }
+    while (!(f = ocr__syn_pick_font(r, synth, cps, lens, n_words)) && n_words > 1) n_words--;
+    if (!f) return OCR_OK; /* cannot happen: plain letters are in every font kept */
+    em = (float)(f->ascent - f->descent);
     angle = ocr__syn_chance(r, 0.55f) ? ocr__syn_range(r, -2, 2) : ocr__syn_range(r, -1, 1) * cfg->max_rotation_deg;
     if (fabsf(angle) > cfg->max_rotation_deg) angle = angle < 0 ? -cfg->max_rotation_deg : cfg->max_rotation_deg;
     angle *= 3.14159265f / 180.0f;
@@ -977,18 +1591,16 @@ static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *plac
     /* Layout in font units along the baseline. */
     for (k = 0; k < n_words; k++) {
         ocr__syn_word *wd = &words[k];
-        int cps[OCR__SYN_MAX_CHARS], n = ocr__syn_random_word(r, cps);
         wd->font = f;
         wd->n = 0;
         wd->box[0] = wd->box[1] = 1e30f;
         wd->box[2] = wd->box[3] = -1e30f;
-        for (i = 0; i < n; i++) {
-            int g = stbtt_FindGlyphIndex(&f->info, cps[i]), adv, lsb, nv;
+        for (i = 0; i < lens[k]; i++) {
+            int g = stbtt_FindGlyphIndex(&f->info, cps[k][i]), adv, lsb, nv;
             stbtt_vertex *v;
             float gb[4];
-            if (!g) { cps[i] = 'a' + (int)ocr_rng_below(r, 26); g = stbtt_FindGlyphIndex(&f->info, cps[i]); }
             if (wd->n) pen += (float)stbtt_GetGlyphKernAdvance(&f->info, wd->glyphs[wd->n - 1], g);
-            wd->cps[wd->n] = cps[i];
+            wd->cps[wd->n] = cps[k][i];
             wd->glyphs[wd->n] = g;
             wd->pen[wd->n] = pen;
             nv = stbtt_GetGlyphShape(&f->info, g, &v);
