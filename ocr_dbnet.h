@@ -248,11 +248,18 @@ OCRDEF int ocr_detections_write_icdar(ocr_ctx *ctx, const char *path, const ocr_
    polygons are dropped; a detection whose intersection with a don't-care GT exceeds dontcare_thresh of its own
    area is don't-care; GT and detections are matched one-to-one, greedily in index order (GT outer, detection
    inner), when IoU > iou_thresh (strictly); global precision = matched / care detections, recall = matched /
-   care GT, hmean = 2PR / (P + R). */
+   care GT, hmean = 2PR / (P + R).
+   Recall is also counted by word height, which the official evaluator does not: a care GT's height is the shorter
+   side of its minimum-area enclosing rectangle (ocr_min_area_box, the measure the post-processing's min_size
+   filter applies to detections), in the units of the coordinates given (the evaluated image's pixels). For a quad
+   that is the word's height however it is rotated; for a curved polygon it includes the bend. Bins: under 16,
+   16 to 32 (both included), over 32 (ocr_eval_height_bin). */
+enum { OCR_EVAL_H_LT16 = 0, OCR_EVAL_H_16_32 = 1, OCR_EVAL_H_GT32 = 2, OCR_EVAL_HEIGHT_BINS = 3 };
 typedef struct {
     int64_t gt_care, det_care, matched;
     int64_t gt_dontcare, det_dontcare;   /* valid polygons excluded as don't care */
     int64_t gt_invalid, det_invalid;     /* polygons dropped as not valid and simple */
+    int64_t gt_care_by_height[OCR_EVAL_HEIGHT_BINS], matched_by_height[OCR_EVAL_HEIGHT_BINS]; /* care GT, and those matched */
 } ocr_eval_counts;
 typedef struct {
     double iou_thresh;        /* 0.5 */
@@ -260,7 +267,10 @@ typedef struct {
     ocr_eval_counts total;    /* sums over the images added */
     int64_t n_images;
 } ocr_evaluator;
-typedef struct { double precision, recall, hmean; } ocr_eval_result;
+typedef struct {
+    double precision, recall, hmean;
+    double recall_by_height[OCR_EVAL_HEIGHT_BINS];   /* matched / care GT of the bin; 0 for a bin without care GT */
+} ocr_eval_result;
 
 OCRDEF void ocr_eval_init(ocr_evaluator *ev);
 /* Adds one image: gt polygons with their ignore flags (don't care), detections (ignore flags unused).
@@ -268,6 +278,10 @@ OCRDEF void ocr_eval_init(ocr_evaluator *ev);
 OCRDEF int ocr_eval_add_image(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon *gt, int n_gt, const ocr_polygon *det,
                               int n_det, ocr_eval_counts *image);
 OCRDEF ocr_eval_result ocr_eval_finish(const ocr_evaluator *ev);   /* 0 where a denominator is 0 */
+/* The bin of a word height: OCR_EVAL_H_LT16 (height < 16), OCR_EVAL_H_16_32 (16 <= height <= 32), OCR_EVAL_H_GT32. */
+OCRDEF int ocr_eval_height_bin(double height);
+/* The bins' names as metrics and JSON keys use them: "h_lt16", "h16_32", "h_gt32" (NULL outside 0..2). */
+OCRDEF const char *ocr_eval_height_bin_name(int bin);
 
 #ifdef __cplusplus
 }
@@ -2147,6 +2161,8 @@ OCRDEF int ocr_eval_add_image(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon
     /* per polygon: 0 dropped, 1 care, 2 don't care; then 1 once matched */
     unsigned char *gt_kind, *det_kind, *gt_used, *det_used;
     double *det_area;
+    void *box_work = NULL;   /* ocr_min_area_box_work's, for the heights */
+    size_t box_cap = 0;
     int i, j, rc = OCR_OK;
     if (!ev || n_gt < 0 || n_det < 0 || (n_gt && !gt) || (n_det && !det))
         return ocr_error(ctx, OCR_EINVAL, "%s: bad arguments (evaluator %p, %d GT at %p, %d detections at %p)", fn, (void *)ev, n_gt,
@@ -2191,8 +2207,14 @@ OCRDEF int ocr_eval_add_image(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon
     /* greedy: GT in order, each taking the first free detection with IoU above the threshold */
     for (i = 0; i < n_gt && !rc; i++) {
         double gt_area;
+        ocr_point box[4];
+        float height;
+        int bin;
         if (gt_kind[i] != 1) continue;
         gt_area = fabs(ocr_poly_area(gt[i].points, gt[i].n_points));
+        if ((rc = ocr_min_area_box_work(ctx, gt[i].points, gt[i].n_points, box, &height, &box_work, &box_cap))) break;
+        bin = ocr_eval_height_bin(height);
+        cnt.gt_care_by_height[bin]++;
         for (j = 0; j < n_det; j++) {
             double inter, uni;
             if (det_kind[j] != 1 || det_used[j] || gt_used[i]) continue;
@@ -2201,11 +2223,13 @@ OCRDEF int ocr_eval_add_image(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon
             if (uni > 0 && inter / uni > ev->iou_thresh) {
                 gt_used[i] = det_used[j] = 1;
                 cnt.matched++;
+                cnt.matched_by_height[bin]++;
             }
         }
     }
     OCR_FREE(gt_kind);
     OCR_FREE(det_area);
+    OCR_FREE(box_work);
     if (rc) return rc;
     ev->total.gt_care += cnt.gt_care;
     ev->total.det_care += cnt.det_care;
@@ -2214,6 +2238,10 @@ OCRDEF int ocr_eval_add_image(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon
     ev->total.det_dontcare += cnt.det_dontcare;
     ev->total.gt_invalid += cnt.gt_invalid;
     ev->total.det_invalid += cnt.det_invalid;
+    for (i = 0; i < OCR_EVAL_HEIGHT_BINS; i++) {
+        ev->total.gt_care_by_height[i] += cnt.gt_care_by_height[i];
+        ev->total.matched_by_height[i] += cnt.matched_by_height[i];
+    }
     ev->n_images++;
     if (image) *image = cnt;
     return OCR_OK;
@@ -2221,11 +2249,24 @@ OCRDEF int ocr_eval_add_image(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon
 
 OCRDEF ocr_eval_result ocr_eval_finish(const ocr_evaluator *ev) {
     ocr_eval_result r;
+    int i;
     r.recall = ev->total.gt_care ? (double)ev->total.matched / (double)ev->total.gt_care : 0.0;
     r.precision = ev->total.det_care ? (double)ev->total.matched / (double)ev->total.det_care : 0.0;
     /* the official expression order, so that the value is the same to the last bit */
     r.hmean = r.recall + r.precision > 0 ? 2.0 * r.recall * r.precision / (r.recall + r.precision) : 0.0;
+    for (i = 0; i < OCR_EVAL_HEIGHT_BINS; i++)
+        r.recall_by_height[i] =
+            ev->total.gt_care_by_height[i] ? (double)ev->total.matched_by_height[i] / (double)ev->total.gt_care_by_height[i] : 0.0;
     return r;
+}
+
+OCRDEF int ocr_eval_height_bin(double height) {
+    return height < 16.0 ? OCR_EVAL_H_LT16 : height <= 32.0 ? OCR_EVAL_H_16_32 : OCR_EVAL_H_GT32;
+}
+
+OCRDEF const char *ocr_eval_height_bin_name(int bin) {
+    static const char *const names[OCR_EVAL_HEIGHT_BINS] = {"h_lt16", "h16_32", "h_gt32"};
+    return bin >= 0 && bin < OCR_EVAL_HEIGHT_BINS ? names[bin] : NULL;
 }
 
 #ifdef __cplusplus

@@ -5,8 +5,11 @@
    In the second form every ground-truth file DIR/gt_<name>.txt (or <name>.txt) is compared with
    PRED/res_<name>.txt (or PRED/<name>.txt): one polygon per line, comma-separated coordinates, an optional
    trailing score (an odd count of numbers) ignored. A missing result file counts as no detections, with a
-   warning. The last line on stdout is one JSON object:
-     {"precision":...,"recall":...,"hmean":...,"images":...,"gt_care":...,"det_care":...,"matched":...}
+   warning. Recall is also given by word height (ocr_evaluator: the shorter side of the care GT's minimum-area
+   rectangle, under 16 px, 16 to 32, over 32). The last line on stdout is one JSON object:
+     {"precision":...,"recall":...,"hmean":...,"images":...,"gt_care":...,"det_care":...,"matched":...,
+      "recall_h_lt16":...,"gt_care_h_lt16":...,"matched_h_lt16":..., the same for h16_32 and h_gt32}
+   where a bin without care GT has recall null.
    Exit status: 0, 1 on a runtime error (unreadable file or directory, bad data), 2 on a usage error. */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -116,16 +119,30 @@ static void print_image(const char *name, const ocr_eval_counts *c) {
 }
 
 static void print_summary(const ocr_evaluator *ev) {
+    static const char *const labels[OCR_EVAL_HEIGHT_BINS] = {"<16 px", "16-32 px", ">32 px"};
     ocr_eval_result r = ocr_eval_finish(ev);
     const ocr_eval_counts *t = &ev->total;
+    int b;
     if (t->gt_invalid || t->det_invalid)
         fprintf(stderr, "%s: warning: dropped as not valid simple polygons (as the official evaluator): %lld GT, %lld detections\n", prog,
                 (long long)t->gt_invalid, (long long)t->det_invalid);
     printf("images %lld  gt_care %lld (+%lld don't care)  det_care %lld (+%lld)  matched %lld  precision %.4f  recall %.4f  hmean %.4f\n",
            (long long)ev->n_images, (long long)t->gt_care, (long long)t->gt_dontcare, (long long)t->det_care, (long long)t->det_dontcare,
            (long long)t->matched, r.precision, r.recall, r.hmean);
-    printf("{\"precision\":%.10g,\"recall\":%.10g,\"hmean\":%.10g,\"images\":%lld,\"gt_care\":%lld,\"det_care\":%lld,\"matched\":%lld}\n",
+    printf("recall by word height:");
+    for (b = 0; b < OCR_EVAL_HEIGHT_BINS; b++) {
+        printf("  %s %lld/%lld", labels[b], (long long)t->matched_by_height[b], (long long)t->gt_care_by_height[b]);
+        if (t->gt_care_by_height[b]) printf(" (%.4f)", r.recall_by_height[b]);
+    }
+    printf("\n{\"precision\":%.10g,\"recall\":%.10g,\"hmean\":%.10g,\"images\":%lld,\"gt_care\":%lld,\"det_care\":%lld,\"matched\":%lld",
            r.precision, r.recall, r.hmean, (long long)ev->n_images, (long long)t->gt_care, (long long)t->det_care, (long long)t->matched);
+    for (b = 0; b < OCR_EVAL_HEIGHT_BINS; b++) {
+        const char *name = ocr_eval_height_bin_name(b);
+        if (t->gt_care_by_height[b]) printf(",\"recall_%s\":%.10g", name, r.recall_by_height[b]);
+        else printf(",\"recall_%s\":null", name); /* no words of that height: no recall, rather than 0 */
+        printf(",\"gt_care_%s\":%lld,\"matched_%s\":%lld", name, (long long)t->gt_care_by_height[b], name, (long long)t->matched_by_height[b]);
+    }
+    printf("}\n");
 }
 
 /* ---------------------------------------------------------------- the two modes */

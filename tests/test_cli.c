@@ -1,7 +1,8 @@
 /* The command-line programs end to end: ./examples/detect and ./examples/eval_dbnet run as a user runs them
    (build.sh builds them before the tests), and the tools of issue 6 (export_torchvision.py, check_dbnet_torch.py).
    - eval_dbnet --gt/--pred on hand-computed cases (perfect match, a miss, a false positive, don't care, IoU exactly
-     0.5 and just below/above it, a missing result file, trailing scores, a collinear polygon) and all of them at once;
+     0.5 and just below/above it, a missing result file, trailing scores, a collinear polygon) and all of them at once,
+     and recall by word height (the bins' edges, a rotated word, an empty bin's null);
    - detect and eval_dbnet --model on a generated ICDAR folder (every layout --data accepts, and LMDB) with a model
      whose probability map is 1 everywhere, so the expected boxes and figures are known exactly; a randomly
      initialised model for the plumbing (JSON lines parse, overlays decode, eval prints its JSON);
@@ -62,7 +63,32 @@ static char *last_line(char *s) {
 }
 
 
-typedef struct { double precision, recall, hmean; int images, gt_care, det_care, matched; } figures;
+typedef struct {
+    double precision, recall, hmean;
+    int images, gt_care, det_care, matched;
+    int heights;                  /* 1: check the care GT and matches by word height too (<16, 16-32, >32 px) */
+    int care_h[3], matched_h[3];
+} figures;
+
+/* The JSON's figures by word height against want's: counts, and the recall (null for a bin without care GT). */
+static int heights_match(const char *line, const figures *want) {
+    static const char *const bins[3] = {"h_lt16", "h16_32", "h_gt32"};
+    int b;
+    for (b = 0; b < 3; b++) {
+        char key[64];
+        double recall;
+        snprintf(key, sizeof key, "gt_care_%s", bins[b]);
+        if (ocr_test_json_number(line, strlen(line), key) != want->care_h[b]) return 0;
+        snprintf(key, sizeof key, "matched_%s", bins[b]);
+        if (ocr_test_json_number(line, strlen(line), key) != want->matched_h[b]) return 0;
+        snprintf(key, sizeof key, "\"recall_%s\":", bins[b]);
+        if (!strstr(line, key)) return 0;
+        snprintf(key, sizeof key, "recall_%s", bins[b]);
+        recall = ocr_test_json_number(line, strlen(line), key);
+        if (want->care_h[b] ? fabs(recall - (double)want->matched_h[b] / want->care_h[b]) > 1e-9 : !isnan(recall)) return 0;
+    }
+    return 1;
+}
 
 /* Runs an eval_dbnet command that must succeed and checks the JSON of its last line against want. */
 static void expect_figures(const char *what, const char *cmd, const figures *want) {
@@ -73,15 +99,17 @@ static void expect_figures(const char *what, const char *cmd, const figures *wan
     OCR_CHECK_MSG(fabs(ocr_test_json_number(line, strlen(line), "precision") - want->precision) < 1e-9 && fabs(ocr_test_json_number(line, strlen(line), "recall") - want->recall) < 1e-9 &&
                       fabs(ocr_test_json_number(line, strlen(line), "hmean") - want->hmean) < 1e-9 && ocr_test_json_number(line, strlen(line), "images") == want->images &&
                       ocr_test_json_number(line, strlen(line), "gt_care") == want->gt_care && ocr_test_json_number(line, strlen(line), "det_care") == want->det_care &&
-                      ocr_test_json_number(line, strlen(line), "matched") == want->matched,
-                  "%s: '%s': got %s; expected P %.10g R %.10g H %.10g images %d gt_care %d det_care %d matched %d", what, cmd, line, want->precision,
-                  want->recall, want->hmean, want->images, want->gt_care, want->det_care, want->matched);
+                      ocr_test_json_number(line, strlen(line), "matched") == want->matched && (!want->heights || heights_match(line, want)),
+                  "%s: '%s': got %s; expected P %.10g R %.10g H %.10g images %d gt_care %d det_care %d matched %d, by height %d/%d %d/%d %d/%d",
+                  what, cmd, line, want->precision, want->recall, want->hmean, want->images, want->gt_care, want->det_care, want->matched,
+                  want->matched_h[0], want->care_h[0], want->matched_h[1], want->care_h[1], want->matched_h[2], want->care_h[2]);
     free(out);
     free(err);
 }
 
 static figures make_figures(int images, int gt_care, int det_care, int matched) {
     figures f;
+    memset(&f, 0, sizeof f);
     f.images = images;
     f.gt_care = gt_care;
     f.det_care = det_care;
@@ -348,6 +376,30 @@ static void test_eval_files(void) {
     OCR_CHECK_MSG(strstr(err, "1 result files") && strstr(err, "match no ground truth"), "no warning for res_img_99.txt: %s", err);
     free(out);
     free(err);
+    /* by word height: 10 px (found), 16 and 32 px (the bin's edges; 16 found), 40 px (missed), a 45-degree rectangle
+       of sides 14.1 and 28.3 px (height 14.1: under 16, found) */
+    make_dir(path_in("heights_gt"));
+    make_dir(path_in("heights_res"));
+    write_text(path_in("heights_gt/gt_img_1.txt"), "0,0,50,0,50,10,0,10,a\n0,20,50,20,50,36,0,36,b\n0,50,50,50,50,82,0,82,c\n"
+                                                  "0,100,50,100,50,140,0,140,d\n120,0,140,20,130,30,110,10,e\n");
+    write_text(path_in("heights_res/res_img_1.txt"), "0,0,50,0,50,10,0,10\n0,20,50,20,50,36,0,36\n120,0,140,20,130,30,110,10\n");
+    snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s", EVAL, path_in("heights_gt"), path_in("heights_res"));
+    want = make_figures(1, 5, 3, 3);
+    want.heights = 1;
+    want.care_h[0] = 2; want.matched_h[0] = 2;
+    want.care_h[1] = 2; want.matched_h[1] = 1;
+    want.care_h[2] = 1; want.matched_h[2] = 0;
+    expect_figures("recall by height", cmd, &want);
+    /* a bin without words has recall null */
+    write_text(path_in("heights_gt/gt_img_1.txt"), "0,0,50,0,50,10,0,10,a\n");
+    want = make_figures(1, 1, 3, 1);
+    want.heights = 1;
+    want.care_h[0] = 1; want.matched_h[0] = 1;
+    expect_figures("recall by height, empty bins", cmd, &want);
+    rc = ocr_test_run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 0 && strstr(out, "recall by word height:  <16 px 1/1 (1.0000)  16-32 px 0/0  >32 px 0/0"), "'%s': %s", cmd, out);
+    free(out);
+    free(err);
 }
 
 /* ---------------------------------------------------------------- detect and eval --model */
@@ -386,6 +438,9 @@ static void test_detect_and_eval_model(void) {
     ocr_dataset ds;
     figures want = make_figures(N_IMAGES, 2, 2, 1);
     int rc, i;
+    /* img_1's word (58 px high) is found, img_2's (10 px) missed */
+    want.heights = 1;
+    want.care_h[0] = 1; want.care_h[2] = 1; want.matched_h[2] = 1;
     for (i = 0; i < N_IMAGES; i++)
         snprintf(images + strlen(images), sizeof images - strlen(images), " %s/icdar/images/img_%d.png", dir, i + 1);
     snprintf(cmd, sizeof cmd, "%s --model %s --short-side 64 --threads 2 --out %s/det %s", DETECT, text_model, dir, images);

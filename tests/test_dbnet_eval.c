@@ -1,8 +1,9 @@
 /* ICDAR 2015 evaluation against tools/dbnet_eval_ref.py (the official DetectionIoUEvaluator rules on shapely),
    run live on 600 seeded random images with don't-care, invalid (bowtie, repeated, collinear, too short),
    overlapping, non-convex and duplicated (greedy-order) polygons: identical validity, intersection areas to
-   1e-7, identical per-image counts and global P, R, H. Plus hand-computed cases and bad inputs. The intersection
-   and validity routines' own hand-computed cases are in tests/test_geom.c. */
+   1e-7, identical per-image counts and global P, R, H, and the care GT's heights (shapely's minimum rotated
+   rectangle, to 1e-4) and counts by height bin. Plus hand-computed cases (recall by height among them) and bad
+   inputs. The intersection and validity routines' own hand-computed cases are in tests/test_geom.c. */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -87,6 +88,14 @@ static void make_images(ocr_rng *r) {
                 im->det[k].n_points = make_shape(r, p);
             }
         }
+        /* a third of the images twice and a third 3.5 times as large (IoUs and validity unchanged): words in every
+           height bin */
+        if (i % 3)
+            for (k = 0; k < 2 * MAX_POLYS; k++)
+                for (j = 0; j < MAX_PTS; j++) {
+                    im->pts[k][j].x *= i % 3 == 1 ? 2.0f : 3.5f;
+                    im->pts[k][j].y *= i % 3 == 1 ? 2.0f : 3.5f;
+                }
     }
 }
 
@@ -147,8 +156,10 @@ static void test_eval_matches_shapely(void) {
     ocr_evaluator ev;
     ocr_eval_result res;
     char *line, *save = NULL;
-    int i, k, n_valid_checked = 0, n_inter = 0, invalid = 0, dontcare_det = 0, matched = 0;
-    double worst_inter = 0, p = -1, r = -1, h = -1;
+    int i, k, n_valid_checked = 0, n_inter = 0, invalid = 0, dontcare_det = 0, matched = 0, n_ties = 0;
+    int care_bins[3] = {0, 0, 0}, matched_bins[3] = {0, 0, 0};  /* the reference's, over the images without a tie */
+    int64_t all_care[3] = {0, 0, 0}, all_matched[3] = {0, 0, 0}; /* ours, per image, over all */
+    double worst_inter = 0, worst_height = 0, p = -1, r = -1, h = -1;
     if (!run_reference()) { OCR_CHECK_MSG(0, "no reference"); return; }
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
     ocr_eval_init(&ev);
@@ -156,13 +167,17 @@ static void test_eval_matches_shapely(void) {
     for (i = 0; i < N_IMAGES && line; i++) {
         timage *im = &images[i];
         ocr_eval_counts c;
-        int rg, rd, rm, vg[MAX_POLYS], vd[MAX_POLYS], ng = 0, nd = 0;
+        int rg, rd, rm, rb[6], vg[MAX_POLYS], vd[MAX_POLYS], ng = 0, nd = 0, b, ambiguous;
         memset(&c, 0, sizeof c);
         OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, im->gt, im->n_gt, im->det, im->n_det, &c));
-        if (sscanf(line, "image %d %d %d", &rg, &rd, &rm) != 3) { OCR_CHECK_MSG(0, "bad reference line '%s'", line); break; }
+        if (sscanf(line, "image %d %d %d %d %d %d %d %d %d", &rg, &rd, &rm, &rb[0], &rb[1], &rb[2], &rb[3], &rb[4], &rb[5]) != 9) {
+            OCR_CHECK_MSG(0, "bad reference line '%s'", line);
+            break;
+        }
         OCR_CHECK_MSG(c.gt_care == rg && c.det_care == rd && c.matched == rm,
                       "image %d: gt_care %lld det_care %lld matched %lld, reference %d %d %d", i, (long long)c.gt_care,
                       (long long)c.det_care, (long long)c.matched, rg, rd, rm);
+
         invalid += (int)(c.gt_invalid + c.det_invalid);
         dontcare_det += (int)c.det_dontcare;
         matched += (int)c.matched;
@@ -188,16 +203,54 @@ static void test_eval_matches_shapely(void) {
             if (fabs(area - ref_area) > worst_inter) worst_inter = fabs(area - ref_area);
             n_inter += ref_area > 0;
         }
+        /* the care GT's heights: shapely's minimum_rotated_rectangle (double); where two rectangles have the least area
+           (right triangles) the height is either, and that image's bins are not compared */
+        for (k = 0, ambiguous = 0; k < rg; k++) {
+            int gi, tie = 0;
+            double ref_h;
+            float ours = -1;
+            ocr_point quad[4];
+            line = strtok_r(NULL, "\n", &save);
+            if (!line || sscanf(line, "height %d %lf %d", &gi, &ref_h, &tie) != 3 || gi < 0 || gi >= ng) {
+                OCR_CHECK_MSG(0, "image %d: missing height", i);
+                break;
+            }
+            ambiguous |= tie;
+            n_ties += tie;
+            if (tie) continue;
+            OCR_CHECK_OK(&ctx, ocr_min_area_box(&ctx, im->gt[vg[gi]].points, im->gt[vg[gi]].n_points, quad, &ours));
+            OCR_CHECK_MSG(fabs(ours - ref_h) <= 1e-4 * (1 + ref_h), "image %d gt %d: height %.9g, shapely %.9g", i, vg[gi], ours, ref_h);
+            if (fabs(ours - ref_h) > worst_height) worst_height = fabs(ours - ref_h);
+        }
+        for (b = 0; b < OCR_EVAL_HEIGHT_BINS && !ambiguous; b++) {
+            OCR_CHECK_MSG(c.gt_care_by_height[b] == rb[b] && c.matched_by_height[b] == rb[3 + b],
+                          "image %d height bin %d: %lld care GT, %lld matched; reference %d, %d", i, b, (long long)c.gt_care_by_height[b],
+                          (long long)c.matched_by_height[b], rb[b], rb[3 + b]);
+            care_bins[b] += rb[b];
+            matched_bins[b] += rb[3 + b];
+        }
+        for (b = 0; b < OCR_EVAL_HEIGHT_BINS; b++) { /* every image's, to check the evaluator's sums */
+            all_care[b] += c.gt_care_by_height[b];
+            all_matched[b] += c.matched_by_height[b];
+        }
         line = strtok_r(NULL, "\n", &save);
     }
     OCR_CHECK_MSG(line && sscanf(line, "total %lf %lf %lf", &p, &r, &h) == 3, "missing totals");
     res = ocr_eval_finish(&ev);
     OCR_CHECK_MSG(res.precision == p && res.recall == r && res.hmean == h, "P %.17g R %.17g H %.17g, reference %.17g %.17g %.17g", res.precision,
                   res.recall, res.hmean, p, r, h);
+    for (k = 0; k < OCR_EVAL_HEIGHT_BINS; k++)
+        OCR_CHECK_MSG(ev.total.gt_care_by_height[k] == all_care[k] && ev.total.matched_by_height[k] == all_matched[k] &&
+                          res.recall_by_height[k] == (all_care[k] ? (double)all_matched[k] / (double)all_care[k] : 0.0),
+                      "height bin %d: %lld of %lld, recall %.17g; the images' sum %lld of %lld", k, (long long)ev.total.matched_by_height[k],
+                      (long long)ev.total.gt_care_by_height[k], res.recall_by_height[k], (long long)all_matched[k], (long long)all_care[k]);
     printf("     %d images, %d polygons (%d invalid), %d overlapping pairs (worst area difference %.2g), %d don't-care detections, "
-           "%d matches; P %.4f R %.4f H %.4f\n",
-           N_IMAGES, n_valid_checked, invalid, n_inter, worst_inter, dontcare_det, matched, res.precision, res.recall, res.hmean);
+           "%d matches; P %.4f R %.4f H %.4f\n     care GT by height (<16/16-32/>32, images without a tie) %d/%d/%d, matched %d/%d/%d; "
+           "worst height difference %.2g, %d ties left out\n",
+           N_IMAGES, n_valid_checked, invalid, n_inter, worst_inter, dontcare_det, matched, res.precision, res.recall, res.hmean, care_bins[0],
+           care_bins[1], care_bins[2], matched_bins[0], matched_bins[1], matched_bins[2], worst_height, n_ties);
     OCR_CHECK(invalid > 50 && dontcare_det > 20 && matched > 100 && n_inter > 500); /* the cases exercise every rule */
+    for (k = 0; k < OCR_EVAL_HEIGHT_BINS; k++) OCR_CHECK_MSG(care_bins[k] > 50 && matched_bins[k] > 10, "height bin %d barely exercised", k);
     ocr_ctx_free(&ctx);
 }
 
@@ -253,6 +306,62 @@ static void test_hand_cases(void) {
     ocr_eval_init(&ev);
     res = ocr_eval_finish(&ev);
     OCR_CHECK(res.precision == 0 && res.recall == 0 && res.hmean == 0);
+    ocr_ctx_free(&ctx);
+}
+
+/* Recall by word height, by hand: heights 15, 16, 32 and 33 (axis-aligned boxes 100 wide), a rectangle rotated 45
+   degrees of sides 20 sqrt 2 and 10 sqrt 2 (height 14.14 whatever its width along the axes, 30), a parallelogram
+   (slanted text: height is its distance between the long sides, 20, not its side of 22.4), and a don't-care and an
+   invalid GT that count nowhere. Detected: the 16 and 33 boxes and the rotated rectangle. */
+static void test_recall_by_height(void) {
+    ocr_ctx ctx;
+    ocr_evaluator ev;
+    ocr_eval_counts c;
+    ocr_eval_result res;
+    ocr_point pg[8][4], pd[3][4], rot[4] = {{20, 0}, {40, 20}, {30, 30}, {10, 10}}, slant[4] = {{10, 100}, {110, 100}, {100, 120}, {0, 120}};
+    ocr_polygon gt[8], det[3];
+    static const int heights[4] = {15, 16, 32, 33};
+    int k;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    for (k = 0; k < 4; k++) gt[k] = box(pg[k], 0, 200.0f + 50 * k, 100, 200.0f + 50 * k + heights[k], 0);
+    gt[4] = box(pg[4], 0, 0, 1, 1, 0);
+    gt[4].points = rot;
+    gt[5] = box(pg[5], 0, 0, 1, 1, 0);
+    gt[5].points = slant;
+    gt[6] = box(pg[6], 200, 0, 300, 5, 1);       /* don't care */
+    gt[7] = box(pg[7], 200, 100, 300, 150, 0);
+    gt[7].n_points = 2;                          /* invalid */
+    det[0] = box(pd[0], 0, 250, 100, 266, 0);    /* the 16 box */
+    det[1] = box(pd[1], 0, 350, 100, 383, 0);    /* the 33 box */
+    det[2] = box(pd[2], 0, 0, 1, 1, 0);
+    det[2].points = rot;
+    ocr_eval_init(&ev);
+    OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, gt, 8, det, 3, &c));
+    OCR_CHECK_MSG(c.gt_care == 6 && c.matched == 3, "gt_care %lld matched %lld", (long long)c.gt_care, (long long)c.matched);
+    /* < 16: 15 and the rotated one (found); 16-32: 16 (found), 32 and the slanted one (20); > 32: 33 (found) */
+    OCR_CHECK_MSG(c.gt_care_by_height[OCR_EVAL_H_LT16] == 2 && c.gt_care_by_height[OCR_EVAL_H_16_32] == 3 && c.gt_care_by_height[OCR_EVAL_H_GT32] == 1,
+                  "care by height %lld/%lld/%lld", (long long)c.gt_care_by_height[0], (long long)c.gt_care_by_height[1],
+                  (long long)c.gt_care_by_height[2]);
+    OCR_CHECK(c.matched_by_height[OCR_EVAL_H_LT16] == 1 && c.matched_by_height[OCR_EVAL_H_16_32] == 1 && c.matched_by_height[OCR_EVAL_H_GT32] == 1);
+    /* a second image, only the 15 box, found: the sums and the recalls */
+    det[0] = box(pd[0], 0, 200, 100, 215, 0);
+    OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, gt, 1, det, 1, &c));
+    OCR_CHECK(c.gt_care_by_height[OCR_EVAL_H_LT16] == 1 && c.matched_by_height[OCR_EVAL_H_LT16] == 1 && c.gt_care_by_height[OCR_EVAL_H_16_32] == 0);
+    res = ocr_eval_finish(&ev);
+    OCR_CHECK(ev.total.gt_care_by_height[OCR_EVAL_H_LT16] == 3 && ev.total.matched_by_height[OCR_EVAL_H_LT16] == 2);
+    OCR_CHECK_MSG(res.recall_by_height[OCR_EVAL_H_LT16] == 2.0 / 3.0 && res.recall_by_height[OCR_EVAL_H_16_32] == 1.0 / 3.0 &&
+                      res.recall_by_height[OCR_EVAL_H_GT32] == 1.0 && res.recall == 4.0 / 7.0,
+                  "recall by height %.17g %.17g %.17g, recall %.17g", res.recall_by_height[0], res.recall_by_height[1], res.recall_by_height[2],
+                  res.recall);
+    /* the edges, and a bin without care GT gives 0 */
+    OCR_CHECK(ocr_eval_height_bin(15.999) == OCR_EVAL_H_LT16 && ocr_eval_height_bin(16) == OCR_EVAL_H_16_32 && ocr_eval_height_bin(32) == OCR_EVAL_H_16_32 &&
+              ocr_eval_height_bin(32.001) == OCR_EVAL_H_GT32 && ocr_eval_height_bin(0) == OCR_EVAL_H_LT16);
+    OCR_CHECK(!strcmp(ocr_eval_height_bin_name(0), "h_lt16") && !strcmp(ocr_eval_height_bin_name(1), "h16_32") &&
+              !strcmp(ocr_eval_height_bin_name(2), "h_gt32") && ocr_eval_height_bin_name(3) == NULL && ocr_eval_height_bin_name(-1) == NULL);
+    ocr_eval_init(&ev);
+    OCR_CHECK_OK(&ctx, ocr_eval_add_image(&ctx, &ev, gt, 1, det, 1, &c));
+    res = ocr_eval_finish(&ev);
+    OCR_CHECK(res.recall_by_height[OCR_EVAL_H_LT16] == 1.0 && res.recall_by_height[OCR_EVAL_H_16_32] == 0.0 && res.recall_by_height[OCR_EVAL_H_GT32] == 0.0);
     ocr_ctx_free(&ctx);
 }
 
@@ -346,6 +455,7 @@ int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
     OCR_TEST_RUN(test_eval_matches_shapely);
     OCR_TEST_RUN(test_hand_cases);
+    OCR_TEST_RUN(test_recall_by_height);
     OCR_TEST_RUN(test_large_polygon);
     OCR_TEST_RUN(test_bad_inputs);
     free(ref_text);
