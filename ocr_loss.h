@@ -1,4 +1,4 @@
-/* ocr_loss.h - numerically stable DBNet losses with their gradients.  v0.1  MIT license
+/* ocr_loss.h - numerically stable DBNet losses with their gradients; the CTC loss and decoders.  v0.1  MIT license
 
    Do this in exactly one C or C++ file:
        #define OCR_LOSS_IMPLEMENTATION        (ocr_tensor.h's implementation goes in the same or another file;
@@ -34,6 +34,9 @@
      largest loss share its gradient equally (torch.topk gives it to an arbitrary subset).
    - Every reduction runs over fixed blocks of pixels with double accumulators: results are bit-identical for
      any thread count.
+
+   CTC (the section "CTC" below): ocr_loss_ctc on log-probabilities [T, N, C] with concatenated targets, in log space
+   with the impossible-target policy the caller chooses; ocr_ctc_greedy_decode and ocr_ctc_beam_decode. CPU only.
 
    Options: none. Dependencies: ocr_tensor.h, libm.
 */
@@ -128,6 +131,60 @@ OCRDEF int ocr_loss_db_step_forward(ocr_ctx *ctx, float k, const ocr_tensor *pro
                                     ocr_tensor *binary);
 OCRDEF int ocr_loss_db_step_backward(ocr_ctx *ctx, float k, const ocr_tensor *prob_logits, const ocr_tensor *thresh,
                                      const ocr_tensor *d_binary, ocr_tensor *d_prob_logits, ocr_tensor *d_thresh);
+
+/* ---- CTC: the loss of a recognizer's per-frame class scores against an unaligned label sequence ----
+   torch.nn.functional.ctc_loss's semantics. log_probs F32 [T, N, C]: log-probabilities (a log_softmax over C) of
+   T frames, N samples, C classes, blank among them (cfg.blank, 0 by default). targets I32 [S]: every sample's labels
+   concatenated (each in [0, C) and not blank), target_lengths and input_lengths I32 [N] (input_lengths[n] <= T frames
+   of sample n count; later frames get no gradient); S = sum of target_lengths. The integer tensors live on the host.
+   Per sample, nll = -log sum over the alignments that collapse to the target (repeats merged, blanks dropped) of
+   the product of their frames' probabilities, computed by the forward-backward recursion in log space, in double:
+   no underflow for long inputs (hundreds of frames) or outputs dominated by blank, and exact for repeated labels
+   (two equal neighbours need a blank between them, so a target of length L with R equal neighbours needs at least
+   L + R frames). A target that cannot fit its input length is, as the caller chooses (cfg.skip_impossible), an
+   error naming the sample and the lengths, or a sample with 0 loss and 0 gradient counted in out->skipped (torch's
+   zero_infinity, counted; the mean still divides by N, as torch's). Never NaN or Inf: log_probs must be finite, and
+   the loss of a fitting target is then finite.
+   Reduction OCR_CTC_MEAN: each sample's nll divided by its target length (at least 1), then the mean over the batch
+   (torch's 'mean'); OCR_CTC_SUM: the sum of the nll.
+   Gradient, added to d_log_probs (NULL skips it), times grad_scale: torch's, exp(log_probs) - posterior, where
+   posterior[t, c] is the probability that frame t emits c given the target. It is the gradient w.r.t. the logits
+   when log_probs = log_softmax(logits), and ocr_nn_log_softmax_backward maps it to itself (its rows sum to 0), so
+   chaining that backward is right and optional; it is not the partial derivative w.r.t. log_probs as free
+   variables (that is -posterior). CPU only for now: a CUDA context gets OCR_EUNSUPPORTED. */
+typedef enum { OCR_CTC_MEAN = 0, OCR_CTC_SUM = 1 } ocr_ctc_reduction;
+typedef struct {
+    int blank;            /* 0..C-1, default 0 */
+    int reduction;        /* ocr_ctc_reduction, default OCR_CTC_MEAN */
+    int skip_impossible;  /* 0 (default): an impossible target is an error naming the sample; 1: skipped and counted */
+    float grad_scale;     /* multiplies the gradient (a loss scale, say); 0..1e12, default 1 */
+} ocr_ctc_config;
+typedef struct {
+    double loss;            /* the reduced loss */
+    int64_t skipped;        /* samples skipped as impossible (cfg.skip_impossible) */
+    int64_t first_skipped;  /* the first of them, -1 when none */
+} ocr_ctc_result;
+OCRDEF ocr_ctc_config ocr_ctc_defaults(void);
+/* out and sample_loss (F32 [N] on ctx's device: each sample's nll before the reduction, 0 when skipped) may be NULL */
+OCRDEF int ocr_loss_ctc(ocr_ctx *ctx, const ocr_ctc_config *cfg, const ocr_tensor *log_probs, const ocr_tensor *targets,
+                        const ocr_tensor *target_lengths, const ocr_tensor *input_lengths, ocr_ctc_result *out,
+                        ocr_tensor *sample_loss, ocr_tensor *d_log_probs);
+
+/* ---- CTC decoding: log_probs F32 [T, N, C] as above (on the host), input_lengths I32 [N] or NULL (all T frames) ----
+   Greedy (best path): each frame's most probable class (the lowest index on ties), repeats collapsed, blanks dropped.
+   labels I32 [N, T]: sample n's labels in labels[n, 0 .. lengths[n]), the rest -1; lengths I32 [N]; scores F32 [N]
+   or NULL: the sum of the chosen frames' log-probabilities (the best path's log-probability). */
+OCRDEF int ocr_ctc_greedy_decode(ocr_ctx *ctx, const ocr_tensor *log_probs, const ocr_tensor *input_lengths, int blank,
+                                 ocr_tensor *labels, ocr_tensor *lengths, ocr_tensor *scores);
+/* Prefix beam search: keeps the beam_width most probable label prefixes, each prefix's probability summed over all
+   its alignments (ending in blank or not), so that a label sequence spread over many paths beats a single best path.
+   Each frame extends the prefixes by its beam_width most probable non-blank classes (and always by the class that
+   leads to another kept prefix); with beam_width >= C - 1 no class is left out. labels I32 [N, K, T], lengths I32
+   [N, K], scores F32 [N, K] (may be NULL), K <= beam_width: the K best hypotheses, best first, each with its log-
+   probability log P(labels | frames); a hypothesis that does not exist (fewer than K prefixes) gets length -1 and
+   score -inf. Ties go to the hypothesis found first. */
+OCRDEF int ocr_ctc_beam_decode(ocr_ctx *ctx, const ocr_tensor *log_probs, const ocr_tensor *input_lengths, int blank, int beam_width,
+                               ocr_tensor *labels, ocr_tensor *lengths, ocr_tensor *scores);
 
 #ifdef OCR_CUDA
 /* CUDA entry points (ocr_cuda.cu): the functions above validate everything, then call these when ctx->device is
@@ -924,6 +981,488 @@ OCRDEF int ocr_loss_db_step_backward(ocr_ctx *ctx, float k, const ocr_tensor *pr
     j.dx = d_prob_logits ? (float *)d_prob_logits->data : NULL;
     j.dt = d_thresh ? (float *)d_thresh->data : NULL;
     ocr__step_run(ctx, 1, &j, ocr_tensor_numel(prob_logits));
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- CTC */
+
+OCRDEF ocr_ctc_config ocr_ctc_defaults(void) {
+    ocr_ctc_config c;
+    c.blank = 0; c.reduction = OCR_CTC_MEAN; c.skip_impossible = 0; c.grad_scale = 1.0f;
+    return c;
+}
+
+/* log(exp(a) + exp(b)) without overflow; -inf stands for probability 0 */
+static double ocr__ctc_lse(double a, double b) {
+    double m;
+    if (a == -HUGE_VAL) return b;
+    if (b == -HUGE_VAL) return a;
+    m = a > b ? a : b;
+    return m + log1p(exp(-fabs(a - b)));
+}
+
+/* Label s of the target extended with blanks: blank, l1, blank, l2, ..., blank (2L + 1 states) */
+static int ocr__ctc_label(const int32_t *tgt, int s, int blank) { return s & 1 ? tgt[s / 2] : blank; }
+
+/* Frames a target needs: one per label plus one blank between each pair of equal neighbours */
+static int64_t ocr__ctc_min_frames(const int32_t *tgt, int64_t L) {
+    int64_t i, need = L;
+    for (i = 1; i < L; i++) need += tgt[i] == tgt[i - 1];
+    return need;
+}
+
+typedef struct {
+    const float *lp;                /* [T, N, C] */
+    const int32_t *targets, *tlen, *ilen;
+    const int64_t *tgt_off, *ab_off;/* per sample: first label in targets, first alpha/beta double in ab */
+    int64_t T, N, C;
+    int blank;
+    double *ab;                     /* alpha then beta of each sample, [Tn, 2L+1] each */
+    double *nll;                    /* [N]; HUGE_VAL when no alignment exists */
+    double *post;                   /* per thread [C]: the current frame's posteriors */
+    float *grad;                    /* d_log_probs or NULL */
+    const double *weight;           /* [N]: grad_scale times the reduction's factor, 0 for skipped samples (second pass) */
+} ocr__ctc_job;
+
+/* Pass 1, samples [begin, end): alpha, beta and nll */
+static void ocr__ctc_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__ctc_job *j = (const ocr__ctc_job *)arg;
+    int64_t n;
+    (void)tid;
+    for (n = begin; n < end; n++) {
+        const int32_t *tgt = j->targets + j->tgt_off[n];
+        int64_t Tn = j->ilen[n], L = j->tlen[n], S = 2 * L + 1, t, s;
+        double *alpha = j->ab + j->ab_off[n], *beta = alpha + Tn * S, logz;
+        if (Tn == 0) { j->nll[n] = L == 0 ? 0.0 : HUGE_VAL; continue; }
+        if (ocr__ctc_min_frames(tgt, L) > Tn) { j->nll[n] = HUGE_VAL; continue; }
+#define OCR__CTC_LP(t, c) ((double)j->lp[((t) * j->N + n) * j->C + (c)])
+        for (s = 0; s < S; s++) alpha[s] = s < 2 ? OCR__CTC_LP(0, ocr__ctc_label(tgt, (int)s, j->blank)) : -HUGE_VAL;
+        for (t = 1; t < Tn; t++)
+            for (s = 0; s < S; s++) {
+                int l = ocr__ctc_label(tgt, (int)s, j->blank);
+                const double *prev = alpha + (t - 1) * S;
+                double a = prev[s];
+                if (s >= 1) a = ocr__ctc_lse(a, prev[s - 1]);
+                if (s >= 2 && l != j->blank && l != tgt[s / 2 - 1]) a = ocr__ctc_lse(a, prev[s - 2]);
+                alpha[t * S + s] = a == -HUGE_VAL ? a : a + OCR__CTC_LP(t, l);
+            }
+        /* beta[t][s]: log-probability of the frames after t given state s at t (frame t's own emission excluded) */
+        for (s = 0; s < S; s++) beta[(Tn - 1) * S + s] = s >= S - 2 ? 0.0 : -HUGE_VAL;
+        for (t = Tn - 2; t >= 0; t--)
+            for (s = 0; s < S; s++) {
+                int l = ocr__ctc_label(tgt, (int)s, j->blank), k;
+                double b = -HUGE_VAL;
+                for (k = 0; k < 3 && s + k < S; k++) {
+                    int lk = ocr__ctc_label(tgt, (int)(s + k), j->blank);
+                    double nb = beta[(t + 1) * S + s + k];
+                    if (k == 2 && (lk == j->blank || lk == l)) continue;
+                    if (nb != -HUGE_VAL) b = ocr__ctc_lse(b, nb + OCR__CTC_LP(t + 1, lk));
+                }
+                beta[t * S + s] = b;
+            }
+        logz = alpha[(Tn - 1) * S + S - 1];
+        if (S >= 2) logz = ocr__ctc_lse(logz, alpha[(Tn - 1) * S + S - 2]);
+        j->nll[n] = isfinite(logz) ? -logz : HUGE_VAL;
+    }
+}
+
+/* Pass 2, samples [begin, end): grad[t, n, c] += weight * (exp(lp) - posterior(t, c)) for t < input length */
+static void ocr__ctc_grad_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__ctc_job *j = (const ocr__ctc_job *)arg;
+    double *post = j->post + (int64_t)tid * j->C;
+    int64_t n, t, s, c;
+    for (n = begin; n < end; n++) {
+        const int32_t *tgt = j->targets + j->tgt_off[n];
+        int64_t Tn = j->ilen[n], S = 2 * (int64_t)j->tlen[n] + 1;
+        const double *alpha = j->ab + j->ab_off[n], *beta = alpha + Tn * S;
+        double w = j->weight[n], nll = j->nll[n];
+        if (w == 0.0) continue;
+        for (t = 0; t < Tn; t++) {
+            float *g = j->grad + (t * j->N + n) * j->C;
+            for (s = 0; s < S; s++) {
+                double v = alpha[t * S + s] + beta[t * S + s];
+                if (v != -HUGE_VAL) post[ocr__ctc_label(tgt, (int)s, j->blank)] += exp(v + nll);
+            }
+            for (c = 0; c < j->C; c++) {
+                g[c] += (float)(w * (exp(OCR__CTC_LP(t, c)) - post[c]));
+                post[c] = 0.0;
+            }
+        }
+    }
+#undef OCR__CTC_LP
+}
+
+/* An I32 host tensor of the given shape */
+static int ocr__ctc_check_i32(ocr_ctx *ctx, const char *fn, const char *arg, const ocr_tensor *t, ocr_shape shape) {
+    char who[160];
+    int rc;
+    ocr__loss_arg(who, sizeof who, fn, arg);
+    if (!t) return ocr_error(ctx, OCR_EINVAL, "%s is NULL", who);
+    if ((rc = ocr_check_dtype(ctx, who, t, OCR_I32)) || (rc = ocr_check_device(ctx, who, t, OCR_DEVICE_CPU))) return rc;
+    return ocr_check_shape(ctx, who, t, shape);
+}
+
+/* log_probs F32 [T, N, C] on ctx's device with finite values */
+static int ocr__ctc_check_log_probs(ocr_ctx *ctx, const char *fn, const ocr_tensor *lp) {
+    char who[160], d[200];
+    int rc;
+    ocr__loss_arg(who, sizeof who, fn, "log_probs");
+    if (!lp) return ocr_error(ctx, OCR_EINVAL, "%s is NULL", who);
+    if ((rc = ocr_check_f32(ctx, who, lp))) return rc;
+    if (lp->shape.ndim != 3 || lp->shape.dim[0] < 1 || lp->shape.dim[1] < 1 || lp->shape.dim[2] < 1)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: tensor %s must be [T, N, C] (frames, samples, classes), each >= 1", who,
+                         ocr_tensor_describe(lp, d, sizeof d));
+    if (ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: CTC runs on the CPU only in this version (context device %s)", fn,
+                         ocr_device_name(ctx->device));
+    return ocr_check_finite(ctx, who, lp);
+}
+
+/* input_lengths I32 [N] in [0, T], or NULL */
+static int ocr__ctc_check_input_lengths(ocr_ctx *ctx, const char *fn, const ocr_tensor *il, int64_t T, int64_t N) {
+    int64_t n;
+    int rc;
+    if (!il) return OCR_OK;
+    if ((rc = ocr__ctc_check_i32(ctx, fn, "input_lengths", il, ocr_shape1(N)))) return rc;
+    for (n = 0; n < N; n++) {
+        int32_t v = ((const int32_t *)il->data)[n];
+        if (v < 0 || v > T)
+            return ocr_error(ctx, OCR_ERANGE, "%s: input_lengths[%lld] = %d outside [0, %lld] (T, the frames of log_probs)", fn,
+                             (long long)n, (int)v, (long long)T);
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_loss_ctc(ocr_ctx *ctx, const ocr_ctc_config *cfg, const ocr_tensor *log_probs, const ocr_tensor *targets,
+                        const ocr_tensor *target_lengths, const ocr_tensor *input_lengths, ocr_ctc_result *out,
+                        ocr_tensor *sample_loss, ocr_tensor *d_log_probs) {
+    const char *fn = "ocr_loss_ctc";
+    ocr_ctc_config defaults = ocr_ctc_defaults();
+    ocr_ctc_result r;
+    ocr__ctc_job j;
+    const int32_t *tl, *il, *tg;
+    int64_t T, N, C, n, total = 0, ab_total = 0, i;
+    size_t bytes;
+    double *nll, *weight, sum = 0.0;
+    int64_t *off;
+    int rc;
+    if (!cfg) cfg = &defaults;
+    if ((rc = ocr__ctc_check_log_probs(ctx, fn, log_probs))) return rc;
+    T = log_probs->shape.dim[0]; N = log_probs->shape.dim[1]; C = log_probs->shape.dim[2];
+    if (cfg->blank < 0 || cfg->blank >= C)
+        return ocr_error(ctx, OCR_EINVAL, "%s: cfg.blank = %d outside the %lld classes of log_probs", fn, cfg->blank, (long long)C);
+    if (cfg->reduction != OCR_CTC_MEAN && cfg->reduction != OCR_CTC_SUM)
+        return ocr_error(ctx, OCR_EINVAL, "%s: cfg.reduction = %d is not OCR_CTC_MEAN or OCR_CTC_SUM", fn, cfg->reduction);
+    if ((rc = ocr__loss_cfg_value(ctx, fn, "cfg.grad_scale", cfg->grad_scale, 0.0, 1e12, 0))) return rc;
+    if ((rc = ocr__ctc_check_i32(ctx, fn, "target_lengths", target_lengths, ocr_shape1(N)))) return rc;
+    if (!input_lengths) return ocr_error(ctx, OCR_EINVAL, "%s: argument input_lengths is NULL", fn);
+    if ((rc = ocr__ctc_check_input_lengths(ctx, fn, input_lengths, T, N))) return rc;
+    tl = (const int32_t *)target_lengths->data; il = (const int32_t *)input_lengths->data;
+    for (n = 0; n < N; n++) {
+        if (tl[n] < 0) return ocr_error(ctx, OCR_ERANGE, "%s: target_lengths[%lld] = %d is negative", fn, (long long)n, (int)tl[n]);
+        total += tl[n];
+    }
+    if ((rc = ocr__ctc_check_i32(ctx, fn, "targets", targets, ocr_shape1(total)))) {
+        char d[200];
+        if (targets && targets->shape.ndim == 1 && targets->shape.dim[0] != total)
+            return ocr_error(ctx, OCR_ESHAPE, "%s: targets %s holds %lld labels but target_lengths add up to %lld (targets are "
+                             "the samples' labels concatenated)", fn, ocr_tensor_describe(targets, d, sizeof d),
+                             (long long)targets->shape.dim[0], (long long)total);
+        return rc;
+    }
+    tg = (const int32_t *)targets->data;
+    for (n = 0, i = 0; n < N; n++) {
+        int64_t k;
+        for (k = 0; k < tl[n]; k++, i++)
+            if (tg[i] < 0 || tg[i] >= C || tg[i] == cfg->blank)
+                return ocr_error(ctx, OCR_ERANGE, "%s: sample %lld: label %lld (targets[%lld]) = %d is %s", fn, (long long)n,
+                                 (long long)k, (long long)i, (int)tg[i],
+                                 tg[i] == cfg->blank ? "the blank" : "outside the classes of log_probs");
+        if (!cfg->skip_impossible && ocr__ctc_min_frames(tg + i - tl[n], tl[n]) > il[n])
+            return ocr_error(ctx, OCR_ERANGE, "%s: sample %lld: its target of %d labels (%lld of them equal to the previous one, "
+                             "each needing a blank between) needs %lld frames, its input length is %d (set cfg.skip_impossible to "
+                             "skip such samples)", fn, (long long)n, (int)tl[n],
+                             (long long)(ocr__ctc_min_frames(tg + i - tl[n], tl[n]) - tl[n]),
+                             (long long)ocr__ctc_min_frames(tg + i - tl[n], tl[n]), (int)il[n]);
+    }
+    if (sample_loss) {
+        char who[160], d[200];
+        ocr__loss_arg(who, sizeof who, fn, "sample_loss");
+        if ((rc = ocr_check_f32(ctx, who, sample_loss)) || (rc = ocr_check_shape(ctx, who, sample_loss, ocr_shape1(N)))) return rc;
+        if (ocr__loss_overlap(sample_loss, log_probs))
+            return ocr_error(ctx, OCR_EINVAL, "%s: tensor %s shares memory with log_probs", who, ocr_tensor_describe(sample_loss, d, sizeof d));
+    }
+    if (d_log_probs) {
+        const ocr_tensor *others[2];
+        others[0] = log_probs; others[1] = sample_loss;
+        if ((rc = ocr__loss_check_grad(ctx, fn, "d_log_probs", d_log_probs, log_probs, others, 2))) return rc;
+    }
+
+    /* scratch, all reserved before anything is written: per-sample offsets, nll and weights, alpha/beta, posteriors */
+    for (n = 0; n < N; n++) ab_total += 2 * (int64_t)il[n] * (2 * (int64_t)tl[n] + 1);
+    if (!ocr_size_mul((size_t)ab_total + (size_t)(N * 2) + (size_t)ctx->n_threads * (size_t)C, sizeof(double), &bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "%s: the recursion's tables overflow the scratch size", fn);
+    if (!(j.ab = (double *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, bytes)) ||
+        !(off = (int64_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP1, (size_t)(2 * N) * sizeof(int64_t))))
+        return ctx->last_status;
+    nll = j.ab + ab_total;
+    weight = nll + N;
+    j.post = weight + N;
+    for (n = 0, total = 0, ab_total = 0; n < N; n++) {
+        off[n] = total; off[N + n] = ab_total;
+        total += tl[n];
+        ab_total += 2 * (int64_t)il[n] * (2 * (int64_t)tl[n] + 1);
+    }
+    j.lp = (const float *)log_probs->data; j.targets = tg; j.tlen = tl; j.ilen = il; j.tgt_off = off; j.ab_off = off + N;
+    j.T = T; j.N = N; j.C = C; j.blank = cfg->blank; j.nll = nll; j.weight = weight;
+    j.grad = d_log_probs ? (float *)d_log_probs->data : NULL;
+    ocr_parallel_for(ctx, N, 1, ocr__ctc_fwd_part, &j);
+
+    r.skipped = 0; r.first_skipped = -1;
+    for (n = 0; n < N; n++) {
+        double factor = cfg->reduction == OCR_CTC_MEAN ? 1.0 / ((double)(tl[n] > 1 ? tl[n] : 1) * (double)N) : 1.0;
+        if (nll[n] == HUGE_VAL) {
+            /* only reachable with skip_impossible: the fit was checked above otherwise */
+            if (!cfg->skip_impossible)
+                return ocr_error(ctx, OCR_ERANGE, "%s: sample %lld has no alignment of its target to its %d frames", fn,
+                                 (long long)n, (int)il[n]);
+            if (r.first_skipped < 0) r.first_skipped = n;
+            r.skipped++;
+            nll[n] = 0.0; weight[n] = 0.0;
+            continue;
+        }
+        sum += factor * nll[n];
+        weight[n] = factor * cfg->grad_scale;
+    }
+    r.loss = sum;
+    if (sample_loss)
+        for (n = 0; n < N; n++) ((float *)sample_loss->data)[n] = (float)nll[n];
+    if (d_log_probs) {
+        memset(j.post, 0, (size_t)ctx->n_threads * (size_t)C * sizeof(double));
+        ocr_parallel_for(ctx, N, 1, ocr__ctc_grad_part, &j);
+    }
+    if (out) *out = r;
+    return OCR_OK;
+}
+
+/* log_probs on the host, the optional input_lengths, the blank */
+static int ocr__ctc_check_decode(ocr_ctx *ctx, const char *fn, const ocr_tensor *log_probs, const ocr_tensor *input_lengths, int blank) {
+    int rc;
+    char who[160], d[200];
+    ocr__loss_arg(who, sizeof who, fn, "log_probs");
+    if (!log_probs) return ocr_error(ctx, OCR_EINVAL, "%s is NULL", who);
+    if ((rc = ocr_check_dtype(ctx, who, log_probs, OCR_F32)) || (rc = ocr_check_device(ctx, who, log_probs, OCR_DEVICE_CPU))) return rc;
+    if (log_probs->shape.ndim != 3 || log_probs->shape.dim[0] < 1 || log_probs->shape.dim[1] < 1 || log_probs->shape.dim[2] < 1)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: tensor %s must be [T, N, C] (frames, samples, classes), each >= 1", who,
+                         ocr_tensor_describe(log_probs, d, sizeof d));
+    if (blank < 0 || blank >= log_probs->shape.dim[2])
+        return ocr_error(ctx, OCR_EINVAL, "%s: blank = %d outside the %lld classes of log_probs", fn, blank,
+                         (long long)log_probs->shape.dim[2]);
+    if ((rc = ocr_check_finite(ctx, who, log_probs))) return rc;
+    return ocr__ctc_check_input_lengths(ctx, fn, input_lengths, log_probs->shape.dim[0], log_probs->shape.dim[1]);
+}
+
+/* An output on the host: dtype and shape */
+static int ocr__ctc_check_out(ocr_ctx *ctx, const char *fn, const char *arg, const ocr_tensor *t, ocr_dtype dt, ocr_shape s) {
+    char who[160];
+    int rc;
+    ocr__loss_arg(who, sizeof who, fn, arg);
+    if (!t) return ocr_error(ctx, OCR_EINVAL, "%s is NULL", who);
+    if ((rc = ocr_check_dtype(ctx, who, t, dt)) || (rc = ocr_check_device(ctx, who, t, OCR_DEVICE_CPU))) return rc;
+    return ocr_check_shape(ctx, who, t, s);
+}
+
+OCRDEF int ocr_ctc_greedy_decode(ocr_ctx *ctx, const ocr_tensor *log_probs, const ocr_tensor *input_lengths, int blank,
+                                 ocr_tensor *labels, ocr_tensor *lengths, ocr_tensor *scores) {
+    const char *fn = "ocr_ctc_greedy_decode";
+    int64_t T, N, C, n, t, c;
+    int rc;
+    if ((rc = ocr__ctc_check_decode(ctx, fn, log_probs, input_lengths, blank))) return rc;
+    T = log_probs->shape.dim[0]; N = log_probs->shape.dim[1]; C = log_probs->shape.dim[2];
+    if ((rc = ocr__ctc_check_out(ctx, fn, "labels", labels, OCR_I32, ocr_shape2(N, T))) ||
+        (rc = ocr__ctc_check_out(ctx, fn, "lengths", lengths, OCR_I32, ocr_shape1(N))) ||
+        (scores && (rc = ocr__ctc_check_out(ctx, fn, "scores", scores, OCR_F32, ocr_shape1(N)))))
+        return rc;
+    for (n = 0; n < N; n++) {
+        const float *lp = (const float *)log_probs->data;
+        int32_t *out = (int32_t *)labels->data + n * T;
+        int64_t Tn = input_lengths ? ((const int32_t *)input_lengths->data)[n] : T, len = 0;
+        int prev = blank;
+        double score = 0.0;
+        for (t = 0; t < Tn; t++) {
+            const float *row = lp + (t * N + n) * C;
+            int best = 0;
+            for (c = 1; c < C; c++) if (row[c] > row[best]) best = (int)c;
+            score += row[best];
+            if (best != blank && best != prev) out[len++] = best;
+            prev = best;
+        }
+        for (t = len; t < T; t++) out[t] = -1;
+        ((int32_t *)lengths->data)[n] = (int32_t)len;
+        if (scores) ((float *)scores->data)[n] = (float)score;
+    }
+    return OCR_OK;
+}
+
+/* Prefix beam search of one sample at a time on each thread, in buffers reserved by the caller. */
+typedef struct {
+    int32_t *prefix;   /* [B, T] */
+    int32_t *len, *parent;  /* [B]: prefix length; the kept beam equal to this one without its last label, or -1 */
+    double *pb, *pnb;  /* [B]: log-probability of the prefix's alignments ending in blank / in its last label */
+} ocr__beam_set;
+typedef struct { int src, ext, order; double pb, pnb, total; } ocr__beam_cand;
+typedef struct {
+    const float *lp;
+    const int32_t *ilen;
+    int64_t T, N, C;
+    int blank, B, E, K;
+    unsigned char *mem;        /* per thread: per_thread bytes */
+    size_t per_thread;
+    int32_t *labels, *lengths; /* outputs [N, K, T], [N, K] */
+    float *scores;             /* [N, K] or NULL */
+} ocr__beam_job;
+
+/* best first; among equal totals the candidate made first */
+static int ocr__beam_cmp(const void *a, const void *b) {
+    const ocr__beam_cand *x = (const ocr__beam_cand *)a, *y = (const ocr__beam_cand *)b;
+    if (x->total != y->total) return x->total > y->total ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static void ocr__beam_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__beam_job *j = (const ocr__beam_job *)arg;
+    const int B = j->B, E = j->E;
+    const int64_t T = j->T;
+    unsigned char *m = j->mem + (size_t)tid * j->per_thread;
+    ocr__beam_set set[2];
+    ocr__beam_cand *cand;
+    int *top, k, i, q;
+    int64_t n, t;
+    /* carve this thread's buffers: two beam sets, candidates, the frame's top classes */
+    for (k = 0; k < 2; k++) {
+        set[k].pb = (double *)m; m += sizeof(double) * (size_t)B;
+        set[k].pnb = (double *)m; m += sizeof(double) * (size_t)B;
+        set[k].len = (int32_t *)m; m += sizeof(int32_t) * (size_t)B;
+        set[k].parent = (int32_t *)m; m += sizeof(int32_t) * (size_t)B;
+        set[k].prefix = (int32_t *)m; m += sizeof(int32_t) * (size_t)B * (size_t)T;
+        m += (8 - ((uintptr_t)m & 7)) & 7;
+    }
+    cand = (ocr__beam_cand *)m; m += sizeof(ocr__beam_cand) * (size_t)B * (size_t)(E + 1);
+    top = (int *)m;
+    for (n = begin; n < end; n++) {
+        int64_t Tn = j->ilen ? j->ilen[n] : T;
+        ocr__beam_set *cur = &set[0], *nxt = &set[1], *sw;
+        int count = 1;
+        cur->len[0] = 0; cur->parent[0] = -1; cur->pb[0] = 0.0; cur->pnb[0] = -HUGE_VAL;
+        for (t = 0; t < Tn; t++) {
+            const float *lp = j->lp + (t * j->N + n) * j->C;
+            int nc = 0, e = 0;
+            /* the frame's E most probable non-blank classes, best first, the lower index on ties */
+            for (k = 0; k < (int)j->C; k++) {
+                if (k == j->blank) continue;
+                if (e < E || lp[k] > lp[top[e - 1]]) {
+                    int at = e < E ? e++ : e - 1;
+                    while (at > 0 && lp[k] > lp[top[at - 1]]) { top[at] = top[at - 1]; at--; }
+                    top[at] = k;
+                }
+            }
+            /* each kept prefix again: a blank, or its last label repeated (merged) */
+            for (i = 0; i < count; i++) {
+                ocr__beam_cand *cd = &cand[nc++];
+                cd->src = i; cd->ext = -1;
+                cd->pb = ocr__ctc_lse(cur->pb[i], cur->pnb[i]) + lp[j->blank];
+                cd->pnb = cur->len[i] ? cur->pnb[i] + lp[cur->prefix[i * T + cur->len[i] - 1]] : -HUGE_VAL;
+            }
+            /* a prefix that extends another kept one by c also collects that one's extension by c */
+            for (i = 0; i < count; i++) {
+                int p = cur->parent[i], c;
+                if (p < 0) continue;
+                c = cur->prefix[i * T + cur->len[i] - 1];
+                cand[i].pnb = ocr__ctc_lse(cand[i].pnb, (cur->len[p] && cur->prefix[p * T + cur->len[p] - 1] == c ? cur->pb[p]
+                                                         : ocr__ctc_lse(cur->pb[p], cur->pnb[p])) + lp[c]);
+            }
+            /* new prefixes: each kept one extended by the frame's top classes */
+            for (i = 0; i < count; i++)
+                for (k = 0; k < e; k++) {
+                    int c = top[k], last = cur->len[i] ? cur->prefix[i * T + cur->len[i] - 1] : -1, other = 0;
+                    ocr__beam_cand *cd;
+                    for (q = 0; q < count && !other; q++)
+                        other = cur->parent[q] == i && cur->prefix[q * T + cur->len[q] - 1] == c;
+                    if (other) continue;
+                    cd = &cand[nc++];
+                    cd->src = i; cd->ext = c; cd->pb = -HUGE_VAL;
+                    cd->pnb = (c == last ? cur->pb[i] : ocr__ctc_lse(cur->pb[i], cur->pnb[i])) + lp[c];
+                }
+            for (i = 0; i < nc; i++) { cand[i].total = ocr__ctc_lse(cand[i].pb, cand[i].pnb); cand[i].order = i; }
+            qsort(cand, (size_t)nc, sizeof *cand, ocr__beam_cmp);
+            /* the best B become the next frame's prefixes */
+            for (i = 0; i < nc && i < B && cand[i].total != -HUGE_VAL; i++) {
+                const ocr__beam_cand *cd = &cand[i];
+                int32_t L = cur->len[cd->src];
+                memcpy(nxt->prefix + (int64_t)i * T, cur->prefix + (int64_t)cd->src * T, sizeof(int32_t) * (size_t)L);
+                if (cd->ext >= 0) nxt->prefix[(int64_t)i * T + L++] = cd->ext;
+                nxt->len[i] = L; nxt->pb[i] = cd->pb; nxt->pnb[i] = cd->pnb;
+            }
+            count = i;
+            for (i = 0; i < count; i++) {
+                nxt->parent[i] = -1;
+                for (q = 0; q < count && nxt->parent[i] < 0; q++)
+                    if (nxt->len[q] == nxt->len[i] - 1 &&
+                        !memcmp(nxt->prefix + (int64_t)q * T, nxt->prefix + (int64_t)i * T, sizeof(int32_t) * (size_t)nxt->len[q]))
+                        nxt->parent[i] = q;
+            }
+            sw = cur; cur = nxt; nxt = sw;
+        }
+        for (k = 0; k < j->K; k++) {
+            int32_t *out = j->labels + (n * j->K + k) * T;
+            int64_t x, L = k < count ? cur->len[k] : 0;
+            for (x = 0; x < T; x++) out[x] = x < L ? cur->prefix[(int64_t)k * T + x] : -1;
+            j->lengths[n * j->K + k] = k < count ? cur->len[k] : -1;
+            if (j->scores) j->scores[n * j->K + k] = k < count ? (float)ocr__ctc_lse(cur->pb[k], cur->pnb[k]) : -HUGE_VALF;
+        }
+    }
+}
+
+OCRDEF int ocr_ctc_beam_decode(ocr_ctx *ctx, const ocr_tensor *log_probs, const ocr_tensor *input_lengths, int blank, int beam_width,
+                               ocr_tensor *labels, ocr_tensor *lengths, ocr_tensor *scores) {
+    const char *fn = "ocr_ctc_beam_decode";
+    ocr__beam_job j;
+    size_t set_bytes, bytes;
+    int64_t K;
+    int rc;
+    if ((rc = ocr__ctc_check_decode(ctx, fn, log_probs, input_lengths, blank))) return rc;
+    if (beam_width < 1 || beam_width > 4096)
+        return ocr_error(ctx, OCR_EINVAL, "%s: beam_width = %d outside [1, 4096]", fn, beam_width);
+    j.T = log_probs->shape.dim[0]; j.N = log_probs->shape.dim[1]; j.C = log_probs->shape.dim[2];
+    if (!labels || labels->shape.ndim != 3 || labels->shape.dim[1] < 1 || labels->shape.dim[1] > beam_width) {
+        char d[200];
+        if (!labels) return ocr_error(ctx, OCR_EINVAL, "%s: argument labels is NULL", fn);
+        return ocr_error(ctx, OCR_ESHAPE, "%s: argument labels: tensor %s must be [N, K, T] with 1 <= K <= beam_width %d", fn,
+                         ocr_tensor_describe(labels, d, sizeof d), beam_width);
+    }
+    K = labels->shape.dim[1];
+    if ((rc = ocr__ctc_check_out(ctx, fn, "labels", labels, OCR_I32, ocr_shape3(j.N, K, j.T))) ||
+        (rc = ocr__ctc_check_out(ctx, fn, "lengths", lengths, OCR_I32, ocr_shape2(j.N, K))) ||
+        (scores && (rc = ocr__ctc_check_out(ctx, fn, "scores", scores, OCR_F32, ocr_shape2(j.N, K)))))
+        return rc;
+    j.B = beam_width;
+    j.E = (int)(j.C - 1 < beam_width ? j.C - 1 : beam_width);
+    j.K = (int)K;
+    j.blank = blank;
+    j.lp = (const float *)log_probs->data;
+    j.ilen = input_lengths ? (const int32_t *)input_lengths->data : NULL;
+    j.labels = (int32_t *)labels->data; j.lengths = (int32_t *)lengths->data;
+    j.scores = scores ? (float *)scores->data : NULL;
+    /* the layout ocr__beam_part carves, rounded up generously */
+    if (!ocr_size_mul((size_t)j.B, (size_t)j.T * sizeof(int32_t) + 2 * sizeof(double) + 2 * sizeof(int32_t), &set_bytes) ||
+        !ocr_size_mul((size_t)j.B * (size_t)(j.E + 1), sizeof(ocr__beam_cand), &bytes) ||
+        !ocr_size_add(bytes, 2 * (set_bytes + 8) + (size_t)(j.E + 1) * sizeof(int) + 64, &j.per_thread) ||
+        !ocr_size_mul(j.per_thread, (size_t)ctx->n_threads, &bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "%s: beam_width %d over %lld frames overflows the scratch size", fn, beam_width,
+                         (long long)j.T);
+    j.per_thread = (j.per_thread + 63) & ~(size_t)63;
+    if (!(j.mem = (unsigned char *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, j.per_thread * (size_t)ctx->n_threads))) return ctx->last_status;
+    ocr_parallel_for(ctx, j.N, 1, ocr__beam_part, &j);
     return OCR_OK;
 }
 

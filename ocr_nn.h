@@ -7,8 +7,9 @@
    AVX-512 implicit path, Winograd F(4x4, 3x3) with OCR__WINO_*, the data gradient as a flipped-kernel convolution;
    ocr__conv_forward and ocr__conv_run choose among them), the bf16 GEMM and convolutions on AMX-BF16 / AVX512_BF16
    (ocr__gemm_bf16, ocr__conv_bf16_run), the public convolutions, row helpers and batch normalisation, pointwise ops,
-   pooling / upsampling / concat, parameters, optimizers and their state files, loss scaling. Each public ocr_nn_* function validates, then goes to CUDA (ctx->device), to its
-   reference (OCR_DEBUG_REFERENCE) or to its fast path.
+   pooling / upsampling / concat, parameters, optimizers and their state files, loss scaling, and last the sequence ops
+   of a recognizer (LSTM, log_softmax; CPU only for now). Each public ocr_nn_* function validates, then goes to CUDA
+   (ctx->device), to its reference (OCR_DEBUG_REFERENCE) or to its fast path.
 
    Do this in exactly one C or C++ file:
        #define OCR_NN_IMPLEMENTATION          (ocr_tensor.h's implementation goes in the same or another file;
@@ -86,6 +87,7 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
        conv2d forward (and _relu)      y = conv(h(x), h(w)) + b
        conv2d backward                 dx += conv^T(h(dy), h(w)); dw += h(dy) (x) h(x); db += sum of the fp32 dy
        conv_transpose2d fwd/backward   the same rule for their inputs
+       lstm forward/backward           its GEMMs are ocr_gemm calls (the rule above); gates, cell state and sums fp32
      fp32 throughout: everything else. BatchNorm (its batch statistics, running averages and backward), ReLU, sigmoid,
        add, pooling, upsampling, concat, the losses and every term of them, DBNet's step function, the master weights
        (ocr_params), optimizer state, gradient clipping and every reduction.
@@ -295,6 +297,50 @@ OCRDEF int ocr_grad_scaler_update(ocr_ctx *ctx, ocr_grad_scaler *sc, int found_n
    without them leaves sc unchanged and returns OCR_OK). */
 OCRDEF int ocr_grad_scaler_meta(const ocr_grad_scaler *sc, char *buf, const char **keys, const char **values);
 OCRDEF int ocr_grad_scaler_from_meta(ocr_ctx *ctx, ocr_grad_scaler *sc, const ocr_safetensors *st);
+
+/* ---- sequence ops for recognition: LSTM and log-softmax ----
+   LSTM: one layer of torch.nn.LSTM (batch_first=False, zero initial states), forward and, with directions 2, the
+   "_reverse" direction. Sequence-first layout: x [T, N, I] -> y [T, N, D*H], D = directions, the forward direction's
+   hidden state in y[t, n, 0:H] and the reverse one's in y[t, n, H:2H], as PyTorch. Sequence-first because the
+   input projection of every step is then one GEMM over T*N contiguous rows, and each step's N rows (its recurrent
+   GEMM's output, the next step's input) are one contiguous block; a CNN feature map [N, C, 1, W] becomes [W, N, C].
+   Per direction d (index 1 = the _reverse tensors), with gates in PyTorch's order i, f, g, o:
+       a = W_ih[d] x_t + b_ih[d] + W_hh[d] h_prev + b_hh[d]         w_ih [4H, I], w_hh [4H, H], b_ih, b_hh [4H]
+       i, f, o = sigmoid(a_i, a_f, a_o), g = tanh(a_g); c = f c_prev + i g; h = o tanh(c)
+   h_prev, c_prev are step t-1's (forward) or t+1's (reverse) and 0 at the first step. Every sequence of the batch
+   has the full length T: per-sample lengths are not supported (the recognizer pads its batches, and with a
+   bidirectional layer the padding is seen by the reverse direction first; keep it short). A stack of layers is one
+   call per layer, layer k's y being layer k+1's x; weights under PyTorch's names: ocr_lstm_params_add.
+   saved [D, T, N, 5H] receives, per step, the activated gates i, f, g, o and the cell state c, which the backward
+   needs with x and y; saved NULL (inference) uses scratch instead. Mixed precision: the GEMMs follow ocr_gemm's rule
+   (half-type inputs, fp32 accumulation); the gates, the cell state and every gradient sum stay fp32.
+   Backward through time accumulates dx and every weight gradient given (NULL skips one). CPU only for now: on a
+   CUDA context these return OCR_EUNSUPPORTED. */
+typedef struct {
+    int directions;                        /* 1, or 2 for bidirectional */
+    const ocr_tensor *w_ih[2], *w_hh[2];   /* per direction; [1] only with directions 2 */
+    const ocr_tensor *b_ih[2], *b_hh[2];   /* NULL: no bias (PyTorch's bias=False leaves out both) */
+} ocr_lstm_weights;
+typedef struct {
+    ocr_tensor *w_ih[2], *w_hh[2], *b_ih[2], *b_hh[2];   /* accumulated into; NULL skips one */
+} ocr_lstm_grads;
+/* y [T, N, D*H] and saved [D, T, N, 5H] for input x [T, N, I]; checks the weights' shapes */
+OCRDEF int ocr_nn_lstm_shapes(ocr_ctx *ctx, ocr_shape x, const ocr_lstm_weights *w, ocr_shape *y, ocr_shape *saved);
+OCRDEF int ocr_nn_lstm_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, ocr_tensor *y, ocr_tensor *saved);
+OCRDEF int ocr_nn_lstm_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, const ocr_tensor *y,
+                                const ocr_tensor *saved, const ocr_tensor *dy, ocr_tensor *dx, const ocr_lstm_grads *g);
+/* Adds layer `layer`'s parameters to P under torch.nn.LSTM's names after prefix ("rnn." and layer 1 give
+   "rnn.weight_ih_l1", "rnn.weight_hh_l1", "rnn.bias_ih_l1", "rnn.bias_hh_l1", then the same with "_reverse" when
+   directions is 2); index (may be NULL) receives their indexes in that order (4 or 8 of them). */
+OCRDEF int ocr_lstm_params_add(ocr_ctx *ctx, ocr_params *P, const char *prefix, int layer, int64_t input, int64_t hidden,
+                               int directions, int *index);
+
+/* log_softmax over the last axis (torch.log_softmax(x, dim=-1)), rows of any shape: y = x - max - log(sum exp(x - max)).
+   Finite x gives finite y: a value below -FLT_MAX (a row spanning more than float's range) is clamped there, where
+   torch gives -inf. y may alias x. Backward from the output: dx += dy - exp(y) * sum(dy) along the row; dx
+   must not overlap y or dy. */
+OCRDEF int ocr_nn_log_softmax_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
+OCRDEF int ocr_nn_log_softmax_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx);
 
 #ifdef OCR_CUDA
 /* ---- CUDA entry points (ocr_cuda.cu). The ocr_nn_* ops above validate their arguments and then call these when
@@ -760,6 +806,130 @@ static void ocr__ref_concat_backward(const ocr_tensor *dy, ocr_tensor *const *dx
             for (c = 0; c < dxs[i]->shape.dim[1]; c++)
                 for (p = 0; p < P; p++)
                     ((float *)dxs[i]->data)[(b * dxs[i]->shape.dim[1] + c) * P + p] += ((const float *)dy->data)[(b * Cy + off + c) * P + p];
+}
+
+/* torch.nn.LSTM, one layer, direction d (0 forward, 1 reverse) of D, gates i, f, g, o: for each step in the
+   direction's order and each sample n, a = b_ih + b_hh + W_ih x[t, n] + W_hh h_prev (h_prev = y[t-1] or y[t+1] in
+   this direction's columns, 0 at the first step); i, f, o = sigmoid, g = tanh; c = f c_prev + i g; h = o tanh(c).
+   sv [T, N, 5H] (the direction's part of saved) keeps the activated gates and c; y row stride D*H. */
+static void ocr__ref_lstm_forward(const float *x, int64_t T, int64_t N, int64_t I, int64_t H, int D, int d, const float *w_ih,
+                                  const float *w_hh, const float *b_ih, const float *b_hh, float *y, float *sv) {
+    int64_t s, n, r, k, DH = D * H;
+    for (s = 0; s < T; s++) {
+        int64_t t = d ? T - 1 - s : s, tp = d ? t + 1 : t - 1;
+        for (n = 0; n < N; n++) {
+            float *a = sv + (t * N + n) * 5 * H;
+            for (r = 0; r < 4 * H; r++) {
+                double acc = (b_ih ? b_ih[r] : 0.0) + (b_hh ? b_hh[r] : 0.0);
+                for (k = 0; k < I; k++) acc += (double)w_ih[r * I + k] * x[(t * N + n) * I + k];
+                if (s > 0)
+                    for (k = 0; k < H; k++) acc += (double)w_hh[r * H + k] * y[(tp * N + n) * DH + d * H + k];
+                a[r] = (float)acc;
+            }
+            for (k = 0; k < H; k++) {
+                double gi = 1.0 / (1.0 + exp(-(double)a[k])), gf = 1.0 / (1.0 + exp(-(double)a[H + k]));
+                double gg = tanh((double)a[2 * H + k]), go = 1.0 / (1.0 + exp(-(double)a[3 * H + k]));
+                double c_prev = s > 0 ? sv[(tp * N + n) * 5 * H + 4 * H + k] : 0.0, c = gf * c_prev + gi * gg;
+                a[k] = (float)gi; a[H + k] = (float)gf; a[2 * H + k] = (float)gg; a[3 * H + k] = (float)go;
+                a[4 * H + k] = (float)c;
+                y[(t * N + n) * DH + d * H + k] = (float)(go * tanh(c));
+            }
+        }
+    }
+}
+
+/* Its backward through time, from the saved gates and cells: with dh = dy[t] + the recurrent gradient and dc the
+   cell gradient carried from the later step,
+       dc += dh o (1 - tanh(c)^2);  da_i = dc g i (1-i), da_f = dc c_prev f (1-f), da_g = dc i (1-g^2),
+       da_o = dh tanh(c) o (1-o);   dc_prev = dc f,  dh_prev = W_hh^T da
+   then dx += W_ih^T da, dW_ih += da x^T, dW_hh += da h_prev^T, db_ih and db_hh += da (sums over steps and samples).
+   Scratch: da [T, N, 4H], dh and dc [N, H]. */
+static void ocr__ref_lstm_backward(const float *x, int64_t T, int64_t N, int64_t I, int64_t H, int D, int d, const float *w_ih,
+                                   const float *w_hh, const float *y, const float *sv, const float *dy, float *dx, float *dw_ih,
+                                   float *dw_hh, float *db_ih, float *db_hh, float *da, float *dh, float *dc) {
+    int64_t s, n, r, k, t, DH = D * H;
+    for (k = 0; k < N * H; k++) dh[k] = dc[k] = 0.0f;
+    for (s = T - 1; s >= 0; s--) {
+        int64_t tp;
+        t = d ? T - 1 - s : s;
+        tp = d ? t + 1 : t - 1;
+        for (n = 0; n < N; n++) {
+            const float *g = sv + (t * N + n) * 5 * H;
+            float *dat = da + (t * N + n) * 4 * H;
+            for (k = 0; k < H; k++) {
+                double gi = g[k], gf = g[H + k], gg = g[2 * H + k], go = g[3 * H + k], tc = tanh((double)g[4 * H + k]);
+                double c_prev = s > 0 ? sv[(tp * N + n) * 5 * H + 4 * H + k] : 0.0;
+                double dht = (double)dh[n * H + k] + dy[(t * N + n) * DH + d * H + k];
+                double dct = (double)dc[n * H + k] + dht * go * (1.0 - tc * tc);
+                dat[k] = (float)(dct * gg * gi * (1.0 - gi));
+                dat[H + k] = (float)(dct * c_prev * gf * (1.0 - gf));
+                dat[2 * H + k] = (float)(dct * gi * (1.0 - gg * gg));
+                dat[3 * H + k] = (float)(dht * tc * go * (1.0 - go));
+                dc[n * H + k] = (float)(dct * gf);
+            }
+        }
+        if (s > 0)
+            for (n = 0; n < N; n++)
+                for (k = 0; k < H; k++) {
+                    double acc = 0.0;
+                    for (r = 0; r < 4 * H; r++) acc += (double)da[(t * N + n) * 4 * H + r] * w_hh[r * H + k];
+                    dh[n * H + k] = (float)acc;
+                }
+    }
+    if (dx)
+        for (t = 0; t < T * N; t++)
+            for (k = 0; k < I; k++) {
+                double acc = 0.0;
+                for (r = 0; r < 4 * H; r++) acc += (double)da[t * 4 * H + r] * w_ih[r * I + k];
+                dx[t * I + k] += (float)acc;
+            }
+    for (r = 0; r < 4 * H; r++) {
+        double bsum = 0.0;
+        for (t = 0; t < T * N; t++) bsum += da[t * 4 * H + r];
+        if (db_ih) db_ih[r] += (float)bsum;
+        if (db_hh) db_hh[r] += (float)bsum;
+        if (dw_ih)
+            for (k = 0; k < I; k++) {
+                double acc = 0.0;
+                for (t = 0; t < T * N; t++) acc += (double)da[t * 4 * H + r] * x[t * I + k];
+                dw_ih[r * I + k] += (float)acc;
+            }
+        if (dw_hh)
+            for (k = 0; k < H; k++) {
+                double acc = 0.0;
+                for (s = 1; s < T; s++) {
+                    int64_t ts = d ? T - 1 - s : s, tp = d ? ts + 1 : ts - 1;
+                    for (n = 0; n < N; n++) acc += (double)da[(ts * N + n) * 4 * H + r] * y[(tp * N + n) * DH + d * H + k];
+                }
+                dw_hh[r * H + k] += (float)acc;
+            }
+    }
+}
+
+/* torch.log_softmax(x, dim=-1) on rows of C: y = x - m - log(sum exp(x - m)), m the row's maximum (y may be x); a
+   value below -FLT_MAX (a row spanning more than float's range) is clamped there instead of becoming -inf */
+static void ocr__ref_log_softmax_forward(const float *x, float *y, int64_t rows, int64_t C) {
+    int64_t r, c;
+    for (r = 0; r < rows; r++) {
+        const float *xr = x + r * C;
+        double m = xr[0], s = 0.0, lse;
+        for (c = 1; c < C; c++) if (xr[c] > m) m = xr[c];
+        for (c = 0; c < C; c++) s += exp((double)xr[c] - m);
+        lse = m + log(s);
+        for (c = 0; c < C; c++) {
+            double v = (double)xr[c] - lse;
+            y[r * C + c] = v < -FLT_MAX ? -FLT_MAX : (float)v;
+        }
+    }
+}
+/* its backward from the output: dx += dy - exp(y) * sum(dy) per row */
+static void ocr__ref_log_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int64_t C) {
+    int64_t r, c;
+    for (r = 0; r < rows; r++) {
+        double s = 0.0;
+        for (c = 0; c < C; c++) s += dy[r * C + c];
+        for (c = 0; c < C; c++) dx[r * C + c] += (float)((double)dy[r * C + c] - exp((double)y[r * C + c]) * s);
+    }
 }
 
 /* ---------------------------------------------------------------- mixed precision: inputs rounded at the op */
@@ -6177,6 +6347,397 @@ OCRDEF int ocr_grad_scaler_from_meta(ocr_ctx *ctx, ocr_grad_scaler *sc, const oc
     sc->growth_tracker = (int)tracker;
     sc->skipped = skipped;
     return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- sequence ops: LSTM, log-softmax */
+
+/* Compared as integers: ordering pointers into different objects is undefined in C. */
+static int ocr__seq_overlap(const ocr_tensor *a, const ocr_tensor *b) {
+    uintptr_t a0, b0;
+    if (!a || !b || !a->data || !b->data) return 0;
+    a0 = (uintptr_t)a->data;
+    b0 = (uintptr_t)b->data;
+    return a0 < b0 + ocr_tensor_bytes(b) && b0 < a0 + ocr_tensor_bytes(a);
+}
+static int ocr__seq_refuse_overlap(ocr_ctx *ctx, const char *fn, const ocr_tensor *out, const ocr_tensor *other) {
+    char d[200], e[200];
+    if (!ocr__seq_overlap(out, other)) return OCR_OK;
+    return ocr_error(ctx, OCR_EINVAL, "%s: tensor %s shares memory with tensor %s", fn, ocr_tensor_describe(out, d, sizeof d),
+                     ocr_tensor_describe(other, e, sizeof e));
+}
+static int ocr__seq_cpu_only(ocr_ctx *ctx, const char *fn) {
+    if (ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: runs on the CPU only in this version (context device %s has no kernel yet)", fn,
+                         ocr_device_name(ctx->device));
+    return OCR_OK;
+}
+
+typedef struct { int64_t T, N, I, H; int D; } ocr__lstm_dims;
+
+/* x's shape and every weight's, against each other; a NULL tensor the direction count needs is named */
+static int ocr__lstm_check_shapes(ocr_ctx *ctx, const char *fn, ocr_shape x, const ocr_lstm_weights *w, ocr__lstm_dims *dm) {
+    static const char *const slot[2] = {"", " (the _reverse direction)"};
+    char xs[96];
+    int d, rc;
+    if (!w) return ocr_error(ctx, OCR_EINVAL, "%s: weights are NULL", fn);
+    if (w->directions != 1 && w->directions != 2)
+        return ocr_error(ctx, OCR_EINVAL, "%s: directions = %d, must be 1 or 2", fn, w->directions);
+    if (x.ndim != 3 || x.dim[0] < 1 || x.dim[1] < 1 || x.dim[2] < 1)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: input shape %s, expected [T, N, I] with T, N, I >= 1 (sequence first)", fn,
+                         ocr_shape_str(x, xs, sizeof xs));
+    if (!w->w_hh[0]) return ocr_error(ctx, OCR_EINVAL, "%s: w_hh[0] is NULL", fn);
+    if ((rc = ocr_check_f32(ctx, fn, w->w_hh[0]))) return rc;
+    if (w->w_hh[0]->shape.ndim != 2 || w->w_hh[0]->shape.dim[1] < 1 || w->w_hh[0]->shape.dim[0] != 4 * w->w_hh[0]->shape.dim[1])
+        return ocr_error(ctx, OCR_ESHAPE, "%s: tensor %s must be [4H, H]", fn, ocr_tensor_describe(w->w_hh[0], xs, sizeof xs));
+    dm->T = x.dim[0]; dm->N = x.dim[1]; dm->I = x.dim[2]; dm->H = w->w_hh[0]->shape.dim[1]; dm->D = w->directions;
+    for (d = 0; d < dm->D; d++) {
+        const ocr_tensor *need[2];
+        int i;
+        need[0] = w->w_ih[d]; need[1] = w->w_hh[d];
+        for (i = 0; i < 2; i++)
+            if (!need[i]) return ocr_error(ctx, OCR_EINVAL, "%s: %s[%d] is NULL%s", fn, i ? "w_hh" : "w_ih", d, slot[d]);
+        if ((rc = ocr_check_f32(ctx, fn, w->w_ih[d])) || (rc = ocr_check_shape(ctx, fn, w->w_ih[d], ocr_shape2(4 * dm->H, dm->I))) ||
+            (rc = ocr_check_f32(ctx, fn, w->w_hh[d])) || (rc = ocr_check_shape(ctx, fn, w->w_hh[d], ocr_shape2(4 * dm->H, dm->H))))
+            return rc;
+        if (w->b_ih[d] && ((rc = ocr_check_f32(ctx, fn, w->b_ih[d])) || (rc = ocr_check_shape(ctx, fn, w->b_ih[d], ocr_shape1(4 * dm->H)))))
+            return rc;
+        if (w->b_hh[d] && ((rc = ocr_check_f32(ctx, fn, w->b_hh[d])) || (rc = ocr_check_shape(ctx, fn, w->b_hh[d], ocr_shape1(4 * dm->H)))))
+            return rc;
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_nn_lstm_shapes(ocr_ctx *ctx, ocr_shape x, const ocr_lstm_weights *w, ocr_shape *y, ocr_shape *saved) {
+    ocr__lstm_dims dm;
+    int rc = ocr__lstm_check_shapes(ctx, "ocr_nn_lstm_shapes", x, w, &dm);
+    if (rc) return rc;
+    if (y) *y = ocr_shape3(dm.T, dm.N, dm.D * dm.H);
+    if (saved) *saved = ocr_shape4(dm.D, dm.T, dm.N, 5 * dm.H);
+    return OCR_OK;
+}
+
+static const float *ocr__f32_or_null(const ocr_tensor *t) { return t ? (const float *)t->data : NULL; }
+static float *ocr__f32_mut_or_null(ocr_tensor *t) { return t ? (float *)t->data : NULL; }
+
+/* One step's pointwise part on rows [begin, end) of the batch: the gate pre-activations in sv (input projection plus
+   recurrent term; the biases are added here) become the activated gates, then c and h. */
+typedef struct {
+    float *sv;                      /* this step's rows [N, 5H] */
+    const float *c_prev;            /* the previous step's rows (c at column 4H), NULL at the first step */
+    const float *b_ih, *b_hh;
+    float *y;                       /* this step's rows, this direction's columns; row stride ldy */
+    int64_t H, ldy;
+} ocr__lstm_fwd_job;
+
+static float ocr__seq_sigmoid(float a) {   /* exp of a non-positive number only */
+    float z = expf(-fabsf(a));
+    return a >= 0.0f ? 1.0f / (1.0f + z) : z / (1.0f + z);
+}
+
+static void ocr__lstm_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__lstm_fwd_job *j = (const ocr__lstm_fwd_job *)arg;
+    int64_t n, k, H = j->H;
+    (void)tid;
+    for (n = begin; n < end; n++) {
+        float *a = j->sv + n * 5 * H, *h = j->y + n * j->ldy;
+        const float *cp = j->c_prev ? j->c_prev + n * 5 * H + 4 * H : NULL;
+        for (k = 0; k < H; k++) {
+            float ai = a[k], af = a[H + k], ag = a[2 * H + k], ao = a[3 * H + k], gi, gf, gg, go, c;
+            if (j->b_ih) { ai += j->b_ih[k]; af += j->b_ih[H + k]; ag += j->b_ih[2 * H + k]; ao += j->b_ih[3 * H + k]; }
+            if (j->b_hh) { ai += j->b_hh[k]; af += j->b_hh[H + k]; ag += j->b_hh[2 * H + k]; ao += j->b_hh[3 * H + k]; }
+            gi = ocr__seq_sigmoid(ai); gf = ocr__seq_sigmoid(af); gg = tanhf(ag); go = ocr__seq_sigmoid(ao);
+            c = (cp ? gf * cp[k] : 0.0f) + gi * gg;
+            a[k] = gi; a[H + k] = gf; a[2 * H + k] = gg; a[3 * H + k] = go; a[4 * H + k] = c;
+            h[k] = go * tanhf(c);
+        }
+    }
+}
+
+/* Rows per dispatch so that a piece has some 8K gate values: small batches stay on one thread. */
+static int64_t ocr__lstm_min_rows(int64_t H) { return (8192 + 4 * H - 1) / (4 * H); }
+
+/* One direction on the fast path: every step's input projection in one GEMM, then per step the recurrent GEMM
+   (h_prev W_hh^T added to the step's rows) and the pointwise part. */
+static int ocr__lstm_forward_dir(ocr_ctx *ctx, const ocr__lstm_dims *dm, int d, const float *x, const float *w_ih, const float *w_hh,
+                                 const float *b_ih, const float *b_hh, float *y, float *sv) {
+    int64_t T = dm->T, N = dm->N, H = dm->H, DH = dm->D * H, s;
+    int rc;
+    if ((rc = ocr_gemm(ctx, 0, 1, T * N, 4 * H, dm->I, 1.0f, x, dm->I, w_ih, dm->I, 0.0f, sv, 5 * H))) return rc;
+    for (s = 0; s < T; s++) {
+        int64_t t = d ? T - 1 - s : s, tp = d ? t + 1 : t - 1;
+        ocr__lstm_fwd_job j;
+        if (s > 0 &&
+            (rc = ocr_gemm(ctx, 0, 1, N, 4 * H, H, 1.0f, y + tp * N * DH + d * H, DH, w_hh, H, 1.0f, sv + t * N * 5 * H, 5 * H)))
+            return rc;
+        j.sv = sv + t * N * 5 * H; j.c_prev = s > 0 ? sv + tp * N * 5 * H : NULL;
+        j.b_ih = b_ih; j.b_hh = b_hh; j.y = y + t * N * DH + d * H; j.H = H; j.ldy = DH;
+        ocr_parallel_for(ctx, N, ocr__lstm_min_rows(H), ocr__lstm_fwd_part, &j);
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_nn_lstm_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, ocr_tensor *y, ocr_tensor *saved) {
+    const char *fn = "ocr_nn_lstm_forward";
+    ocr__lstm_dims dm;
+    float *scratch = NULL;
+    int rc, d;
+    if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr__lstm_check_shapes(ctx, fn, x->shape, w, &dm))) return rc;
+    if (!y) return ocr_error(ctx, OCR_EINVAL, "%s: output y is NULL", fn);
+    if ((rc = ocr_check_f32(ctx, fn, y)) || (rc = ocr_check_shape(ctx, fn, y, ocr_shape3(dm.T, dm.N, dm.D * dm.H)))) return rc;
+    if (saved && ((rc = ocr_check_f32(ctx, fn, saved)) || (rc = ocr_check_shape(ctx, fn, saved, ocr_shape4(dm.D, dm.T, dm.N, 5 * dm.H)))))
+        return rc;
+    if ((rc = ocr__seq_refuse_overlap(ctx, fn, y, x)) || (rc = ocr__seq_refuse_overlap(ctx, fn, saved, x)) ||
+        (rc = ocr__seq_refuse_overlap(ctx, fn, saved, y)))
+        return rc;
+    if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
+    if (!saved) {   /* inference: one direction's gates and cells at a time */
+        size_t bytes;
+        if (!ocr_size_mul((size_t)(dm.T * dm.N), (size_t)(5 * dm.H) * sizeof(float), &bytes))
+            return ocr_error(ctx, OCR_EOVERFLOW, "%s: T*N*5H too large", fn);
+        if (!(scratch = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, bytes))) return ctx->last_status;
+    }
+    for (d = 0; d < dm.D; d++) {
+        float *sv = saved ? (float *)saved->data + (int64_t)d * dm.T * dm.N * 5 * dm.H : scratch;
+        const float *w_ih = (const float *)w->w_ih[d]->data, *w_hh = (const float *)w->w_hh[d]->data;
+        const float *b_ih = ocr__f32_or_null(w->b_ih[d]), *b_hh = ocr__f32_or_null(w->b_hh[d]);
+        if (ocr__use_ref(ctx))
+            ocr__ref_lstm_forward((const float *)x->data, dm.T, dm.N, dm.I, dm.H, dm.D, d, w_ih, w_hh, b_ih, b_hh, (float *)y->data, sv);
+        else if ((rc = ocr__lstm_forward_dir(ctx, &dm, d, (const float *)x->data, w_ih, w_hh, b_ih, b_hh, (float *)y->data, sv)))
+            return rc;
+    }
+    if ((rc = ocr__watch(ctx, fn, "forward", y))) return rc;
+    return ocr__watch(ctx, fn, "forward", saved);
+}
+
+/* One step's pointwise backward on rows [begin, end): da from dh (the recurrent part, in place) + dy and the carried dc */
+typedef struct {
+    const float *sv, *c_prev;       /* this step's and the previous step's saved rows (c_prev NULL at the first step) */
+    const float *dy, *dh;           /* dy: this step's rows, this direction's columns, stride ldy; dh [N, H] */
+    float *dc, *da;                 /* dc [N, H] carried in place; da: this step's rows [N, 4H] */
+    int64_t H, ldy;
+} ocr__lstm_bwd_job;
+
+static void ocr__lstm_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__lstm_bwd_job *j = (const ocr__lstm_bwd_job *)arg;
+    int64_t n, k, H = j->H;
+    (void)tid;
+    for (n = begin; n < end; n++) {
+        const float *g = j->sv + n * 5 * H, *cp = j->c_prev ? j->c_prev + n * 5 * H + 4 * H : NULL, *dy = j->dy + n * j->ldy;
+        const float *dh = j->dh ? j->dh + n * H : NULL;
+        float *dc = j->dc + n * H, *da = j->da + n * 4 * H;
+        for (k = 0; k < H; k++) {
+            float gi = g[k], gf = g[H + k], gg = g[2 * H + k], go = g[3 * H + k], tc = tanhf(g[4 * H + k]);
+            float dht = (dh ? dh[k] : 0.0f) + dy[k], dct = dc[k] + dht * go * (1.0f - tc * tc);
+            da[k] = dct * gg * gi * (1.0f - gi);
+            da[H + k] = cp ? dct * cp[k] * gf * (1.0f - gf) : 0.0f;
+            da[2 * H + k] = dct * gi * (1.0f - gg * gg);
+            da[3 * H + k] = dht * tc * go * (1.0f - go);
+            dc[k] = dct * gf;
+        }
+    }
+}
+
+/* db += the column sums of da [rows, 4H] over columns [begin, end), in double, the same order on any thread count */
+typedef struct { const float *da; int64_t rows, cols; float *db_ih, *db_hh; } ocr__lstm_bias_job;
+static void ocr__lstm_bias_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__lstm_bias_job *j = (const ocr__lstm_bias_job *)arg;
+    int64_t r, c;
+    (void)tid;
+    for (c = begin; c < end; c++) {
+        double s = 0.0;
+        for (r = 0; r < j->rows; r++) s += j->da[r * j->cols + c];
+        if (j->db_ih) j->db_ih[c] += (float)s;
+        if (j->db_hh) j->db_hh[c] += (float)s;
+    }
+}
+
+static int ocr__lstm_backward_dir(ocr_ctx *ctx, const ocr__lstm_dims *dm, int d, const float *x, const float *w_ih, const float *w_hh,
+                                  const float *y, const float *sv, const float *dy, float *dx, float *dw_ih, float *dw_hh, float *db_ih,
+                                  float *db_hh, float *da, float *dh, float *dc) {
+    int64_t T = dm->T, N = dm->N, I = dm->I, H = dm->H, DH = dm->D * H, s;
+    int rc;
+    memset(dc, 0, (size_t)(N * H) * sizeof(float));
+    for (s = T - 1; s >= 0; s--) {
+        int64_t t = d ? T - 1 - s : s, tp = d ? t + 1 : t - 1;
+        ocr__lstm_bwd_job j;
+        j.sv = sv + t * N * 5 * H; j.c_prev = s > 0 ? sv + tp * N * 5 * H : NULL;
+        j.dy = dy + t * N * DH + d * H; j.dh = s < T - 1 ? dh : NULL; j.dc = dc; j.da = da + t * N * 4 * H;
+        j.H = H; j.ldy = DH;
+        ocr_parallel_for(ctx, N, ocr__lstm_min_rows(H), ocr__lstm_bwd_part, &j);
+        if (s > 0 && (rc = ocr_gemm(ctx, 0, 0, N, H, 4 * H, 1.0f, j.da, 4 * H, w_hh, H, 0.0f, dh, H))) return rc;
+    }
+    if (dx && (rc = ocr_gemm(ctx, 0, 0, T * N, I, 4 * H, 1.0f, da, 4 * H, w_ih, I, 1.0f, dx, I))) return rc;
+    if (dw_ih && (rc = ocr_gemm(ctx, 1, 0, 4 * H, I, T * N, 1.0f, da, 4 * H, x, I, 1.0f, dw_ih, I))) return rc;
+    /* h_prev of step t is y[t-1] (forward) or y[t+1] (reverse): the da rows of steps 1.. against y shifted by one step */
+    if (dw_hh && T > 1 &&
+        (rc = ocr_gemm(ctx, 1, 0, 4 * H, H, (T - 1) * N, 1.0f, d ? da : da + N * 4 * H, 4 * H, d ? y + N * DH + d * H : y + d * H, DH,
+                       1.0f, dw_hh, H)))
+        return rc;
+    if (db_ih || db_hh) {
+        ocr__lstm_bias_job b;
+        b.da = da; b.rows = T * N; b.cols = 4 * H; b.db_ih = db_ih; b.db_hh = db_hh;
+        ocr_parallel_for(ctx, 4 * H, 16, ocr__lstm_bias_part, &b);
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_nn_lstm_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, const ocr_tensor *y,
+                                const ocr_tensor *saved, const ocr_tensor *dy, ocr_tensor *dx, const ocr_lstm_grads *g) {
+    const char *fn = "ocr_nn_lstm_backward";
+    static const ocr_lstm_grads none = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
+    ocr__lstm_dims dm;
+    float *da, *dh, *dc;
+    size_t da_bytes, dhc_bytes;
+    int rc, d, i;
+    if (!g) g = &none;
+    if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr__lstm_check_shapes(ctx, fn, x->shape, w, &dm))) return rc;
+    if (!y || !saved || !dy) return ocr_error(ctx, OCR_EINVAL, "%s: y, saved and dy are required (%s is NULL)", fn, !y ? "y" : !saved ? "saved" : "dy");
+    if ((rc = ocr_check_f32(ctx, fn, y)) || (rc = ocr_check_shape(ctx, fn, y, ocr_shape3(dm.T, dm.N, dm.D * dm.H))) ||
+        (rc = ocr_check_f32(ctx, fn, dy)) || (rc = ocr_check_shape(ctx, fn, dy, y->shape)) ||
+        (rc = ocr_check_f32(ctx, fn, saved)) || (rc = ocr_check_shape(ctx, fn, saved, ocr_shape4(dm.D, dm.T, dm.N, 5 * dm.H))))
+        return rc;
+    if (dx) {
+        const ocr_tensor *other[4];
+        other[0] = x; other[1] = y; other[2] = saved; other[3] = dy;
+        if ((rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_shape(ctx, fn, dx, x->shape))) return rc;
+        for (i = 0; i < 4; i++) if ((rc = ocr__seq_refuse_overlap(ctx, fn, dx, other[i]))) return rc;
+    }
+    for (d = 0; d < dm.D; d++) {
+        ocr_tensor *gr[4];
+        const ocr_tensor *wt[4];
+        gr[0] = g->w_ih[d]; gr[1] = g->w_hh[d]; gr[2] = g->b_ih[d]; gr[3] = g->b_hh[d];
+        wt[0] = w->w_ih[d]; wt[1] = w->w_hh[d]; wt[2] = w->b_ih[d]; wt[3] = w->b_hh[d];
+        for (i = 0; i < 4; i++) {
+            if (!gr[i]) continue;
+            if (i >= 2 && !wt[i])
+                return ocr_error(ctx, OCR_EINVAL, "%s: gradient '%s' given for a bias the weights do not have (direction %d)", fn,
+                                 gr[i]->name, d);
+            if ((rc = ocr_check_f32(ctx, fn, gr[i])) || (rc = ocr_check_shape(ctx, fn, gr[i], wt[i]->shape)) ||
+                (rc = ocr__seq_refuse_overlap(ctx, fn, gr[i], wt[i])))
+                return rc;
+        }
+    }
+    if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
+    if (!ocr_size_mul((size_t)(dm.T * dm.N), (size_t)(4 * dm.H) * sizeof(float), &da_bytes) ||
+        !ocr_size_mul((size_t)(dm.N * dm.H), 2 * sizeof(float), &dhc_bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "%s: T*N*4H too large", fn);
+    if (!(da = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, da_bytes)) || !(dh = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP1, dhc_bytes)))
+        return ctx->last_status;
+    dc = dh + dm.N * dm.H;
+    for (d = 0; d < dm.D; d++) {
+        const float *sv = (const float *)saved->data + (int64_t)d * dm.T * dm.N * 5 * dm.H;
+        const float *w_ih = (const float *)w->w_ih[d]->data, *w_hh = (const float *)w->w_hh[d]->data;
+        float *dw_ih = ocr__f32_mut_or_null(g->w_ih[d]), *dw_hh = ocr__f32_mut_or_null(g->w_hh[d]);
+        float *db_ih = ocr__f32_mut_or_null(g->b_ih[d]), *db_hh = ocr__f32_mut_or_null(g->b_hh[d]);
+        if (ocr__use_ref(ctx))
+            ocr__ref_lstm_backward((const float *)x->data, dm.T, dm.N, dm.I, dm.H, dm.D, d, w_ih, w_hh, (const float *)y->data, sv,
+                                   (const float *)dy->data, ocr__f32_mut_or_null(dx), dw_ih, dw_hh, db_ih, db_hh, da, dh, dc);
+        else if ((rc = ocr__lstm_backward_dir(ctx, &dm, d, (const float *)x->data, w_ih, w_hh, (const float *)y->data, sv,
+                                              (const float *)dy->data, ocr__f32_mut_or_null(dx), dw_ih, dw_hh, db_ih, db_hh, da, dh, dc)))
+            return rc;
+    }
+    if ((rc = ocr__watch(ctx, fn, "backward", dx))) return rc;
+    for (d = 0; d < dm.D; d++)
+        if ((rc = ocr__watch(ctx, fn, "backward", g->w_ih[d])) || (rc = ocr__watch(ctx, fn, "backward", g->w_hh[d])) ||
+            (rc = ocr__watch(ctx, fn, "backward", g->b_ih[d])) || (rc = ocr__watch(ctx, fn, "backward", g->b_hh[d])))
+            return rc;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_lstm_params_add(ocr_ctx *ctx, ocr_params *P, const char *prefix, int layer, int64_t input, int64_t hidden,
+                               int directions, int *index) {
+    static const char *const kind[4] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
+    char name[OCR_NAME_MAX];
+    int d, i, rc;
+    if (directions != 1 && directions != 2)
+        return ocr_error(ctx, OCR_EINVAL, "ocr_lstm_params_add: directions = %d, must be 1 or 2", directions);
+    if (input < 1 || hidden < 1 || layer < 0)
+        return ocr_error(ctx, OCR_EINVAL, "ocr_lstm_params_add: input %lld, hidden %lld, layer %d (sizes must be >= 1)",
+                         (long long)input, (long long)hidden, layer);
+    for (d = 0; d < directions; d++)
+        for (i = 0; i < 4; i++) {
+            ocr_shape s = i == 0 ? ocr_shape2(4 * hidden, input) : i == 1 ? ocr_shape2(4 * hidden, hidden) : ocr_shape1(4 * hidden);
+            int n = snprintf(name, sizeof name, "%s%s_l%d%s", prefix ? prefix : "", kind[i], layer, d ? "_reverse" : "");
+            if (n < 0 || (size_t)n >= sizeof name)
+                return ocr_error(ctx, OCR_EINVAL, "ocr_lstm_params_add: prefix '%s' makes a name longer than %d bytes", prefix,
+                                 OCR_NAME_MAX - 1);
+            if ((rc = ocr_params_add(ctx, P, name, s, 1, index ? &index[d * 4 + i] : NULL))) return rc;
+        }
+    return OCR_OK;
+}
+
+/* log_softmax on rows [begin, end): the maximum, the sum of exp in double, then y */
+typedef struct { const float *x, *dy; float *y; int64_t C; } ocr__lsm_job;
+static void ocr__lsm_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__lsm_job *j = (const ocr__lsm_job *)arg;
+    int64_t r, c, C = j->C;
+    (void)tid;
+    for (r = begin; r < end; r++) {
+        const float *x = j->x + r * C;
+        float *y = j->y + r * C, m = x[0], lse;
+        double s = 0.0;
+        for (c = 1; c < C; c++) m = x[c] > m ? x[c] : m;
+        for (c = 0; c < C; c++) s += expf(x[c] - m);
+        lse = m + (float)log(s);
+        for (c = 0; c < C; c++) {
+            float v = x[c] - lse;
+            y[c] = v < -FLT_MAX ? -FLT_MAX : v;
+        }
+    }
+}
+static void ocr__lsm_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__lsm_job *j = (const ocr__lsm_job *)arg;
+    int64_t r, c, C = j->C;
+    (void)tid;
+    for (r = begin; r < end; r++) {
+        const float *y = j->x + r * C, *dy = j->dy + r * C;
+        float *dx = j->y + r * C, sf;
+        double s = 0.0;
+        for (c = 0; c < C; c++) s += dy[c];
+        sf = (float)s;
+        for (c = 0; c < C; c++) dx[c] += dy[c] - expf(y[c]) * sf;
+    }
+}
+
+static int ocr__lsm_rows(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, int64_t *rows, int64_t *C) {
+    char d[200];
+    *C = t->shape.ndim ? t->shape.dim[t->shape.ndim - 1] : 1;
+    if (*C < 1) return ocr_error(ctx, OCR_ESHAPE, "%s: tensor %s has no classes along its last axis", fn, ocr_tensor_describe(t, d, sizeof d));
+    *rows = ocr_tensor_numel(t) / *C;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_nn_log_softmax_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y) {
+    const char *fn = "ocr_nn_log_softmax_forward";
+    int64_t rows, C;
+    int rc;
+    if ((rc = ocr__check_pair(ctx, fn, x, y)) || (rc = ocr__lsm_rows(ctx, fn, x, &rows, &C))) return rc;
+    if (x->data != y->data && (rc = ocr__seq_refuse_overlap(ctx, fn, y, x))) return rc;
+    if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
+    if (ocr__use_ref(ctx)) ocr__ref_log_softmax_forward((const float *)x->data, (float *)y->data, rows, C);
+    else {
+        ocr__lsm_job j;
+        j.x = (const float *)x->data; j.dy = NULL; j.y = (float *)y->data; j.C = C;
+        ocr_parallel_for(ctx, rows, (8192 + C - 1) / C, ocr__lsm_fwd_part, &j);
+    }
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_log_softmax_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx) {
+    const char *fn = "ocr_nn_log_softmax_backward";
+    int64_t rows, C;
+    int rc;
+    if ((rc = ocr__check_pair(ctx, fn, y, dy)) || (rc = ocr__check_pair(ctx, fn, y, dx)) || (rc = ocr__lsm_rows(ctx, fn, y, &rows, &C)))
+        return rc;
+    if ((rc = ocr__seq_refuse_overlap(ctx, fn, dx, y)) || (rc = ocr__seq_refuse_overlap(ctx, fn, dx, dy))) return rc;
+    if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
+    if (ocr__use_ref(ctx)) ocr__ref_log_softmax_backward((const float *)y->data, (const float *)dy->data, (float *)dx->data, rows, C);
+    else {
+        ocr__lsm_job j;
+        j.x = (const float *)y->data; j.dy = (const float *)dy->data; j.y = (float *)dx->data; j.C = C;
+        ocr_parallel_for(ctx, rows, (8192 + C - 1) / C, ocr__lsm_bwd_part, &j);
+    }
+    return ocr__watch(ctx, fn, "backward", dx);
 }
 
 #ifdef __cplusplus

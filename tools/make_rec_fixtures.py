@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Reference fixtures for tests/test_rec_ops.c: PyTorch's nn.LSTM, F.log_softmax and F.ctc_loss.
+
+Run from the repository root:  /usr/bin/python3 tools/make_rec_fixtures.py
+Writes tests/fixtures/rec/{lstm,log_softmax,ctc}.safetensors. As tools/make_fixtures.py: inputs drawn in float64,
+rounded to float32 (what the C test reads) and computed on in float64, so what is left between the two sides is
+ocr-c's float32 arithmetic. Tensors "case<k>.<name>", metadata "cases" and "case<k>.<key>". Deterministic (a fixed
+seed per file).
+"""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ocr_st  # noqa: E402
+
+OUT = os.path.join("tests", "fixtures", "rec")
+torch.set_default_dtype(torch.float64)
+
+
+def f32(t):
+    return t.float().double()
+
+
+def randn(*shape, scale=1.0, shift=0.0):
+    return f32(torch.randn(*shape) * scale + shift)
+
+
+class Fixture:
+    def __init__(self, name, seed):
+        self.name, self.tensors, self.meta, self.cases = name, {}, {}, 0
+        torch.manual_seed(seed)
+
+    def case(self, config, tensors):
+        k = self.cases
+        for key, v in config.items():
+            self.meta["case%d.%s" % (k, key)] = repr(v) if isinstance(v, float) else str(int(v))
+        for key, t in tensors.items():
+            self.tensors["case%d.%s" % (k, key)] = t.detach()
+        self.cases += 1
+
+    def save(self):
+        self.meta["cases"] = str(self.cases)
+        os.makedirs(OUT, exist_ok=True)
+        ocr_st.save(os.path.join(OUT, self.name + ".safetensors"), self.tensors, self.meta)
+
+
+def lstm():
+    """nn.LSTM (sequence first) of several layers; per layer its output (the next layer's input), the final output,
+    dx and every parameter's gradient for a random dy."""
+    fx = Fixture("lstm", 11)
+    # T, N, I, H, layers, bidirectional, bias
+    for T, N, I, H, layers, bidir, bias in [(6, 3, 4, 5, 2, True, True), (5, 2, 3, 4, 1, False, True),
+                                            (4, 2, 3, 3, 1, True, False), (1, 2, 3, 2, 1, True, True)]:
+        m = torch.nn.LSTM(I, H, num_layers=layers, bidirectional=bidir, bias=bias)
+        with torch.no_grad():
+            for p in m.parameters():
+                p.copy_(f32(p * 1.5))   # a little beyond the default range, so the gates leave their linear part
+        x = randn(T, N, I).requires_grad_(True)
+        y, _ = m(x)
+        dy = randn(*y.shape)
+        y.backward(dy)
+        t = {"x": x, "y": y, "dy": dy, "dx": x.grad}
+        # each layer's output alone: the input of the next layer, so that a layer is checked on exact inputs
+        h = x.detach()
+        for k in range(layers):
+            sub = torch.nn.LSTM(h.shape[2], H, num_layers=1, bidirectional=bidir, bias=bias)
+            with torch.no_grad():
+                for name, p in sub.named_parameters():
+                    p.copy_(getattr(m, name.replace("_l0", "_l%d" % k)))
+            h, _ = sub(h)
+            t["y_l%d" % k] = h.detach()
+            h = f32(h.detach())
+            t["x_l%d" % (k + 1)] = h   # float32-rounded, as the C side passes it on
+        for name, p in m.named_parameters():
+            t[name] = p
+            t["grad." + name] = p.grad
+        fx.case({"T": T, "N": N, "I": I, "H": H, "layers": layers, "directions": 2 if bidir else 1, "bias": bias}, t)
+    fx.save()
+
+
+def log_softmax():
+    fx = Fixture("log_softmax", 12)
+    for shape, scale, shift in [((4, 3, 7), 1.0, 0.0), ((3, 2, 11), 30.0, 500.0), ((5, 37), 3.0, -80.0)]:
+        x = randn(*shape, scale=scale, shift=shift).requires_grad_(True)
+        y = F.log_softmax(x, dim=-1)
+        dy = randn(*shape)
+        y.backward(dy)
+        fx.case({"scale": scale}, {"x": x, "y": y, "dy": dy, "dx": x.grad})
+    fx.save()
+
+
+def ctc():
+    """F.ctc_loss on log_softmax outputs rounded to float32 (the values the C side reads), blank 0."""
+    fx = Fixture("ctc", 13)
+
+    def case(T, C, targets, input_lengths, reduction, blank_boost=0.0, zero_infinity=False, scale=1.0):
+        N = len(targets)
+        logits = randn(T, N, C, scale=scale)
+        logits[:, :, 0] += blank_boost
+        lp = f32(F.log_softmax(logits, dim=-1)).requires_grad_(True)
+        flat = torch.tensor([c for t in targets for c in t], dtype=torch.int32)
+        tl = torch.tensor([len(t) for t in targets], dtype=torch.int32)
+        il = torch.tensor(input_lengths, dtype=torch.int32)
+        loss = F.ctc_loss(lp, flat.long(), il.long(), tl.long(), blank=0, reduction=reduction, zero_infinity=zero_infinity)
+        loss.backward()
+        nll = F.ctc_loss(lp.detach(), flat.long(), il.long(), tl.long(), blank=0, reduction="none",
+                         zero_infinity=zero_infinity)
+        fx.case({"reduction": 0 if reduction == "mean" else 1, "skip": zero_infinity},
+                {"log_probs": lp, "targets": flat, "target_lengths": tl, "input_lengths": il,
+                 "loss": loss.reshape(1), "nll": nll, "grad": lp.grad})
+
+    # repeats (1 1, 3 3 3), an empty target, input lengths below T
+    for reduction in ("mean", "sum"):
+        case(12, 6, [[1, 1, 2], [3, 3, 3], [], [5, 4, 2, 1]], [12, 10, 7, 9], reduction)
+    # long sequences: 200 frames, labels with repeats
+    g = torch.Generator().manual_seed(5)
+    long_targets = [torch.randint(1, 5, (n,), generator=g).tolist() for n in (60, 37)]
+    case(200, 5, long_targets, [200, 181], "mean")
+    # blank-dominated output: blank about e^12 times likelier than any label at every frame
+    case(80, 8, [[2, 7, 7, 1, 3], [4]], [80, 64], "sum", blank_boost=12.0)
+    # an impossible target (3 labels with 1 repeat need 4 frames, sample 1 has 3), zeroed by zero_infinity
+    case(8, 4, [[1, 2], [2, 2, 3], [3, 1, 1, 2]], [8, 3, 8], "mean", zero_infinity=True)
+    fx.save()
+
+
+if __name__ == "__main__":
+    lstm()
+    log_softmax()
+    ctc()
