@@ -243,16 +243,30 @@ struct ocr__synth_font {
     unsigned char covers[(OCR__SYN_REPERTOIRE + 7) / 8];
 };
 
+/* A photograph is kept encoded and decoded on first use: init stays fast (decoding all of them takes seconds) and a
+   program that renders a few scenes decodes only the photographs those use. Any thread may decode; the first to
+   publish wins, with no lock, so a forked child never waits on a lock its parent held. */
 struct ocr__synth_photo {
     char *file;
     char sha256[65];
-    ocr_image image; /* RGB, longest side at most OCR__SYN_PHOTO_SIDE */
+    unsigned char *bytes; /* the file, checked structurally at init (ocr_image_probe) */
+    size_t size;
+    ocr_image *image;     /* NULL until decoded (atomic): OCR__SYN_PHOTO_LEVELS images, RGB, the first with its longest
+                             side at most OCR__SYN_PHOTO_SIDE, each next one half as large, so a crop is never shrunk
+                             by much more than 1.5x and one bilinear sample per pixel does */
 };
 
-#define OCR__SYN_VERSION 3 /* bump whenever a scene for the same (config, fonts, photos, seed, index) changes */
+#define OCR__SYN_VERSION 4 /* bump whenever a scene for the same (config, fonts, photos, seed, index) changes */
 #define OCR__SYN_MAX_FILES 4096
 #define OCR__SYN_MAX_FONT_BYTES ((size_t)64 << 20)
 #define OCR__SYN_PHOTO_SIDE 1024
+#define OCR__SYN_PHOTO_LEVELS 3
+
+static void ocr__syn_free_levels(ocr_image *levels) {
+    int i;
+    for (i = 0; i < OCR__SYN_PHOTO_LEVELS; i++) ocr_image_free(&levels[i]);
+    OCR_FREE(levels);
+}
 
 /* The declared font set: Debian packages that build.sh installs, split by family into training and held-out faces so
    that each style has both. Paths are relative to font_root. docs/SYNTH_ASSETS.md lists the licences. */
@@ -554,7 +568,11 @@ OCRDEF void ocr_synth_free(ocr_synth *synth) {
     int i;
     if (!synth) return;
     for (i = 0; i < synth->n_fonts; i++) { OCR_FREE(synth->fonts[i].data); OCR_FREE(synth->fonts[i].file); }
-    for (i = 0; i < synth->n_photos; i++) { OCR_FREE(synth->photos[i].file); ocr_image_free(&synth->photos[i].image); }
+    for (i = 0; i < synth->n_photos; i++) {
+        OCR_FREE(synth->photos[i].file);
+        OCR_FREE(synth->photos[i].bytes);
+        if (synth->photos[i].image) ocr__syn_free_levels(synth->photos[i].image);
+    }
     OCR_FREE(synth->fonts);
     OCR_FREE(synth->photos);
     synth->fonts = NULL;
@@ -706,7 +724,7 @@ static int ocr__syn_area_resize(ocr_ctx *ctx, const ocr_image *src, ocr_image *d
     size_t row = (size_t)src->width * 3;
     int rc, ox, oy, i, c;
     if ((rc = ocr_image_alloc(ctx, dst, w, h, 3))) return rc;
-    if (!(acc = (float *)OCR_MALLOC(row * sizeof(float)))) { ocr_image_free(dst); return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory"); }
+    if (!(acc = (float *)OCR_MALLOC(row * sizeof(float)))) { ocr_image_free(dst); return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_sample: out of memory"); }
     for (oy = 0; oy < h; oy++) {
         float y0 = oy * sy, y1 = (oy + 1) * sy;
         int iy0 = (int)y0, iy1 = (int)ceilf(y1);
@@ -736,36 +754,54 @@ static int ocr__syn_area_resize(ocr_ctx *ctx, const ocr_image *src, ocr_image *d
 
 static int ocr__syn_load_photo(ocr_ctx *ctx, ocr_synth *synth, const char *path, const char *file) {
     ocr__synth_photo *ph = &synth->photos[synth->n_photos];
-    unsigned char *bytes = NULL;
-    size_t size = 0;
-    ocr_image full;
-    int rc, w, h;
+    ocr_image probe;
+    int rc;
     memset(ph, 0, sizeof *ph);
-    memset(&full, 0, sizeof full);
-    if ((rc = ocr_read_file(ctx, path, OCR_IMAGE_MAX_BYTES, &bytes, &size))) return rc;
-    ocr__syn_sha256_hex(bytes, size, ph->sha256);
-    rc = ocr_image_decode(ctx, bytes, size, &full);
-    OCR_FREE(bytes);
-    if (rc) {
+    if ((rc = ocr_read_file(ctx, path, OCR_IMAGE_MAX_BYTES, &ph->bytes, &ph->size))) return rc;
+    if ((rc = ocr_image_probe(ctx, ph->bytes, ph->size, &probe))) {
         char why[OCR_ERROR_MAX];
         snprintf(why, sizeof why, "%s", ocr_ctx_last_error(ctx));
+        OCR_FREE(ph->bytes);
         return ocr_error(ctx, rc, "ocr_synth_init: photograph %s: %s", path, why);
     }
+    ocr__syn_sha256_hex(ph->bytes, ph->size, ph->sha256);
+    if (!(ph->file = ocr__syn_strdup(file))) { OCR_FREE(ph->bytes); return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory"); }
+    synth->n_photos++;
+    return OCR_OK;
+}
+
+/* The decoded, downscaled photograph (decoding it if no thread has yet): OCR__SYN_PHOTO_LEVELS sizes; NULL with an
+   error. */
+static const ocr_image *ocr__syn_photo_image(ocr_ctx *ctx, ocr__synth_photo *ph) {
+    ocr_image full, *levels, *expected = NULL;
+    int rc = OCR_OK, i, w, h;
+    if ((levels = __atomic_load_n(&ph->image, __ATOMIC_ACQUIRE)) != NULL) return levels;
+    if (!(levels = (ocr_image *)OCR_MALLOC(OCR__SYN_PHOTO_LEVELS * sizeof *levels))) {
+        ocr_error(ctx, OCR_ENOMEM, "ocr_synth_sample: out of memory");
+        return NULL;
+    }
+    memset(levels, 0, OCR__SYN_PHOTO_LEVELS * sizeof *levels);
+    if (ocr_image_decode(ctx, ph->bytes, ph->size, &full)) { OCR_FREE(levels); return NULL; }
     w = full.width;
     h = full.height;
     if (w > OCR__SYN_PHOTO_SIDE || h > OCR__SYN_PHOTO_SIDE) {
-        float s = (float)OCR__SYN_PHOTO_SIDE / (float)(w > h ? w : h);
-        w = (int)(w * s + 0.5f);
-        h = (int)(h * s + 0.5f);
-        w = w < 1 ? 1 : w;
-        h = h < 1 ? 1 : h;
-        rc = ocr__syn_area_resize(ctx, &full, &ph->image, w, h);
+        float sc = (float)OCR__SYN_PHOTO_SIDE / (float)(w > h ? w : h);
+        w = (int)(w * sc + 0.5f);
+        h = (int)(h * sc + 0.5f);
+        rc = ocr__syn_area_resize(ctx, &full, &levels[0], w < 1 ? 1 : w, h < 1 ? 1 : h);
         ocr_image_free(&full);
-        if (rc) return rc;
-    } else ph->image = full;
-    if (!(ph->file = ocr__syn_strdup(file))) { ocr_image_free(&ph->image); return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory"); }
-    synth->n_photos++;
-    return OCR_OK;
+    } else levels[0] = full;
+    for (i = 1; rc == OCR_OK && i < OCR__SYN_PHOTO_LEVELS; i++) {
+        w = (levels[i - 1].width + 1) / 2;
+        h = (levels[i - 1].height + 1) / 2;
+        rc = ocr__syn_area_resize(ctx, &levels[i - 1], &levels[i], w, h);
+    }
+    if (rc) { ocr__syn_free_levels(levels); return NULL; }
+    if (!__atomic_compare_exchange_n(&ph->image, &expected, levels, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        ocr__syn_free_levels(levels); /* another thread was first: the same pixels */
+        return expected;
+    }
+    return levels;
 }
 
 static int ocr__syn_load_photos(ocr_ctx *ctx, ocr_synth *synth) {
@@ -1042,11 +1078,17 @@ typedef struct {
     size_t glyph_cap, cover_cap;
     stbtt_vertex *verts;
     int verts_cap;
+    int photo;          /* drawn on a photograph */
+    float *energy;      /* photographs: summed-area table of gradient energy per OCR__SYN_CELL cell, (ew+1) x (eh+1) */
+    int ew, eh;
 } ocr__syn_scene;
+
+#define OCR__SYN_CELL 8
 
 typedef struct {
     float quad[8];      /* TL, TR, BR, BL */
     char text[OCR__SYN_MAX_CHARS * 3 + 1];
+    const ocr__synth_font *font;
     int ink, ignore;
     int bx0, by0, bx1, by1; /* pixel box holding the word's ink */
 } ocr__syn_word_out;
@@ -1193,6 +1235,90 @@ static void ocr__syn_background(ocr__syn_scene *sc, int plain) {
 
 static float ocr__syn_log_uniform(ocr_rng *r, float lo, float hi) { return expf(ocr__syn_range(r, logf(lo), logf(hi))); }
 
+/* A photograph under the scene: a random crop (magnified up to about 3x, or shrunk to fit the whole scene), flipped
+   half the time, with a mild colour and brightness change. Bilinear, from the photograph's level that shrinks by at
+   most 1.5x, in 8-bit fixed point: this runs for most training scenes. */
+static int ocr__syn_photo_background(ocr_ctx *ctx, ocr__syn_scene *sc, const ocr_image *levels) {
+    ocr_rng *r = &sc->rng;
+    const ocr_image *ph = &levels[0];
+    float fit = fminf((float)ph->width / (float)sc->w, (float)ph->height / (float)sc->h), lo = fit * 0.25f, s, x0, y0;
+    float level = ocr__syn_range(r, 0.7f, 1.2f), bias, gain[3];
+    int x, y, c, flip, k, *cols;
+    uint8_t lut[3][256];
+    if (lo < 0.35f) lo = fit < 0.35f ? fit : 0.35f;
+    s = lo < fit ? ocr__syn_log_uniform(r, lo, fit) : fit;
+    x0 = ocr__syn_range(r, 0, (float)ph->width - s * (float)sc->w);
+    y0 = ocr__syn_range(r, 0, (float)ph->height - s * (float)sc->h);
+    flip = ocr__syn_chance(r, 0.5f);
+    for (c = 0; c < 3; c++) gain[c] = level * ocr__syn_range(r, 0.9f, 1.1f);
+    bias = ocr__syn_range(r, -20, 20);
+    for (c = 0; c < 3; c++)
+        for (k = 0; k < 256; k++) {
+            float v = (float)k * gain[c] + bias;
+            lut[c][k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v + 0.5f);
+        }
+    for (k = 1; k < OCR__SYN_PHOTO_LEVELS && s > 1.5f; k++) { /* the same crop on the next smaller level */
+        ph = &levels[k];
+        s *= 0.5f;
+        x0 *= 0.5f;
+        y0 *= 0.5f;
+    }
+    if (!(cols = (int *)OCR_MALLOC((size_t)sc->w * 3 * sizeof(int)))) return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_sample: out of memory");
+    for (x = 0; x < sc->w; x++) { /* source column, its right neighbour and the weight of that neighbour (of 256) */
+        float fx = x0 + ((float)(flip ? sc->w - 1 - x : x) + 0.5f) * s - 0.5f;
+        fx = fx < 0 ? 0 : fx > (float)(ph->width - 1) ? (float)(ph->width - 1) : fx;
+        cols[3 * x] = (int)fx;
+        cols[3 * x + 1] = cols[3 * x] + 1 < ph->width ? cols[3 * x] + 1 : cols[3 * x];
+        cols[3 * x + 2] = (int)((fx - (float)cols[3 * x]) * 256.0f + 0.5f);
+    }
+    for (y = 0; y < sc->h; y++) {
+        float fy = y0 + ((float)y + 0.5f) * s - 0.5f;
+        int iy, iy1, wy;
+        const uint8_t *row0, *row1;
+        uint8_t *p = sc->rgb + (size_t)y * (size_t)sc->w * 3;
+        fy = fy < 0 ? 0 : fy > (float)(ph->height - 1) ? (float)(ph->height - 1) : fy;
+        iy = (int)fy;
+        iy1 = iy + 1 < ph->height ? iy + 1 : iy;
+        wy = (int)((fy - (float)iy) * 256.0f + 0.5f);
+        row0 = ph->pixels + (size_t)iy * (size_t)ph->width * 3;
+        row1 = ph->pixels + (size_t)iy1 * (size_t)ph->width * 3;
+        for (x = 0; x < sc->w; x++, p += 3) {
+            const uint8_t *a0 = row0 + cols[3 * x] * 3, *a1 = row0 + cols[3 * x + 1] * 3;
+            const uint8_t *b0 = row1 + cols[3 * x] * 3, *b1 = row1 + cols[3 * x + 1] * 3;
+            int wx = cols[3 * x + 2];
+            for (c = 0; c < 3; c++) {
+                int top = a0[c] * (256 - wx) + a1[c] * wx, bottom = b0[c] * (256 - wx) + b1[c] * wx;
+                p[c] = lut[c][(top * (256 - wy) + bottom * wy + 32768) >> 16];
+            }
+        }
+    }
+    OCR_FREE(cols);
+    return OCR_OK;
+}
+
+/* Gradient energy per cell (|dx| + |dy| of the luminance at every other pixel), as a summed-area table. */
+static int ocr__syn_energy_map(ocr_ctx *ctx, ocr__syn_scene *sc) {
+    int x, y, stride;
+    sc->ew = (sc->w + OCR__SYN_CELL - 1) / OCR__SYN_CELL;
+    sc->eh = (sc->h + OCR__SYN_CELL - 1) / OCR__SYN_CELL;
+    stride = sc->ew + 1;
+    sc->energy = (float *)OCR_MALLOC((size_t)stride * (size_t)(sc->eh + 1) * sizeof(float));
+    if (!sc->energy) return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_sample: out of memory");
+    memset(sc->energy, 0, (size_t)stride * (size_t)(sc->eh + 1) * sizeof(float));
+    for (y = 0; y + 1 < sc->h; y += 2)
+        for (x = 0; x + 1 < sc->w; x += 2) {
+            const uint8_t *p = sc->rgb + ((size_t)y * (size_t)sc->w + (size_t)x) * 3;
+            float l = ocr__syn_lum(p);
+            sc->energy[(y / OCR__SYN_CELL + 1) * stride + x / OCR__SYN_CELL + 1] +=
+                fabsf(ocr__syn_lum(p + 3) - l) + fabsf(ocr__syn_lum(p + (size_t)sc->w * 3) - l);
+        }
+    for (y = 1; y <= sc->eh; y++)
+        for (x = 1; x <= sc->ew; x++)
+            sc->energy[y * stride + x] += sc->energy[(y - 1) * stride + x] + sc->energy[y * stride + x - 1] - sc->energy[(y - 1) * stride + x - 1];
+    return OCR_OK;
+}
+
+
 /* A stroke the size of a glyph that is not one: a curve, an arc or a zigzag. */
 static void ocr__syn_glyphlike(ocr__syn_scene *sc, ocr__syn_shape *s, float size) {
     ocr_rng *r = &sc->rng;
@@ -1286,12 +1412,20 @@ typedef struct {
 } ocr__syn_word;
 
 /* Line frame (font units, y up) -> pixels: p = t + m (scale x, -scale y). */
-typedef struct { float m[4], t[2], scale; } ocr__syn_xform;
+/* Line frame (font units, y up) -> pixels: l = m (scale x, -scale y), then an optional perspective about the line's
+   centre c (l' = c + (l - c) / (1 + g.(l - c)), lines stay lines, so a box maps to the quad of its corners), then
+   p = l' + t. */
+typedef struct { float m[4], t[2], scale, g[2], c[2]; } ocr__syn_xform;
 
 static void ocr__syn_map(const ocr__syn_xform *xf, float fx, float fy, float *px, float *py) {
-    float u = xf->scale * fx, v = -xf->scale * fy;
-    *px = xf->t[0] + xf->m[0] * u + xf->m[1] * v;
-    *py = xf->t[1] + xf->m[2] * u + xf->m[3] * v;
+    float u = xf->scale * fx, v = -xf->scale * fy, lx = xf->m[0] * u + xf->m[1] * v, ly = xf->m[2] * u + xf->m[3] * v;
+    if (xf->g[0] != 0 || xf->g[1] != 0) {
+        float dx = lx - xf->c[0], dy = ly - xf->c[1], w = 1.0f + xf->g[0] * dx + xf->g[1] * dy;
+        lx = xf->c[0] + dx / w;
+        ly = xf->c[1] + dy / w;
+    }
+    *px = xf->t[0] + lx;
+    *py = xf->t[1] + ly;
 }
 
 static void ocr__syn_box_quad(const ocr__syn_xform *xf, const float box[4], float q[8]) {
@@ -1351,9 +1485,8 @@ static int ocr__syn_draw_glyph(ocr_ctx *ctx, ocr__syn_scene *sc, const ocr__synt
                                const ocr__syn_xform *xf, int cx0, int cy0, int cw, int ch) {
     stbtt_vertex *src;
     stbtt__bitmap bm;
-    int nv = stbtt_GetGlyphShape(&f->info, glyph, &src), i, x, y, x_off, y_off, factor = 4, rc = OCR_OK;
+    int nv = stbtt_GetGlyphShape(&f->info, glyph, &src), i, x, y, x_off, y_off, factor = 64, rc = OCR_OK, pass;
     float ox, oy, lo_x = 1e30f, lo_y = 1e30f, hi_x = -1e30f, hi_y = -1e30f, biggest = 0, s;
-    const float *m = xf->m;
     if (nv <= 0) return OCR_OK;
     if (nv > sc->verts_cap) {
         stbtt_vertex *grown = (stbtt_vertex *)OCR_REALLOC(sc->verts, (size_t)nv * sizeof(stbtt_vertex));
@@ -1361,36 +1494,42 @@ static int ocr__syn_draw_glyph(ocr_ctx *ctx, ocr__syn_scene *sc, const ocr__synt
         sc->verts = grown;
         sc->verts_cap = nv;
     }
-    /* Only the points a vertex type uses are meaningful: TrueType outlines leave cx1, cy1 unset. */
-    for (i = 0; i < nv; i++) {
-        float vals[6];
-        int k, used = src[i].type == STBTT_vcubic ? 6 : src[i].type == STBTT_vcurve ? 4 : 2;
-        vals[0] = src[i].x; vals[1] = src[i].y; vals[2] = src[i].cx; vals[3] = src[i].cy; vals[4] = src[i].cx1; vals[5] = src[i].cy1;
-        for (k = 0; k < used; k += 2) {
-            float qx = fabsf(m[0] * vals[k] - m[1] * vals[k + 1]), qy = fabsf(-m[2] * vals[k] + m[3] * vals[k + 1]);
-            biggest = qx > biggest ? qx : biggest;
-            biggest = qy > biggest ? qy : biggest;
+    /* Every outline point goes through the line transform to pixels, relative to the glyph origin and in units of
+       1/factor px to fit stbtt's 16-bit coordinates (rounding moves ink by half a unit, 1/128 px mostly). Only the points a vertex
+       type uses are meaningful: TrueType outlines leave cx1, cy1 unset. */
+    ocr__syn_map(xf, pen, 0, &ox, &oy);
+    for (pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            while (factor > 1 && biggest * (float)factor > 32000.0f) factor /= 2;
+            if (biggest * (float)factor > 32000.0f) { stbtt_FreeShape(&f->info, src); return OCR_OK; }
+        }
+        for (i = 0; i < nv; i++) {
+            stbtt_vertex *d = &sc->verts[i];
+            float vals[6], qx, qy;
+            short *dst[6];
+            int k, used = src[i].type == STBTT_vcubic ? 6 : src[i].type == STBTT_vcurve ? 4 : 2;
+            vals[0] = src[i].x; vals[1] = src[i].y; vals[2] = src[i].cx; vals[3] = src[i].cy; vals[4] = src[i].cx1; vals[5] = src[i].cy1;
+            if (pass == 1) {
+                memset(d, 0, sizeof *d);
+                d->type = src[i].type;
+                dst[0] = &d->x; dst[1] = &d->y; dst[2] = &d->cx; dst[3] = &d->cy; dst[4] = &d->cx1; dst[5] = &d->cy1;
+            }
+            for (k = 0; k < used; k += 2) {
+                ocr__syn_map(xf, pen + vals[k], vals[k + 1], &qx, &qy);
+                qx -= ox;
+                qy = oy - qy; /* stbtt rasterises y up */
+                if (pass == 0) {
+                    biggest = fabsf(qx) > biggest ? fabsf(qx) : biggest;
+                    biggest = fabsf(qy) > biggest ? fabsf(qy) : biggest;
+                } else {
+                    *dst[k] = (short)floorf(qx * (float)factor + 0.5f);
+                    *dst[k + 1] = (short)floorf(qy * (float)factor + 0.5f);
+                }
+            }
         }
     }
-    /* Outline coordinates are 16-bit: keep 2 fractional bits when they fit, so rounding moves ink < 0.01 px. */
-    while (factor > 1 && biggest * (float)factor > 32000.0f) factor /= 2;
-    if (biggest > 32000.0f) { stbtt_FreeShape(&f->info, src); return OCR_OK; }
-    /* With q = F m F v (F flips y), stbtt's y-up rasteriser lands v where the line transform puts it. */
-    for (i = 0; i < nv; i++) {
-        stbtt_vertex *d = &sc->verts[i];
-        memset(d, 0, sizeof *d);
-        d->type = src[i].type;
-#define OCR__SYN_TX(X, Y, OX, OY) do { float x_ = (float)(X), y_ = (float)(Y); \
-        (OX) = (short)floorf((m[0] * x_ - m[1] * y_) * (float)factor + 0.5f); \
-        (OY) = (short)floorf((-m[2] * x_ + m[3] * y_) * (float)factor + 0.5f); } while (0)
-        OCR__SYN_TX(src[i].x, src[i].y, d->x, d->y);
-        if (d->type == STBTT_vcurve || d->type == STBTT_vcubic) OCR__SYN_TX(src[i].cx, src[i].cy, d->cx, d->cy);
-        if (d->type == STBTT_vcubic) OCR__SYN_TX(src[i].cx1, src[i].cy1, d->cx1, d->cy1);
-#undef OCR__SYN_TX
-    }
     stbtt_FreeShape(&f->info, src);
-    s = xf->scale / (float)factor;
-    ocr__syn_map(xf, pen, 0, &ox, &oy);
+    s = 1.0f / (float)factor;
     for (i = 0; i < nv; i++) {
         const stbtt_vertex *d = &sc->verts[i];
         float xs[3], ys[3];
@@ -1428,15 +1567,50 @@ static int ocr__syn_draw_glyph(ocr_ctx *ctx, ocr__syn_scene *sc, const ocr__synt
 
 #define OCR__SYN_INK 64 /* coverage (of 255) from which a pixel counts as ink */
 
+/* How a line's words are painted: the text colour, and optionally an outline (a band of outline_px around the ink,
+   painted under it) and a drop shadow (the ink's shape moved by shadow_dx, shadow_dy whole pixels, painted first). */
+typedef struct {
+    uint8_t color[3], outline[3], shadow[3];
+    float opacity, outline_px, shadow_alpha;
+    int shadow_dx, shadow_dy;
+} ocr__syn_style;
+
+/* Max filter of radius r over a cw x ch coverage buffer, separable (a square), into dst; tmp holds cw x ch. */
+static void ocr__syn_dilate(const unsigned char *src, unsigned char *tmp, unsigned char *dst, int cw, int ch, int r) {
+    int x, y, k;
+    for (y = 0; y < ch; y++)
+        for (x = 0; x < cw; x++) {
+            unsigned char m = 0;
+            for (k = x - r < 0 ? 0 : x - r; k <= x + r && k < cw; k++) m = src[(size_t)y * cw + k] > m ? src[(size_t)y * cw + k] : m;
+            tmp[(size_t)y * cw + x] = m;
+        }
+    for (y = 0; y < ch; y++)
+        for (x = 0; x < cw; x++) {
+            unsigned char m = 0;
+            for (k = y - r < 0 ? 0 : y - r; k <= y + r && k < ch; k++) m = tmp[(size_t)k * cw + x] > m ? tmp[(size_t)k * cw + x] : m;
+            dst[(size_t)y * cw + x] = m;
+        }
+}
+
+static void ocr__syn_blend(uint8_t *p, const uint8_t color[3], float a) {
+    int c;
+    for (c = 0; c < 3; c++) p[c] = (uint8_t)(p[c] + (color[c] - p[c]) * a + 0.5f);
+}
+
 /* Draws one word and records its quad, ink count and which of its pixels are legible. */
 static int ocr__syn_draw_word(ocr_ctx *ctx, ocr__syn_scene *sc, const ocr__syn_word *wd, const ocr__syn_xform *xf,
-                              const uint8_t color[3], float opacity, float min_contrast, int id, ocr__syn_word_out *out) {
-    float b[4], text_lum = ocr__syn_lum(color), need = min_contrast * 255.0f;
-    int i, x, y, cw, ch, rc;
+                              const ocr__syn_style *st, float min_contrast, int id, ocr__syn_word_out *out) {
+    float b[4], text_lum = ocr__syn_lum(st->color), need = min_contrast * 255.0f, opacity = st->opacity;
+    int i, x, y, cw, ch, rc, radius = (int)(st->outline_px + 0.5f), pad;
+    int sdx = st->shadow_alpha > 0 ? st->shadow_dx : 0, sdy = st->shadow_alpha > 0 ? st->shadow_dy : 0;
+    size_t n;
+    unsigned char *cover;
+    pad = 1 + (radius > abs(sdx) ? radius : abs(sdx));
+    pad = pad > 1 + abs(sdy) ? pad : 1 + abs(sdy);
     ocr__syn_box_quad(xf, wd->box, out->quad);
     ocr__syn_quad_bounds(out->quad, b);
-    out->bx0 = (int)floorf(b[0]) - 1; out->by0 = (int)floorf(b[1]) - 1;
-    out->bx1 = (int)ceilf(b[2]) + 1; out->by1 = (int)ceilf(b[3]) + 1;
+    out->bx0 = (int)floorf(b[0]) - pad; out->by0 = (int)floorf(b[1]) - pad;
+    out->bx1 = (int)ceilf(b[2]) + pad; out->by1 = (int)ceilf(b[3]) + pad;
     if (out->bx0 < 0) out->bx0 = 0;
     if (out->by0 < 0) out->by0 = 0;
     if (out->bx1 > sc->w) out->bx1 = sc->w;
@@ -1445,24 +1619,44 @@ static int ocr__syn_draw_word(ocr_ctx *ctx, ocr__syn_scene *sc, const ocr__syn_w
     ch = out->by1 - out->by0;
     out->ink = 0;
     if (cw <= 0 || ch <= 0) return OCR_OK;
-    if ((rc = ocr__syn_grow(ctx, &sc->cover_buf, &sc->cover_cap, (size_t)cw * (size_t)ch))) return rc;
-    memset(sc->cover_buf, 0, (size_t)cw * (size_t)ch);
+    n = (size_t)cw * (size_t)ch;
+    /* the coverage, and room for the outline's band and the dilation's scratch after it */
+    if ((rc = ocr__syn_grow(ctx, &sc->cover_buf, &sc->cover_cap, radius > 0 ? 3 * n : n))) return rc;
+    cover = sc->cover_buf;
+    memset(cover, 0, n);
     for (i = 0; i < wd->n; i++)
         if ((rc = ocr__syn_draw_glyph(ctx, sc, wd->font, wd->glyphs[i], wd->pen[i], xf, out->bx0, out->by0, cw, ch))) return rc;
+    if (sdx || sdy)
+        for (y = 0; y < ch; y++)
+            for (x = 0; x < cw; x++) {
+                int fx = x - sdx, fy = y - sdy;
+                unsigned g;
+                if (fx < 0 || fy < 0 || fx >= cw || fy >= ch || !(g = cover[(size_t)fy * cw + fx])) continue;
+                ocr__syn_blend(sc->rgb + ((size_t)(y + out->by0) * (size_t)sc->w + (size_t)(x + out->bx0)) * 3, st->shadow,
+                               (float)g / 255.0f * st->shadow_alpha);
+            }
+    if (radius > 0) {
+        unsigned char *band = cover + n;
+        ocr__syn_dilate(cover, cover + 2 * n, band, cw, ch, radius);
+        for (y = 0; y < ch; y++)
+            for (x = 0; x < cw; x++) {
+                unsigned g = band[(size_t)y * cw + x];
+                if (g) ocr__syn_blend(sc->rgb + ((size_t)(y + out->by0) * (size_t)sc->w + (size_t)(x + out->bx0)) * 3, st->outline,
+                                      (float)g / 255.0f * opacity);
+            }
+    }
     for (y = 0; y < ch; y++)
         for (x = 0; x < cw; x++) {
-            unsigned cover = sc->cover_buf[(size_t)y * (size_t)cw + (size_t)x];
+            unsigned g = cover[(size_t)y * (size_t)cw + (size_t)x];
             size_t at = (size_t)(y + out->by0) * (size_t)sc->w + (size_t)(x + out->bx0);
             uint8_t *p = sc->rgb + at * 3;
-            float a = (float)cover / 255.0f * opacity;
-            int c;
-            if (!cover) continue;
-            if (cover >= OCR__SYN_INK) {
+            if (!g) continue;
+            if (g >= OCR__SYN_INK) {
                 out->ink++;
-                /* Legible where the drawn ink differs enough from what it covers. */
+                /* Legible where the drawn ink differs enough from what it covers (an outline included). */
                 if (opacity * fabsf(text_lum - ocr__syn_lum(p)) >= need) sc->label[at] = (uint16_t)id;
             }
-            for (c = 0; c < 3; c++) p[c] = (uint8_t)(p[c] + (color[c] - p[c]) * a + 0.5f);
+            ocr__syn_blend(p, st->color, (float)g / 255.0f * opacity);
         }
     return OCR_OK;
 }
@@ -1488,16 +1682,37 @@ static void ocr__syn_text_color(ocr__syn_scene *sc, float bg_lum, int faint, uin
     memset(color, bg_lum > 127.5f ? 0 : 255, 3);
 }
 
-static float ocr__syn_mean_lum(const ocr__syn_scene *sc, const float q[8]) {
-    float b[4], sum = 0;
+/* Mean and standard deviation of the luminance under a quad's box (every other pixel). */
+static void ocr__syn_lum_stats(const ocr__syn_scene *sc, const float q[8], float *mean, float *spread) {
+    float b[4], sum = 0, sum2 = 0;
     int x, y, x0, y0, x1, y1, n = 0;
     ocr__syn_quad_bounds(q, b);
     x0 = (int)b[0]; y0 = (int)b[1]; x1 = (int)b[2]; y1 = (int)b[3];
     x0 = x0 < 0 ? 0 : x0; y0 = y0 < 0 ? 0 : y0;
     x1 = x1 >= sc->w ? sc->w - 1 : x1; y1 = y1 >= sc->h ? sc->h - 1 : y1;
     for (y = y0; y <= y1; y += 2)
-        for (x = x0; x <= x1; x += 2) { sum += ocr__syn_lum(sc->rgb + ((size_t)y * (size_t)sc->w + (size_t)x) * 3); n++; }
-    return n ? sum / (float)n : 127.5f;
+        for (x = x0; x <= x1; x += 2) {
+            float l = ocr__syn_lum(sc->rgb + ((size_t)y * (size_t)sc->w + (size_t)x) * 3);
+            sum += l;
+            sum2 += l * l;
+            n++;
+        }
+    *mean = n ? sum / (float)n : 127.5f;
+    *spread = n ? sqrtf(fmaxf(sum2 / (float)n - *mean * *mean, 0)) : 0;
+}
+
+/* Mean gradient energy of the cells under a quad's box (sc->energy is a summed-area table of cells). */
+static float ocr__syn_box_energy(const ocr__syn_scene *sc, const float q[8]) {
+    float b[4];
+    int x0, y0, x1, y1, stride = sc->ew + 1;
+    const float *e = sc->energy;
+    ocr__syn_quad_bounds(q, b);
+    x0 = (int)b[0] / OCR__SYN_CELL; y0 = (int)b[1] / OCR__SYN_CELL;
+    x1 = (int)b[2] / OCR__SYN_CELL + 1; y1 = (int)b[3] / OCR__SYN_CELL + 1;
+    x0 = x0 < 0 ? 0 : x0; y0 = y0 < 0 ? 0 : y0;
+    x1 = x1 > sc->ew ? sc->ew : x1; y1 = y1 > sc->eh ? sc->eh : y1;
+    if (x1 <= x0 || y1 <= y0) return 0;
+    return (e[y1 * stride + x1] - e[y0 * stride + x1] - e[y1 * stride + x0] + e[y0 * stride + x0]) / (float)((x1 - x0) * (y1 - y0));
 }
 
 typedef struct { float quad[8], gap; } ocr__syn_placed;
@@ -1565,10 +1780,10 @@ static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *plac
     ocr__syn_xform xf;
     float px = ocr__syn_log_uniform(r, cfg->min_text_px, cfg->max_text_px), em;
     float angle, shear = 0, tracking = 0, space, pen = 0, line_box[4], q[8], b[4], opacity, cs, sn;
-    float roll = ocr_rng_uniform(r), bg_lum;
-    int n_words = roll < 0.5f ? 1 : roll < 0.75f ? 2 : roll < 0.9f ? 3 : 4, i, k, tries, rc, faint;
+    float roll = ocr_rng_uniform(r), bg_lum, bg_spread, persp = 0, persp_dir = 0, best_energy = 0, best_t[2] = {0, 0};
+    int n_words = roll < 0.5f ? 1 : roll < 0.75f ? 2 : roll < 0.9f ? 3 : 4, i, k, tries, rc, faint, found;
     int cps[4][OCR__SYN_MAX_CHARS], lens[4];
-    uint8_t color[3];
+    ocr__syn_style style;
     if (sc->w <= 8 || sc->h <= 8) return OCR_OK;
     /* The words first, then a font with every glyph they use: a word no font can draw becomes plain letters, and
        words no single font can draw together are dropped from the end of the line. */
@@ -1624,6 +1839,11 @@ static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *plac
     /* m = rotation (counter-clockwise on screen) times slant, in the y-down pixel frame */
     xf.m[0] = cs; xf.m[1] = -cs * shear + sn; xf.m[2] = -sn; xf.m[3] = sn * shear + cs;
     xf.t[0] = xf.t[1] = 0;
+    xf.g[0] = xf.g[1] = xf.c[0] = xf.c[1] = 0;
+    if (!cfg->plain_background && ocr__syn_chance(r, 0.3f)) { /* seen at an angle: up to 1.5x nearer at one end */
+        persp = ocr__syn_range(r, 0.05f, 0.2f);
+        persp_dir = ocr__syn_range(r, 0, 6.2831853f);
+    }
     for (;;) { /* drop words, then shrink, until the line fits the image */
         xf.scale = px / em;
         memcpy(line_box, words[0].box, sizeof line_box);
@@ -1632,6 +1852,14 @@ static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *plac
             line_box[1] = words[k].box[1] < line_box[1] ? words[k].box[1] : line_box[1];
             line_box[2] = words[k].box[2] > line_box[2] ? words[k].box[2] : line_box[2];
             line_box[3] = words[k].box[3] > line_box[3] ? words[k].box[3] : line_box[3];
+        }
+        if (persp > 0) { /* g scaled to the line's half diagonal d: 1 + g.(l - c) stays within 1 -+ persp */
+            float half = 0.5f * xf.scale * sqrtf((line_box[2] - line_box[0]) * (line_box[2] - line_box[0]) +
+                                                 (line_box[3] - line_box[1]) * (line_box[3] - line_box[1]));
+            xf.g[0] = xf.g[1] = 0;
+            ocr__syn_map(&xf, 0.5f * (line_box[0] + line_box[2]), 0.5f * (line_box[1] + line_box[3]), &xf.c[0], &xf.c[1]);
+            xf.g[0] = persp * cosf(persp_dir) / (half > 1 ? half : 1);
+            xf.g[1] = persp * sinf(persp_dir) / (half > 1 ? half : 1);
         }
         ocr__syn_box_quad(&xf, line_box, q);
         ocr__syn_quad_bounds(q, b);
@@ -1643,44 +1871,72 @@ static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *plac
         }
         if (px < cfg->min_text_px) return OCR_OK;
     }
-    for (tries = 0; tries < 10; tries++) {
-        float gap = 0.3f * px, tq[8];
+    /* Where the line goes: the first free spot; on a photograph the smoothest (least gradient energy) of the first
+       few free spots, as text is mostly written on plain surfaces. */
+    for (tries = 0, found = 0; tries < 10 && found < (sc->energy ? 4 : 1); tries++) {
+        float gap = 0.3f * px, tq[8], t0 = ocr__syn_range(r, 2 - b[0], (float)sc->w - 2 - b[2]);
+        float t1 = ocr__syn_range(r, 2 - b[1], (float)sc->h - 2 - b[3]), energy = 0;
         int ok = 1;
-        xf.t[0] = ocr__syn_range(r, 2 - b[0], (float)sc->w - 2 - b[2]);
-        xf.t[1] = ocr__syn_range(r, 2 - b[1], (float)sc->h - 2 - b[3]);
+        xf.t[0] = t0;
+        xf.t[1] = t1;
         ocr__syn_box_quad(&xf, line_box, tq);
         for (k = 0; k < *n_placed && ok; k++) ok = ocr__syn_quads_apart(tq, placed[k].quad, gap > placed[k].gap ? gap : placed[k].gap);
         if (!ok) continue;
-        memcpy(placed[*n_placed].quad, tq, sizeof tq);
-        placed[*n_placed].gap = gap;
-        (*n_placed)++;
-        bg_lum = ocr__syn_mean_lum(sc, tq);
-        ocr__syn_text_color(sc, bg_lum, faint, color);
-        for (k = 0; k < n_words; k++) {
-            ocr__syn_word_out *wo = &out[*n_out];
-            memset(wo, 0, sizeof *wo);
-            ocr__syn_utf8(words[k].cps, words[k].n, wo->text);
-            if ((rc = ocr__syn_draw_word(ctx, sc, &words[k], &xf, color, opacity, cfg->min_contrast, *n_out + 1, wo))) return rc;
-            (*n_out)++;
+        if (sc->energy) energy = ocr__syn_box_energy(sc, tq);
+        if (!found++ || energy < best_energy) { best_energy = energy; best_t[0] = t0; best_t[1] = t1; }
+    }
+    if (!found) return OCR_OK;
+    xf.t[0] = best_t[0];
+    xf.t[1] = best_t[1];
+    ocr__syn_box_quad(&xf, line_box, placed[*n_placed].quad);
+    placed[*n_placed].gap = 0.3f * px;
+    ocr__syn_lum_stats(sc, placed[*n_placed].quad, &bg_lum, &bg_spread);
+    (*n_placed)++;
+    memset(&style, 0, sizeof style);
+    style.opacity = opacity;
+    ocr__syn_text_color(sc, bg_lum, faint, style.color);
+    if (!cfg->plain_background && !faint) {
+        int light = ocr__syn_lum(style.color) > 127.5f, c;
+        /* outlines and shadows, more often on busy photographs where they keep text readable */
+        if (ocr__syn_chance(r, sc->photo ? (bg_spread > 30 ? 0.45f : 0.2f) : 0.08f)) {
+            style.outline_px = px * ocr__syn_range(r, 0.03f, 0.08f);
+            style.outline_px = style.outline_px < 1 ? 1 : style.outline_px > 4 ? 4 : style.outline_px;
+            ocr__syn_random_color(r, style.outline);
+            for (c = 0; c < 3; c++) style.outline[c] = (uint8_t)(light ? style.outline[c] / 5 : 255 - style.outline[c] / 5);
         }
-        if (!cfg->plain_background && ocr__syn_chance(r, cfg->occlusion_prob)) {
-            /* An opaque blob over a random point of one of the words. */
-            ocr__syn_shape s;
-            const float *wq = out[*n_out - 1 - (int)ocr_rng_below(r, (uint32_t)n_words)].quad;
-            float u = ocr_rng_uniform(r), v = ocr_rng_uniform(r);
-            memset(&s, 0, sizeof s);
-            s.kind = ocr__syn_chance(r, 0.6f) ? OCR__SYN_SHAPE_RECT : OCR__SYN_SHAPE_ELLIPSE;
-            s.cx = (1 - v) * ((1 - u) * wq[0] + u * wq[2]) + v * ((1 - u) * wq[6] + u * wq[4]);
-            s.cy = (1 - v) * ((1 - u) * wq[1] + u * wq[3]) + v * ((1 - u) * wq[7] + u * wq[5]);
-            s.a = px * ocr__syn_range(r, 0.2f, 1.0f);
-            s.b = px * ocr__syn_range(r, 0.2f, 0.8f);
-            s.angle = ocr__syn_range(r, 0, 3.14159265f);
-            s.alpha = 1.0f;
-            s.occludes = 1;
-            ocr__syn_random_color(r, s.color);
-            ocr__syn_paint(sc, &s);
+        if (ocr__syn_chance(r, sc->photo ? 0.25f : 0.1f)) {
+            float dist = px * ocr__syn_range(r, 0.03f, 0.08f), dir = ocr__syn_range(r, 0, 6.2831853f);
+            dist = dist < 1 ? 1 : dist > 6 ? 6 : dist;
+            style.shadow_dx = (int)floorf(dist * cosf(dir) + 0.5f);
+            style.shadow_dy = (int)floorf(dist * sinf(dir) + 0.5f);
+            style.shadow_alpha = ocr__syn_range(r, 0.4f, 0.8f);
+            for (c = 0; c < 3; c++) style.shadow[c] = (uint8_t)(light ? ocr_rng_below(r, 50) : 200 + ocr_rng_below(r, 56));
         }
-        return OCR_OK;
+    }
+    for (k = 0; k < n_words; k++) {
+        ocr__syn_word_out *wo = &out[*n_out];
+        memset(wo, 0, sizeof *wo);
+        ocr__syn_utf8(words[k].cps, words[k].n, wo->text);
+        wo->font = f;
+        if ((rc = ocr__syn_draw_word(ctx, sc, &words[k], &xf, &style, cfg->min_contrast, *n_out + 1, wo))) return rc;
+        (*n_out)++;
+    }
+    if (!cfg->plain_background && ocr__syn_chance(r, cfg->occlusion_prob)) {
+        /* An opaque blob over a random point of one of the words. */
+        ocr__syn_shape sh;
+        const float *wq = out[*n_out - 1 - (int)ocr_rng_below(r, (uint32_t)n_words)].quad;
+        float u = ocr_rng_uniform(r), v = ocr_rng_uniform(r);
+        memset(&sh, 0, sizeof sh);
+        sh.kind = ocr__syn_chance(r, 0.6f) ? OCR__SYN_SHAPE_RECT : OCR__SYN_SHAPE_ELLIPSE;
+        sh.cx = (1 - v) * ((1 - u) * wq[0] + u * wq[2]) + v * ((1 - u) * wq[6] + u * wq[4]);
+        sh.cy = (1 - v) * ((1 - u) * wq[1] + u * wq[3]) + v * ((1 - u) * wq[7] + u * wq[5]);
+        sh.a = px * ocr__syn_range(r, 0.2f, 1.0f);
+        sh.b = px * ocr__syn_range(r, 0.2f, 0.8f);
+        sh.angle = ocr__syn_range(r, 0, 3.14159265f);
+        sh.alpha = 1.0f;
+        sh.occludes = 1;
+        ocr__syn_random_color(r, sh.color);
+        ocr__syn_paint(sc, &sh);
     }
     return OCR_OK;
 }
@@ -1756,8 +2012,10 @@ static int ocr__syn_emit(ocr_ctx *ctx, const ocr__syn_word_out *words, int n, oc
     return OCR_OK;
 }
 
-OCRDEF int ocr_synth_sample(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed, int64_t index, int width, int height,
-                            ocr_sample *out) {
+/* ocr_synth_sample, also telling which font drew each word (word_fonts[i] for polygon i < cap: an index into
+   synth->fonts), for tests. */
+static int ocr__syn_render(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed, int64_t index, int width, int height,
+                           ocr_sample *out, int *word_fonts, int cap) {
     const char *fn = "ocr_synth_sample";
     const ocr_synth_config *cfg;
     ocr__syn_scene sc;
@@ -1797,8 +2055,19 @@ OCRDEF int ocr_synth_sample(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed,
     words = (ocr__syn_word_out *)OCR_MALLOC((size_t)(n_lines * 4 + 1) * sizeof *words);
     if (!sc.label || !placed || !words) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory for a %dx%d scene", fn, width, height); goto done; }
     memset(sc.label, 0, npix * sizeof(uint16_t));
-    ocr__syn_background(&sc, cfg->plain_background);
-    if (!cfg->plain_background && cfg->clutter > 0) ocr__syn_clutter(&sc, cfg->clutter, cfg->min_text_px, cfg->max_text_px, 0);
+    /* drawn whether or not there are photographs, so scenes that get none are the same with photo_path "none" */
+    if (!cfg->plain_background && ocr_rng_uniform(&sc.rng) < cfg->photo_prob && synth->n_photos > 0) {
+        const ocr_image *photo = ocr__syn_photo_image(ctx, &synth->photos[ocr_rng_below(&sc.rng, (uint32_t)synth->n_photos)]);
+        if (!photo) { rc = ctx ? ctx->last_status : OCR_ENOMEM; rc = rc ? rc : OCR_ENOMEM; goto done; }
+        sc.photo = 1;
+        if ((rc = ocr__syn_photo_background(ctx, &sc, photo))) goto done;
+        /* a photograph has structure of its own: fewer made-up shapes */
+        if (cfg->clutter > 0) ocr__syn_clutter(&sc, 0.3f * cfg->clutter, cfg->min_text_px, cfg->max_text_px, 0);
+        if ((rc = ocr__syn_energy_map(ctx, &sc))) goto done;
+    } else {
+        ocr__syn_background(&sc, cfg->plain_background);
+        if (!cfg->plain_background && cfg->clutter > 0) ocr__syn_clutter(&sc, cfg->clutter, cfg->min_text_px, cfg->max_text_px, 0);
+    }
     for (i = 0; i < n_lines; i++)
         if ((rc = ocr__syn_line(ctx, &sc, placed, &n_placed, words, &n_words))) goto done;
     if (!cfg->plain_background && cfg->clutter > 0 && ocr__syn_chance(&sc.rng, 0.25f))
@@ -1822,7 +2091,9 @@ OCRDEF int ocr_synth_sample(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed,
         if (cfg->noise_stddev > 0) ocr__syn_noise(&sc, ocr__syn_range(&sc.rng, 0, cfg->noise_stddev));
     }
     rc = ocr__syn_emit(ctx, words, n_words, out);
+    for (i = 0; rc == OCR_OK && word_fonts && i < n_words && i < cap; i++) word_fonts[i] = (int)(words[i].font - synth->fonts);
 done:
+    OCR_FREE(sc.energy);
     OCR_FREE(sc.label);
     OCR_FREE(sc.glyph_buf);
     OCR_FREE(sc.cover_buf);
@@ -1831,6 +2102,11 @@ done:
     OCR_FREE(words);
     if (rc) ocr_sample_free(out);
     return rc;
+}
+
+OCRDEF int ocr_synth_sample(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed, int64_t index, int width, int height,
+                            ocr_sample *out) {
+    return ocr__syn_render(ctx, synth, seed, index, width, height, out, NULL, 0);
 }
 
 typedef struct { const ocr_synth *synth; uint64_t seed; int width, height; } ocr__synth_dataset;
