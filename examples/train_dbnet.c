@@ -2,17 +2,20 @@
    (build/cuda/train_dbnet): model, loss and optimizer then run on the device; batches are uploaded, probability maps
    downloaded for validation, and checkpoints are the CPU build's files.
 
-   With no arguments it trains a small DB-ResNet-18 on synthetic scenes rendered on the fly and validates on a fixed
-   held-out synthetic set, writing a run directory:
+   With no arguments it trains a small DB-ResNet-18 on synthetic scenes rendered on the fly (the declared training
+   fonts and photographs of ocr_synth.h) and validates on a fixed synthetic set of other scenes and on a second one
+   rendered only with the declared held-out fonts and photographs, writing a run directory:
        metrics.jsonl                 one object per logged step, steps strictly increasing
        events.out.tfevents.*         the same scalars and validation overlays for TensorBoard
        state.json                    names the run's state, committed atomically (see "the run directory" below):
                                      state.<G>.safetensors (weights, settings, position) + state.<G>.optim.safetensors
        last.safetensors (+ .optim)   the same two files under stable names (hard links); the weights load in PyTorch
        best.safetensors (+ .optim)   the weights with the best validation H-mean
-       overlays/step_NNNNNN_I.png    validation images with ground truth (green) and detections (red)
+       overlays/step_NNNNNN_I.png    validation images with ground truth (green) and detections (red); _hI: held-out
        .lock                         held (flock) by the process training in the directory: one at a time
-   The last line on stdout is one JSON object with the final validation figures.
+   The fonts and photographs of the synthetic sets (file names and SHA-256) are printed at the start and kept in the
+   checkpoints (synth.fonts, synth.photos, synth.heldout_fonts, synth.heldout_photos); --resume refuses a run whose
+   files changed. The last line on stdout is one JSON object with the final validation figures.
 
    ./build.sh && ./examples/train_dbnet            (see --help for every flag) */
 #define OCR_IMPLEMENTATION
@@ -30,8 +33,8 @@
 #include <dirent.h>
 
 typedef struct {
-    const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone, *amp, *loss_scale;
-    int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, stop_at;
+    const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone, *amp, *loss_scale, *fonts, *photos;
+    int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, stop_at, heldout_count;
     int check_numerics, save_every, overwrite;
     float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines, synth_text_scale, val_scale, ema;
 } train_args;
@@ -48,7 +51,12 @@ typedef struct {
 #define RUNTIME OCR_EX_RUNTIME, NULL
 static const ocr_ex_setting kSettings[] = {
     {"--data", STRING(data), "synth", STORED, "training data: synth, icdar:DIR (images/ and gts/, or IMAGES,GTS) or lmdb:PATH"},
-    {"--val", STRING(val), "synth", STORED, "validation data, same forms; synth is a fixed held-out set (other seed)"},
+    {"--val", STRING(val), "synth", STORED, "validation data, same forms; synth is a fixed set of other scenes (another seed)"},
+    /* what a checkpoint from before the declared sets rendered with: the fonts under /usr/share/fonts, no photographs */
+    {"--fonts", STRING(fonts), NULL, OCR_EX_STORED, "/usr/share/fonts",
+     "fonts of the synthetic scenes: DIR|FILE,... (symbol, icon and math fonts refused); empty: the declared training set"},
+    {"--photos", STRING(photos), NULL, OCR_EX_STORED, "none",
+     "photographs under synthetic text: DIR|FILE,..., or none (procedural backgrounds only); empty: the declared training set"},
     {"--steps", INT(steps), "3000", STORED, "optimizer steps"},
     {"--epochs", INT(epochs), "0", STORED, "for icdar/lmdb data: train this many epochs instead of --steps"},
     {"--batch", INT(batch), "4", STORED, "images per step"},
@@ -86,6 +94,9 @@ static const ocr_ex_setting kSettings[] = {
     {"--log-every", INT(log_every), "10", RUNTIME, "log every N steps"},
     {"--save-every", INT(save_every), "100", RUNTIME, "write the last checkpoint every N steps"},
     {"--val-count", INT(val_count), "200", STORED, "validation images"},
+    {"--heldout-count", INT(heldout_count), "-1", OCR_EX_STORED, "0",
+     "with --val synth: images of a second validation set rendered only with the declared held-out fonts and photographs "
+     "(procedural backgrounds with --photos none); -1: as many as --val-count, 0: none"},
     {"--val-size", INT(val_size), "320", STORED, "validation image size (multiple of 32)"},
     {"--val-scale", FLOAT(val_scale), "0", OCR_EX_STORED, "1",
      "validation images are scaled by this for the network (sides rounded up to multiples of 32), detections mapped back; "
@@ -110,10 +121,10 @@ static const char *settings_problem(const train_args *a) {
         a->workers < 1 || a->log_every < 1 || a->eval_every < 0 || !(a->lr > 0 && a->lr <= 10) || !(a->width > 0 && a->width <= 4) ||
         a->save_every < 1 || !(a->synth_lines >= 0 && a->synth_lines <= 10000) ||
         !(a->synth_text_scale >= 0.1f && a->synth_text_scale <= 10) || !(a->val_scale == 0 || (a->val_scale >= 0.25f && a->val_scale <= 4)) ||
-        !(a->ema >= 0 && a->ema < 1))
+        !(a->ema >= 0 && a->ema < 1) || a->heldout_count < -1)
         return "--steps, --batch, --workers, --log-every and --save-every must be >= 1, --lr in (0, 10], --width in (0, 4], "
                "--size and --val-size positive multiples of 32, --val-scale 0 or in [0.25, 4], "
-               "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10], --ema in [0, 1)";
+               "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10], --ema in [0, 1), --heldout-count >= -1";
     if (strcmp(a->optimizer, "sgd") != 0 && strcmp(a->optimizer, "adamw") != 0) return "--optimizer must be sgd or adamw";
     if (strcmp(a->backbone, "resnet18") != 0 && strcmp(a->backbone, "resnet34") != 0) return "--backbone must be resnet18 or resnet34";
     {
@@ -183,7 +194,7 @@ static int open_dataset(ocr_ctx *ctx, const char *spec, const ocr_synth *synth, 
 /* ---------------------------------------------------------------- validation */
 
 typedef struct {
-    ocr_dataset ds;
+    const char *name;            /* "val" or "heldout": metrics val/<x> or val/heldout_<x>, overlays step_N_I or step_N_hI */
     int count, size;
     ocr_sample *samples;         /* decoded once: validation must not cost a re-render each time */
     int input;                   /* network input side; detections are mapped back to the size x size images */
@@ -192,24 +203,28 @@ typedef struct {
     int vb;
 } val_set;
 
-static void val_open(ocr_ctx *ctx, val_set *v, const char *spec, const ocr_synth *synth, uint64_t seed, int count, int size,
-                     int input) {
+/* Reads the set once (the dataset and the synth may go afterwards). */
+static void val_open(ocr_ctx *ctx, val_set *v, const char *name, const char *spec, const ocr_synth *synth, uint64_t seed, int count,
+                     int size, int input) {
+    ocr_dataset ds;
     int i, is_synth;
     memset(v, 0, sizeof v[0]);
-    if (open_dataset(ctx, spec, synth, seed, count, size, &v->ds, &is_synth)) die(ctx, "opening the validation set");
-    v->count = (int)(v->ds.count < count ? v->ds.count : count);
+    v->name = name;
+    if (open_dataset(ctx, spec, synth, seed, count, size, &ds, &is_synth)) die(ctx, "opening the validation set");
+    v->count = (int)(ds.count < count ? ds.count : count);
     v->size = size;
     v->input = input;
     v->vb = 4;
-    v->samples = (ocr_sample *)calloc((size_t)v->count, sizeof(ocr_sample));
+    v->samples = (ocr_sample *)calloc((size_t)v->count + 1, sizeof(ocr_sample));
     if (!v->samples) { fprintf(stderr, "train_dbnet: out of memory\n"); exit(1); }
     for (i = 0; i < v->count; i++) {
-        if (ocr_dataset_get(ctx, &v->ds, i, 0, &v->samples[i])) die(ctx, "reading the validation set");
+        if (ocr_dataset_get(ctx, &ds, i, 0, &v->samples[i])) die(ctx, "reading the validation set");
         /* real images are resized to the validation size; the polygons follow */
         if (!is_synth && (v->samples[i].image.width != size || v->samples[i].image.height != size) &&
             ocr_sample_resize(ctx, &v->samples[i], size, size))
             die(ctx, "resizing a validation image");
     }
+    ocr_dataset_close(&ds);
     if (ocr_tensor_alloc(ctx, &v->input_batch, "val.input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(v->vb, 3, input, input)))
         die(ctx, "allocating the validation batch");
 }
@@ -220,7 +235,6 @@ static void val_free(val_set *v) {
     free(v->samples);
     ocr_tensor_free(&v->input_batch);
     ocr_tensor_free(&v->prob_host);
-    ocr_dataset_close(&v->ds);
 }
 
 static void draw_overlay(ocr_ctx *ctx, const ocr_sample *s, const ocr_detections *det, ocr_image *out) {
@@ -235,13 +249,21 @@ static void draw_overlay(ocr_ctx *ctx, const ocr_sample *s, const ocr_detections
         ocr_ex_polygon(out->pixels, out->width, out->height, det->polys[i].points, det->polys[i].n_points, red, 2);
 }
 
+/* A validation's figures: P/R/H and recall by word height, with the counts behind them. */
+typedef struct {
+    int done;                    /* 0: no validation (yet), or no such set */
+    ocr_eval_result r;
+    ocr_eval_counts total;
+} val_figures;
+
 /* Runs the model on every validation image: P/R/H with the official post-processing and ICDAR 2015 protocol. */
-static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metrics *metrics, const char *run_dir,
-                                int64_t step, int n_overlays) {
+static val_figures validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metrics *metrics, const char *run_dir, int64_t step,
+                            int n_overlays) {
     ocr_post_config post = ocr_post_config_default(OCR_POST_BOX);
     ocr_evaluator ev;
     ocr_detections det;
-    int i, b;
+    val_figures fig;
+    int held = strcmp(v->name, "val") != 0, i, b;
     memset(&det, 0, sizeof det);
     ocr_eval_init(&ev);
     for (i = 0; i < v->count; i += v->vb) {
@@ -266,9 +288,9 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
                 unsigned char *png;
                 size_t png_size;
                 draw_overlay(ctx, s, &det, &img);
-                snprintf(path, sizeof path, "%s/overlays/step_%06lld_%d.png", run_dir, (long long)step, i + b);
+                snprintf(path, sizeof path, "%s/overlays/step_%06lld_%s%d.png", run_dir, (long long)step, held ? "h" : "", i + b);
                 if (ocr_image_save_png(ctx, path, &img)) die(ctx, "writing an overlay");
-                snprintf(tag, sizeof tag, "val/overlay_%d", i + b);
+                snprintf(tag, sizeof tag, "val/%soverlay_%d", held ? "heldout_" : "", i + b);
                 if (ocr_image_encode_png(ctx, &img, &png, &png_size) == OCR_OK) {
                     if (ocr_metrics_image(ctx, metrics, step, tag, img.width, img.height, 3, png, png_size)) die(ctx, "metrics");
                     OCR_FREE(png);
@@ -278,7 +300,57 @@ static ocr_eval_result validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metr
         }
     }
     ocr_detections_free(&det);
-    return ocr_eval_finish(&ev);
+    fig.done = 1;
+    fig.r = ocr_eval_finish(&ev);
+    fig.total = ev.total;
+    return fig;
+}
+
+/* Logs a validation's figures as val/<x> (or val/heldout_<x>): precision, recall, hmean, and recall_h_lt16, recall_h16_32,
+   recall_h_gt32 for the height bins that hold words. */
+static void log_figures(ocr_ctx *ctx, ocr_metrics *metrics, int64_t step, const char *set, const val_figures *f) {
+    const char *pre = strcmp(set, "val") ? "heldout_" : "";
+    char key[64];
+    int b;
+    snprintf(key, sizeof key, "val/%sprecision", pre);
+    if (ocr_metrics_scalar(ctx, metrics, step, key, f->r.precision)) die(ctx, "metrics");
+    snprintf(key, sizeof key, "val/%srecall", pre);
+    if (ocr_metrics_scalar(ctx, metrics, step, key, f->r.recall)) die(ctx, "metrics");
+    snprintf(key, sizeof key, "val/%shmean", pre);
+    if (ocr_metrics_scalar(ctx, metrics, step, key, f->r.hmean)) die(ctx, "metrics");
+    for (b = 0; b < OCR_EVAL_HEIGHT_BINS; b++) {
+        if (!f->total.gt_care_by_height[b]) continue; /* no words of that height: no recall (0 would read as all missed) */
+        snprintf(key, sizeof key, "val/%srecall_%s", pre, ocr_eval_height_bin_name(b));
+        if (ocr_metrics_scalar(ctx, metrics, step, key, f->r.recall_by_height[b])) die(ctx, "metrics");
+    }
+}
+
+/* "0.412/0.833/-": recall by height, - for a bin without words */
+static const char *height_recalls(const val_figures *f, char *buf, size_t cap) {
+    size_t used = 0;
+    int b;
+    buf[0] = 0;
+    for (b = 0; b < OCR_EVAL_HEIGHT_BINS && used < cap; b++) {
+        if (f->total.gt_care_by_height[b]) snprintf(buf + used, cap - used, "%s%.3f", b ? "/" : "", f->r.recall_by_height[b]);
+        else snprintf(buf + used, cap - used, "%s-", b ? "/" : "");
+        used = strlen(buf);
+    }
+    return buf;
+}
+
+/* The final line's figures of one set as JSON members: ,"<pre>hmean":..., precision, recall (with prf) and recall_h_*
+   (null where there is no set or no words of that height). */
+static void print_figures_json(const char *pre, const val_figures *f, int prf) {
+    int b;
+    if (prf && f->done)
+        printf(",\"%shmean\":%.4f,\"%sprecision\":%.4f,\"%srecall\":%.4f", pre, f->r.hmean, pre, f->r.precision, pre, f->r.recall);
+    else if (prf)
+        printf(",\"%shmean\":null,\"%sprecision\":null,\"%srecall\":null", pre, pre, pre);
+    for (b = 0; b < OCR_EVAL_HEIGHT_BINS; b++) {
+        if (f->done && f->total.gt_care_by_height[b])
+            printf(",\"%srecall_%s\":%.4f", pre, ocr_eval_height_bin_name(b), f->r.recall_by_height[b]);
+        else printf(",\"%srecall_%s\":null", pre, ocr_eval_height_bin_name(b));
+    }
 }
 
 /* ---------------------------------------------------------------- checkpoints */
@@ -290,6 +362,9 @@ typedef struct {
     double best_hmean;
     int64_t best_step;
     double seconds;         /* training time before this process */
+    /* the synthetic sets' fonts and photographs (synth.fonts, ...: asset_list's text), written into every checkpoint */
+    int n_assets;
+    const char *asset_keys[4], *asset_values[4];
 } train_state;
 
 /* name.safetensors (weights_path) holds the weights and everything needed to continue: the settings and the run's
@@ -300,9 +375,9 @@ static void write_checkpoint(ocr_ctx *ctx, const char *weights_path, const char 
                              const ocr_optimizer *opt, const float *ema, const ocr_grad_scaler *scaler, const train_args *a,
                              const train_state *st, int kill_point) {
     ocr_ex_meta meta;
-    const char *okeys[8], *ovalues[8];
+    const char *okeys[8], *ovalues[8], *keys[OCR_EX_META_MAX + 4], *values[OCR_EX_META_MAX + 4];
     char scaler_buf[512];
-    int n_settings, n_optim;
+    int n_settings, n_optim, i;
     ocr_ex_meta_init(&meta);
     if (ocr_ex_settings_to_meta(kSettings, N_SETTINGS, a, "train.", &meta)) { fprintf(stderr, "train_dbnet: the settings are too long to store\n"); exit(1); }
     n_settings = meta.n;
@@ -320,7 +395,132 @@ static void write_checkpoint(ocr_ctx *ctx, const char *weights_path, const char 
     n_optim = 1 + ocr_grad_scaler_meta(scaler, scaler_buf, okeys + 1, ovalues + 1);
     if (ocr_optim_save(ctx, opt, ema, optim_path, okeys, ovalues, n_optim)) die(ctx, "saving the optimizer state");
     test_kill_point(kill_point);
-    if (ocr_dbnet_save(ctx, m, weights_path, meta.keys, meta.values, meta.n)) die(ctx, "saving a checkpoint");
+    /* the asset lists go beside the settings' buffer: a custom font set's list can be longer than it holds */
+    for (i = 0; i < meta.n; i++) { keys[i] = meta.keys[i]; values[i] = meta.values[i]; }
+    for (i = 0; i < st->n_assets; i++) { keys[meta.n + i] = st->asset_keys[i]; values[meta.n + i] = st->asset_values[i]; }
+    if (ocr_dbnet_save(ctx, m, weights_path, keys, values, meta.n + st->n_assets)) die(ctx, "saving a checkpoint");
+}
+
+/* ---------------------------------------------------------------- the synthetic sets' fonts and photographs */
+
+/* The checkpoint keys of the lists, and what the start output calls them: the training (and validation) scenes' fonts
+   and photographs, then the held-out scenes'. */
+static const char *const kAssetKeys[4] = {"synth.fonts", "synth.photos", "synth.heldout_fonts", "synth.heldout_photos"};
+static const char *const kAssetNames[4] = {"fonts of the synthetic training and validation scenes", "their photographs",
+                                           "fonts of the held-out validation scenes", "their photographs"};
+
+/* One line per font (photos: photograph) of s, "<sha256>  <file>\n" as sha256sum prints it, in the order s uses them. */
+static char *asset_list(const ocr_synth *s, int photos) {
+    int n = photos ? ocr_synth_photo_count(s) : ocr_synth_font_count(s), i;
+    size_t cap = 1, used = 0;
+    char *text;
+    for (i = 0; i < n; i++) cap += 64 + 2 + strlen(photos ? ocr_synth_photo_file(s, i) : ocr_synth_font_file(s, i)) + 1;
+    if (!(text = (char *)malloc(cap))) { fprintf(stderr, "train_dbnet: out of memory\n"); exit(1); }
+    text[0] = 0;
+    for (i = 0; i < n; i++)
+        used += (size_t)snprintf(text + used, cap - used, "%s  %s\n", photos ? ocr_synth_photo_sha256(s, i) : ocr_synth_font_sha256(s, i),
+                                 photos ? ocr_synth_photo_file(s, i) : ocr_synth_font_file(s, i));
+    return text;
+}
+
+/* The line of list whose file name is file (length len), or NULL. */
+static const char *asset_find(const char *list, const char *file, size_t len) {
+    const char *line;
+    for (line = list; *line; line += strcspn(line, "\n") + (line[strcspn(line, "\n")] ? 1 : 0)) {
+        size_t n = strcspn(line, "\n");
+        if (n == 66 + len && strncmp(line + 66, file, len) == 0) return line;
+    }
+    return NULL;
+}
+
+/* --resume: the files a set loads now must be the ones the run recorded (same names, bytes, order), else its scenes
+   are not the ones it trained and validated on. Exits naming the first file that differs; what is "font" or
+   "photograph". */
+static void check_assets(const char *checkpoint, const char *key, const char *what, const char *recorded, const char *now) {
+    const char *line, *other;
+    if (strcmp(recorded, now) == 0) return;
+    for (line = recorded; *line; line += strcspn(line, "\n") + 1) {
+        size_t n = strcspn(line, "\n");
+        if (n < 67 || !line[n] || line[64] != ' ' || line[65] != ' ') {
+            fprintf(stderr, "train_dbnet: --resume: %s has a malformed '%s' (expected lines '<sha256>  <file>'): %.*s\n", checkpoint, key,
+                    (int)n, line);
+            exit(1);
+        }
+        other = asset_find(now, line + 66, n - 66);
+        if (!other) {
+            fprintf(stderr, "train_dbnet: --resume: the run used the %s %.*s (SHA-256 %.64s, %s in %s), which is not loaded now: its "
+                            "scenes would differ from those it trained on; restore the file or start a new run\n",
+                    what, (int)(n - 66), line + 66, line, key, checkpoint);
+            exit(1);
+        }
+        if (strncmp(other, line, 64) != 0) {
+            fprintf(stderr, "train_dbnet: --resume: the %s %.*s has SHA-256 %.64s now but had %.64s when the run started (%s in %s): its "
+                            "scenes would differ from those it trained on; restore the file or start a new run\n",
+                    what, (int)(n - 66), line + 66, other, line, key, checkpoint);
+            exit(1);
+        }
+    }
+    for (line = now; *line; line += strcspn(line, "\n") + 1) {
+        size_t n = strcspn(line, "\n");
+        if (n < 67 || !line[n]) break;
+        if (!asset_find(recorded, line + 66, n - 66)) {
+            fprintf(stderr, "train_dbnet: --resume: the %s %.*s (SHA-256 %.64s) would be loaded now but was not when the run started (%s "
+                            "in %s): its scenes would differ; remove it or start a new run\n", what, (int)(n - 66), line + 66, line, key,
+                    checkpoint);
+            exit(1);
+        }
+    }
+    fprintf(stderr, "train_dbnet: --resume: the run's %ss are loaded now in another order than %s in %s records: its scenes would "
+                    "differ; start a new run\n", what, key, checkpoint);
+    exit(1);
+}
+
+/* The asset lists of the synthetic sets into st (main: the training set's, or the validation set's when only it is
+   synthetic; heldout: the held-out set's; either may be NULL). Resuming (resumed: its checkpoint, at path), each list
+   the checkpoint recorded must be what is loaded now; a checkpoint from before the lists is not checked. A held-out
+   file that is also trained on is said, as the held-out figure then overstates. */
+static void record_assets(train_state *st, const ocr_synth *main_set, const ocr_synth *heldout_set, const ocr_safetensors *resumed,
+                          const char *path) {
+    int k;
+    st->n_assets = 0;
+    for (k = 0; k < 4; k++) {
+        const ocr_synth *set = k < 2 ? main_set : heldout_set;
+        const char *recorded;
+        char *list;
+        if (!set) continue;
+        list = asset_list(set, k % 2);
+        recorded = resumed ? ocr_safetensors_meta(resumed, kAssetKeys[k]) : NULL;
+        if (recorded) check_assets(path, kAssetKeys[k], k % 2 ? "photograph" : "font", recorded, list);
+        st->asset_keys[st->n_assets] = kAssetKeys[k];
+        st->asset_values[st->n_assets++] = list;
+    }
+    if (main_set && heldout_set) /* lists 0/1 are the main set's, 2/3 the held-out one's */
+        for (k = 0; k < 2; k++) {
+            const char *line;
+            char hash[65];
+            for (line = st->asset_values[2 + k]; *line; line += strcspn(line, "\n") + 1) {
+                if (strcspn(line, "\n") < 67) break;
+                memcpy(hash, line, 64);
+                hash[64] = 0;
+                if (strstr(st->asset_values[k], hash))
+                    fprintf(stderr, "train_dbnet: warning: the held-out %s %.*s is also used for training: the held-out figures "
+                                    "overstate what the model does on unseen ones\n", k ? "photograph" : "font",
+                            (int)(strcspn(line, "\n") - 66), line + 66);
+            }
+        }
+}
+
+/* The start output's record of the fonts and photographs: the lines of the checkpoint's lists. */
+static void print_assets(const train_state *st) {
+    int k;
+    for (k = 0; k < st->n_assets; k++) {
+        const char *line, *v = st->asset_values[k];
+        int n = 0, which = 0;
+        while (which < 3 && strcmp(kAssetKeys[which], st->asset_keys[k]) != 0) which++;
+        for (line = v; *line; line += strcspn(line, "\n") + 1) n++;
+        fprintf(stderr, "train_dbnet: %s: %d%s\n", kAssetNames[which], n, n ? " (SHA-256, file)" : which % 2 ? ", procedural backgrounds only" : "");
+        for (line = v; *line; line += strcspn(line, "\n") + 1) fprintf(stderr, "  %.*s\n", (int)strcspn(line, "\n"), line);
+    }
 }
 
 /* ---------------------------------------------------------------- the run directory
@@ -665,8 +865,8 @@ int main(int argc, char **argv) {
     train_args a;
     int is_synth, i;
     ocr_ctx ctx;
-    ocr_synth synth, train_synth; /* validation scenes keep the defaults; training ones may be denser */
-    ocr_synth_config train_synth_cfg;
+    ocr_synth synth, train_synth, heldout_synth; /* validation scenes keep the defaults; training ones may be denser */
+    ocr_synth_config synth_cfg, train_synth_cfg;
     ocr_dataset train_ds;
     ocr_loader *loader = NULL;
     ocr_loader_config lcfg;
@@ -679,14 +879,16 @@ int main(int argc, char **argv) {
     float *ema = NULL;        /* --ema: the weight average, model.params.numel floats where the parameters live */
     ocr_db_loss_config loss_cfg;
     ocr_metrics metrics;
-    val_set val;
+    val_set val, heldout;
+    val_figures last_eval, last_heldout;
     train_state st;
     ocr_safetensors resume_st;
     ocr_tensor d_logits, d_thresh, targets_dev[F_COUNT];
-    ocr_eval_result last_eval;
     char run_dir[2048], path[4096], best_optim[4096], why[8192];
     const char *problem;
     int64_t batches_per_epoch, total_steps;
+    int heldout_count;
+    char held[64] = "";
     double t_start, t_images = 0, seconds_before = 0;
     int tty = isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
     int log_level = OCR_LOG_WARN;
@@ -753,6 +955,9 @@ int main(int argc, char **argv) {
         return a.resume ? 1 : 2;
     }
     if (a.val_scale == 0) a.val_scale = is_synth_spec(a.val) ? 1.4f : 1.0f; /* stored resolved in checkpoints */
+    if (a.fonts && !a.fonts[0]) a.fonts = NULL;    /* empty: the declared set */
+    if (a.photos && !a.photos[0]) a.photos = NULL;
+    heldout_count = !is_synth_spec(a.val) ? 0 : a.heldout_count < 0 ? a.val_count : a.heldout_count;
     if (mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_dbnet: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
     if (!a.resume) { /* a new run: the directory is locked, and a run already there is neither touched nor mixed with this one */
         const char *found;
@@ -797,16 +1002,32 @@ int main(int argc, char **argv) {
         load_optimizer(&ctx, &rf, &opt, ema, &scaler, st.step, optim_step);
     }
 
-    /* data */
+    /* data: the synthetic training and validation scenes share the fonts and photographs (--fonts, --photos; validation
+       keeps the default density and heights); the held-out set has the declared held-out ones, so that its figure says
+       how the model does on faces and pictures it never saw */
     memset(&synth, 0, sizeof synth); /* fonts are loaded only for the sets that are synthetic */
     memset(&train_synth, 0, sizeof train_synth);
-    if (is_synth_spec(a.val) && ocr_synth_init(&ctx, &synth, NULL)) die(&ctx, "loading fonts for synthetic scenes");
-    train_synth_cfg = ocr_synth_defaults();
+    memset(&heldout_synth, 0, sizeof heldout_synth);
+    memset(&heldout, 0, sizeof heldout);
+    synth_cfg = ocr_synth_defaults();
+    synth_cfg.font_path = a.fonts;
+    synth_cfg.photo_path = a.photos;
+    if (is_synth_spec(a.val) && ocr_synth_init(&ctx, &synth, &synth_cfg)) die(&ctx, "synthetic validation scenes (--fonts, --photos)");
+    train_synth_cfg = synth_cfg;
     train_synth_cfg.lines_per_mpix = a.synth_lines;
     train_synth_cfg.min_text_px *= a.synth_text_scale;
     train_synth_cfg.max_text_px *= a.synth_text_scale;
     if (is_synth_spec(a.data) && ocr_synth_init(&ctx, &train_synth, &train_synth_cfg))
-        die(&ctx, "synthetic training scenes (--synth-lines, --synth-text-scale)");
+        die(&ctx, "synthetic training scenes (--fonts, --photos, --synth-lines, --synth-text-scale)");
+    if (heldout_count > 0) {
+        ocr_synth_config h = ocr_synth_defaults();
+        h.split = OCR_SYNTH_HELDOUT;
+        h.photo_path = a.photos && strcmp(a.photos, "none") == 0 ? "none" : NULL;
+        if (ocr_synth_init(&ctx, &heldout_synth, &h))
+            die(&ctx, "held-out validation scenes (the declared held-out fonts and photographs; --heldout-count 0 goes without)");
+    }
+    record_assets(&st, is_synth_spec(a.data) ? &train_synth : is_synth_spec(a.val) ? &synth : NULL,
+                  heldout_count > 0 ? &heldout_synth : NULL, a.resume ? &resume_st : NULL, rf.weights);
     if (open_dataset(&ctx, a.data, &train_synth, (uint64_t)a.seed * 7919u + 1, (int64_t)a.steps * a.batch, a.size, &train_ds, &is_synth))
         die(&ctx, "--data");
     memset(&tcfg, 0, sizeof tcfg);
@@ -831,8 +1052,14 @@ int main(int argc, char **argv) {
     batches_per_epoch = train_ds.count / a.batch;
     if (batches_per_epoch < 1) { fprintf(stderr, "train_dbnet: the training set has fewer than --batch samples\n"); return 1; }
     total_steps = (!is_synth && a.epochs > 0) ? (int64_t)a.epochs * batches_per_epoch : a.steps;
-    val_open(&ctx, &val, a.val, &synth, (uint64_t)a.seed * 7919u + 1000003u, a.val_count, a.val_size,
-             (int)ceil(a.val_size * (double)a.val_scale / 32.0 - 1e-6) * 32); /* 1.4f must not round 448 up */
+    {
+        int input = (int)ceil(a.val_size * (double)a.val_scale / 32.0 - 1e-6) * 32; /* 1.4f must not round 448 up */
+        val_open(&ctx, &val, "val", a.val, &synth, (uint64_t)a.seed * 7919u + 1000003u, a.val_count, a.val_size, input);
+        if (heldout_count > 0)
+            val_open(&ctx, &heldout, "heldout", "synth", &heldout_synth, (uint64_t)a.seed * 7919u + 2000003u, heldout_count, a.val_size, input);
+        ocr_synth_free(&synth); /* the validation scenes are rendered: their fonts and photographs can go */
+        ocr_synth_free(&heldout_synth);
+    }
 
     if (ocr_tensor_alloc(&ctx, &d_logits, "d_prob_logits", OCR_F32, ctx.device, ocr_shape4(a.batch, 1, a.size, a.size)) ||
         ocr_tensor_alloc(&ctx, &d_thresh, "d_thresh", OCR_F32, ctx.device, ocr_shape4(a.batch, 1, a.size, a.size)))
@@ -846,16 +1073,19 @@ int main(int argc, char **argv) {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
+    if (heldout.count) snprintf(held, sizeof held, " and %d held-out", heldout.count);
     fprintf(stderr, "train_dbnet: %s DB-ResNet-%d width %g, %zu parameters, %lld steps of %d x %dx%d on %d threads (GEMM %s), "
-                    "precision %s%s%s%s, validation %d images run at %dx%d, run %s\n",
+                    "precision %s%s%s%s, validation %d images run at %dx%d%s, run %s\n",
             a.resume ? "resuming" : "training", mcfg.depth, a.width, ocr_params_trainable_count(&model.params),
             (long long)total_steps, a.batch, a.size, a.size, ctx.n_threads, ocr_gemm_kernel_name(&ctx), a.amp,
             ctx.amp == OCR_AMP_BF16 ? " on " : "", ctx.amp == OCR_AMP_BF16 ? ocr_gemm_bf16_kernel_name(&ctx) : "",
-            scaler.enabled ? " with dynamic loss scaling" : "", val.count, val.input, val.input, run_dir);
+            scaler.enabled ? " with dynamic loss scaling" : "", val.count, val.input, val.input, held, run_dir);
+    print_assets(&st);
 
     loss_cfg = ocr_db_loss_defaults();
     loss_cfg.prob_dice_weight = a.prob_dice; /* sharpens P between neighbouring words: see ocr_loss.h */
     memset(&last_eval, 0, sizeof last_eval);
+    memset(&last_heldout, 0, sizeof last_heldout);
     t_start = now_seconds();
     {
         int64_t epoch = -1;
@@ -963,18 +1193,25 @@ int main(int argc, char **argv) {
                the checkpoint, which closes the step's metrics record */
             if ((a.eval_every > 0 && st.step % a.eval_every == 0) || st.step == total_steps) {
                 swap_weights(&model, &ema); /* validation and "best" see the weight average, with --ema */
+                char bins[64], held_bins[64];
                 last_eval = validate(&ctx, &model, &val, &metrics, run_dir, st.step, 4);
+                if (heldout.count) last_heldout = validate(&ctx, &model, &heldout, &metrics, run_dir, st.step, 4);
                 eval_done_at_end = st.step == total_steps;
                 if (tty) fputc('\n', stderr);
-                printf("step %lld validation: precision %.4f recall %.4f hmean %.4f\n", (long long)st.step, last_eval.precision,
-                       last_eval.recall, last_eval.hmean);
+                printf("step %lld validation: precision %.4f recall %.4f hmean %.4f", (long long)st.step, last_eval.r.precision,
+                       last_eval.r.recall, last_eval.r.hmean);
+                if (heldout.count)
+                    printf(" heldout_hmean %.4f (precision %.4f recall %.4f)", last_heldout.r.hmean, last_heldout.r.precision,
+                           last_heldout.r.recall);
+                printf(" | recall by height <16/16-32/>32 px %s", height_recalls(&last_eval, bins, sizeof bins));
+                if (heldout.count) printf(", held-out %s", height_recalls(&last_heldout, held_bins, sizeof held_bins));
+                printf("\n");
                 fflush(stdout);
-                if (ocr_metrics_scalar(&ctx, &metrics, st.step, "val/precision", last_eval.precision) ||
-                    ocr_metrics_scalar(&ctx, &metrics, st.step, "val/recall", last_eval.recall) ||
-                    ocr_metrics_scalar(&ctx, &metrics, st.step, "val/hmean", last_eval.hmean))
-                    die(&ctx, "metrics");
-                if (last_eval.hmean > st.best_hmean || st.best_step == 0) {
-                    st.best_hmean = last_eval.hmean;
+                log_figures(&ctx, &metrics, st.step, "val", &last_eval);
+                if (heldout.count) log_figures(&ctx, &metrics, st.step, "heldout", &last_heldout);
+                /* the best checkpoint is chosen on the ordinary validation set: the held-out one stays a check */
+                if (last_eval.r.hmean > st.best_hmean || st.best_step == 0) {
+                    st.best_hmean = last_eval.r.hmean;
                     st.best_step = st.step;
                     st.seconds = seconds_before + now_seconds() - t_start;
                     snprintf(path, sizeof path, "%s/best.safetensors", run_dir);
@@ -1000,16 +1237,18 @@ int main(int argc, char **argv) {
     if (ocr_metrics_close(&ctx, &metrics)) die(&ctx, "metrics");
     {
         double el = now_seconds() - t_start;
-        printf("{\"hmean\":%.4f,\"precision\":%.4f,\"recall\":%.4f,\"steps\":%lld,\"seconds\":%.1f,\"images_per_second\":%.2f,"
-               "\"validated\":%s,\"run\":\"%s\"}\n",
-               last_eval.hmean, last_eval.precision, last_eval.recall, (long long)st.step, st.seconds,
-               t_images / (el > 0 ? el : 1), eval_done_at_end ? "true" : "false", run_dir);
+        printf("{\"hmean\":%.4f,\"precision\":%.4f,\"recall\":%.4f", last_eval.r.hmean, last_eval.r.precision, last_eval.r.recall);
+        print_figures_json("", &last_eval, 0);
+        print_figures_json("heldout_", &last_heldout, 1);
+        printf(",\"steps\":%lld,\"seconds\":%.1f,\"images_per_second\":%.2f,\"validated\":%s,\"run\":\"%s\"}\n", (long long)st.step,
+               st.seconds, t_images / (el > 0 ? el : 1), eval_done_at_end ? "true" : "false", run_dir);
     }
     ocr_loader_free(loader);
     ocr_dataset_close(&train_ds);
     val_free(&val);
-    ocr_synth_free(&synth);
+    val_free(&heldout);
     ocr_synth_free(&train_synth);
+    for (i = 0; i < st.n_assets; i++) free((char *)st.asset_values[i]);
     ocr_tensor_free(&d_logits);
     ocr_tensor_free(&d_thresh);
     for (i = 0; i < F_COUNT; i++) ocr_tensor_free(&targets_dev[i]);

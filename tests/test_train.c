@@ -1,11 +1,13 @@
 /* ./examples/train_dbnet end to end, as a user runs it (build.sh builds it before the tests), on a tiny model:
    - a short run whose loss falls, with its run directory complete: metrics.jsonl (steps strictly increasing,
-     validation at its training step), a TensorBoard event file, last/best checkpoints that load back into a model
-     with the run's config, overlays, and the final JSON line;
+     validation at its training step, the held-out set's figures and recall by height beside it), a TensorBoard event
+     file, last/best checkpoints that load back into a model with the run's config and record the fonts and
+     photographs (SHA-256, one recomputed by sha256sum) that the start output lists, overlays, and the final JSON line;
    - resume exactness: a run stopped at step 4 and resumed gives, bit for bit, the losses and the weight average of the
      uninterrupted run, also from a checkpoint whose optimizer file is in the format before ocr_optim_save's;
    - the settings table (kSettings in examples/train_dbnet.c): every flag is in --help with its default, and a run
      stopped with a non-default value for every stored setting resumes with all of them;
+   - --resume refuses a run whose fonts changed (a font's bytes, a font added), naming the font;
    - validation at --val-scale 1.5 maps detections back to the images (a model that finds every whole image scores 1);
    - crashes and full disks: 30 SIGKILLs at random instants and inside the state commit (OCR_TEST_KILL_IN_SAVE), each
      followed by --resume, always leave one complete state and end bit for bit where an uninterrupted run ends
@@ -33,8 +35,10 @@
 #include <unistd.h>
 
 static const char *const TRAIN = "./examples/train_dbnet";
-/* tiny and fast: 64x64 scenes, batch 2, the narrowest model */
-#define TINY "--size 64 --batch 2 --width 0.05 --val-count 4 --val-size 64 --threads 2 --log-every 1 --workers 2"
+/* tiny and fast: 64x64 scenes, batch 2, the narrowest model; TINY without photographs (decoding them takes longer than
+   such a run: test_short_run covers them) */
+#define TINY_PHOTOS "--size 64 --batch 2 --width 0.05 --val-count 4 --val-size 64 --threads 2 --log-every 1 --workers 2"
+#define TINY TINY_PHOTOS " --photos none"
 #define dir ocr_test_cli_dir
 static ocr_ctx ctx;
 
@@ -69,25 +73,89 @@ static int read_losses(const char *run_dir, double *losses, int max, int *n_val)
     return n;
 }
 
+/* A run's record of its fonts and photographs (key, e.g. synth.fonts, in the checkpoint at path): "<sha256>  <file>"
+   lines, each also in the start output (err). The first file's hash is recomputed by sha256sum (coreutils) from
+   root/<file>. The number of lines, -1 when the key is missing or a line is malformed. */
+static int check_asset_record(const char *path, const char *key, const char *err, const char *root) {
+    ocr_safetensors st;
+    const char *v, *line;
+    int n = 0;
+    OCR_CHECK_OK(&ctx, ocr_safetensors_open(&ctx, &st, path));
+    if (ocr_test__case_failed) return -1;
+    v = ocr_safetensors_meta(&st, key);
+    OCR_CHECK_MSG(v != NULL, "%s lacks %s", path, key);
+    for (line = v ? v : ""; *line; line += strcspn(line, "\n") + 1, n++) {
+        size_t len = strcspn(line, "\n"), k;
+        char want[700];
+        for (k = 0; k < 64 && ((line[k] >= '0' && line[k] <= '9') || (line[k] >= 'a' && line[k] <= 'f')); k++) {}
+        OCR_CHECK_MSG(k == 64 && len > 66 && line[64] == ' ' && line[65] == ' ' && line[len] == '\n', "%s line %d is not '<sha256>  <file>': %.*s",
+                      key, n + 1, (int)len, line);
+        if (k != 64 || len <= 66 || len > 600) { n = -1; break; }
+        snprintf(want, sizeof want, "\n  %.*s\n", (int)len, line);
+        OCR_CHECK_MSG(strstr(err, want) != NULL, "the start output does not list %s's %.*s", key, (int)len, line);
+        if (n == 0 && root) { /* an independent hash of the first file */
+            char cmd[1400], *sum = NULL, *sum_err = NULL;
+            int rc;
+            snprintf(cmd, sizeof cmd, "sha256sum '%s/%.*s'", root, (int)(len - 66), line + 66);
+            rc = ocr_test_run(cmd, &sum, &sum_err);
+            OCR_CHECK_MSG(rc == 0 && sum && strncmp(sum, line, 64) == 0, "%s: '%s' gives %s, the record %.64s", key, cmd, sum ? sum : "", line);
+            free(sum);
+            free(sum_err);
+        }
+    }
+    ocr_safetensors_close(&st);
+    return n;
+}
+
 static void test_short_run(void) {
     char args[1024], path[256], *out, *err, *last;
     double losses[13], first, final;
-    int rc, n, n_val;
+    int rc, n, n_val, b;
     ocr_dbnet_config cfg;
     ocr_dbnet m;
     struct stat st;
-    snprintf(args, sizeof args, "%s %s --steps 12 --eval-every 5 --save-every 6 --lr 0.005 --val-scale 1.5 --out %s/short", TRAIN, TINY, dir);
+    /* with the declared fonts and photographs (the default) */
+    snprintf(args, sizeof args, "%s %s --steps 12 --eval-every 5 --save-every 6 --lr 0.005 --val-scale 1.5 --out %s/short", TRAIN, TINY_PHOTOS,
+             dir);
     rc = ocr_test_run(args, &out, &err);
     OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s", args, rc, err);
-    /* the last stdout line is the summary */
+    /* the last stdout line is the summary, with the held-out set's figures and recall by height */
     last = strrchr(out, '{');
     OCR_CHECK_MSG(last && ocr_test_json_number(last, strcspn(last, "\n"), "steps") == 12 && !isnan(ocr_test_json_number(last, strcspn(last, "\n"), "hmean")) &&
-                      ocr_test_json_number(last, strcspn(last, "\n"), "images_per_second") > 0,
+                      ocr_test_json_number(last, strcspn(last, "\n"), "images_per_second") > 0 &&
+                      !isnan(ocr_test_json_number(last, strcspn(last, "\n"), "heldout_hmean")) &&
+                      !isnan(ocr_test_json_number(last, strcspn(last, "\n"), "heldout_precision")) &&
+                      !isnan(ocr_test_json_number(last, strcspn(last, "\n"), "heldout_recall")),
                   "last line: %s", last ? last : out);
+    for (b = 0; b < 3 && last; b++) { /* each bin is there: a number, or null without words of that height */
+        static const char *const keys[6] = {"\"recall_h_lt16\":", "\"recall_h16_32\":", "\"recall_h_gt32\":", "\"heldout_recall_h_lt16\":",
+                                            "\"heldout_recall_h16_32\":", "\"heldout_recall_h_gt32\":"};
+        OCR_CHECK_MSG(strstr(last, keys[b]) && strstr(last, keys[3 + b]), "last line lacks %s or %s: %s", keys[b], keys[3 + b], last);
+    }
+    OCR_CHECK_MSG(strstr(out, "step 5 validation: precision") && strstr(out, " heldout_hmean ") && strstr(out, "recall by height"),
+                  "no held-out figures in the validation lines: %s", out);
     snprintf(path, sizeof path, "%s/short", dir);
     n = read_losses(path, losses, 12, &n_val);
     OCR_CHECK_MSG(n == 12, "%d losses logged, expected 12", n);
     OCR_CHECK_MSG(n_val == 3, "%d validations logged, expected 3 (steps 5, 10 and the last, 12, where the checkpoint is also written)", n_val);
+    {
+        char *text, *at;
+        int n_held = 0, n_bins = 0;
+        snprintf(path, sizeof path, "%s/short/metrics.jsonl", dir);
+        text = ocr_test_read_text(path);
+        for (at = text; at && (at = strstr(at, "\"val/heldout_hmean\":")) != NULL; at++) n_held++;
+        for (at = text; at && (at = strstr(at, "\"val/recall_h")) != NULL; at++) n_bins++;
+        OCR_CHECK_MSG(n_held == 3 && text && strstr(text, "\"val/heldout_precision\":") && strstr(text, "\"val/heldout_recall\":"),
+                      "val/heldout_hmean logged %d times, expected 3, with its precision and recall", n_held);
+        OCR_CHECK_MSG(n_bins >= 3, "recall by height logged %d times", n_bins);
+        free(text);
+    }
+    /* the fonts and photographs, named with their SHA-256 in the checkpoint and the start output */
+    snprintf(path, sizeof path, "%s/short/last.safetensors", dir);
+    OCR_CHECK_MSG(check_asset_record(path, "synth.fonts", err, "/usr/share/fonts") > 0, "no training fonts recorded");
+    OCR_CHECK_MSG(check_asset_record(path, "synth.photos", err, "/usr/share/backgrounds") > 0, "no training photographs recorded");
+    OCR_CHECK_MSG(check_asset_record(path, "synth.heldout_fonts", err, "/usr/share/fonts") > 0, "no held-out fonts recorded");
+    OCR_CHECK_MSG(check_asset_record(path, "synth.heldout_photos", err, "/usr/share/backgrounds") > 0, "no held-out photographs recorded");
     first = (losses[1] + losses[2] + losses[3]) / 3;
     final = (losses[10] + losses[11] + losses[12]) / 3;
     OCR_CHECK_MSG(final < 0.8 * first, "the loss did not fall: first steps %g, last steps %g", first, final);
@@ -316,7 +384,8 @@ static void test_help_lists_every_setting(void) {
    resume may change), writes every one of them back: the resumed run used them. */
 static void test_resume_restores_settings(void) {
     static const struct { const char *flag, *value; } given[] = {
-        {"--data", "synth"}, {"--val", "synth"}, {"--steps", "4"}, {"--epochs", "2"}, {"--batch", "2"}, {"--size", "64"},
+        {"--data", "synth"}, {"--val", "synth"}, {"--fonts", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"}, {"--photos", "none"},
+        {"--heldout-count", "2"}, {"--steps", "4"}, {"--epochs", "2"}, {"--batch", "2"}, {"--size", "64"},
         {"--lr", "0.003"}, {"--optimizer", "sgd"}, {"--weight-decay", "0.0002"}, {"--backbone", "resnet18"}, {"--width", "0.08"},
         {"--prior", "0.05"}, {"--balanced-fraction", "0.5"}, {"--pos-weight", "2"}, {"--prob-dice", "5"}, {"--ema", "0.9"},
         {"--synth-lines", "60"}, {"--synth-text-scale", "1.2"}, {"--clip", "3"}, {"--seed", "5"}, {"--init", ""},
@@ -369,6 +438,43 @@ static void test_resume_restores_settings(void) {
     ocr_safetensors_close(&st);
 }
 
+/* --resume refuses a run whose fonts changed since it started (a font's bytes, a font added to its folder), naming the
+   font, and resumes once they are back: the scenes after a resume must be the ones the run would have trained on. */
+static void test_resume_changed_fonts(void) {
+    char args[1024], fonts[256], run[256], cmd[1024], *out, *err;
+    int rc;
+    snprintf(fonts, sizeof fonts, "%s/fonts", dir);
+    snprintf(run, sizeof run, "%s/fonts_run", dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf %s/", fonts, fonts);
+    OCR_CHECK(system(cmd) == 0);
+    snprintf(args, sizeof args, "%s %s --fonts %s --steps 4 --eval-every 2 --stop-at 2 --out %s", TRAIN, TINY, fonts, run);
+    rc = ocr_test_run(args, &out, &err);
+    OCR_CHECK_MSG(rc == 130 && strstr(err, "/fonts/DejaVuSans.ttf"), "'%s' exited %d (expected 130, as interrupted): %s", args, rc, err);
+    free(out); free(err);
+    /* the same name, another font's bytes */
+    snprintf(cmd, sizeof cmd, "cp /usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf %s/DejaVuSans.ttf", fonts);
+    OCR_CHECK(system(cmd) == 0);
+    snprintf(args, sizeof args, "%s --resume %s --threads 2", TRAIN, run);
+    rc = ocr_test_run(args, &out, &err);
+    OCR_CHECK_MSG(rc == 1 && strstr(err, "--resume: the font ") && strstr(err, "/fonts/DejaVuSans.ttf has SHA-256") && strstr(err, "synth.fonts"),
+                  "a resume with a changed font exited %d (expected 1 naming it): %s", rc, err);
+    free(out); free(err);
+    /* the font back, and one more in the folder */
+    snprintf(cmd, sizeof cmd, "cp /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf %s/ && cp /usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf %s/",
+             fonts, fonts);
+    OCR_CHECK(system(cmd) == 0);
+    rc = ocr_test_run(args, &out, &err);
+    OCR_CHECK_MSG(rc == 1 && strstr(err, "/fonts/DejaVuSerif.ttf") && strstr(err, "was not when the run started"),
+                  "a resume with an added font exited %d (expected 1 naming it): %s", rc, err);
+    free(out); free(err);
+    /* as it was: the run resumes and ends */
+    snprintf(cmd, sizeof cmd, "rm %s/DejaVuSerif.ttf", fonts);
+    OCR_CHECK(system(cmd) == 0);
+    rc = ocr_test_run(args, &out, &err);
+    OCR_CHECK_MSG(rc == 0 && strstr(out, "\"steps\":4"), "the resume with the run's fonts exited %d: %s", rc, err);
+    free(out); free(err);
+}
+
 /* Validation at --val-scale maps the detections back to the validation images: a model whose probability map is near 1
    everywhere (head bias at logit(0.999999), learning rate ~0) finds one box covering each 64x64 image, the ground
    truth of each, so H is 1 at 1x and at 1.5x; a box left in the 96x96 input's coordinates would miss (IoU 0.44). */
@@ -406,6 +512,10 @@ static void test_val_scale_mapping(void) {
         last = strrchr(out, '{');
         OCR_CHECK_MSG(last && ocr_test_json_number(last, strcspn(last, "\n"), "hmean") == 1.0, "--val-scale %g: %s", (double)scales[i],
                       last ? last : out);
+        /* the words are 63 px high; no held-out set without synthetic validation */
+        OCR_CHECK_MSG(last && ocr_test_json_number(last, strcspn(last, "\n"), "recall_h_gt32") == 1.0 && strstr(last, "\"recall_h_lt16\":null") &&
+                          strstr(last, "\"heldout_hmean\":null") && !strstr(err, "held-out") && !strstr(err, "fonts of"),
+                      "--val-scale %g: %s %s", (double)scales[i], last ? last : out, err);
         free(out);
         free(err);
     }
@@ -819,7 +929,7 @@ static void test_run_dir_guard(void) {
         snprintf(out, sizeof out, "%s/guard_first.txt", dir);
         if (!freopen(out, "w", stdout) || !freopen(out, "w", stderr)) _exit(126);
         execl(TRAIN, TRAIN, "--size", "64", "--batch", "2", "--width", "0.05", "--val-count", "4", "--val-size", "64", "--threads", "1",
-              "--steps", "100000", "--eval-every", "0", "--save-every", "1", "--out", run, (char *)NULL);
+              "--photos", "none", "--steps", "100000", "--eval-every", "0", "--save-every", "1", "--out", run, (char *)NULL);
         _exit(127);
     }
     snprintf(path, sizeof path, "%s/state.json", run);
@@ -906,6 +1016,7 @@ static void test_usage_errors(void) {
     expect_exit("--synth-text-scale 0", 2, "--synth-text-scale in [0.1, 10]");
     expect_exit("--val-scale 0.1", 2, "--val-scale 0 or in [0.25, 4]");
     expect_exit("--ema 1", 2, "--ema in [0, 1)");
+    expect_exit("--heldout-count -2", 2, "--heldout-count >= -1");
     expect_exit("--optimizer adam", 2, "--optimizer must be sgd or adamw");
     expect_exit("--device cuda", 2, "no CUDA");
     snprintf(args, sizeof args, "--resume %s --overwrite", dir);
@@ -942,6 +1053,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_resume_exact);
     OCR_TEST_RUN(test_resume_exact_fp16);
     OCR_TEST_RUN(test_resume_restores_settings);
+    OCR_TEST_RUN(test_resume_changed_fonts);
     OCR_TEST_RUN(test_val_scale_mapping);
     OCR_TEST_RUN(test_full_disk);
     OCR_TEST_RUN(test_resume_missing_keys);
