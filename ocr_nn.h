@@ -7,9 +7,9 @@
    AVX-512 implicit path, Winograd F(4x4, 3x3) with OCR__WINO_*, the data gradient as a flipped-kernel convolution;
    ocr__conv_forward and ocr__conv_run choose among them), the bf16 GEMM and convolutions on AMX-BF16 / AVX512_BF16
    (ocr__gemm_bf16, ocr__conv_bf16_run), the public convolutions, row helpers and batch normalisation, pointwise ops,
-   pooling / upsampling / concat, parameters, optimizers and their state files, loss scaling, and last the sequence ops
-   of a recognizer (LSTM, log_softmax; CPU only for now). Each public ocr_nn_* function validates, then goes to CUDA
-   (ctx->device), to its reference (OCR_DEBUG_REFERENCE) or to its fast path.
+   pooling / upsampling / concat, parameters, optimizers and their state files, loss scaling, and last the ops of a
+   recognizer (LSTM, log_softmax, rectangular max pooling, map-to-sequence; CPU only for now). Each public ocr_nn_*
+   function validates, then goes to CUDA (ctx->device), to its reference (OCR_DEBUG_REFERENCE) or to its fast path.
 
    Do this in exactly one C or C++ file:
        #define OCR_NN_IMPLEMENTATION          (ocr_tensor.h's implementation goes in the same or another file;
@@ -298,7 +298,7 @@ OCRDEF int ocr_grad_scaler_update(ocr_ctx *ctx, ocr_grad_scaler *sc, int found_n
 OCRDEF int ocr_grad_scaler_meta(const ocr_grad_scaler *sc, char *buf, const char **keys, const char **values);
 OCRDEF int ocr_grad_scaler_from_meta(ocr_ctx *ctx, ocr_grad_scaler *sc, const ocr_safetensors *st);
 
-/* ---- sequence ops for recognition: LSTM and log-softmax ----
+/* ---- ops for recognition: LSTM, log-softmax, rectangular max pooling, map-to-sequence ----
    LSTM: one layer of torch.nn.LSTM (batch_first=False, zero initial states), forward and, with directions 2, the
    "_reverse" direction. Sequence-first layout: x [T, N, I] -> y [T, N, D*H], D = directions, the forward direction's
    hidden state in y[t, n, 0:H] and the reverse one's in y[t, n, H:2H], as PyTorch. Sequence-first because the
@@ -341,6 +341,18 @@ OCRDEF int ocr_lstm_params_add(ocr_ctx *ctx, ocr_params *P, const char *prefix, 
    must not overlap y or dy. */
 OCRDEF int ocr_nn_log_softmax_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
 OCRDEF int ocr_nn_log_softmax_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx);
+
+/* Max pooling with a rectangular window (torch.nn.functional.max_pool2d(x, (kh, kw), (sh, sw), (ph, pw))): CRNN's
+   pools that halve the height and keep the width. -inf padding (each pad at most half its kernel), output
+   floor((H + 2ph - kh) / sh) + 1 by floor((W + 2pw - kw) / sw) + 1, argmax (I32, may be NULL) as
+   ocr_nn_maxpool2d_forward's, so ocr_nn_maxpool2d_backward is its backward. CPU only for now. */
+OCRDEF int ocr_nn_maxpool2d_rect_forward(ocr_ctx *ctx, const ocr_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
+                                         ocr_tensor *y, ocr_tensor *argmax);
+/* CRNN's map-to-sequence: a feature map x [N, C, H, W] becomes the sequence y [W, N, C*H] (one step per column),
+   y[w, n, c*H + h] = x[n, c, h, w], torch's x.permute(3, 0, 1, 2).reshape(W, N, C * H) (with H = 1:
+   x.squeeze(2).permute(2, 0, 1)). Backward: dx[n, c, h, w] += dy[w, n, c*H + h]. CPU only for now. */
+OCRDEF int ocr_nn_map_to_seq_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
+OCRDEF int ocr_nn_map_to_seq_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *dx);
 
 #ifdef OCR_CUDA
 /* ---- CUDA entry points (ocr_cuda.cu). The ocr_nn_* ops above validate their arguments and then call these when
@@ -930,6 +942,44 @@ static void ocr__ref_log_softmax_backward(const float *y, const float *dy, float
         for (c = 0; c < C; c++) s += dy[r * C + c];
         for (c = 0; c < C; c++) dx[r * C + c] += (float)((double)dy[r * C + c] - exp((double)y[r * C + c]) * s);
     }
+}
+
+/* torch.nn.functional.max_pool2d(x, (kh, kw), (sh, sw), (ph, pw), return_indices=True) on planes [begin, end) of
+   [H, W]: the maximum of each window clipped to the plane, argmax (optional) the first maximum's h*W + w, a NaN winning
+   as in ocr__ref_maxpool2d_forward. Also the op's only path, spread over the planes: nothing faster to check. */
+static void ocr__ref_maxpool2d_rect_forward(const float *x, int64_t begin, int64_t end, int64_t H, int64_t W, int kh, int kw,
+                                            int sh, int sw, int ph, int pw, float *y, int32_t *argmax, int64_t OH, int64_t OW) {
+    int64_t plane, oh, ow, ih, iw;
+    for (plane = begin; plane < end; plane++)
+        for (oh = 0; oh < OH; oh++)
+            for (ow = 0; ow < OW; ow++) {
+                int64_t h0 = oh * sh - ph, w0 = ow * sw - pw, at = -1;
+                float best = 0.0f;
+                const float *xp = x + plane * H * W;
+                for (ih = h0 < 0 ? 0 : h0; ih < h0 + kh && ih < H; ih++)
+                    for (iw = w0 < 0 ? 0 : w0; iw < w0 + kw && iw < W; iw++) {
+                        float v = xp[ih * W + iw];
+                        if (at < 0 || v > best || (isnan(v) && !isnan(best))) { best = v; at = ih * W + iw; }
+                    }
+                y[(plane * OH + oh) * OW + ow] = best;
+                if (argmax) argmax[(plane * OH + oh) * OW + ow] = (int32_t)at;
+            }
+}
+
+/* x.permute(3, 0, 1, 2).reshape(W, N, C * H): y[w, n, c*H + h] = x[n, c, h, w]; its backward dx[n, c, h, w] += that dy */
+static void ocr__ref_map_to_seq_forward(const float *x, float *y, int64_t N, int64_t C, int64_t H, int64_t W) {
+    int64_t n, c, h, w;
+    for (n = 0; n < N; n++)
+        for (c = 0; c < C; c++)
+            for (h = 0; h < H; h++)
+                for (w = 0; w < W; w++) y[(w * N + n) * C * H + c * H + h] = x[((n * C + c) * H + h) * W + w];
+}
+static void ocr__ref_map_to_seq_backward(const float *dy, float *dx, int64_t N, int64_t C, int64_t H, int64_t W) {
+    int64_t n, c, h, w;
+    for (n = 0; n < N; n++)
+        for (c = 0; c < C; c++)
+            for (h = 0; h < H; h++)
+                for (w = 0; w < W; w++) dx[((n * C + c) * H + h) * W + w] += dy[(w * N + n) * C * H + c * H + h];
 }
 
 /* ---------------------------------------------------------------- mixed precision: inputs rounded at the op */
@@ -6349,7 +6399,7 @@ OCRDEF int ocr_grad_scaler_from_meta(ocr_ctx *ctx, ocr_grad_scaler *sc, const oc
     return OCR_OK;
 }
 
-/* ---------------------------------------------------------------- sequence ops: LSTM, log-softmax */
+/* ---------------------------------------------------------------- recognition ops: LSTM, log-softmax, rectangular pooling, map-to-sequence */
 
 /* Compared as integers: ordering pointers into different objects is undefined in C. */
 static int ocr__seq_overlap(const ocr_tensor *a, const ocr_tensor *b) {
@@ -6738,6 +6788,86 @@ OCRDEF int ocr_nn_log_softmax_backward(ocr_ctx *ctx, const ocr_tensor *y, const 
         ocr_parallel_for(ctx, rows, (8192 + C - 1) / C, ocr__lsm_bwd_part, &j);
     }
     return ocr__watch(ctx, fn, "backward", dx);
+}
+
+typedef struct { const float *x; float *y; int32_t *argmax; int64_t H, W, OH, OW; int kh, kw, sh, sw, ph, pw; } ocr__rect_pool_job;
+static void ocr__rect_pool_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__rect_pool_job *j = (const ocr__rect_pool_job *)arg;
+    (void)tid;
+    ocr__ref_maxpool2d_rect_forward(j->x, begin, end, j->H, j->W, j->kh, j->kw, j->sh, j->sw, j->ph, j->pw, j->y, j->argmax, j->OH,
+                                    j->OW);
+}
+
+OCRDEF int ocr_nn_maxpool2d_rect_forward(ocr_ctx *ctx, const ocr_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
+                                         ocr_tensor *y, ocr_tensor *argmax) {
+    const char *fn = "ocr_nn_maxpool2d_rect_forward";
+    ocr__rect_pool_job j;
+    ocr_shape ys;
+    char d[200];
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr_check_f32(ctx, fn, y))) return rc;
+    if (x->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: input %s must be [N, C, H, W]", fn, ocr_tensor_describe(x, d, sizeof d));
+    if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || ph < 0 || pw < 0 || 2 * ph > kh || 2 * pw > kw)
+        return ocr_error(ctx, OCR_EINVAL, "%s: kernel %dx%d, stride %dx%d, pad %dx%d (each pad at most half its kernel)", fn, kh, kw,
+                         sh, sw, ph, pw);
+    if (x->shape.dim[2] + 2 * ph < kh || x->shape.dim[3] + 2 * pw < kw)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: input %s is smaller than the %dx%d window", fn, ocr_tensor_describe(x, d, sizeof d), kh, kw);
+    if (x->shape.dim[2] * x->shape.dim[3] > INT32_MAX) return ocr_error(ctx, OCR_EOVERFLOW, "%s: plane of '%s' too large", fn, x->name);
+    ys = ocr_shape4(x->shape.dim[0], x->shape.dim[1], (x->shape.dim[2] + 2 * ph - kh) / sh + 1, (x->shape.dim[3] + 2 * pw - kw) / sw + 1);
+    if ((rc = ocr_check_shape(ctx, fn, y, ys))) return rc;
+    if (argmax && ((rc = ocr_check_dtype(ctx, fn, argmax, OCR_I32)) || (rc = ocr_check_shape(ctx, fn, argmax, ys)))) return rc;
+    if ((rc = ocr__seq_refuse_overlap(ctx, fn, y, x))) return rc;
+    if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
+    j.x = (const float *)x->data; j.y = (float *)y->data; j.argmax = argmax ? (int32_t *)argmax->data : NULL;
+    j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3];
+    j.kh = kh; j.kw = kw; j.sh = sh; j.sw = sw; j.ph = ph; j.pw = pw;
+    ocr_parallel_for(ctx, ys.dim[0] * ys.dim[1], 1, ocr__rect_pool_part, &j);
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+/* map-to-sequence on samples [begin, end): each thread owns whole samples of x and their rows of y */
+typedef struct { float *map, *seq; int64_t N, C, H, W; int backward; } ocr__m2s_job;
+static void ocr__m2s_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__m2s_job *j = (const ocr__m2s_job *)arg;
+    int64_t n, c, h, w, CH = j->C * j->H;
+    (void)tid;
+    for (n = begin; n < end; n++)
+        for (c = 0; c < j->C; c++)
+            for (h = 0; h < j->H; h++) {
+                float *xr = j->map + ((n * j->C + c) * j->H + h) * j->W, *yc = j->seq + n * CH + c * j->H + h;
+                if (j->backward) for (w = 0; w < j->W; w++) xr[w] += yc[w * j->N * CH];
+                else for (w = 0; w < j->W; w++) yc[w * j->N * CH] = xr[w];
+            }
+}
+
+static int ocr__m2s(ocr_ctx *ctx, const char *fn, const ocr_tensor *map, const ocr_tensor *seq, int backward) {
+    char d[200];
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, map)) || (rc = ocr_check_f32(ctx, fn, seq))) return rc;
+    if (map->shape.ndim != 4)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: map %s must be [N, C, H, W]", fn, ocr_tensor_describe(map, d, sizeof d));
+    if ((rc = ocr_check_shape(ctx, fn, seq, ocr_shape3(map->shape.dim[3], map->shape.dim[0], map->shape.dim[1] * map->shape.dim[2]))) ||
+        (rc = ocr__seq_refuse_overlap(ctx, fn, backward ? map : seq, backward ? seq : map)) || (rc = ocr__seq_cpu_only(ctx, fn)))
+        return rc;
+    if (ocr__use_ref(ctx) && backward) {
+        ocr__ref_map_to_seq_backward((const float *)seq->data, (float *)map->data, map->shape.dim[0], map->shape.dim[1], map->shape.dim[2],
+                                     map->shape.dim[3]);
+    } else if (ocr__use_ref(ctx)) {
+        ocr__ref_map_to_seq_forward((const float *)map->data, (float *)seq->data, map->shape.dim[0], map->shape.dim[1], map->shape.dim[2],
+                                    map->shape.dim[3]);
+    } else {
+        ocr__m2s_job j;
+        j.map = (float *)map->data; j.seq = (float *)seq->data;
+        j.N = map->shape.dim[0]; j.C = map->shape.dim[1]; j.H = map->shape.dim[2]; j.W = map->shape.dim[3]; j.backward = backward;
+        ocr_parallel_for(ctx, j.N, 1, ocr__m2s_part, &j);
+    }
+    return ocr__watch(ctx, fn, backward ? "backward" : "forward", backward ? map : seq);
+}
+OCRDEF int ocr_nn_map_to_seq_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y) {
+    return ocr__m2s(ctx, "ocr_nn_map_to_seq_forward", x, y, 0);
+}
+OCRDEF int ocr_nn_map_to_seq_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *dx) {
+    return ocr__m2s(ctx, "ocr_nn_map_to_seq_backward", dx, dy, 1);
 }
 
 #ifdef __cplusplus

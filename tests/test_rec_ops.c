@@ -1,5 +1,6 @@
-/* The recognizer's ops: the LSTM layer and log_softmax (ocr_nn.h), the CTC loss and its decoders (ocr_loss.h).
-   Against PyTorch (tools/make_rec_fixtures.py: nn.LSTM with 2 bidirectional layers and smaller ones, F.log_softmax,
+/* The recognizer's ops: the LSTM layer, log_softmax, rectangular max pooling and map-to-sequence (ocr_nn.h), the CTC
+   loss and its decoders (ocr_loss.h). Against PyTorch (tools/make_rec_fixtures.py: nn.LSTM with 2 bidirectional
+   layers and smaller ones, F.log_softmax, F.max_pool2d with (2,1)-style windows, permute/reshape,
    F.ctc_loss with 'mean' and 'sum', repeats, 200 frames, a blank-dominated output, an impossible target under
    zero_infinity) on the fast paths (1 thread with the portable GEMM, 2 threads with the best kernel) and on the
    references; the fast paths against the references on odd sizes; finite differences for the LSTM, log_softmax and
@@ -539,6 +540,83 @@ static void test_log_softmax_grad_fd(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* ---------------------------------------------------------------- rectangular pooling, map-to-sequence */
+
+/* F.max_pool2d with rectangular windows: the output, the argmax, and ocr_nn_maxpool2d_backward on that argmax. */
+static void test_maxpool_rect_parity(void) {
+    int variant, k, cases;
+    char what[96];
+    for (variant = 0; variant < N_VARIANTS; variant++) {
+        ocr_ctx ctx;
+        ocr_safetensors st;
+        if (!ctx_variant(&ctx, variant)) return;
+        if (fixture_open(&ctx, &st, "maxpool_rect", &cases)) {
+            for (k = 0; k < cases; k++) {
+                pool p;
+                ocr_tensor *x, *dy, *ref_arg, *y, *arg, *dx;
+                p.ctx = &ctx; p.n = 0;
+                x = pool_read(&p, &st, k, "x"); dy = pool_read(&p, &st, k, "dy"); ref_arg = pool_read(&p, &st, k, "argmax");
+                if (!ocr_test__case_failed) {
+                    y = pool_f32(&p, "y", dy->shape); arg = pool_new(&p, "argmax", OCR_I32, dy->shape); dx = pool_f32(&p, "dx", x->shape);
+                    OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_rect_forward(&ctx, x, (int)meta(&st, k, "kh"), (int)meta(&st, k, "kw"),
+                                                                     (int)meta(&st, k, "sh"), (int)meta(&st, k, "sw"),
+                                                                     (int)meta(&st, k, "ph"), (int)meta(&st, k, "pw"), y, arg));
+                    OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_backward(&ctx, dy, arg, dx));
+                    snprintf(what, sizeof what, "maxpool_rect case%d (%s) y", k, variant_name[variant]);
+                    expect_close(what, y, pool_read(&p, &st, k, "y"), 0.0);
+                    OCR_CHECK_MSG(!memcmp(arg->data, ref_arg->data, ocr_tensor_bytes(arg)), "maxpool_rect case%d: argmax differs", k);
+                    snprintf(what, sizeof what, "maxpool_rect case%d (%s) dx", k, variant_name[variant]);
+                    expect_close(what, dx, pool_read(&p, &st, k, "dx"), 1e-6);
+                    EXPECT_ERR(&ctx, ocr_nn_maxpool2d_rect_forward(&ctx, x, 2, 1, 2, 1, 0, 1, y, arg), OCR_EINVAL,
+                               "ocr_nn_maxpool2d_rect_forward", "pad 0x1");
+                    EXPECT_ERR(&ctx, ocr_nn_maxpool2d_rect_forward(&ctx, x, 2, 2, 1, 1, 0, 0, y, arg), OCR_ESHAPE, "'y'");
+                }
+                pool_free(&p);
+            }
+            ocr_safetensors_close(&st);
+        }
+        ocr_ctx_free(&ctx);
+    }
+}
+
+/* x.permute(3, 0, 1, 2).reshape(W, N, C*H) and its backward, which accumulates */
+static void test_map_to_seq_parity(void) {
+    int variant, k, cases;
+    char what[96];
+    for (variant = 0; variant < N_VARIANTS; variant++) {
+        ocr_ctx ctx;
+        ocr_safetensors st;
+        if (!ctx_variant(&ctx, variant)) return;
+        if (fixture_open(&ctx, &st, "map_to_seq", &cases)) {
+            for (k = 0; k < cases; k++) {
+                pool p;
+                ocr_tensor *x, *dy, *ref_y, *y, *dx;
+                p.ctx = &ctx; p.n = 0;
+                x = pool_read(&p, &st, k, "x"); dy = pool_read(&p, &st, k, "dy"); ref_y = pool_read(&p, &st, k, "y");
+                if (!ocr_test__case_failed) {
+                    y = pool_f32(&p, "y", ref_y->shape); dx = pool_f32(&p, "dx", x->shape);
+                    OCR_CHECK_OK(&ctx, ocr_nn_map_to_seq_forward(&ctx, x, y));
+                    OCR_CHECK_OK(&ctx, ocr_nn_map_to_seq_backward(&ctx, dy, dx));
+                    OCR_CHECK_OK(&ctx, ocr_nn_map_to_seq_backward(&ctx, dy, dx));
+                    snprintf(what, sizeof what, "map_to_seq case%d (%s) y", k, variant_name[variant]);
+                    expect_close(what, y, ref_y, 0.0);
+                    {
+                        ocr_tensor *twice = pool_read(&p, &st, k, "dx");
+                        int64_t i;
+                        for (i = 0; twice->data && i < ocr_tensor_numel(twice); i++) ((float *)twice->data)[i] *= 2.0f;
+                        snprintf(what, sizeof what, "map_to_seq case%d (%s) dx accumulated twice", k, variant_name[variant]);
+                        expect_close(what, dx, twice, 0.0);
+                    }
+                    EXPECT_ERR(&ctx, ocr_nn_map_to_seq_forward(&ctx, x, dx), OCR_ESHAPE, "ocr_nn_map_to_seq_forward", "'dx'");
+                }
+                pool_free(&p);
+            }
+            ocr_safetensors_close(&st);
+        }
+        ocr_ctx_free(&ctx);
+    }
+}
+
 /* ---------------------------------------------------------------- CTC */
 
 typedef struct {
@@ -1070,6 +1148,8 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_lstm_errors);
     OCR_TEST_RUN(test_log_softmax_parity);
     OCR_TEST_RUN(test_log_softmax_grad_fd);
+    OCR_TEST_RUN(test_maxpool_rect_parity);
+    OCR_TEST_RUN(test_map_to_seq_parity);
     OCR_TEST_RUN(test_ctc_parity);
     OCR_TEST_RUN(test_ctc_closed_forms);
     OCR_TEST_RUN(test_ctc_brute_force);

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Reference fixtures for tests/test_rec_ops.c: PyTorch's nn.LSTM, F.log_softmax and F.ctc_loss.
+"""Reference fixtures for tests/test_rec_ops.c: PyTorch's nn.LSTM, F.log_softmax, F.max_pool2d with rectangular
+windows, CRNN's map-to-sequence and F.ctc_loss.
 
 Run from the repository root:  /usr/bin/python3 tools/make_rec_fixtures.py
-Writes tests/fixtures/rec/{lstm,log_softmax,ctc}.safetensors. As tools/make_fixtures.py: inputs drawn in float64,
+Writes tests/fixtures/rec/{lstm,log_softmax,maxpool_rect,map_to_seq,ctc}.safetensors. As tools/make_fixtures.py: inputs drawn in float64,
 rounded to float32 (what the C test reads) and computed on in float64, so what is left between the two sides is
 ocr-c's float32 arithmetic. Tensors "case<k>.<name>", metadata "cases" and "case<k>.<key>". Deterministic (a fixed
 seed per file).
@@ -92,6 +93,32 @@ def log_softmax():
     fx.save()
 
 
+def maxpool_rect():
+    """F.max_pool2d with rectangular windows (CRNN's height-only pools), its argmax and its backward."""
+    fx = Fixture("maxpool_rect", 14)
+    for kernel, stride, pad in [((2, 1), (2, 1), (0, 0)), ((2, 2), (2, 1), (0, 1)), ((3, 2), (1, 2), (1, 1))]:
+        x = randn(2, 3, 8, 7).requires_grad_(True)
+        y, idx = F.max_pool2d(x, kernel, stride, pad, return_indices=True)
+        dy = randn(*y.shape)
+        y.backward(dy)
+        fx.case({"kh": kernel[0], "kw": kernel[1], "sh": stride[0], "sw": stride[1], "ph": pad[0], "pw": pad[1]},
+                {"x": x, "y": y, "argmax": idx.int(), "dy": dy, "dx": x.grad})
+    fx.save()
+
+
+def map_to_seq():
+    """CRNN's map-to-sequence, x [N, C, H, W] -> [W, N, C*H], as a PyTorch module writes it."""
+    fx = Fixture("map_to_seq", 15)
+    for shape in [(2, 3, 1, 5), (2, 3, 2, 4)]:
+        x = randn(*shape).requires_grad_(True)
+        n, c, h, w = shape
+        y = x.permute(3, 0, 1, 2).reshape(w, n, c * h)
+        dy = randn(*y.shape)
+        y.backward(dy)
+        fx.case({"H": h}, {"x": x, "y": y, "dy": dy, "dx": x.grad})
+    fx.save()
+
+
 def ctc():
     """F.ctc_loss on log_softmax outputs rounded to float32 (the values the C side reads), blank 0."""
     fx = Fixture("ctc", 13)
@@ -129,4 +156,6 @@ def ctc():
 if __name__ == "__main__":
     lstm()
     log_softmax()
+    maxpool_rect()
+    map_to_seq()
     ctc()
