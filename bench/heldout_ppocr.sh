@@ -68,6 +68,10 @@ sum=$(sha256sum "$DET" | cut -d' ' -f1)
 # one number from the last JSON line of a file
 json() { "$PY" -c 'import json, sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2"; }
 
+# --out is replaced whole: only a folder this script wrote (or an empty one)
+if [ -d "$OUT" ] && [ -n "$(ls -A "$OUT")" ] && [ ! -f "$OUT/set/synth.json" ]; then
+    echo "heldout_ppocr.sh: $OUT holds files this script did not write; give another --out" >&2; exit 2
+fi
 rm -rf "$OUT"
 mkdir -p "$OUT"
 set_dir=$OUT/set
