@@ -287,7 +287,7 @@ def list_images(folder):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(usage=argparse.SUPPRESS, description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("images")
     ap.add_argument("out")
