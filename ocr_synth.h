@@ -102,7 +102,8 @@ OCRDEF void ocr_synth_free(ocr_synth *synth);
 OCRDEF int ocr_synth_sample(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed, int64_t index, int width, int height,
                             ocr_sample *out);
 /* The fonts and photographs in use, i in [0, n): file names (relative to font_root / photo_root for the declared
-   sets, else as found) and the SHA-256 of their bytes (64 lowercase hex digits), for run metadata. */
+   sets, else as found) and the SHA-256 of their bytes (64 lowercase hex digits, computed on the first call), for run
+   metadata. NULL for i out of range (and for a digest, when out of memory). */
 OCRDEF int ocr_synth_font_count(const ocr_synth *synth);
 OCRDEF const char *ocr_synth_font_file(const ocr_synth *synth, int i);
 OCRDEF const char *ocr_synth_font_sha256(const ocr_synth *synth, int i);
@@ -239,7 +240,7 @@ struct ocr__synth_font {
     int ascent, descent, space_advance; /* font units */
     int family;                         /* index among the synthesizer's families */
     char *file;                         /* relative to font_root for the declared set, else as found */
-    char sha256[65];
+    char *sha256;                       /* hex, computed on first request (atomic) */
     unsigned char covers[(OCR__SYN_REPERTOIRE + 7) / 8];
 };
 
@@ -248,7 +249,7 @@ struct ocr__synth_font {
    publish wins, with no lock, so a forked child never waits on a lock its parent held. */
 struct ocr__synth_photo {
     char *file;
-    char sha256[65];
+    char *sha256;         /* hex, computed on first request (atomic) */
     unsigned char *bytes; /* the file, checked structurally at init (ocr_image_probe) */
     size_t size;
     ocr_image *image;     /* NULL until decoded (atomic): OCR__SYN_PHOTO_LEVELS images, RGB, the first with its longest
@@ -567,9 +568,10 @@ static int ocr__syn_check_config(ocr_ctx *ctx, const ocr_synth_config *c) {
 OCRDEF void ocr_synth_free(ocr_synth *synth) {
     int i;
     if (!synth) return;
-    for (i = 0; i < synth->n_fonts; i++) { OCR_FREE(synth->fonts[i].data); OCR_FREE(synth->fonts[i].file); }
+    for (i = 0; i < synth->n_fonts; i++) { OCR_FREE(synth->fonts[i].data); OCR_FREE(synth->fonts[i].file); OCR_FREE(synth->fonts[i].sha256); }
     for (i = 0; i < synth->n_photos; i++) {
         OCR_FREE(synth->photos[i].file);
+        OCR_FREE(synth->photos[i].sha256);
         OCR_FREE(synth->photos[i].bytes);
         if (synth->photos[i].image) ocr__syn_free_levels(synth->photos[i].image);
     }
@@ -613,7 +615,6 @@ static int ocr__syn_load_font(ocr_ctx *ctx, ocr_synth *synth, const char *path, 
     if (f->space_advance <= 0) f->space_advance = (f->ascent - f->descent) / 4;
     for (k = 0; k < OCR__SYN_REPERTOIRE; k++)
         if (stbtt_FindGlyphIndex(&f->info, ocr__syn_rep_codepoint(k))) f->covers[k >> 3] |= (unsigned char)(1u << (k & 7));
-    ocr__syn_sha256_hex(f->data, f->size, f->sha256);
     f->family = family;
     if (!(f->file = ocr__syn_strdup(file))) { OCR_FREE(f->data); return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory"); }
     synth->n_fonts++;
@@ -764,7 +765,6 @@ static int ocr__syn_load_photo(ocr_ctx *ctx, ocr_synth *synth, const char *path,
         OCR_FREE(ph->bytes);
         return ocr_error(ctx, rc, "ocr_synth_init: photograph %s: %s", path, why);
     }
-    ocr__syn_sha256_hex(ph->bytes, ph->size, ph->sha256);
     if (!(ph->file = ocr__syn_strdup(file))) { OCR_FREE(ph->bytes); return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_init: out of memory"); }
     synth->n_photos++;
     return OCR_OK;
@@ -876,13 +876,20 @@ OCRDEF int ocr_synth_init(ocr_ctx *ctx, ocr_synth *synth, const ocr_synth_config
         ocr_hasher_u64(&h, (uint64_t)c->plain_background);
         ocr_hasher_f64(&h, synth->n_photos ? c->photo_prob : 0);
         ocr_hasher_u64(&h, (uint64_t)synth->n_families);
-        for (i = 0; i < synth->n_fonts; i++) { ocr_hasher_str(&h, synth->fonts[i].sha256); ocr_hasher_u64(&h, (uint64_t)synth->fonts[i].family); }
-        for (i = 0; i < synth->n_photos; i++) ocr_hasher_str(&h, synth->photos[i].sha256);
+        for (i = 0; i < synth->n_fonts; i++) {
+            ocr_hasher_u64(&h, (uint64_t)synth->fonts[i].size);
+            ocr_hasher_update(&h, synth->fonts[i].data, synth->fonts[i].size);
+            ocr_hasher_u64(&h, (uint64_t)synth->fonts[i].family);
+        }
+        for (i = 0; i < synth->n_photos; i++) {
+            ocr_hasher_u64(&h, (uint64_t)synth->photos[i].size);
+            ocr_hasher_update(&h, synth->photos[i].bytes, synth->photos[i].size);
+        }
         synth->identity = ocr_hasher_final(&h);
     }
     ocr_ctx_clear_error(ctx); /* skipped files left messages that are not errors */
     if (refused[0]) { /* not an error: said in the context's message and the log */
-        snprintf(ctx->last_error, sizeof ctx->last_error, "%s: refused as no text fonts: %s", fn, refused);
+        snprintf(ctx->last_error, sizeof ctx->last_error, "%s: refused as no text fonts: %.960s", fn, refused);
         ocr_log(ctx, OCR_LOG_WARN, "%s", ctx->last_error);
     }
     return OCR_OK;
@@ -892,15 +899,31 @@ OCRDEF int ocr_synth_font_count(const ocr_synth *synth) { return synth ? synth->
 OCRDEF const char *ocr_synth_font_file(const ocr_synth *synth, int i) {
     return synth && i >= 0 && i < synth->n_fonts ? synth->fonts[i].file : NULL;
 }
+/* SHA-256 costs more than the rest of init together, and only run metadata asks for it: computed on the first
+   request, by whichever thread asks, published like the photographs' pixels. NULL when out of memory. */
+static const char *ocr__syn_lazy_sha256(char **slot, const unsigned char *data, size_t size) {
+    char *hex, *expected = NULL;
+    if ((hex = __atomic_load_n(slot, __ATOMIC_ACQUIRE)) != NULL) return hex;
+    if (!(hex = (char *)OCR_MALLOC(65))) return NULL;
+    ocr__syn_sha256_hex(data, size, hex);
+    if (!__atomic_compare_exchange_n(slot, &expected, hex, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        OCR_FREE(hex);
+        return expected;
+    }
+    return hex;
+}
+
 OCRDEF const char *ocr_synth_font_sha256(const ocr_synth *synth, int i) {
-    return synth && i >= 0 && i < synth->n_fonts ? synth->fonts[i].sha256 : NULL;
+    if (!synth || i < 0 || i >= synth->n_fonts) return NULL;
+    return ocr__syn_lazy_sha256(&synth->fonts[i].sha256, synth->fonts[i].data, synth->fonts[i].size);
 }
 OCRDEF int ocr_synth_photo_count(const ocr_synth *synth) { return synth ? synth->n_photos : 0; }
 OCRDEF const char *ocr_synth_photo_file(const ocr_synth *synth, int i) {
     return synth && i >= 0 && i < synth->n_photos ? synth->photos[i].file : NULL;
 }
 OCRDEF const char *ocr_synth_photo_sha256(const ocr_synth *synth, int i) {
-    return synth && i >= 0 && i < synth->n_photos ? synth->photos[i].sha256 : NULL;
+    if (!synth || i < 0 || i >= synth->n_photos) return NULL;
+    return ocr__syn_lazy_sha256(&synth->photos[i].sha256, synth->photos[i].bytes, synth->photos[i].size);
 }
 
 /* ---------------------------------------------------------------- random words */
@@ -1079,6 +1102,7 @@ typedef struct {
     stbtt_vertex *verts;
     int verts_cap;
     int photo;          /* drawn on a photograph */
+    int no_paint;       /* tests: lay out and label the text, but leave the pixels under it as they were */
     float *energy;      /* photographs: summed-area table of gradient energy per OCR__SYN_CELL cell, (ew+1) x (eh+1) */
     int ew, eh;
 } ocr__syn_scene;
@@ -1487,7 +1511,7 @@ static int ocr__syn_draw_glyph(ocr_ctx *ctx, ocr__syn_scene *sc, const ocr__synt
     stbtt__bitmap bm;
     int nv = stbtt_GetGlyphShape(&f->info, glyph, &src), i, x, y, x_off, y_off, factor = 64, rc = OCR_OK, pass;
     float ox, oy, lo_x = 1e30f, lo_y = 1e30f, hi_x = -1e30f, hi_y = -1e30f, biggest = 0, s;
-    if (nv <= 0) return OCR_OK;
+    if (nv <= 0) { stbtt_FreeShape(&f->info, src); return OCR_OK; } /* CFF outlines allocate even when empty */
     if (nv > sc->verts_cap) {
         stbtt_vertex *grown = (stbtt_vertex *)OCR_REALLOC(sc->verts, (size_t)nv * sizeof(stbtt_vertex));
         if (!grown) { stbtt_FreeShape(&f->info, src); return ocr_error(ctx, OCR_ENOMEM, "ocr_synth_sample: out of memory"); }
@@ -1632,8 +1656,9 @@ static int ocr__syn_draw_word(ocr_ctx *ctx, ocr__syn_scene *sc, const ocr__syn_w
                 int fx = x - sdx, fy = y - sdy;
                 unsigned g;
                 if (fx < 0 || fy < 0 || fx >= cw || fy >= ch || !(g = cover[(size_t)fy * cw + fx])) continue;
-                ocr__syn_blend(sc->rgb + ((size_t)(y + out->by0) * (size_t)sc->w + (size_t)(x + out->bx0)) * 3, st->shadow,
-                               (float)g / 255.0f * st->shadow_alpha);
+                if (!sc->no_paint)
+                    ocr__syn_blend(sc->rgb + ((size_t)(y + out->by0) * (size_t)sc->w + (size_t)(x + out->bx0)) * 3, st->shadow,
+                                   (float)g / 255.0f * st->shadow_alpha);
             }
     if (radius > 0) {
         unsigned char *band = cover + n;
@@ -1641,7 +1666,7 @@ static int ocr__syn_draw_word(ocr_ctx *ctx, ocr__syn_scene *sc, const ocr__syn_w
         for (y = 0; y < ch; y++)
             for (x = 0; x < cw; x++) {
                 unsigned g = band[(size_t)y * cw + x];
-                if (g) ocr__syn_blend(sc->rgb + ((size_t)(y + out->by0) * (size_t)sc->w + (size_t)(x + out->bx0)) * 3, st->outline,
+                if (g && !sc->no_paint) ocr__syn_blend(sc->rgb + ((size_t)(y + out->by0) * (size_t)sc->w + (size_t)(x + out->bx0)) * 3, st->outline,
                                       (float)g / 255.0f * opacity);
             }
     }
@@ -1656,12 +1681,14 @@ static int ocr__syn_draw_word(ocr_ctx *ctx, ocr__syn_scene *sc, const ocr__syn_w
                 /* Legible where the drawn ink differs enough from what it covers (an outline included). */
                 if (opacity * fabsf(text_lum - ocr__syn_lum(p)) >= need) sc->label[at] = (uint16_t)id;
             }
-            ocr__syn_blend(p, st->color, (float)g / 255.0f * opacity);
+            if (!sc->no_paint) ocr__syn_blend(p, st->color, (float)g / 255.0f * opacity);
         }
     return OCR_OK;
 }
 
-static void ocr__syn_text_color(ocr__syn_scene *sc, float bg_lum, int faint, uint8_t color[3]) {
+/* Text colour against the background under the line (luminance mean bg_lum, standard deviation spread): at least
+   0.35 of the range away from the mean, and further on a busy background. */
+static void ocr__syn_text_color(ocr__syn_scene *sc, float bg_lum, float spread, int faint, uint8_t color[3]) {
     ocr_rng *r = &sc->rng;
     int tries, c;
     if (faint) { /* close to the background on purpose */
@@ -1677,7 +1704,7 @@ static void ocr__syn_text_color(ocr__syn_scene *sc, float bg_lum, int faint, uin
     }
     for (tries = 0; tries < 16; tries++) {
         ocr__syn_random_color(r, color);
-        if (fabsf(ocr__syn_lum(color) - bg_lum) >= 0.35f * 255.0f) return;
+        if (fabsf(ocr__syn_lum(color) - bg_lum) >= fminf(0.35f * 255.0f + spread, 0.6f * 255.0f)) return;
     }
     memset(color, bg_lum > 127.5f ? 0 : 255, 3);
 }
@@ -1812,7 +1839,7 @@ static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *plac
         wd->box[2] = wd->box[3] = -1e30f;
         for (i = 0; i < lens[k]; i++) {
             int g = stbtt_FindGlyphIndex(&f->info, cps[k][i]), adv, lsb, nv;
-            stbtt_vertex *v;
+            stbtt_vertex *v = NULL;
             float gb[4];
             if (wd->n) pen += (float)stbtt_GetGlyphKernAdvance(&f->info, wd->glyphs[wd->n - 1], g);
             wd->cps[wd->n] = cps[k][i];
@@ -1825,7 +1852,7 @@ static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *plac
                 wd->box[1] = gb[1] < wd->box[1] ? gb[1] : wd->box[1];
                 wd->box[3] = gb[3] > wd->box[3] ? gb[3] : wd->box[3];
             }
-            if (nv > 0) stbtt_FreeShape(&f->info, v);
+            stbtt_FreeShape(&f->info, v); /* CFF outlines allocate even when empty */
             stbtt_GetGlyphHMetrics(&f->info, g, &adv, &lsb);
             pen += (float)adv + tracking;
             wd->n++;
@@ -1894,7 +1921,7 @@ static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *plac
     (*n_placed)++;
     memset(&style, 0, sizeof style);
     style.opacity = opacity;
-    ocr__syn_text_color(sc, bg_lum, faint, style.color);
+    ocr__syn_text_color(sc, bg_lum, sc->photo ? bg_spread : 0, faint, style.color);
     if (!cfg->plain_background && !faint) {
         int light = ocr__syn_lum(style.color) > 127.5f, c;
         /* outlines and shadows, more often on busy photographs where they keep text readable */
@@ -2012,10 +2039,11 @@ static int ocr__syn_emit(ocr_ctx *ctx, const ocr__syn_word_out *words, int n, oc
     return OCR_OK;
 }
 
-/* ocr_synth_sample, also telling which font drew each word (word_fonts[i] for polygon i < cap: an index into
-   synth->fonts), for tests. */
+/* ocr_synth_sample, for tests also: which font drew each word (word_fonts[i] for polygon i < cap, an index into
+   synth->fonts), whether the scene is on a photograph (used_photo), and with no_paint the same scene with its text
+   left unpainted (what lies under it). */
 static int ocr__syn_render(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed, int64_t index, int width, int height,
-                           ocr_sample *out, int *word_fonts, int cap) {
+                           ocr_sample *out, int *word_fonts, int cap, int no_paint, int *used_photo) {
     const char *fn = "ocr_synth_sample";
     const ocr_synth_config *cfg;
     ocr__syn_scene sc;
@@ -2034,6 +2062,7 @@ static int ocr__syn_render(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed, 
     sc.w = width;
     sc.h = height;
     sc.synth = synth;
+    sc.no_paint = no_paint;
     ocr_rng_seed(&sc.rng, ocr__syn_mix(seed ^ ocr__syn_mix((uint64_t)index + 0x9E3779B97F4A7C15ull)));
     npix = (size_t)width * (size_t)height;
     max_lines = (int)(cfg->lines_per_mpix * (float)npix / 1e6f + 0.999f);
@@ -2092,6 +2121,7 @@ static int ocr__syn_render(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed, 
     }
     rc = ocr__syn_emit(ctx, words, n_words, out);
     for (i = 0; rc == OCR_OK && word_fonts && i < n_words && i < cap; i++) word_fonts[i] = (int)(words[i].font - synth->fonts);
+    if (used_photo) *used_photo = sc.photo;
 done:
     OCR_FREE(sc.energy);
     OCR_FREE(sc.label);
@@ -2106,7 +2136,7 @@ done:
 
 OCRDEF int ocr_synth_sample(ocr_ctx *ctx, const ocr_synth *synth, uint64_t seed, int64_t index, int width, int height,
                             ocr_sample *out) {
-    return ocr__syn_render(ctx, synth, seed, index, width, height, out, NULL, 0);
+    return ocr__syn_render(ctx, synth, seed, index, width, height, out, NULL, 0, 0, NULL);
 }
 
 typedef struct { const ocr_synth *synth; uint64_t seed; int width, height; } ocr__synth_dataset;
