@@ -257,7 +257,7 @@ struct ocr__synth_photo {
                              by much more than 1.5x and one bilinear sample per pixel does */
 };
 
-#define OCR__SYN_VERSION 4 /* bump whenever a scene for the same (config, fonts, photos, seed, index) changes */
+#define OCR__SYN_VERSION 5 /* bump whenever a scene for the same (config, fonts, photos, seed, index) changes */
 #define OCR__SYN_MAX_FILES 4096
 #define OCR__SYN_MAX_FONT_BYTES ((size_t)64 << 20)
 #define OCR__SYN_PHOTO_SIDE 1024
@@ -1436,13 +1436,15 @@ typedef struct {
 } ocr__syn_word;
 
 /* Line frame (font units, y up) -> pixels: p = t + m (scale x, -scale y). */
-/* Line frame (font units, y up) -> pixels: l = m (scale x, -scale y), then an optional perspective about the line's
-   centre c (l' = c + (l - c) / (1 + g.(l - c)), lines stay lines, so a box maps to the quad of its corners), then
-   p = l' + t. */
-typedef struct { float m[4], t[2], scale, g[2], c[2]; } ocr__syn_xform;
+/* Line frame (font units, y up) -> pixels. (u, v) = (scale x, -scale y); an optional gentle arc bends the baseline
+   around a circle of radius 1/curve centred above (curve > 0) or below it, at u = uc; l = m (u, v) (rotation and
+   slant); an optional perspective about the line's centre c (l' = c + (l - c) / (1 + g.(l - c)): lines stay lines,
+   so a box maps to the quad of its corners); p = l' + t. */
+typedef struct { float m[4], t[2], scale, g[2], c[2], curve, uc; } ocr__syn_xform;
 
-static void ocr__syn_map(const ocr__syn_xform *xf, float fx, float fy, float *px, float *py) {
-    float u = xf->scale * fx, v = -xf->scale * fy, lx = xf->m[0] * u + xf->m[1] * v, ly = xf->m[2] * u + xf->m[3] * v;
+/* (u, v) after the arc -> pixels */
+static void ocr__syn_map_flat(const ocr__syn_xform *xf, float u, float v, float *px, float *py) {
+    float lx = xf->m[0] * u + xf->m[1] * v, ly = xf->m[2] * u + xf->m[3] * v;
     if (xf->g[0] != 0 || xf->g[1] != 0) {
         float dx = lx - xf->c[0], dy = ly - xf->c[1], w = 1.0f + xf->g[0] * dx + xf->g[1] * dy;
         lx = xf->c[0] + dx / w;
@@ -1452,11 +1454,47 @@ static void ocr__syn_map(const ocr__syn_xform *xf, float fx, float fy, float *px
     *py = xf->t[1] + ly;
 }
 
+/* The arc: arc length along the baseline and height above it are kept. */
+static void ocr__syn_bend(const ocr__syn_xform *xf, float u, float v, float *bu, float *bv) {
+    float radius = 1.0f / xf->curve, theta = (u - xf->uc) * xf->curve, r = radius + v;
+    *bu = xf->uc + r * sinf(theta);
+    *bv = -radius + r * cosf(theta);
+}
+
+static void ocr__syn_map(const ocr__syn_xform *xf, float fx, float fy, float *px, float *py) {
+    float u = xf->scale * fx, v = -xf->scale * fy;
+    if (xf->curve != 0) ocr__syn_bend(xf, u, v, &u, &v);
+    ocr__syn_map_flat(xf, u, v, px, py);
+}
+
+/* The quad of a box of the line frame. Bent, the box is a sector of an annulus: its tightest box along the tangent at
+   the middle holds the four corners and the two middle points (the extremes by symmetry); that box is mapped. */
 static void ocr__syn_box_quad(const ocr__syn_xform *xf, const float box[4], float q[8]) {
-    ocr__syn_map(xf, box[0], box[3], &q[0], &q[1]); /* top-left */
-    ocr__syn_map(xf, box[2], box[3], &q[2], &q[3]);
-    ocr__syn_map(xf, box[2], box[1], &q[4], &q[5]);
-    ocr__syn_map(xf, box[0], box[1], &q[6], &q[7]);
+    float u0 = xf->scale * box[0], u1 = xf->scale * box[2], v0 = -xf->scale * box[3], v1 = -xf->scale * box[1];
+    float tx, ty, lo_t = 1e30f, hi_t = -1e30f, lo_n = 1e30f, hi_n = -1e30f, us[6], vs[6], mid;
+    int i;
+    if (xf->curve == 0) {
+        ocr__syn_map(xf, box[0], box[3], &q[0], &q[1]); /* top-left */
+        ocr__syn_map(xf, box[2], box[3], &q[2], &q[3]);
+        ocr__syn_map(xf, box[2], box[1], &q[4], &q[5]);
+        ocr__syn_map(xf, box[0], box[1], &q[6], &q[7]);
+        return;
+    }
+    mid = 0.5f * (u0 + u1);
+    ocr__syn_bend(xf, u0, v0, &us[0], &vs[0]); ocr__syn_bend(xf, u1, v0, &us[1], &vs[1]);
+    ocr__syn_bend(xf, u1, v1, &us[2], &vs[2]); ocr__syn_bend(xf, u0, v1, &us[3], &vs[3]);
+    ocr__syn_bend(xf, mid, v0, &us[4], &vs[4]); ocr__syn_bend(xf, mid, v1, &us[5], &vs[5]);
+    tx = cosf((mid - xf->uc) * xf->curve); /* tangent at the middle; the normal (-ty, tx) points down the glyphs */
+    ty = -sinf((mid - xf->uc) * xf->curve);
+    for (i = 0; i < 6; i++) {
+        float t = us[i] * tx + vs[i] * ty, n = -us[i] * ty + vs[i] * tx;
+        lo_t = t < lo_t ? t : lo_t; hi_t = t > hi_t ? t : hi_t;
+        lo_n = n < lo_n ? n : lo_n; hi_n = n > hi_n ? n : hi_n;
+    }
+    ocr__syn_map_flat(xf, lo_t * tx - lo_n * ty, lo_t * ty + lo_n * tx, &q[0], &q[1]);
+    ocr__syn_map_flat(xf, hi_t * tx - lo_n * ty, hi_t * ty + lo_n * tx, &q[2], &q[3]);
+    ocr__syn_map_flat(xf, hi_t * tx - hi_n * ty, hi_t * ty + hi_n * tx, &q[4], &q[5]);
+    ocr__syn_map_flat(xf, lo_t * tx - hi_n * ty, lo_t * ty + hi_n * tx, &q[6], &q[7]);
 }
 
 static void ocr__syn_quad_bounds(const float q[8], float b[4]) {
@@ -1807,7 +1845,7 @@ static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *plac
     ocr__syn_xform xf;
     float px = ocr__syn_log_uniform(r, cfg->min_text_px, cfg->max_text_px), em;
     float angle, shear = 0, tracking = 0, space, pen = 0, line_box[4], q[8], b[4], opacity, cs, sn;
-    float roll = ocr_rng_uniform(r), bg_lum, bg_spread, persp = 0, persp_dir = 0, best_energy = 0, best_t[2] = {0, 0};
+    float roll = ocr_rng_uniform(r), bg_lum, bg_spread, persp = 0, persp_dir = 0, bend = 0, best_energy = 0, best_t[2] = {0, 0};
     int n_words = roll < 0.5f ? 1 : roll < 0.75f ? 2 : roll < 0.9f ? 3 : 4, i, k, tries, rc, faint, found;
     int cps[4][OCR__SYN_MAX_CHARS], lens[4];
     ocr__syn_style style;
@@ -1867,10 +1905,13 @@ static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *plac
     xf.m[0] = cs; xf.m[1] = -cs * shear + sn; xf.m[2] = -sn; xf.m[3] = sn * shear + cs;
     xf.t[0] = xf.t[1] = 0;
     xf.g[0] = xf.g[1] = xf.c[0] = xf.c[1] = 0;
+    xf.curve = xf.uc = 0;
     if (!cfg->plain_background && ocr__syn_chance(r, 0.3f)) { /* seen at an angle: up to 1.5x nearer at one end */
         persp = ocr__syn_range(r, 0.05f, 0.2f);
         persp_dir = ocr__syn_range(r, 0, 6.2831853f);
     }
+    if (!cfg->plain_background && ocr__syn_chance(r, 0.12f)) /* set on an arc: the ends turn by up to 20 degrees */
+        bend = ocr__syn_range(r, 0.08f, 0.35f) * (ocr__syn_chance(r, 0.5f) ? 1.0f : -1.0f);
     for (;;) { /* drop words, then shrink, until the line fits the image */
         xf.scale = px / em;
         memcpy(line_box, words[0].box, sizeof line_box);
@@ -1879,6 +1920,12 @@ static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *plac
             line_box[1] = words[k].box[1] < line_box[1] ? words[k].box[1] : line_box[1];
             line_box[2] = words[k].box[2] > line_box[2] ? words[k].box[2] : line_box[2];
             line_box[3] = words[k].box[3] > line_box[3] ? words[k].box[3] : line_box[3];
+        }
+        if (bend != 0) { /* the radius: the half length over the end angle, and at least three text heights */
+            float half_len = 0.5f * xf.scale * (line_box[2] - line_box[0]), radius = half_len / fabsf(bend);
+            radius = radius > 3 * px ? radius : 3 * px;
+            xf.curve = (bend > 0 ? 1.0f : -1.0f) / radius;
+            xf.uc = 0.5f * xf.scale * (line_box[0] + line_box[2]);
         }
         if (persp > 0) { /* g scaled to the line's half diagonal d: 1 + g.(l - c) stays within 1 -+ persp */
             float half = 0.5f * xf.scale * sqrtf((line_box[2] - line_box[0]) * (line_box[2] - line_box[0]) +

@@ -708,6 +708,46 @@ static void test_synth_photo_text_legible(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* With every effect on (perspective, arcs, outlines, shadows; only blur, noise, clutter and occluders off), whatever
+   the text changed lies on or near its word's polygon: the quads of bent and foreshortened words hold their ink. */
+static void test_synth_effects_stay_in_polygons(void) {
+    ocr_ctx ctx;
+    ocr_synth sy;
+    ocr_synth_config cfg = ocr_synth_defaults();
+    int n, i, x, y, scenes = sanitized() ? 6 : 24, stray = 0, changed = 0;
+    ocr_ctx_init(&ctx, 1, 1);
+    cfg.photo_path = "none";
+    cfg.blur_prob = 0;
+    cfg.noise_stddev = 0;
+    cfg.occlusion_prob = 0;
+    cfg.clutter = 0;
+    cfg.lines_per_mpix = 80;
+    OCR_CHECK_OK(&ctx, ocr_synth_init(&ctx, &sy, &cfg));
+    for (n = 0; n < scenes; n++) {
+        ocr_sample s, under;
+        OCR_CHECK_OK(&ctx, ocr__syn_render(&ctx, &sy, 17, n, 320, 240, &s, NULL, 0, 0, NULL));
+        OCR_CHECK_OK(&ctx, ocr__syn_render(&ctx, &sy, 17, n, 320, 240, &under, NULL, 0, 1, NULL));
+        for (y = 0; y < 240; y++)
+            for (x = 0; x < 320; x++) {
+                const uint8_t *q = s.image.pixels + ((size_t)y * 320 + x) * 3, *u = under.image.pixels + ((size_t)y * 320 + x) * 3;
+                double best = 1e30;
+                if (abs(q[0] - u[0]) + abs(q[1] - u[1]) + abs(q[2] - u[2]) < 24) continue;
+                changed++;
+                for (i = 0; i < s.n_polys && best > 0; i++) {
+                    double d = poly_dist(&s.polys[i], x + 0.5, y + 0.5);
+                    best = d < best ? d : best;
+                }
+                /* outlines reach 4 px and shadows 6 px beyond the ink */
+                if (best > 7.5 && stray++ < 3) fprintf(stderr, "  scene %d: pixel (%d,%d) changed %.1f px from every polygon\n", n, x, y, best);
+            }
+        ocr_sample_free(&s);
+        ocr_sample_free(&under);
+    }
+    OCR_CHECK_MSG(stray == 0 && changed > 1000 * scenes, "%d of %d changed pixels away from the polygons", stray, changed);
+    ocr_synth_free(&sy);
+    ocr_ctx_free(&ctx);
+}
+
 /* photo_path "none" gives the procedural scenes: the same bits as the scenes of a synthesizer with photographs that
    drew no photograph, and no scene on a photograph. */
 static void test_synth_photo_none_is_procedural(void) {
@@ -794,6 +834,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_synth_asset_accessors);
     OCR_TEST_RUN(test_synth_photos_deterministic_and_thread_safe);
     OCR_TEST_RUN(test_synth_photo_text_legible);
+    OCR_TEST_RUN(test_synth_effects_stay_in_polygons);
     OCR_TEST_RUN(test_synth_photo_none_is_procedural);
     OCR_TEST_RUN(test_synth_photo_errors);
     if (g_synth_ok) ocr_synth_free(&g_synth);
