@@ -4,14 +4,14 @@
    Do this in exactly one C or C++ file:
        #define OCR_SYNTH_IMPLEMENTATION       (ocr_tensor.h's and ocr_data.h's implementations go in the same or
        #include "ocr_synth.h"                 another file; OCR_IMPLEMENTATION turns on every module)
-   Uses the system stb_truetype (libstb-dev: -I/usr/include/stb) and the fonts installed on the machine
-   (fonts-dejavu-core is enough).
+   Uses the system stb_truetype (libstb-dev: -I/usr/include/stb) and, by default, a declared set of fonts and
+   photographs from Debian packages (build.sh's BUILD_PKGS; docs/SYNTH_ASSETS.md lists them).
 
    Usage:
        ocr_synth synth;
        ocr_sample s;
        ocr_dataset ds;
-       if (ocr_synth_init(&ctx, &synth, NULL) != OCR_OK)              // default config, fonts under /usr/share/fonts
+       if (ocr_synth_init(&ctx, &synth, NULL) != OCR_OK)              // default config: the declared training set
            fprintf(stderr, "%s\n", ocr_ctx_last_error(&ctx));
        ocr_synth_sample(&ctx, &synth, 7, 0, 640, 640, &s);             // scene 0 of seed 7: RGB image, one quad per word
        ocr_image_save_png(&ctx, "scene.png", &s.image);
@@ -22,7 +22,7 @@
        ocr_synth_free(&synth);
 
    A scene is an ocr_sample (ocr_data.h): it goes through the same augmentation, cache and loader as ICDAR folders
-   and LMDBs, and its content_hash names (renderer version, config, fonts, seed, index, size), so cached maps of a
+   and LMDBs, and its content_hash names (renderer version, config, fonts, photographs, seed, index, size), so cached maps of a
    scene stay valid exactly as long as the scene does.
 
    Options (define before including the implementation):
@@ -42,14 +42,16 @@ extern "C" {
    [i, i+1) x [j, j+1), so a quad drawn around a block of pixels follows it exactly through every transform. */
 
 /* ---- synthetic text scenes ----
-   Scenes rendered with stb_truetype and the system's fonts: words of letters, digits and punctuation (with some
-   accented Latin, Greek and Cyrillic), 10-80 px high, rotated and slanted, on gradient or noise backgrounds with
-   shapes, lines and glyph-like strokes that are not text; some text is occluded, faint or blurred. Every word gets
-   the exact quad of its ink (top-left, top-right, bottom-right, bottom-left in reading order); a word that is too
-   faint against what lies under it, mostly hidden, or smaller than min_care_px is marked ignore. A scene depends
-   only on the fonts, the config, (seed, index) and the size; ocr_synth_sample may run from many threads at once on
-   one ocr_synth.
-   Font files are trusted input (stb_truetype does not defend against malicious fonts). */
+   Scenes rendered with stb_truetype: words of letters, digits and punctuation (with some accented Latin, Greek and
+   Cyrillic), 10-80 px high, rotated, slanted, some in perspective or on a gentle arc, some outlined or shadowed, in a
+   colour chosen against what lies under them, on photographs (placed on their smoother parts) or on gradient and
+   noise backgrounds, with shapes, lines and glyph-like strokes that are not text; some text is occluded, faint or
+   blurred. Every word gets the quad of its ink (top-left, top-right, bottom-right, bottom-left in reading order;
+   exact but for bent words, whose quad is the tightest box around their arc); a word that is too faint against what
+   lies under it, mostly hidden, or smaller than min_care_px is marked ignore. A line's font has a glyph for every
+   character of its words. A scene depends only on the config, the fonts' and photographs' bytes, (seed, index) and
+   the size; ocr_synth_sample may run from many threads at once on one ocr_synth.
+   Font and image files are trusted input (stb_truetype does not defend against malicious fonts). */
 enum { OCR_SYNTH_TRAIN = 0, OCR_SYNTH_HELDOUT = 1 };
 
 typedef struct {
