@@ -1,5 +1,6 @@
 /* Synthetic scenes (ocr_synth.h): scenes are deterministic and thread-safe, polygons are tight around the rendered
    ink, faint text is marked ignore, odd sizes work and bad arguments are errors. */
+/* ocr-c build: own implementation */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_data.h"
