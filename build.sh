@@ -36,10 +36,12 @@ BENCH_PKGS="libopenblas-dev python3-torch python3-opencv python3-pyclipper pytho
 
 say() { printf '%s\n' "$*"; }
 # timed LABEL CMD...: run one build step and say how long it took (progress for a build of several minutes)
+# (its status is the step's: set -e does not reach into a function called in an && list)
 timed() {
-    local label=$1 t0=$SECONDS; shift
-    "$@"
+    local label=$1 t0=$SECONDS rc=0; shift
+    "$@" || rc=$?
     say "build.sh: $label: $((SECONDS - t0)) s"
+    return $rc
 }
 
 pkg_missing() {
@@ -336,13 +338,19 @@ say "build.sh: built with $CC ($(ls tests/test_*.c 2>/dev/null | wc -l) tests, $
 
 if [ "$MODE" = test ]; then
     TOTAL_PASS=0; TOTAL_FAIL=0; TOTAL_SKIP=0
+    # The sanitizer builds compile while the plain tests run (most tests leave a core idle): a minute less in all.
+    mkdir -p build/san
+    {
+        timed "sanitizer build" build_all "$SAN" build/san &&
+            timed "CUDA emulation build (sanitizers)" cuda_emu_build "$SAN" build/san &&   # CUDA section
+            timed "CUDA emulation build (TSan)" cuda_emu_build "-O1 -g -fsanitize=thread" build/tsan   # CUDA section
+    } >build/san/build.log 2>&1 & san_build=$!
     run_tests build "[plain]"
-    timed "sanitizer build" build_all "$SAN" build/san
+    if ! wait $san_build; then cat build/san/build.log; say "build.sh: FAILED: the sanitizer builds"; say "$TOTAL_PASS passed, $((TOTAL_FAIL + 1)) failed"; exit 1; fi
+    cat build/san/build.log
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
     export OCR_SANITIZED=1
-    timed "CUDA emulation build (sanitizers)" cuda_emu_build "$SAN" build/san   # CUDA section
     run_tests build/san "[asan+ubsan]"
-    timed "CUDA emulation build (TSan)" cuda_emu_build "-O1 -g -fsanitize=thread" build/tsan   # CUDA section
     run_tests build/tsan "[tsan]"                           # CUDA section
     [ "$TOTAL_SKIP" = 0 ] || say "$TOTAL_SKIP skipped (each named above with its reason)"
     say "$TOTAL_PASS passed, $TOTAL_FAIL failed"
