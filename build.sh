@@ -19,7 +19,7 @@ LIBS="-lm -lpthread -llmdb"
 OPT="-O2 -g"
 SAN="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
 # in dependency order: each needs only those before it
-HEADERS="ocr_tensor.h ocr_geom.h ocr_nn.h ocr_loss.h ocr_dbnet.h ocr_onnx.h ocr_data.h ocr_synth.h"
+HEADERS="ocr_tensor.h ocr_geom.h ocr_nn.h ocr_loss.h ocr_dbnet.h ocr_onnx.h ocr_data.h ocr_synth.h ocr_rec.h"
 # the #include lines of every header present, in that order
 header_includes() { local h; for h in $HEADERS; do [ -f "$h" ] && printf '#include "%s"\n' "$h"; done; return 0; }
 
