@@ -127,12 +127,14 @@ build_all() {
     # the trainer and the benchmarks are built as users build a program, one file with the implementation in it
     # (benchmarks time that build, and some read the library's internals), beside the library. ./build.sh test only
     # checks that the benchmarks compile (a minute less of compiling; ./build.sh and ./build.sh bench build them).
-    if [ "$dir" = build ]; then
+    # In test mode train_dbnet links to the library like the other programs (the same code and flags: one library
+    # compile less).
+    if [ "$dir" = build ] && [ "$MODE" != test ]; then
         standalone+=("examples/train_dbnet.c examples/train_dbnet")
-        if [ "$MODE" != test ]; then
-            for f in bench/*.c; do [ -e "$f" ] && standalone+=("$f build/$(basename "${f%.c}")"); done
-        fi
-        printf '%s\n' "${standalone[@]}" | xargs -P "$JOBS" -L 1 bash -c 'compile_one "$0" "$1" '"$flags" & pid=$!
+        for f in bench/*.c; do [ -e "$f" ] && standalone+=("$f build/$(basename "${f%.c}")"); done
+    fi
+    if [ "$dir" = build ]; then
+        [ ${#standalone[@]} = 0 ] || { printf '%s\n' "${standalone[@]}" | xargs -P "$JOBS" -L 1 bash -c 'compile_one "$0" "$1" '"$flags" & pid=$!; }
         if [ "$MODE" = test ]; then
             for f in bench/*.c; do
                 [ -e "$f" ] || continue
@@ -156,7 +158,9 @@ build_all() {
     fi
     # [repro] end
     if [ "$dir" = build ]; then
-        for f in examples/*.c; do [ -e "$f" ] && [ "$f" != examples/train_dbnet.c ] && list+=("$f ${f%.c}"); done
+        for f in examples/*.c; do
+            [ -e "$f" ] && { [ "$f" != examples/train_dbnet.c ] || [ "$MODE" = test ]; } && list+=("$f ${f%.c}")
+        done
         for f in tests/long_*.c; do [ -e "$f" ] && list+=("$f build/$(basename "${f%.c}")"); done
     fi
     if [ ${#list[@]} -gt 0 ]; then
@@ -229,23 +233,25 @@ cuda_emu_build() {
 # The real CUDA build with nvcc (cuDNN + cuBLAS, sm_80 + sm_90 + PTX, warnings as errors) into build/cuda:
 # ocr_cuda.o, the GPU variants of train_dbnet, detect and the repro programs that have one, the parity test and
 # repro_cudnn_isolate. Linked, not run here: without a GPU they can only report that (checked below). Skipped with a
-# message when nvcc is absent.
+# message when nvcc is absent. ./build.sh test only checks that it compiles, links and reports the missing GPU: one
+# architecture and the host code at -O0, into build/cuda-check (a minute less; build/cuda stays the real build).
 cuda_nvcc_build() {
-    local d=build/cuda f lib
-    local cuflags="-O2 -std=c++17 -DOCR_CUDNN -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror $INC
-        -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"
+    local d=build/cuda f lib O=-O2 archs="sm_80 sm_90 + PTX"
+    local arch="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"
+    if [ "$MODE" = test ]; then d=build/cuda-check; O=-O0; archs="sm_80, host code -O0"; arch="-gencode arch=compute_80,code=sm_80"; fi
+    local cuflags="$O -std=c++17 -DOCR_CUDNN -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror $INC $arch"
     local culibs="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64 -lcudnn -lcublas -lcudart $LIBS"
     if [ ! -x "$NVCC" ]; then say "build.sh: $NVCC not found: skipping the CUDA build (the emulation tests still run)"; return 0; fi
     mkdir -p $d
     # nvcc and the host library (the headers' implementation with -DOCR_CUDA) compile side by side; the programs
     # then compile with OCR_NO_IMPLEMENTATION and everything links against ocr_cuda.o
     $NVCC $cuflags -c ocr_cuda.cu -o $d/ocr_cuda.o 2>$d/ocr_cuda.log & local nv=$!
-    build_impl -O2 $d/ocr_impl.o -DOCR_CUDA 2>$d/host.log &&
-        g++ $CXXWARN $INC -O2 -DOCR_CUDA -c tests/test_cuda_emu.cpp -o $d/test_cuda_parity.o 2>>$d/host.log ||
+    build_impl $O $d/ocr_impl.o -DOCR_CUDA 2>$d/host.log &&
+        g++ $CXXWARN $INC $O -DOCR_CUDA -c tests/test_cuda_emu.cpp -o $d/test_cuda_parity.o 2>>$d/host.log ||
         { wait $nv || true; cat $d/host.log >&2; say "build.sh: FAILED to compile the CUDA host programs" >&2; return 1; }
     for f in repro_cudnn_isolate train_dbnet detect repro_step_overflow repro_loss_bad_input repro_nonfinite; do
         [ -f examples/$f.c ] || continue
-        $CC $WARN $INC -O2 -DOCR_CUDA -DOCR_NO_IMPLEMENTATION -c examples/$f.c -o $d/$f.o 2>>$d/host.log ||
+        $CC $WARN $INC $O -DOCR_CUDA -DOCR_NO_IMPLEMENTATION -c examples/$f.c -o $d/$f.o 2>>$d/host.log ||
             { wait $nv || true; cat $d/host.log >&2; say "build.sh: FAILED to compile the CUDA variant of examples/$f.c" >&2; return 1; }
     done
     wait $nv || { cat $d/ocr_cuda.log >&2; say "build.sh: nvcc FAILED on ocr_cuda.cu" >&2; return 1; }
@@ -254,7 +260,7 @@ cuda_nvcc_build() {
         lib=$d/ocr_impl.o; [ $f != test_cuda_parity ] || lib=""   # the parity test compiles the library in itself, as C++
         g++ $d/$f.o $lib $d/ocr_cuda.o -o $d/$f $culibs 2>>$d/host.log || { cat $d/host.log >&2; say "build.sh: FAILED to link $d/$f" >&2; return 1; }
     done
-    say "build.sh: CUDA build (nvcc $($NVCC --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), cuDNN, cuBLAS, sm_80 sm_90 + PTX) in $d"
+    say "build.sh: CUDA build (nvcc $($NVCC --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), cuDNN, cuBLAS, $archs) in $d"
     # Without a GPU the CUDA build must say so and fail cleanly, never crash.
     if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
         local out rc
