@@ -33,6 +33,9 @@ def randn(*shape, scale=1.0, shift=0.0):
 
 
 class Fixture:
+    """One fixture file: cases of config values and tensors, written to out/name.safetensors."""
+    out = OUT
+
     def __init__(self, name, seed):
         self.name, self.tensors, self.meta, self.cases = name, {}, {}, 0
         torch.manual_seed(seed)
@@ -47,8 +50,8 @@ class Fixture:
 
     def save(self):
         self.meta["cases"] = str(self.cases)
-        os.makedirs(OUT, exist_ok=True)
-        ocr_st.save(os.path.join(OUT, self.name + ".safetensors"), self.tensors, self.meta)
+        os.makedirs(self.out, exist_ok=True)
+        ocr_st.save(os.path.join(self.out, self.name + ".safetensors"), self.tensors, self.meta)
 
 
 def leaf(t):

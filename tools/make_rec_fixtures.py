@@ -15,37 +15,14 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ocr_st  # noqa: E402
+import make_fixtures  # noqa: E402  (float64 default, f32 rounding and the fixture writer of the nn fixtures)
+from make_fixtures import f32, randn  # noqa: E402,F401
 
 OUT = os.path.join("tests", "fixtures", "rec")
-torch.set_default_dtype(torch.float64)
 
 
-def f32(t):
-    return t.float().double()
-
-
-def randn(*shape, scale=1.0, shift=0.0):
-    return f32(torch.randn(*shape) * scale + shift)
-
-
-class Fixture:
-    def __init__(self, name, seed):
-        self.name, self.tensors, self.meta, self.cases = name, {}, {}, 0
-        torch.manual_seed(seed)
-
-    def case(self, config, tensors):
-        k = self.cases
-        for key, v in config.items():
-            self.meta["case%d.%s" % (k, key)] = repr(v) if isinstance(v, float) else str(int(v))
-        for key, t in tensors.items():
-            self.tensors["case%d.%s" % (k, key)] = t.detach()
-        self.cases += 1
-
-    def save(self):
-        self.meta["cases"] = str(self.cases)
-        os.makedirs(OUT, exist_ok=True)
-        ocr_st.save(os.path.join(OUT, self.name + ".safetensors"), self.tensors, self.meta)
+class Fixture(make_fixtures.Fixture):
+    out = OUT
 
 
 def lstm():
