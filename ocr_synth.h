@@ -623,6 +623,25 @@ static int ocr__syn_load_font(ocr_ctx *ctx, ocr_synth *synth, const char *path, 
     return 1;
 }
 
+/* Every declared file of the split must be under root: otherwise an error naming the files and the packages to install. */
+static int ocr__syn_check_declared(ocr_ctx *ctx, const char *what, const char *root, const ocr__syn_asset *table, int n, int split) {
+    char missing[1024] = "", packages[512] = "", path[4096];
+    struct stat st;
+    int i;
+    for (i = 0; i < n; i++) {
+        const ocr__syn_asset *a = &table[i];
+        if (a->split != split) continue;
+        snprintf(path, sizeof path, "%s/%s", root, a->file);
+        if (stat(path, &st) != 0) {
+            if (!strstr(packages, a->package)) { strncat(packages, " ", sizeof packages - strlen(packages) - 1); strncat(packages, a->package, sizeof packages - strlen(packages) - 1); }
+            ocr__syn_note(missing, sizeof missing, a->file);
+        }
+    }
+    if (missing[0])
+        return ocr_error(ctx, OCR_ENOTFOUND, "ocr_synth_init: declared %s missing under %s: %s (apt-get install%s)", what, root, missing, packages);
+    return OCR_OK;
+}
+
 static int ocr__syn_load_fonts(ocr_ctx *ctx, ocr_synth *synth, char *refused, size_t refused_cap) {
     const char *fn = "ocr_synth_init";
     const ocr_synth_config *cfg = &synth->config;
@@ -631,23 +650,10 @@ static int ocr__syn_load_fonts(ocr_ctx *ctx, ocr_synth *synth, char *refused, si
     int rc = OCR_OK, i;
     if (!cfg->font_path) { /* the declared set: every file must be there and be a text face */
         const int n_decl = (int)(sizeof ocr__syn_declared_fonts / sizeof ocr__syn_declared_fonts[0]);
-        char missing[1024] = "", packages[512] = "";
         const char *last_family = NULL;
+        if ((rc = ocr__syn_check_declared(ctx, "fonts", root, ocr__syn_declared_fonts, n_decl, cfg->split))) return rc;
         synth->fonts = (ocr__synth_font *)OCR_MALLOC((size_t)n_decl * sizeof(ocr__synth_font));
         if (!synth->fonts) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
-        for (i = 0; i < n_decl; i++) {
-            const ocr__syn_asset *a = &ocr__syn_declared_fonts[i];
-            char path[4096];
-            struct stat st;
-            if (a->split != cfg->split) continue;
-            snprintf(path, sizeof path, "%s/%s", root, a->file);
-            if (stat(path, &st) != 0) {
-                if (!strstr(packages, a->package)) { strncat(packages, " ", sizeof packages - strlen(packages) - 1); strncat(packages, a->package, sizeof packages - strlen(packages) - 1); }
-                ocr__syn_note(missing, sizeof missing, a->file);
-            }
-        }
-        if (missing[0])
-            return ocr_error(ctx, OCR_ENOTFOUND, "%s: declared fonts missing under %s: %s (apt-get install%s)", fn, root, missing, packages);
         for (i = 0; i < n_decl; i++) {
             const ocr__syn_asset *a = &ocr__syn_declared_fonts[i];
             char path[4096];
@@ -814,20 +820,7 @@ static int ocr__syn_load_photos(ocr_ctx *ctx, ocr_synth *synth) {
     int rc = OCR_OK, i;
     if (!cfg->photo_path) {
         const int n_decl = (int)(sizeof ocr__syn_declared_photos / sizeof ocr__syn_declared_photos[0]);
-        char missing[1024] = "", packages[256] = "";
-        for (i = 0; i < n_decl; i++) {
-            const ocr__syn_asset *a = &ocr__syn_declared_photos[i];
-            char path[4096];
-            struct stat st;
-            if (a->split != cfg->split) continue;
-            snprintf(path, sizeof path, "%s/%s", root, a->file);
-            if (stat(path, &st) != 0) {
-                if (!strstr(packages, a->package)) { strncat(packages, " ", sizeof packages - strlen(packages) - 1); strncat(packages, a->package, sizeof packages - strlen(packages) - 1); }
-                ocr__syn_note(missing, sizeof missing, a->file);
-            }
-        }
-        if (missing[0])
-            return ocr_error(ctx, OCR_ENOTFOUND, "%s: declared photographs missing under %s: %s (apt-get install%s)", fn, root, missing, packages);
+        if ((rc = ocr__syn_check_declared(ctx, "photographs", root, ocr__syn_declared_photos, n_decl, cfg->split))) return rc;
         if (!(synth->photos = (ocr__synth_photo *)OCR_MALLOC((size_t)n_decl * sizeof(ocr__synth_photo))))
             return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
         for (i = 0; rc == OCR_OK && i < n_decl; i++) {
