@@ -164,7 +164,7 @@ OCRDEF int ocr_rec_crop_to_input(ocr_ctx *ctx, const ocr_image *crop, ocr_tensor
 
 /* ---- the loader transform: every care word of a sample (synthetic scene, ICDAR image, LMDB sample) as a crop ----
    Fields per sample, for ocr_loader_config (ocr_rec_loader_setup fills them):
-     OCR_REC_F_IMAGES [K, 3, height, max_width]  the crops, normalised, left-aligned, zero padded
+     OCR_REC_F_IMAGES [K, 3 * height, max_width]  the crops [3, height, max_width], normalised, left-aligned, zero padded
      OCR_REC_F_WORDS  [K, 2 + max_width/4]       per crop: its width, its label count L, then its L classes
      OCR_REC_F_COUNTS [4]                        words used, skipped (outside the charset, empty, bad UTF-8), too
                                                  long for max_width, left over beyond K
@@ -188,6 +188,20 @@ OCRDEF int ocr_rec_words_transform(ocr_ctx *ctx, void *user, ocr_sample *sample,
    care words. */
 OCRDEF int ocr_rec_check_labels(ocr_ctx *ctx, ocr_dataset *ds, const ocr_charset *cs, int max_width, int skip_unknown, int64_t *words,
                                 int64_t *skipped, char *first, size_t cap);
+
+/* Words held as crops with their labels: validation and evaluation sets. ocr_rec_word_set_add takes every care word of a
+   sample (until the set holds max words; max <= 0: no limit), cropped with cfg and no augmentation; a word whose label
+   the charset cannot encode is, with skip_unknown, left out and counted in skipped, else the error (naming the sample
+   and the character); one too long for cfg->max_width is counted in too_long. labels and ids are OCR_MALLOC'd. */
+typedef struct {
+    ocr_image *crops;
+    char **labels, **ids;
+    int n, cap;
+    int64_t skipped, too_long;
+} ocr_rec_word_set;
+OCRDEF int ocr_rec_word_set_add(ocr_ctx *ctx, ocr_rec_word_set *set, const ocr_sample *sample, const ocr_charset *cs,
+                                const ocr_rec_crop_config *cfg, int skip_unknown, int max);
+OCRDEF void ocr_rec_word_set_free(ocr_rec_word_set *set);
 
 /* ================================================================ datasets */
 
@@ -1180,7 +1194,7 @@ OCRDEF void ocr_rec_loader_setup(const ocr_rec_words_config *wc, ocr_loader_conf
     int K = wc->max_words > 0 ? wc->max_words : 1;
     lc->n_fields = OCR_REC_N_FIELDS;
     lc->field_names[OCR_REC_F_IMAGES] = "rec_images";
-    lc->field_shapes[OCR_REC_F_IMAGES] = ocr_shape4(K, 3, wc->crop.height, wc->crop.max_width);
+    lc->field_shapes[OCR_REC_F_IMAGES] = ocr_shape3(K, 3 * wc->crop.height, wc->crop.max_width); /* the loader's fields have 3 dims */
     lc->field_names[OCR_REC_F_WORDS] = "rec_words";
     lc->field_shapes[OCR_REC_F_WORDS] = ocr_shape2(K, 2 + wc->crop.max_width / 4);
     lc->field_names[OCR_REC_F_COUNTS] = "rec_counts";
@@ -1262,6 +1276,69 @@ OCRDEF int ocr_rec_check_labels(ocr_ctx *ctx, ocr_dataset *ds, const ocr_charset
     if (words) *words = nw;
     if (skipped) *skipped = ns;
     return rc;
+}
+
+static char *ocr__rec_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = (char *)OCR_MALLOC(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+OCRDEF int ocr_rec_word_set_add(ocr_ctx *ctx, ocr_rec_word_set *set, const ocr_sample *sample, const ocr_charset *cs,
+                                const ocr_rec_crop_config *cfg, int skip_unknown, int max) {
+    int L = cfg->max_width / 4, i, n, rc = OCR_OK;
+    int32_t *labels;
+    if (!set || !sample || !cs || !cfg) return ocr_error(ctx, OCR_EINVAL, "ocr_rec_word_set_add: bad arguments");
+    if (!(labels = (int32_t *)OCR_MALLOC((size_t)(L > 0 ? L : 1) * sizeof(int32_t)))) return ocr_error(ctx, OCR_ENOMEM, "out of memory");
+    for (i = 0; i < sample->n_polys && (max <= 0 || set->n < max); i++) {
+        const ocr_polygon *p = &sample->polys[i];
+        ocr_point quad[4];
+        if (p->ignore || !p->text) continue;
+        if ((rc = ocr_charset_encode(ctx, cs, p->text, sample->id, labels, L, &n))) {
+            if (rc == OCR_EOVERFLOW) { set->too_long++; rc = OCR_OK; continue; }
+            if (!skip_unknown) break;
+            set->skipped++;
+            rc = OCR_OK;
+            continue;
+        }
+        if (ocr_rec_frames_needed(labels, n) > L) { set->too_long++; continue; }
+        if (set->n == set->cap) {
+            int nc = set->cap ? 2 * set->cap : 64;
+            ocr_image *c = (ocr_image *)OCR_REALLOC(set->crops, (size_t)nc * sizeof *c);
+            char **l, **d;
+            if (c) set->crops = c;
+            l = (char **)OCR_REALLOC(set->labels, (size_t)nc * sizeof *l);
+            if (l) set->labels = l;
+            d = (char **)OCR_REALLOC(set->ids, (size_t)nc * sizeof *d);
+            if (d) set->ids = d;
+            if (!c || !l || !d) { rc = ocr_error(ctx, OCR_ENOMEM, "ocr_rec_word_set_add: out of memory"); break; }
+            set->cap = nc;
+        }
+        if (ocr_rec_polygon_quad(ctx, p, quad) || ocr_rec_crop(ctx, &sample->image, quad, cfg, NULL, 4 * ocr_rec_frames_needed(labels, n),
+                                                               &set->crops[set->n])) {
+            set->too_long++; /* a degenerate quad: no readable crop */
+            continue;
+        }
+        set->labels[set->n] = ocr__rec_strdup(p->text);
+        set->ids[set->n] = ocr__rec_strdup(sample->id);
+        if (!set->labels[set->n] || !set->ids[set->n]) {
+            OCR_FREE(set->labels[set->n]); OCR_FREE(set->ids[set->n]); ocr_image_free(&set->crops[set->n]);
+            rc = ocr_error(ctx, OCR_ENOMEM, "ocr_rec_word_set_add: out of memory");
+            break;
+        }
+        set->n++;
+    }
+    OCR_FREE(labels);
+    return rc;
+}
+
+OCRDEF void ocr_rec_word_set_free(ocr_rec_word_set *set) {
+    int i;
+    if (!set) return;
+    for (i = 0; i < set->n; i++) { ocr_image_free(&set->crops[i]); OCR_FREE(set->labels[i]); OCR_FREE(set->ids[i]); }
+    OCR_FREE(set->crops); OCR_FREE(set->labels); OCR_FREE(set->ids);
+    memset(set, 0, sizeof *set);
 }
 
 /* ---------------------------------------------------------------- the folder dataset */

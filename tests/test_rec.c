@@ -473,7 +473,7 @@ static void test_lmdb_recognition_set(void) {
         memset(&wc, 0, sizeof wc);
         wc.charset = &cs; wc.crop = ocr_rec_crop_defaults(); wc.max_words = 1; wc.skip_unknown = 1;
         ocr_rec_loader_setup(&wc, &lc);
-        OCR_CHECK(lc.n_fields == 3 && lc.field_shapes[OCR_REC_F_IMAGES].dim[3] == 256 && lc.field_shapes[OCR_REC_F_WORDS].dim[1] == 66);
+        OCR_CHECK(lc.n_fields == 3 && lc.field_shapes[OCR_REC_F_IMAGES].dim[2] == 256 && lc.field_shapes[OCR_REC_F_WORDS].dim[1] == 66);
         for (j = 0; j < 3; j++) OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &f[j], lc.field_names[j], OCR_F32, OCR_DEVICE_CPU, lc.field_shapes[j]));
         for (i = 0; i < 3; i++) {
             const float *w = (const float *)f[1].data, *c = (const float *)f[2].data;

@@ -18,6 +18,9 @@ Usage (from the repository root, with Debian's python3-torch):
     /usr/bin/python3 tools/crnn_ref.py check WEIGHTS IO OUT
         loads WEIGHTS (an ocr_rec checkpoint) with load_state_dict(strict=True) and writes to OUT the eval-mode
         log_probs of IO's x.
+    /usr/bin/python3 tools/crnn_ref.py train-step WEIGHTS IO OUT
+        the same model in training mode on IO's x with its CTC targets (targets, target_lengths, input_lengths):
+        OUT gets log_probs, the 'mean' CTC loss and grad.<name> of every parameter.
 """
 import collections
 import os
@@ -134,12 +137,30 @@ def check(weights_path, io_path, out_path):
     ocr_st.save(out_path, {"log_probs": lp})
 
 
+def train_step(weights_path, io_path, out_path):
+    """training forward, CTC ('mean') and backward on IO's x, targets, target_lengths, input_lengths"""
+    weights, meta = ocr_st.load(weights_path)
+    m = model_from_meta(meta).double()
+    m.load_state_dict({k: (v.double() if v.is_floating_point() else v) for k, v in weights.items()}, strict=True)
+    io, _ = ocr_st.load(io_path)
+    m.train()
+    lp = m(io["x"].double())
+    loss = F.ctc_loss(lp, io["targets"].long(), io["input_lengths"].long(), io["target_lengths"].long(), blank=0, reduction="mean")
+    loss.backward()
+    out = {"log_probs": lp.detach(), "loss": loss.detach().reshape(1)}
+    for name, p in m.named_parameters():
+        out["grad." + name] = p.grad
+    ocr_st.save(out_path, out)
+
+
 def main(argv):
     torch.set_default_dtype(torch.float64)
     if argv[1:] == ["fixtures"]:
         fixtures()
     elif len(argv) == 5 and argv[1] == "check":
         check(argv[2], argv[3], argv[4])
+    elif len(argv) == 5 and argv[1] == "train-step":
+        train_step(argv[2], argv[3], argv[4])
     else:
         sys.stderr.write(__doc__)
         return 2

@@ -1,0 +1,912 @@
+/* train_rec - trains a CRNN text recognizer (ocr_rec.h) on the CPU.
+
+   With no arguments it trains on word crops cut from synthetic scenes rendered on the fly (ocr_synth.h's declared
+   training fonts and photographs; each word's quad rectified to height 32) and validates on words of other scenes
+   and on words rendered only with the declared held-out fonts and photographs, reporting word accuracy, case-
+   insensitive accuracy, CER, 1-NED and the share of empty predictions (the decode watch warns when that share stays
+   high: a model collapsed to the CTC blank). Real data: --data lmdb:PATH (clovaai / PARSeq layout, plain UTF-8
+   labels), folder:GT_FILE[,IMAGE_ROOT] (lines path<TAB>text) or icdar:DIR (the care words of detection ground truth).
+   Every label is checked against the charset before training: one that does not encode is an error naming the sample
+   and the character, or with --skip-unknown the word is left out and counted.
+
+   The run directory (as train_dbnet's):
+       metrics.jsonl, events.out.tfevents.*   the scalars, steps strictly increasing
+       state.json                             names the committed state: state.<G>.safetensors (weights, settings and
+                                              position) + state.<G>.optim.safetensors, with their sizes and CRC-32C
+       last.safetensors (+ .optim)            the same pair under stable names; the weights load in PyTorch
+                                              (tools/crnn_ref.py) and in examples/recognize and eval_rec
+       best.safetensors                       the weights with the best validation word accuracy
+       .lock                                  held by the process training in the directory
+   --resume DIR continues exactly where the committed state left off (same batches, same metrics). The last line on
+   stdout is one JSON object with the final figures.
+
+   ./build.sh && ./examples/train_rec            (see --help for every flag) */
+#define OCR_IMPLEMENTATION
+#include "ocr_tensor.h"
+#include "ocr_nn.h"
+#include "ocr_loss.h"
+#include "ocr_data.h"
+#include "ocr_synth.h"
+#include "ocr_rec.h"
+#include "ocr_example.h"
+#include <signal.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <sys/file.h>
+#include <dirent.h>
+#include <fcntl.h>
+
+typedef struct {
+    const char *data, *val, *charset, *channels, *resume, *out, *fonts, *photos;
+    int steps, batch, words_per_scene, scene_size, max_width, min_text_px, max_text_px, hidden, layers, threads, workers, seed;
+    int eval_every, log_every, save_every, val_count, heldout_count, warmup, stop_at, skip_unknown, check_numerics, overwrite, easy_steps;
+    float lr, weight_decay, clip, synth_lines;
+} train_args;
+
+#define FIELD(f, ctype) offsetof(train_args, f) + 0 * sizeof(&((train_args *)0)->f == (ctype *)0)
+#define INT(f) OCR_EX_INT, FIELD(f, int)
+#define FLOAT(f) OCR_EX_FLOAT, FIELD(f, float)
+#define STRING(f) OCR_EX_STRING, FIELD(f, const char *)
+#define BOOL(f) OCR_EX_BOOL, FIELD(f, int)
+#define STORED OCR_EX_STORED, NULL
+#define RUNTIME OCR_EX_RUNTIME, NULL
+static const ocr_ex_setting kSettings[] = {
+    {"--data", STRING(data), "synth", STORED,
+     "training data: synth (word crops of scenes rendered on the fly), lmdb:PATH, folder:GT_FILE[,IMAGE_ROOT] or icdar:DIR"},
+    {"--val", STRING(val), "synth", STORED, "validation data, same forms; synth: words of other scenes (another seed)"},
+    {"--charset", STRING(charset), "latin", STORED, "latin, latin+space, or a key file (one character per line, UTF-8)"},
+    {"--skip-unknown", BOOL(skip_unknown), NULL, STORED,
+     "leave out (and count) words with a character outside the charset instead of refusing the data; synthetic words "
+     "outside it (accents, Greek, Cyrillic) are always left out"},
+    {"--fonts", STRING(fonts), NULL, STORED, "fonts of the synthetic words: DIR|FILE,... (empty: the declared training set)"},
+    {"--photos", STRING(photos), NULL, STORED, "photographs under synthetic words: DIR|FILE,..., or none (empty: the declared set)"},
+    {"--steps", INT(steps), "4000", STORED, "optimizer steps"},
+    {"--batch", INT(batch), "32", STORED, "word crops per step (synth: about; scenes give up to --words-per-scene each)"},
+    {"--words-per-scene", INT(words_per_scene), "16", STORED, "synth: word crops taken from each rendered scene"},
+    {"--scene-size", INT(scene_size), "384", STORED, "synth: side of the rendered scenes in pixels"},
+    {"--synth-lines", FLOAT(synth_lines), "300", STORED, "synth: text lines tried per megapixel"},
+    {"--easy-steps", INT(easy_steps), "0", STORED,
+     "synth: the first N steps' scenes have plain backgrounds (no photographs, clutter, blur or noise): shapes before clutter"},
+    {"--min-text-px", INT(min_text_px), "14", STORED, "synth: smallest font height in pixels"},
+    {"--max-text-px", INT(max_text_px), "48", STORED, "synth: largest font height in pixels"},
+    {"--max-width", INT(max_width), "256", STORED, "crop width cap (a multiple of 4; wider words are squeezed)"},
+    {"--channels", STRING(channels), "16,32,64,64,128,128", STORED, "widths of the six conv blocks"},
+    {"--hidden", INT(hidden), "96", STORED, "LSTM hidden size per direction"},
+    {"--layers", INT(layers), "1", STORED,
+     "bidirectional LSTM layers (one leaves CTC's all-blank phase about twice as soon as two: docs/RECOGNITION.md)"},
+    {"--lr", FLOAT(lr), "2e-3", STORED, "peak learning rate (AdamW; linear warm-up, then poly decay, power 0.9)"},
+    {"--warmup", INT(warmup), "100", STORED, "warm-up steps"},
+    {"--weight-decay", FLOAT(weight_decay), "1e-4", STORED, "weight decay (not on BN parameters and biases)"},
+    {"--clip", FLOAT(clip), "5", STORED, "global gradient-norm clip (0: none)"},
+    {"--threads", INT(threads), "0", RUNTIME, "compute threads (0: all cores)"},
+    {"--workers", INT(workers), "1", RUNTIME, "data loader threads"},
+    {"--seed", INT(seed), "1", STORED, "seed of initialisation, data order and augmentation"},
+    {"--resume", STRING(resume), NULL, RUNTIME, "continue the run in DIR from its committed state"},
+    {"--overwrite", BOOL(overwrite), NULL, RUNTIME, "start a new run in an --out that holds one, deleting it (else refused)"},
+    {"--out", STRING(out), NULL, RUNTIME, "run directory (default runs/rec-<time>)"},
+    {"--eval-every", INT(eval_every), "1000", STORED, "validate every N steps (and at the end)"},
+    {"--val-count", INT(val_count), "500", STORED, "validation words"},
+    {"--heldout-count", INT(heldout_count), "-1", STORED,
+     "with --val synth: words of a second set rendered only with the declared held-out fonts and photographs; -1: as "
+     "many as --val-count, 0: none"},
+    {"--log-every", INT(log_every), "20", RUNTIME, "log every N steps"},
+    {"--save-every", INT(save_every), "200", RUNTIME, "commit the run's state every N steps"},
+    {"--check-numerics", BOOL(check_numerics), NULL, RUNTIME, "check every layer's outputs and gradients for NaN/Inf"},
+    {"--stop-at", INT(stop_at), "0", RUNTIME, "stop after this step as if interrupted (saves; for tests)"},
+};
+#undef FIELD
+#undef INT
+#undef FLOAT
+#undef STRING
+#undef BOOL
+#undef STORED
+#undef RUNTIME
+enum { N_SETTINGS = sizeof kSettings / sizeof kSettings[0] };
+
+static int is_synth(const char *spec) { return strcmp(spec, "synth") == 0; }
+static int spec_ok(const char *spec) {
+    return is_synth(spec) || ocr_ex_dataset_spec_ok(spec) || (strncmp(spec, "folder:", 7) == 0 && spec[7] && spec[7] != ',');
+}
+
+/* the six block widths of --channels, or 0 */
+static int parse_channels(const char *s, int out[OCR_REC_BLOCKS]) {
+    int b;
+    for (b = 0; b < OCR_REC_BLOCKS; b++) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 4096 || (b < OCR_REC_BLOCKS - 1 ? *end != ',' : *end != 0)) return 0;
+        out[b] = (int)v;
+        s = end + 1;
+    }
+    return 1;
+}
+
+static const char *settings_problem(const train_args *a) {
+    int ch[OCR_REC_BLOCKS];
+    if (a->steps < 1 || a->batch < 1 || a->words_per_scene < 1 || a->scene_size < 64 || a->max_width < 16 || a->max_width % 4 ||
+        a->min_text_px < 6 || a->max_text_px < a->min_text_px || a->max_text_px > 400 || a->hidden < 1 || a->layers < 1 ||
+        a->layers > OCR_REC_MAX_LAYERS || a->workers < 1 || a->log_every < 1 || a->save_every < 1 || a->eval_every < 0 || a->val_count < 1 ||
+        a->heldout_count < -1 || a->warmup < 0 || !(a->lr > 0 && a->lr <= 1) || !(a->weight_decay >= 0 && a->weight_decay < 1) ||
+        !(a->clip >= 0) || !(a->synth_lines > 0 && a->synth_lines <= 10000))
+        return "--steps, --batch, --words-per-scene, --workers, --log-every, --save-every, --val-count must be >= 1, --scene-size >= 64, "
+               "--max-width a multiple of 4 >= 16, 6 <= --min-text-px <= --max-text-px <= 400, --layers 1..4, --lr in (0, 1], "
+               "--weight-decay in [0, 1), --clip >= 0, --synth-lines in (0, 10000], --warmup >= 0, --heldout-count >= -1";
+    if (!parse_channels(a->channels, ch)) return "--channels must be six positive integers separated by commas";
+    if (!spec_ok(a->data) || !spec_ok(a->val)) return "--data and --val must be synth, lmdb:PATH, folder:GT_FILE[,ROOT] or icdar:DIR";
+    return NULL;
+}
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) { (void)sig; g_stop = 1; }
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void die(ocr_ctx *ctx, const char *what) {
+    fprintf(stderr, "train_rec: %s: %s\n", what, ocr_ctx_last_error(ctx));
+    exit(1);
+}
+
+/* ---------------------------------------------------------------- data */
+
+/* synth scenes (seed, count) or a dataset named on the command line */
+static int open_data(ocr_ctx *ctx, const char *spec, const ocr_synth *synth, uint64_t seed, int64_t count, int size, ocr_dataset *ds) {
+    if (is_synth(spec)) return ocr_dataset_open_synth(ctx, ds, synth, seed, count, size, size);
+    if (strncmp(spec, "folder:", 7) == 0) {
+        char gt[4096];
+        const char *comma = strchr(spec + 7, ',');
+        snprintf(gt, sizeof gt, "%.*s", comma ? (int)(comma - spec - 7) : (int)strlen(spec + 7), spec + 7);
+        return ocr_rec_dataset_open_folder(ctx, ds, gt, comma ? comma + 1 : NULL);
+    }
+    return ocr_ex_open_dataset(ctx, spec, OCR_GT_POLYGON, ds);
+}
+
+static ocr_synth_config synth_config(const train_args *a, int heldout) {
+    ocr_synth_config c = ocr_synth_defaults();
+    c.font_path = heldout ? NULL : a->fonts;
+    c.photo_path = heldout ? (a->photos && strcmp(a->photos, "none") == 0 ? "none" : NULL) : a->photos;
+    c.split = heldout ? OCR_SYNTH_HELDOUT : OCR_SYNTH_TRAIN;
+    c.lines_per_mpix = a->synth_lines;
+    c.min_text_px = (float)a->min_text_px;
+    c.max_text_px = (float)a->max_text_px;
+    c.occlusion_prob = 0.0f; /* an occluded character cannot be read: its label would be noise */
+    return c;
+}
+
+/* A validation set: the care words of the first samples of spec (synth: scenes of seed), at most count. */
+static void val_open(ocr_ctx *ctx, ocr_rec_word_set *set, const char *spec, const ocr_synth *synth, uint64_t seed, int count,
+                     const train_args *a, const ocr_charset *cs) {
+    ocr_dataset ds;
+    ocr_rec_crop_config cc = ocr_rec_crop_defaults();
+    int64_t i;
+    memset(set, 0, sizeof *set);
+    cc.max_width = a->max_width;
+    if (open_data(ctx, spec, synth, seed, 1000000, a->scene_size, &ds)) die(ctx, "opening the validation set");
+    for (i = 0; i < ds.count && set->n < count; i++) {
+        ocr_sample s;
+        if (ocr_dataset_get(ctx, &ds, i, 0, &s)) die(ctx, "reading the validation set");
+        /* synthetic words outside the charset are the renderer's, not a data error */
+        if (ocr_rec_word_set_add(ctx, set, &s, cs, &cc, a->skip_unknown || is_synth(spec), count)) die(ctx, "validation words");
+        ocr_sample_free(&s);
+    }
+    ocr_dataset_close(&ds);
+    if (!set->n) { fprintf(stderr, "train_rec: the validation set %s holds no word the charset encodes\n", spec); exit(1); }
+}
+
+/* Synthetic scenes whose first easy_count come from a plain-background renderer: the curriculum of --easy-steps. */
+typedef struct { ocr_dataset easy, hard; int64_t easy_count; } curriculum;
+static int curriculum_get(ocr_dataset *ds, ocr_ctx *ctx, int64_t index, unsigned flags, ocr_sample *out) {
+    curriculum *c = (curriculum *)ds->impl;
+    return index < c->easy_count ? ocr_dataset_get(ctx, &c->easy, index, flags, out) : ocr_dataset_get(ctx, &c->hard, index, flags, out);
+}
+static void curriculum_close(ocr_dataset *ds) {
+    curriculum *c = (curriculum *)ds->impl;
+    ocr_dataset_close(&c->easy);
+    ocr_dataset_close(&c->hard);
+    free(c);
+}
+
+/* ---------------------------------------------------------------- validation */
+
+typedef struct {
+    int done;
+    ocr_rec_eval e;
+    ocr_rec_eval_result r;
+} val_figures;
+
+static val_figures validate(ocr_ctx *ctx, ocr_rec_model *m, const ocr_rec_word_set *set) {
+    val_figures f;
+    char **texts = (char **)calloc((size_t)set->n, sizeof(char *));
+    int i;
+    if (!texts) { fprintf(stderr, "train_rec: out of memory\n"); exit(1); }
+    if (ocr_rec_recognize(ctx, m, set->crops, set->n, 64, 0, texts, NULL)) die(ctx, "validation");
+    ocr_rec_eval_init(&f.e);
+    for (i = 0; i < set->n; i++) {
+        ocr_rec_eval_add(&f.e, set->labels[i], texts[i]);
+        OCR_FREE(texts[i]);
+    }
+    free(texts);
+    f.r = ocr_rec_eval_finish(&f.e);
+    f.done = 1;
+    return f;
+}
+
+static void log_figures(ocr_ctx *ctx, ocr_metrics *metrics, int64_t step, const char *pre, const val_figures *f) {
+    static const char *const names[5] = {"accuracy", "accuracy_nocase", "cer", "one_minus_ned", "empty_share"};
+    double v[5];
+    char key[64];
+    int i;
+    v[0] = f->r.accuracy; v[1] = f->r.accuracy_nocase; v[2] = f->r.cer; v[3] = f->r.one_minus_ned; v[4] = f->r.empty_share;
+    for (i = 0; i < 5; i++) {
+        snprintf(key, sizeof key, "val/%s%s", pre, names[i]);
+        if (ocr_metrics_scalar(ctx, metrics, step, key, v[i])) die(ctx, "metrics");
+    }
+}
+
+static void print_figures_json(const char *pre, const val_figures *f) {
+    if (f->done)
+        printf(",\"%saccuracy\":%.4f,\"%saccuracy_nocase\":%.4f,\"%scer\":%.4f,\"%sone_minus_ned\":%.4f,\"%sempty_share\":%.4f,\"%swords\":%lld", pre,
+               f->r.accuracy, pre, f->r.accuracy_nocase, pre, f->r.cer, pre, f->r.one_minus_ned, pre, f->r.empty_share, pre,
+               (long long)f->e.words);
+    else
+        printf(",\"%saccuracy\":null,\"%saccuracy_nocase\":null,\"%scer\":null,\"%sone_minus_ned\":null,\"%sempty_share\":null,\"%swords\":0", pre,
+               pre, pre, pre, pre, pre);
+}
+
+/* ---------------------------------------------------------------- the run directory
+
+   As train_dbnet's (see its comment "the run directory"): the metrics are flushed, then state.<G>.safetensors and
+   state.<G>.optim.safetensors are written (each atomically), then state.json naming them with sizes and CRC-32C is
+   renamed into place (the commit), then last.* are pointed at them and older generations removed. A kill at any instant
+   leaves a complete committed state; --resume trusts only state.json and the files it names. */
+typedef struct {
+    int64_t generation, step;
+    char weights[4096], optim[4096];
+} run_files;
+
+typedef struct {
+    int64_t step, best_step, words_skipped, words_too_long;   /* the words the data gave that were left out, so far */
+    double best_accuracy, seconds;
+    const char *assets[2];       /* the synthetic sets' fonts and photographs, "<sha256>  <file>" lines */
+} train_state;
+static const char *const kAssetKeys[2] = {"synth.fonts", "synth.photos"};
+
+static void lock_run_dir(const char *run_dir) {
+    char path[4096];
+    int fd;
+    snprintf(path, sizeof path, "%s/.lock", run_dir);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) { fprintf(stderr, "train_rec: cannot lock the run directory: %s: %s\n", path, strerror(errno)); exit(1); }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        fprintf(stderr, "train_rec: %s is in use by another process (it holds %s); one process trains in a run directory at a time\n",
+                run_dir, path);
+        exit(1);
+    }
+}
+
+static int file_in(const char *dir, const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* "state.<digits>.safetensors" or "state.<digits>.optim.safetensors": its generation, else -1 */
+static int64_t state_generation(const char *name) {
+    const char *p = name + 6;
+    int64_t g = 0;
+    if (strncmp(name, "state.", 6) != 0 || *p < '0' || *p > '9') return -1;
+    for (; *p >= '0' && *p <= '9' && g < ((int64_t)1 << 50); p++) g = g * 10 + (*p - '0');
+    return strcmp(p, ".safetensors") == 0 || strcmp(p, ".optim.safetensors") == 0 ? g : -1;
+}
+
+/* removes temporary files and the state files of generations other than keep (-1: all), and with all the run's files */
+static void clean_run_dir(const char *run_dir, int64_t keep, int all) {
+    static const char *const names[] = {"state.json", "last.safetensors", "last.optim.safetensors", "best.safetensors", "metrics.jsonl"};
+    DIR *d = opendir(run_dir);
+    struct dirent *e;
+    char path[4096];
+    size_t i;
+    while (d && (e = readdir(d)) != NULL) {
+        int64_t g = state_generation(e->d_name);
+        int tmp = strstr(e->d_name, ".tmp.") != NULL, events = strncmp(e->d_name, "events.out.tfevents.", 20) == 0;
+        if (!tmp && (g < 0 || g == keep) && !(all && events)) continue;
+        snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
+    for (i = 0; all && i < sizeof names / sizeof names[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", run_dir, names[i]);
+        unlink(path);
+    }
+}
+
+static void file_digest(ocr_ctx *ctx, const char *path, size_t *size, uint32_t *crc) {
+    unsigned char *bytes;
+    if (ocr_read_file(ctx, path, (size_t)-1 >> 1, &bytes, size)) die(ctx, "reading the run's state back");
+    *crc = ocr_crc32c(0, bytes, *size);
+    OCR_FREE(bytes);
+}
+
+static int link_over(const char *src, const char *dst) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid());
+    unlink(tmp);
+    if (link(src, tmp) != 0) return 1;
+    if (rename(tmp, dst) != 0) { unlink(tmp); return 1; }
+    return 0;
+}
+
+/* the weights with the settings and the position as "train." metadata (and the assets), and the optimizer file */
+static void write_checkpoint(ocr_ctx *ctx, const char *weights, const char *optim, const ocr_rec_model *m, const ocr_optimizer *opt,
+                             const train_args *a, const train_state *st) {
+    ocr_ex_meta meta;
+    const char *keys[OCR_EX_META_MAX + 2], *values[OCR_EX_META_MAX + 2];
+    int i, n, at_step;
+    ocr_ex_meta_init(&meta);
+    if (ocr_ex_settings_to_meta(kSettings, N_SETTINGS, a, "train.", &meta)) { fprintf(stderr, "train_rec: the settings are too long to store\n"); exit(1); }
+    at_step = meta.n;
+    if (ocr_ex_meta_add(&meta, "train.step", "%lld", (long long)st->step) ||
+        ocr_ex_meta_add(&meta, "train.best_accuracy", "%.9g", st->best_accuracy) ||
+        ocr_ex_meta_add(&meta, "train.best_step", "%lld", (long long)st->best_step) ||
+        ocr_ex_meta_add(&meta, "train.seconds", "%.3f", st->seconds) || ocr_ex_meta_add(&meta, "train.optim_step", "%lld", (long long)opt->step) ||
+        ocr_ex_meta_add(&meta, "train.words_skipped", "%lld", (long long)st->words_skipped) ||
+        ocr_ex_meta_add(&meta, "train.words_too_long", "%lld", (long long)st->words_too_long)) {
+        fprintf(stderr, "train_rec: the settings are too long to store\n");
+        exit(1);
+    }
+    for (i = 0; i < meta.n; i++) { keys[i] = meta.keys[i]; values[i] = meta.values[i]; }
+    n = meta.n;
+    for (i = 0; i < 2; i++)
+        if (st->assets[i]) { keys[n] = kAssetKeys[i]; values[n++] = st->assets[i]; }
+    if (optim) {
+        const char *ok[1], *ov[1];
+        ok[0] = meta.keys[at_step]; ov[0] = meta.values[at_step]; /* train.step */
+        if (ocr_optim_save(ctx, opt, NULL, optim, ok, ov, 1)) die(ctx, "saving the optimizer state");
+    }
+    if (ocr_rec_save(ctx, m, weights, keys, values, n)) die(ctx, "saving a checkpoint");
+}
+
+static void commit_state(ocr_ctx *ctx, const char *run_dir, run_files *rf, ocr_metrics *metrics, const ocr_rec_model *m,
+                         const ocr_optimizer *opt, const train_args *a, const train_state *st) {
+    run_files next;
+    char path[4096], text[2048], wname[64], oname[64];
+    size_t wsize, osize;
+    uint32_t wcrc, ocrc;
+    int len;
+    if (ocr_metrics_flush(ctx, metrics)) die(ctx, "metrics");
+    next.generation = rf->generation + 1;
+    next.step = st->step;
+    snprintf(wname, sizeof wname, "state.%06lld.safetensors", (long long)next.generation);
+    snprintf(oname, sizeof oname, "state.%06lld.optim.safetensors", (long long)next.generation);
+    snprintf(next.weights, sizeof next.weights, "%s/%s", run_dir, wname);
+    snprintf(next.optim, sizeof next.optim, "%s/%s", run_dir, oname);
+    write_checkpoint(ctx, next.weights, next.optim, m, opt, a, st);
+    file_digest(ctx, next.weights, &wsize, &wcrc);
+    file_digest(ctx, next.optim, &osize, &ocrc);
+    len = snprintf(text, sizeof text,
+                   "{\"format\":1,\"generation\":%lld,\"step\":%lld,\"weights\":\"%s\",\"weights_bytes\":%llu,\"weights_crc32c\":%lu,"
+                   "\"optim\":\"%s\",\"optim_bytes\":%llu,\"optim_crc32c\":%lu}\n",
+                   (long long)next.generation, (long long)next.step, wname, (unsigned long long)wsize, (unsigned long)wcrc, oname,
+                   (unsigned long long)osize, (unsigned long)ocrc);
+    snprintf(path, sizeof path, "%s/state.json", run_dir);
+    if (ocr_write_file_atomic(ctx, path, text, (size_t)len)) die(ctx, "committing the run's state (the previous one stays)");
+    *rf = next;
+    snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
+    if (link_over(next.weights, path)) {
+        char optim_path[4096];
+        snprintf(optim_path, sizeof optim_path, "%s/last.optim.safetensors", run_dir);
+        write_checkpoint(ctx, path, optim_path, m, opt, a, st); /* no hard links: copies */
+    } else {
+        snprintf(path, sizeof path, "%s/last.optim.safetensors", run_dir);
+        if (link_over(next.optim, path)) { fprintf(stderr, "train_rec: cannot link %s: %s\n", path, strerror(errno)); exit(1); }
+    }
+    clean_run_dir(run_dir, next.generation, 0);
+}
+
+/* state.json's count or file-name field */
+static void manifest_field(const char *path, const char *text, const ocr_json_tok *toks, const char *key, int64_t *count, char *name,
+                           size_t cap) {
+    int i = ocr_json_find(text, toks, 0, key);
+    double v;
+    if (i >= 0 && count && toks[i].type == OCR_JSON_NUMBER && ocr_json_number(text, &toks[i], &v) && v >= 0 && v < 9e15 && v == floor(v)) {
+        *count = (int64_t)v;
+        return;
+    }
+    if (i >= 0 && name && toks[i].type == OCR_JSON_STRING && ocr_json_string(text, &toks[i], name, cap) && name[0] && name[0] != '.' &&
+        !strchr(name, '/'))
+        return;
+    fprintf(stderr, "train_rec: --resume: %s %s '%s'\n", path, i < 0 ? "lacks" : "has a malformed", key);
+    exit(1);
+}
+
+static void find_state(ocr_ctx *ctx, const char *run_dir, run_files *rf) {
+    static const char *const which[2] = {"weights", "optim"};
+    char path[4096], key[64], name[256];
+    unsigned char *text = NULL;
+    size_t n = 0;
+    ocr_json_tok toks[64];
+    int nt, f;
+    int64_t format = 0, want_size, want_crc;
+    memset(rf, 0, sizeof *rf);
+    snprintf(path, sizeof path, "%s/state.json", run_dir);
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "train_rec: --resume %s: no committed state there (state.json); start it again with --out %s --overwrite\n", run_dir,
+                run_dir);
+        exit(1);
+    }
+    if (ocr_read_file(ctx, path, 1 << 16, &text, &n)) die(ctx, "--resume");
+    if (ocr_json_parse(ctx, (const char *)text, n, toks, 64, &nt) || toks[0].type != OCR_JSON_OBJECT) die(ctx, "--resume: state.json");
+    manifest_field(path, (const char *)text, toks, "format", &format, NULL, 0);
+    if (format != 1) { fprintf(stderr, "train_rec: --resume: %s is in format %lld; this train_rec reads format 1\n", path, (long long)format); exit(1); }
+    manifest_field(path, (const char *)text, toks, "generation", &rf->generation, NULL, 0);
+    manifest_field(path, (const char *)text, toks, "step", &rf->step, NULL, 0);
+    for (f = 0; f < 2; f++) {
+        size_t size;
+        uint32_t crc;
+        char *dst = f ? rf->optim : rf->weights;
+        manifest_field(path, (const char *)text, toks, which[f], NULL, name, sizeof name);
+        snprintf(key, sizeof key, "%s_bytes", which[f]);
+        manifest_field(path, (const char *)text, toks, key, &want_size, NULL, 0);
+        snprintf(key, sizeof key, "%s_crc32c", which[f]);
+        manifest_field(path, (const char *)text, toks, key, &want_crc, NULL, 0);
+        snprintf(dst, sizeof rf->weights, "%s/%s", run_dir, name);
+        if (access(dst, F_OK) != 0) { fprintf(stderr, "train_rec: --resume: %s names %s, which is missing\n", path, dst); exit(1); }
+        file_digest(ctx, dst, &size, &crc);
+        if ((int64_t)size != want_size || (int64_t)crc != want_crc) {
+            fprintf(stderr, "train_rec: --resume: %s has %llu bytes with CRC-32C %lu but %s says %lld bytes with %lld: changed since it was "
+                            "saved\n", dst, (unsigned long long)size, (unsigned long)crc, path, (long long)want_size, (long long)want_crc);
+            exit(1);
+        }
+    }
+    OCR_FREE(text);
+}
+
+static const char *checkpoint_meta(const void *st, const char *key) { return ocr_safetensors_meta((const ocr_safetensors *)st, key); }
+
+static double meta_number(const ocr_safetensors *st, const char *file, const char *key) {
+    const char *s = ocr_safetensors_meta(st, key);
+    char *end = NULL;
+    double v = 0;
+    if (s) v = strtod(s, &end);
+    if (!s || end == s || *end || !isfinite(v) || v < 0) {
+        fprintf(stderr, "train_rec: --resume: %s %s '%s': not a train_rec checkpoint\n", file, s ? "has a malformed" : "lacks", key);
+        exit(1);
+    }
+    return v;
+}
+
+/* "<sha256>  <file>" per font (photos: photograph) of s */
+static char *asset_list(const ocr_synth *s, int photos) {
+    int n = photos ? ocr_synth_photo_count(s) : ocr_synth_font_count(s), i;
+    size_t cap = 1, used = 0;
+    char *text;
+    for (i = 0; i < n; i++) cap += 64 + 3 + strlen(photos ? ocr_synth_photo_file(s, i) : ocr_synth_font_file(s, i));
+    if (!(text = (char *)malloc(cap))) { fprintf(stderr, "train_rec: out of memory\n"); exit(1); }
+    text[0] = 0;
+    for (i = 0; i < n; i++)
+        used += (size_t)snprintf(text + used, cap - used, "%s  %s\n", photos ? ocr_synth_photo_sha256(s, i) : ocr_synth_font_sha256(s, i),
+                                 photos ? ocr_synth_photo_file(s, i) : ocr_synth_font_file(s, i));
+    return text;
+}
+
+/* ---------------------------------------------------------------- batches by width
+
+   A step's crops, sorted by width, are cut into at most MAX_GROUPS groups (of at least MIN_GROUP) that minimise the
+   padded area plus a fixed cost per group; each group is one forward and backward (BN statistics per group), the
+   CTC mean of each weighted by its share of the crops, and the step's gradient is their sum. */
+enum { MAX_GROUPS = 4, MIN_GROUP = 8 };
+typedef struct { int width, sample, word; } crop_ref;
+
+static int by_width(const void *a, const void *b) {
+    const crop_ref *x = (const crop_ref *)a, *y = (const crop_ref *)b;
+    if (x->width != y->width) return x->width < y->width ? -1 : 1;
+    if (x->sample != y->sample) return x->sample < y->sample ? -1 : 1;
+    return x->word < y->word ? -1 : x->word > y->word;
+}
+
+/* cuts[0..g] with cuts[0] = 0 and cuts[g] = n; returns g */
+static int width_groups(const crop_ref *c, int n, int max_width, int *cuts) {
+    double best[MAX_GROUPS + 1][257];
+    int from[MAX_GROUPS + 1][257], g, i, j, bg = 1;
+    const double per_group = 4.0 * max_width; /* about what four full-width crops cost */
+    if (n > 256) { cuts[0] = 0; cuts[1] = n; return 1; }
+    for (g = 0; g <= MAX_GROUPS; g++)
+        for (i = 0; i <= n; i++) best[g][i] = 1e300;
+    best[0][0] = 0;
+    for (g = 1; g <= MAX_GROUPS; g++)
+        for (i = 1; i <= n; i++)
+            for (j = 0; j < i; j++) {
+                double cost;
+                if (best[g - 1][j] >= 1e299 || (i - j < MIN_GROUP && !(j == 0 && i == n))) continue;
+                cost = best[g - 1][j] + (double)(i - j) * c[i - 1].width + per_group;
+                if (cost < best[g][i]) { best[g][i] = cost; from[g][i] = j; }
+            }
+    for (g = 2; g <= MAX_GROUPS; g++)
+        if (best[g][n] < best[bg][n]) bg = g;
+    cuts[bg] = n;
+    for (g = bg, i = n; g > 0; g--) { cuts[g - 1] = from[g][i]; i = from[g][i]; }
+    return bg;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv) {
+    train_args a;
+    ocr_ctx ctx;
+    ocr_charset cs;
+    ocr_rec_model model;
+    ocr_rec_config mcfg;
+    ocr_optimizer opt;
+    ocr_synth train_synth, heldout_synth, easy_synth;
+    ocr_dataset train_ds;
+    ocr_loader *loader = NULL;
+    ocr_loader_config lcfg;
+    ocr_rec_words_config wc;
+    ocr_metrics metrics;
+    ocr_rec_word_set val, heldout;
+    val_figures last_val, last_heldout;
+    ocr_rec_decode_watch watch = ocr_rec_decode_watch_default();
+    train_state st;
+    ocr_safetensors resume_st;
+    run_files rf;
+    crop_ref *refs = NULL;
+    ocr_tensor x, targets, target_lengths, input_lengths, d_lp;
+    char run_dir[2048], path[4096], why[8192];
+    const char *problem;
+    int64_t batches_per_epoch, total_steps, saved_step = -1, crops_total = 0;
+    int i, synth_data, heldout_count, L, tty = isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
+    int log_level = OCR_LOG_WARN, loader_batch, eval_done_at_end = 0;
+    double t_start, seconds_before = 0;
+
+    memset(&st, 0, sizeof st);
+    memset(&rf, 0, sizeof rf);
+    memset(&x, 0, sizeof x); memset(&targets, 0, sizeof targets); memset(&target_lengths, 0, sizeof target_lengths);
+    memset(&input_lengths, 0, sizeof input_lengths); memset(&d_lp, 0, sizeof d_lp);
+    if (ocr_ex_settings_parse(argc, argv, "[options]", kSettings, N_SETTINGS, &a) != 0) {
+        fprintf(stderr, "train_rec: unexpected argument '%s' (see --help)\n", argv[1]);
+        return 2;
+    }
+    if (ocr_ctx_init(&ctx, a.threads, (uint64_t)a.seed) != OCR_OK) die(&ctx, "starting");
+    ctx.log_fn = ocr_log_stderr;
+    ctx.log_user = &log_level;
+    if (a.check_numerics) ctx.debug_flags |= OCR_DEBUG_CHECK_NUMERICS;
+
+    /* a resumed run takes its settings from its checkpoint; only threads, workers and logging may change */
+    if (a.resume) {
+        struct stat sb;
+        if (a.overwrite) { fprintf(stderr, "train_rec: --overwrite starts a new run; it does not go with --resume\n"); return 2; }
+        snprintf(run_dir, sizeof run_dir, "%s", a.resume);
+        if (stat(run_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) { fprintf(stderr, "train_rec: --resume %s: not a directory\n", run_dir); return 1; }
+        lock_run_dir(run_dir);
+        find_state(&ctx, run_dir, &rf);
+        clean_run_dir(run_dir, rf.generation, 0);
+        if (ocr_safetensors_open(&ctx, &resume_st, rf.weights)) die(&ctx, "--resume");
+        if (ocr_ex_settings_from_meta("train_rec", rf.weights, kSettings, N_SETTINGS, &a, "train.", checkpoint_meta, &resume_st, why, sizeof why)) {
+            fprintf(stderr, "train_rec: %s\n", why);
+            return 1;
+        }
+        st.step = (int64_t)meta_number(&resume_st, rf.weights, "train.step");
+        st.best_accuracy = meta_number(&resume_st, rf.weights, "train.best_accuracy");
+        st.best_step = (int64_t)meta_number(&resume_st, rf.weights, "train.best_step");
+        seconds_before = meta_number(&resume_st, rf.weights, "train.seconds");
+        st.words_skipped = (int64_t)meta_number(&resume_st, rf.weights, "train.words_skipped");
+        st.words_too_long = (int64_t)meta_number(&resume_st, rf.weights, "train.words_too_long");
+        if (st.step != rf.step) { fprintf(stderr, "train_rec: --resume: state.json and %s disagree on the step\n", rf.weights); return 1; }
+    } else if (a.out) {
+        snprintf(run_dir, sizeof run_dir, "%s", a.out);
+    } else {
+        char stamp[64];
+        time_t t = time(NULL);
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&t));
+        mkdir("runs", 0755);
+        snprintf(run_dir, sizeof run_dir, "runs/rec-%s", stamp);
+    }
+    if ((problem = settings_problem(&a)) != NULL) {
+        fprintf(stderr, "train_rec: %s%s%s\n", a.resume ? rf.weights : "", a.resume ? ": " : "", problem);
+        return a.resume ? 1 : 2;
+    }
+    if (a.fonts && !a.fonts[0]) a.fonts = NULL;
+    if (a.photos && !a.photos[0]) a.photos = NULL;
+    synth_data = is_synth(a.data);
+    heldout_count = !is_synth(a.val) ? 0 : a.heldout_count < 0 ? a.val_count : a.heldout_count;
+    if (mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_rec: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
+    if (!a.resume) {
+        lock_run_dir(run_dir);
+        if (file_in(run_dir, "state.json") || file_in(run_dir, "metrics.jsonl") || file_in(run_dir, "last.safetensors")) {
+            if (!a.overwrite) {
+                fprintf(stderr, "train_rec: %s already holds a run: continue it with --resume %s, or start a new one in it with --overwrite "
+                                "(which deletes it)\n", run_dir, run_dir);
+                return 2;
+            }
+            clean_run_dir(run_dir, -1, 1);
+        }
+    }
+
+    /* charset and model */
+    if (ocr_charset_init(&ctx, &cs, a.charset)) die(&ctx, "--charset");
+    mcfg = ocr_rec_config_default();
+    parse_channels(a.channels, mcfg.channels);
+    mcfg.hidden = a.hidden;
+    mcfg.layers = a.layers;
+    if (ocr_rec_init(&ctx, &model, &mcfg, &cs)) die(&ctx, "building the model");
+    if (ocr_optim_init(&ctx, &opt, &model.params, ocr_optim_adamw(0.9f, 0.999f, 1e-8f, a.weight_decay))) die(&ctx, "optimizer");
+    if (a.resume) {
+        ocr_safetensors ost;
+        if (ocr_rec_load(&ctx, &model, rf.weights)) die(&ctx, "--resume");
+        opt.step = (int64_t)meta_number(&resume_st, rf.weights, "train.optim_step");
+        if (ocr_safetensors_open(&ctx, &ost, rf.optim) || ocr_optim_load(&ctx, &opt, NULL, &ost)) die(&ctx, "--resume: the optimizer state");
+        if ((int64_t)meta_number(&ost, rf.optim, "train.step") != st.step) {
+            fprintf(stderr, "train_rec: --resume: %s is not from step %lld as %s\n", rf.optim, (long long)st.step, rf.weights);
+            return 1;
+        }
+        ocr_safetensors_close(&ost);
+    }
+
+    /* data */
+    memset(&train_synth, 0, sizeof train_synth);
+    memset(&heldout_synth, 0, sizeof heldout_synth);
+    memset(&easy_synth, 0, sizeof easy_synth);
+    if (synth_data || is_synth(a.val)) {
+        ocr_synth_config c = synth_config(&a, 0);
+        if (ocr_synth_init(&ctx, &train_synth, &c)) die(&ctx, "synthetic words (--fonts, --photos)");
+        st.assets[0] = asset_list(&train_synth, 0);
+        st.assets[1] = asset_list(&train_synth, 1);
+        for (i = 0; a.resume && i < 2; i++) {
+            const char *recorded = ocr_safetensors_meta(&resume_st, kAssetKeys[i]);
+            if (recorded && strcmp(recorded, st.assets[i]) != 0) {
+                fprintf(stderr, "train_rec: --resume: the %s loaded now differ from those the run recorded (%s in %s): its words would "
+                                "differ from those it trained on; restore them or start a new run\n", i ? "photographs" : "fonts",
+                        kAssetKeys[i], rf.weights);
+                return 1;
+            }
+        }
+    }
+    if (heldout_count > 0) {
+        ocr_synth_config c = synth_config(&a, 1);
+        if (ocr_synth_init(&ctx, &heldout_synth, &c)) die(&ctx, "held-out words (the declared held-out fonts and photographs)");
+    }
+    L = a.max_width / 4;
+    if (!synth_data) {
+        /* every label encodes before any training, or the run stops here naming the first that does not */
+        int64_t words = 0, skipped = 0;
+        char first[2048];
+        if (open_data(&ctx, a.data, NULL, 0, 0, 0, &train_ds)) die(&ctx, "--data");
+        if (ocr_rec_check_labels(&ctx, &train_ds, &cs, a.max_width, a.skip_unknown, &words, &skipped, first, sizeof first)) {
+            fprintf(stderr, "train_rec: --data %s: %s\n(--skip-unknown leaves such words out; --charset names the characters to learn)\n",
+                    a.data, ocr_ctx_last_error(&ctx));
+            return 1;
+        }
+        fprintf(stderr, "train_rec: %s: %lld words%s", a.data, (long long)words, skipped ? "" : "\n");
+        if (skipped)
+            fprintf(stderr, ", %lld left out with a character outside the charset (--skip-unknown), the first: %s\n", (long long)skipped, first);
+        if (words - skipped < 1) { fprintf(stderr, "train_rec: no word of --data encodes\n"); return 1; }
+    } else {
+        int64_t count = (int64_t)a.steps * ((a.batch + a.words_per_scene - 1) / a.words_per_scene);
+        curriculum *cur = (curriculum *)calloc(1, sizeof *cur);
+        ocr_synth_config c = synth_config(&a, 0);
+        if (!cur) { fprintf(stderr, "train_rec: out of memory\n"); return 1; }
+        c.plain_background = 1;
+        cur->easy_count = (int64_t)a.easy_steps * ((a.batch + a.words_per_scene - 1) / a.words_per_scene);
+        if ((cur->easy_count && ocr_synth_init(&ctx, &easy_synth, &c)) ||
+            ocr_dataset_open_synth(&ctx, &cur->hard, &train_synth, (uint64_t)a.seed * 7919u + 1, count, a.scene_size, a.scene_size) ||
+            (cur->easy_count && ocr_dataset_open_synth(&ctx, &cur->easy, &easy_synth, (uint64_t)a.seed * 7919u + 3, count, a.scene_size, a.scene_size)))
+            die(&ctx, "synthetic words");
+        memset(&train_ds, 0, sizeof train_ds);
+        train_ds.count = count;
+        snprintf(train_ds.name, sizeof train_ds.name, "synthetic words");
+        train_ds.impl = cur;
+        train_ds.get = curriculum_get;
+        train_ds.close = curriculum_close;
+    }
+    memset(&wc, 0, sizeof wc);
+    wc.charset = &cs;
+    wc.crop = ocr_rec_crop_defaults();
+    wc.crop.max_width = a.max_width;
+    wc.max_words = synth_data ? a.words_per_scene : 1;
+    wc.augment = 1;
+    wc.skip_unknown = synth_data || a.skip_unknown;
+    lcfg = ocr_loader_config_default();
+    loader_batch = synth_data ? (a.batch + a.words_per_scene - 1) / a.words_per_scene : a.batch;
+    lcfg.batch_size = loader_batch;
+    lcfg.n_workers = a.workers;
+    lcfg.worker_nice = 19; /* the step's threads own the cores; rendering fills their gaps */
+    lcfg.shuffle = !synth_data;
+    lcfg.drop_last = 1;
+    lcfg.seed = (uint64_t)a.seed;
+    ocr_rec_loader_setup(&wc, &lcfg);
+    if (ocr_loader_create(&ctx, &loader, &train_ds, &lcfg)) die(&ctx, "data loader");
+    batches_per_epoch = train_ds.count / loader_batch;
+    if (batches_per_epoch < 1) { fprintf(stderr, "train_rec: the training set has fewer than --batch samples\n"); return 1; }
+    total_steps = a.steps;
+
+    if (is_synth(a.val)) val_open(&ctx, &val, "synth", &train_synth, (uint64_t)a.seed * 7919u + 1000003u, a.val_count, &a, &cs);
+    else val_open(&ctx, &val, a.val, NULL, 0, a.val_count, &a, &cs);
+    memset(&heldout, 0, sizeof heldout);
+    if (heldout_count > 0) {
+        val_open(&ctx, &heldout, "synth", &heldout_synth, (uint64_t)a.seed * 7919u + 2000003u, heldout_count, &a, &cs);
+        ocr_synth_free(&heldout_synth);
+    }
+
+    refs = (crop_ref *)malloc((size_t)loader_batch * (size_t)wc.max_words * sizeof *refs);
+    if (!refs) { fprintf(stderr, "train_rec: out of memory\n"); return 1; }
+    if (a.resume ? ocr_metrics_open_resume(&ctx, &metrics, run_dir, st.step) : ocr_metrics_open(&ctx, &metrics, run_dir)) die(&ctx, "metrics");
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+
+    fprintf(stderr, "train_rec: %s a CRNN (channels %s, LSTM %d x 2 x %d), %zu parameters, charset '%s' (%d classes), %lld steps of about %d "
+                    "crops on %d threads (GEMM %s); validation %d words%s%s, run %s\n",
+            a.resume ? "resuming" : "training", a.channels, a.layers, a.hidden, ocr_params_trainable_count(&model.params), cs.name,
+            cs.n_classes, (long long)total_steps, a.batch, ctx.n_threads, ocr_gemm_kernel_name(&ctx), val.n, heldout.n ? " and " : "",
+            heldout.n ? "held-out words" : "", run_dir);
+    if (heldout.n) fprintf(stderr, "train_rec: held-out validation: %d words of the declared held-out fonts and photographs\n", heldout.n);
+    if (val.skipped || heldout.skipped)
+        fprintf(stderr, "train_rec: validation leaves out %lld + %lld words with characters outside the charset\n", (long long)val.skipped,
+                (long long)heldout.skipped);
+
+    memset(&last_val, 0, sizeof last_val);
+    memset(&last_heldout, 0, sizeof last_heldout);
+    t_start = now_seconds();
+    {
+        int64_t epoch = -1;
+        while (st.step < total_steps && !g_stop) {
+            ocr_batch *batch = NULL;
+            int64_t want_epoch = st.step / batches_per_epoch, want_number = st.step % batches_per_epoch;
+            int n = 0, g, groups, cuts[MAX_GROUPS + 1], b, k;
+            double loss = 0;
+            float lr, norm = 0;
+            const float *words, *counts;
+            if (want_epoch != epoch) {
+                if (ocr_loader_start_epoch_at(&ctx, loader, want_epoch, want_number)) die(&ctx, "data loader");
+                epoch = want_epoch;
+            }
+            if (ocr_loader_next(&ctx, loader, &batch)) die(&ctx, "data loader");
+            if (!batch || batch->number != want_number) {
+                fprintf(stderr, "train_rec: the loader gave batch %lld, expected %lld\n", batch ? (long long)batch->number : -1LL, (long long)want_number);
+                return 1;
+            }
+            words = (const float *)batch->fields[OCR_REC_F_WORDS].data;
+            counts = (const float *)batch->fields[OCR_REC_F_COUNTS].data;
+            for (b = 0; b < batch->size; b++) {
+                st.words_skipped += (int64_t)counts[b * 4 + 1];
+                st.words_too_long += (int64_t)counts[b * 4 + 2];
+                for (k = 0; k < (int)counts[b * 4]; k++) {
+                    refs[n].width = (int)words[((size_t)b * wc.max_words + k) * (2 + L)];
+                    refs[n].sample = b;
+                    refs[n].word = k;
+                    n++;
+                }
+            }
+            ocr_params_zero_grad(&model.params);
+            if (n > 0) {
+                qsort(refs, (size_t)n, sizeof *refs, by_width);
+                groups = width_groups(refs, n, a.max_width, cuts);
+                for (g = 0; g < groups; g++) {
+                    int gn = cuts[g + 1] - cuts[g], W = refs[cuts[g + 1] - 1].width, total = 0, j;
+                    ocr_ctc_config cc = ocr_ctc_defaults();
+                    ocr_ctc_result res;
+                    ocr_tensor xv, tv, tlv, ilv, dv, lp;
+                    int64_t per = (int64_t)3 * 32 * a.max_width;
+                    /* the group's crops, their widths trimmed to the group's widest */
+                    ocr_tensor_free(&x);
+                    ocr_tensor_free(&targets); ocr_tensor_free(&target_lengths); ocr_tensor_free(&input_lengths); ocr_tensor_free(&d_lp);
+                    for (j = 0; j < gn; j++) total += (int)words[((size_t)refs[cuts[g] + j].sample * wc.max_words + refs[cuts[g] + j].word) * (2 + L) + 1];
+                    if (ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(gn, 3, 32, W)) ||
+                        ocr_tensor_alloc(&ctx, &targets, "targets", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(total)) ||
+                        ocr_tensor_alloc(&ctx, &target_lengths, "target_lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(gn)) ||
+                        ocr_tensor_alloc(&ctx, &input_lengths, "input_lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(gn)) ||
+                        ocr_tensor_alloc(&ctx, &d_lp, "d_log_probs", OCR_F32, OCR_DEVICE_CPU, ocr_shape3(W / 4, gn, cs.n_classes)))
+                        die(&ctx, "batch");
+                    for (j = 0, total = 0; j < gn; j++) {
+                        const crop_ref *r = &refs[cuts[g] + j];
+                        const float *w = words + ((size_t)r->sample * wc.max_words + r->word) * (2 + L);
+                        const float *src = (const float *)batch->fields[OCR_REC_F_IMAGES].data + ((int64_t)r->sample * wc.max_words + r->word) * per;
+                        int row, len = (int)w[1], c;
+                        for (row = 0; row < 3 * 32; row++)
+                            memcpy((float *)x.data + ((size_t)j * 3 * 32 + row) * W, src + (size_t)row * a.max_width, (size_t)W * sizeof(float));
+                        ((int32_t *)target_lengths.data)[j] = len;
+                        ((int32_t *)input_lengths.data)[j] = (int)w[0] / 4;
+                        for (c = 0; c < len; c++) ((int32_t *)targets.data)[total++] = (int32_t)w[2 + c];
+                    }
+                    xv = x; tv = targets; tlv = target_lengths; ilv = input_lengths; dv = d_lp;
+                    cc.grad_scale = (float)gn / (float)n;
+                    if (ocr_rec_forward(&ctx, &model, &xv, 1, &lp) || ocr_tensor_zero(&ctx, &dv) ||
+                        ocr_loss_ctc(&ctx, &cc, &lp, &tv, &tlv, &ilv, &res, NULL, &dv) || ocr_rec_backward(&ctx, &model, &dv))
+                        die(&ctx, "training step");
+                    loss += res.loss * gn / n;
+                }
+            }
+            crops_total += n;
+            lr = a.lr * (st.step < a.warmup ? (float)(st.step + 1) / (float)(a.warmup + 1) : 1.0f) * ocr_lr_poly(1.0f, st.step, total_steps, 0.9f);
+            if (n > 0) {
+                if (a.clip > 0 ? ocr_clip_grad_norm(&ctx, &model.params, a.clip, &norm) : ocr_clip_grad_norm(&ctx, &model.params, 1e30f, &norm))
+                    die(&ctx, "gradient");
+                if (ocr_optim_step(&ctx, &opt, &model.params, lr)) die(&ctx, "optimizer");
+            }
+            ocr_loader_release(loader, batch);
+            st.step++;
+
+            if (st.step % a.log_every == 0 || st.step == total_steps) {
+                double el = now_seconds() - t_start, cps = (double)crops_total / (el > 0 ? el : 1);
+                char line[512];
+                if (ocr_metrics_scalar(&ctx, &metrics, st.step, "train/loss", loss) || ocr_metrics_scalar(&ctx, &metrics, st.step, "train/lr", lr) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/grad_norm", norm) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/crops", n) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/crops_per_second", cps) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/words_skipped", (double)st.words_skipped))
+                    die(&ctx, "metrics");
+                snprintf(line, sizeof line, "loss %.4f lr %.2e grad %.2f | %d crops, %.1f crops/s | left out %lld outside the charset, %lld too long",
+                         loss, lr, norm, n, cps, (long long)st.words_skipped, (long long)st.words_too_long);
+                if (tty) ocr_ex_progress(stderr, (long)st.step, (long)total_steps, el, line);
+                else { printf("step %lld/%lld %s\n", (long long)st.step, (long long)total_steps, line); fflush(stdout); }
+            }
+            if ((a.eval_every > 0 && st.step % a.eval_every == 0) || st.step == total_steps) {
+                last_val = validate(&ctx, &model, &val);
+                if (heldout.n) last_heldout = validate(&ctx, &model, &heldout);
+                eval_done_at_end = st.step == total_steps;
+                if (tty) fputc('\n', stderr);
+                printf("step %lld validation: accuracy %.4f (case-insensitive %.4f) CER %.4f 1-NED %.4f empty %.4f", (long long)st.step,
+                       last_val.r.accuracy, last_val.r.accuracy_nocase, last_val.r.cer, last_val.r.one_minus_ned, last_val.r.empty_share);
+                if (heldout.n)
+                    printf(" | held-out accuracy %.4f (case-insensitive %.4f) CER %.4f empty %.4f", last_heldout.r.accuracy,
+                           last_heldout.r.accuracy_nocase, last_heldout.r.cer, last_heldout.r.empty_share);
+                printf("\n");
+                fflush(stdout);
+                log_figures(&ctx, &metrics, st.step, "", &last_val);
+                if (heldout.n) log_figures(&ctx, &metrics, st.step, "heldout_", &last_heldout);
+                /* the decode watch: a model that predicts nothing has collapsed to the blank, whatever its loss says */
+                if (ocr_rec_decode_watch_update(&watch, last_val.r.empty_share))
+                    fprintf(stderr, "train_rec: warning: %.0f%% of the validation predictions are empty, at %d validations in a row: the model "
+                                    "predicts only the CTC blank (labels encoded against the wrong charset, or dropped to empty targets, teach "
+                                    "exactly this; examples/repro_rec_empty)\n", 100.0 * last_val.r.empty_share, watch.in_a_row);
+                if (last_val.r.accuracy > st.best_accuracy || st.best_step == 0) {
+                    st.best_accuracy = last_val.r.accuracy;
+                    st.best_step = st.step;
+                    st.seconds = seconds_before + now_seconds() - t_start;
+                    snprintf(path, sizeof path, "%s/best.safetensors", run_dir);
+                    write_checkpoint(&ctx, path, NULL, &model, &opt, &a, &st);
+                }
+            }
+            if (st.step % a.save_every == 0 || st.step == a.stop_at || st.step == total_steps) {
+                st.seconds = seconds_before + now_seconds() - t_start;
+                commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, &a, &st);
+                saved_step = st.step;
+            }
+            if (st.step == a.stop_at) g_stop = 1;
+        }
+    }
+    if (tty) fputc('\n', stderr);
+    st.seconds = seconds_before + now_seconds() - t_start;
+    if (saved_step != st.step) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, &a, &st);
+    if (g_stop && st.step < total_steps)
+        fprintf(stderr, "train_rec: interrupted at step %lld; saved %s/last.safetensors; continue with --resume %s\n", (long long)st.step,
+                run_dir, run_dir);
+    if (ocr_metrics_close(&ctx, &metrics)) die(&ctx, "metrics");
+    {
+        double el = now_seconds() - t_start;
+        printf("{");
+        printf("\"steps\":%lld", (long long)st.step);
+        print_figures_json("", &last_val);
+        print_figures_json("heldout_", &last_heldout);
+        printf(",\"words_left_out\":%lld,\"seconds\":%.1f,\"crops_per_second\":%.2f,\"validated\":%s,\"run\":\"%s\"}\n", (long long)st.words_skipped,
+               st.seconds, (double)crops_total / (el > 0 ? el : 1), eval_done_at_end ? "true" : "false", run_dir);
+    }
+    ocr_loader_free(loader);
+    ocr_dataset_close(&train_ds);
+    ocr_rec_word_set_free(&val);
+    ocr_rec_word_set_free(&heldout);
+    ocr_synth_free(&train_synth);
+    ocr_synth_free(&easy_synth);
+    free((char *)st.assets[0]);
+    free((char *)st.assets[1]);
+    free(refs);
+    ocr_tensor_free(&x); ocr_tensor_free(&targets); ocr_tensor_free(&target_lengths); ocr_tensor_free(&input_lengths); ocr_tensor_free(&d_lp);
+    ocr_optim_free(&opt);
+    ocr_rec_free(&model);
+    ocr_charset_free(&cs);
+    if (a.resume) ocr_safetensors_close(&resume_st);
+    ocr_ctx_free(&ctx);
+    return g_stop && st.step < total_steps ? 130 : 0;
+}
