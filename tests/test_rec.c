@@ -14,6 +14,7 @@
 #include "ocr_synth.h"
 #include "ocr_rec.h"
 #include "ocr_test.h"
+#include "ocr_test_cli.h"
 #include <lmdb.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -421,21 +422,15 @@ static void test_folder_dataset(void) {
     ocr_ctx_free(&ctx);
 }
 
-/* A recognition LMDB in clovaai's layout, written here with liblmdb: plain UTF-8 labels. */
-static void test_lmdb_recognition_set(void) {
-    static const char *const labels[3] = {"abc", "\xED\x95\x9C\xEA\xB5\xAD", "XY"};
-    ocr_ctx ctx;
-    ocr_dataset ds;
-    ocr_charset cs;
-    char dir[256], key[32], png_path[512];
+/* A recognition LMDB in clovaai's layout, written here with liblmdb: plain UTF-8 labels, the second Korean. */
+static const char *const kLmdbLabels[3] = {"abc", "\xED\x95\x9C\xEA\xB5\xAD", "XY"};
+static void write_recognition_lmdb(ocr_ctx *ctx, const char *dir) {
+    char key[32], png_path[512];
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi dbi;
     MDB_val k, v;
     int i;
-    int64_t words, skipped;
-    ocr_ctx_init(&ctx, 1, 1);
-    snprintf(dir, sizeof dir, "%s/lmdb", g_tmp);
     mkdir(dir, 0755);
     OCR_CHECK(mdb_env_create(&env) == 0 && mdb_env_set_mapsize(env, 1 << 22) == 0 && mdb_env_open(env, dir, 0, 0644) == 0);
     OCR_CHECK(mdb_txn_begin(env, NULL, 0, &txn) == 0 && mdb_dbi_open(txn, NULL, 0, &dbi) == 0);
@@ -443,19 +438,32 @@ static void test_lmdb_recognition_set(void) {
         unsigned char *bytes;
         size_t size;
         snprintf(png_path, sizeof png_path, "%s/c%d.png", g_tmp, i);
-        write_png(&ctx, png_path, 24 + 8 * i, 10, i);
-        OCR_CHECK_OK(&ctx, ocr_read_file(&ctx, png_path, 1 << 20, &bytes, &size));
+        write_png(ctx, png_path, 24 + 8 * i, 10, i);
+        OCR_CHECK_OK(ctx, ocr_read_file(ctx, png_path, 1 << 20, &bytes, &size));
         snprintf(key, sizeof key, "image-%09d", i + 1);
         k.mv_data = key; k.mv_size = strlen(key); v.mv_data = bytes; v.mv_size = size;
         OCR_CHECK(mdb_put(txn, dbi, &k, &v, 0) == 0);
         OCR_FREE(bytes);
         snprintf(key, sizeof key, "label-%09d", i + 1);
-        k.mv_data = key; k.mv_size = strlen(key); v.mv_data = (void *)labels[i]; v.mv_size = strlen(labels[i]);
+        k.mv_data = key; k.mv_size = strlen(key); v.mv_data = (void *)kLmdbLabels[i]; v.mv_size = strlen(kLmdbLabels[i]);
         OCR_CHECK(mdb_put(txn, dbi, &k, &v, 0) == 0);
     }
     k.mv_data = (void *)"num-samples"; k.mv_size = 11; v.mv_data = (void *)"3"; v.mv_size = 1;
     OCR_CHECK(mdb_put(txn, dbi, &k, &v, 0) == 0 && mdb_txn_commit(txn) == 0);
     mdb_env_close(env);
+}
+
+static void test_lmdb_recognition_set(void) {
+    const char *const *labels = kLmdbLabels;
+    ocr_ctx ctx;
+    ocr_dataset ds;
+    ocr_charset cs;
+    char dir[256];
+    int i;
+    int64_t words, skipped;
+    ocr_ctx_init(&ctx, 1, 1);
+    snprintf(dir, sizeof dir, "%s/lmdb", g_tmp);
+    write_recognition_lmdb(&ctx, dir);
     OCR_CHECK_OK(&ctx, ocr_dataset_open_lmdb(&ctx, &ds, dir));
     OCR_CHECK_OK(&ctx, ocr_charset_init(&ctx, &cs, "latin"));
     EXPECT_ERR(&ctx, ocr_rec_check_labels(&ctx, &ds, &cs, 256, 0, &words, &skipped, NULL, 0), OCR_ENOTFOUND, "image-000000002", "U+D55C",
@@ -649,6 +657,81 @@ static void test_overfit_words(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* ---------------------------------------------------------------- the programs */
+
+/* The last line of text that starts with '{' (the programs' JSON line), or "" */
+static const char *json_line(const char *text, size_t *len) {
+    const char *p = text, *last = "";
+    for (; *p; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] ? 1 : 0))
+        if (*p == '{') last = p;
+    *len = strcspn(last, "\n");
+    return last;
+}
+
+static void test_programs(void) {
+    static const char *const programs[] = {"train_rec", "eval_rec", "recognize", "repro_rec_empty"};
+    static const char *const tiny = "--steps 4 --eval-every 2 --val-count 12 --heldout-count 0 --channels 8,8,8,8,8,8 --hidden 8 --log-every 2 "
+                                    "--save-every 2 --threads 2";
+    ocr_ctx ctx;
+    char cmd[2048], run[300], lmdb[300];
+    char *out, *err;
+    const char *line;
+    size_t len;
+    double acc, cer;
+    int i, rc;
+    ocr_ctx_init(&ctx, 1, 1);
+    ocr_test_cli_ctx = &ctx;
+    snprintf(ocr_test_cli_dir, sizeof ocr_test_cli_dir, "%s", g_tmp);
+    for (i = 0; i < 4; i++) {
+        snprintf(cmd, sizeof cmd, "./examples/%s", programs[i]);
+        if (access(cmd, X_OK) != 0) { OCR_CHECK_MSG(0, "%s is not built (./build.sh builds it)", cmd); ocr_ctx_free(&ctx); return; }
+        snprintf(cmd, sizeof cmd, "./examples/%s --help", programs[i]);
+        ocr_test_expect_exit(cmd, 0, NULL);
+        snprintf(cmd, sizeof cmd, "./examples/%s --bogus", programs[i]);
+        ocr_test_expect_exit(cmd, 2, "unknown flag '--bogus'");
+    }
+    ocr_test_expect_exit("./examples/train_rec --max-width 30", 2, "--max-width a multiple of 4");
+    ocr_test_expect_exit("./examples/train_rec --channels 8,8", 2, "six positive integers");
+    ocr_test_expect_exit("./examples/train_rec --data nothing:x", 2, "--data and --val must be");
+    ocr_test_expect_exit("./examples/eval_rec --data synth:val", 2, "--model is required");
+    ocr_test_expect_exit("./examples/recognize --model x.safetensors", 2, "at least one crop");
+    /* labels outside the charset stop train_rec before any training, naming the LMDB key and the character */
+    snprintf(lmdb, sizeof lmdb, "%s/lmdb_programs", g_tmp);
+    write_recognition_lmdb(&ctx, lmdb);
+    snprintf(run, sizeof run, "%s/run_lmdb", g_tmp);
+    snprintf(cmd, sizeof cmd, "./examples/train_rec %s --data lmdb:%s --val lmdb:%s --out %s", tiny, lmdb, lmdb, run);
+    ocr_test_expect_exit(cmd, 1, "image-000000002");
+    ocr_test_expect_exit(cmd, 1, "U+D55C");
+    /* a tiny synthetic run: the final JSON line; eval_rec on its last weights gives the same validation figures */
+    snprintf(run, sizeof run, "%s/run", g_tmp);
+    snprintf(cmd, sizeof cmd, "./examples/train_rec %s --out %s", tiny, run);
+    rc = ocr_test_run(cmd, &out, &err);
+    line = json_line(out, &len);
+    OCR_CHECK_MSG(rc == 0 && ocr_test_json_number(line, len, "steps") == 4 && ocr_test_json_number(line, len, "words") == 12,
+                  "'%s' exited %d: %s\n%s", cmd, rc, out, err);
+    acc = ocr_test_json_number(line, len, "accuracy");
+    cer = ocr_test_json_number(line, len, "cer");
+    free(out); free(err);
+    ocr_test_expect_exit(cmd, 2, "already holds a run");
+    snprintf(cmd, sizeof cmd, "./examples/eval_rec --model %s/last.safetensors --data synth:val --json --threads 2", run);
+    rc = ocr_test_run(cmd, &out, &err);
+    line = json_line(out, &len);
+    OCR_CHECK_MSG(rc == 0 && ocr_test_json_number(line, len, "words") == 12 && ocr_test_json_number(line, len, "accuracy") == acc &&
+                  fabs(ocr_test_json_number(line, len, "cer") - cer) < 1e-4, "'%s' exited %d (train_rec: accuracy %g, CER %g): %s\n%s", cmd, rc, acc,
+                  cer, out, err);
+    free(out); free(err);
+    /* recognize: one "path<TAB>text" line per crop, in order */
+    snprintf(cmd, sizeof cmd, "./examples/recognize --model %s/best.safetensors %s/c0.png %s/c2.png", run, g_tmp, g_tmp);
+    rc = ocr_test_run(cmd, &out, &err);
+    {
+        char first[300];
+        snprintf(first, sizeof first, "%s/c0.png\t", g_tmp);
+        OCR_CHECK_MSG(rc == 0 && strncmp(out, first, strlen(first)) == 0 && strstr(out, "/c2.png\t"), "'%s' exited %d: %s\n%s", cmd, rc, out, err);
+    }
+    free(out); free(err);
+    ocr_ctx_free(&ctx);
+}
+
 int main(int argc, char **argv) {
     char cmd[300];
     ocr_test_init(argc, argv);
@@ -664,6 +747,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_lmdb_recognition_set);
     OCR_TEST_RUN(test_eval_metrics);
     OCR_TEST_RUN(test_overfit_words);
+    OCR_TEST_RUN(test_programs);
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
     if (system(cmd) != 0) fprintf(stderr, "test_rec: could not remove %s\n", g_tmp);
     return ocr_test_finish();
