@@ -39,7 +39,7 @@
 typedef struct {
     const char *data, *val, *charset, *channels, *resume, *out, *fonts, *photos;
     int steps, batch, words_per_scene, scene_size, max_width, min_text_px, max_text_px, hidden, layers, threads, workers, seed;
-    int eval_every, log_every, save_every, val_count, heldout_count, warmup, stop_at, skip_unknown, check_numerics, overwrite, easy_steps;
+    int eval_every, log_every, save_every, val_count, heldout_count, warmup, stop_at, skip_unknown, check_numerics, overwrite;
     float lr, weight_decay, clip, synth_lines;
 } train_args;
 
@@ -60,13 +60,11 @@ static const ocr_ex_setting kSettings[] = {
      "outside it (accents, Greek, Cyrillic) are always left out"},
     {"--fonts", STRING(fonts), NULL, STORED, "fonts of the synthetic words: DIR|FILE,... (empty: the declared training set)"},
     {"--photos", STRING(photos), NULL, STORED, "photographs under synthetic words: DIR|FILE,..., or none (empty: the declared set)"},
-    {"--steps", INT(steps), "4000", STORED, "optimizer steps"},
+    {"--steps", INT(steps), "4500", STORED, "optimizer steps"},
     {"--batch", INT(batch), "32", STORED, "word crops per step (synth: about; scenes give up to --words-per-scene each)"},
     {"--words-per-scene", INT(words_per_scene), "16", STORED, "synth: word crops taken from each rendered scene"},
     {"--scene-size", INT(scene_size), "384", STORED, "synth: side of the rendered scenes in pixels"},
     {"--synth-lines", FLOAT(synth_lines), "300", STORED, "synth: text lines tried per megapixel"},
-    {"--easy-steps", INT(easy_steps), "0", STORED,
-     "synth: the first N steps' scenes have plain backgrounds (no photographs, clutter, blur or noise): shapes before clutter"},
     {"--min-text-px", INT(min_text_px), "14", STORED, "synth: smallest font height in pixels"},
     {"--max-text-px", INT(max_text_px), "48", STORED, "synth: largest font height in pixels"},
     {"--max-width", INT(max_width), "256", STORED, "crop width cap (a multiple of 4; wider words are squeezed)"},
@@ -194,19 +192,6 @@ static void val_open(ocr_ctx *ctx, ocr_rec_word_set *set, const char *spec, cons
     }
     ocr_dataset_close(&ds);
     if (!set->n) { fprintf(stderr, "train_rec: the validation set %s holds no word the charset encodes\n", spec); exit(1); }
-}
-
-/* Synthetic scenes whose first easy_count come from a plain-background renderer: the curriculum of --easy-steps. */
-typedef struct { ocr_dataset easy, hard; int64_t easy_count; } curriculum;
-static int curriculum_get(ocr_dataset *ds, ocr_ctx *ctx, int64_t index, unsigned flags, ocr_sample *out) {
-    curriculum *c = (curriculum *)ds->impl;
-    return index < c->easy_count ? ocr_dataset_get(ctx, &c->easy, index, flags, out) : ocr_dataset_get(ctx, &c->hard, index, flags, out);
-}
-static void curriculum_close(ocr_dataset *ds) {
-    curriculum *c = (curriculum *)ds->impl;
-    ocr_dataset_close(&c->easy);
-    ocr_dataset_close(&c->hard);
-    free(c);
 }
 
 /* ---------------------------------------------------------------- validation */
@@ -540,7 +525,7 @@ int main(int argc, char **argv) {
     ocr_rec_model model;
     ocr_rec_config mcfg;
     ocr_optimizer opt;
-    ocr_synth train_synth, heldout_synth, easy_synth;
+    ocr_synth train_synth, heldout_synth;
     ocr_dataset train_ds;
     ocr_loader *loader = NULL;
     ocr_loader_config lcfg;
@@ -648,7 +633,6 @@ int main(int argc, char **argv) {
     /* data */
     memset(&train_synth, 0, sizeof train_synth);
     memset(&heldout_synth, 0, sizeof heldout_synth);
-    memset(&easy_synth, 0, sizeof easy_synth);
     if (synth_data || is_synth(a.val)) {
         ocr_synth_config c = synth_config(&a, 0);
         if (ocr_synth_init(&ctx, &train_synth, &c)) die(&ctx, "synthetic words (--fonts, --photos)");
@@ -683,23 +667,9 @@ int main(int argc, char **argv) {
         if (skipped)
             fprintf(stderr, ", %lld left out with a character outside the charset (--skip-unknown), the first: %s\n", (long long)skipped, first);
         if (words - skipped < 1) { fprintf(stderr, "train_rec: no word of --data encodes\n"); return 1; }
-    } else {
-        int64_t count = (int64_t)a.steps * ((a.batch + a.words_per_scene - 1) / a.words_per_scene);
-        curriculum *cur = (curriculum *)calloc(1, sizeof *cur);
-        ocr_synth_config c = synth_config(&a, 0);
-        if (!cur) { fprintf(stderr, "train_rec: out of memory\n"); return 1; }
-        c.plain_background = 1;
-        cur->easy_count = (int64_t)a.easy_steps * ((a.batch + a.words_per_scene - 1) / a.words_per_scene);
-        if ((cur->easy_count && ocr_synth_init(&ctx, &easy_synth, &c)) ||
-            ocr_dataset_open_synth(&ctx, &cur->hard, &train_synth, (uint64_t)a.seed * 7919u + 1, count, a.scene_size, a.scene_size) ||
-            (cur->easy_count && ocr_dataset_open_synth(&ctx, &cur->easy, &easy_synth, (uint64_t)a.seed * 7919u + 3, count, a.scene_size, a.scene_size)))
-            die(&ctx, "synthetic words");
-        memset(&train_ds, 0, sizeof train_ds);
-        train_ds.count = count;
-        snprintf(train_ds.name, sizeof train_ds.name, "synthetic words");
-        train_ds.impl = cur;
-        train_ds.get = curriculum_get;
-        train_ds.close = curriculum_close;
+    } else if (ocr_dataset_open_synth(&ctx, &train_ds, &train_synth, (uint64_t)a.seed * 7919u + 1,
+                                      (int64_t)a.steps * ((a.batch + a.words_per_scene - 1) / a.words_per_scene), a.scene_size, a.scene_size)) {
+        die(&ctx, "synthetic words");
     }
     memset(&wc, 0, sizeof wc);
     wc.charset = &cs;
@@ -898,7 +868,6 @@ int main(int argc, char **argv) {
     ocr_rec_word_set_free(&val);
     ocr_rec_word_set_free(&heldout);
     ocr_synth_free(&train_synth);
-    ocr_synth_free(&easy_synth);
     free((char *)st.assets[0]);
     free((char *)st.assets[1]);
     free(refs);
