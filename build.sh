@@ -32,7 +32,7 @@ SYNTH_FONT_PKGS="fonts-dejavu-core fonts-liberation2 fonts-open-sans fonts-canta
 SYNTH_PHOTO_PKGS="mate-backgrounds lomiri-wallpapers-16.04"
 BUILD_PKGS="liblmdb-dev libstb-dev $(echo $SYNTH_FONT_PKGS) $SYNTH_PHOTO_PKGS"
 TEST_PKGS="python3-torch python3-numpy python3-lmdb python3-pyclipper python3-opencv python3-shapely python3-onnx fonts-font-awesome fonts-lyx"
-BENCH_PKGS="libopenblas-dev python3-torch python3-opencv python3-pyclipper python3-shapely libjemalloc2"
+BENCH_PKGS="libopenblas-dev python3-torch python3-opencv python3-pyclipper python3-shapely libjemalloc2 tesseract-ocr tesseract-ocr-eng"
 
 say() { printf '%s\n' "$*"; }
 # timed LABEL CMD...: run one build step and say how long it took (progress for a build of several minutes)
