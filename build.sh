@@ -30,7 +30,8 @@ SYNTH_FONT_PKGS="fonts-dejavu-core fonts-liberation2 fonts-open-sans fonts-canta
  fonts-go fonts-ebgaramond fonts-sil-gentium fonts-inconsolata fonts-hack fonts-roboto-unhinted fonts-comfortaa fonts-quicksand
  fonts-comic-neue fonts-dancingscript fonts-lobster fonts-staypuft"
 SYNTH_PHOTO_PKGS="mate-backgrounds lomiri-wallpapers-16.04"
-BUILD_PKGS="liblmdb-dev libstb-dev $(echo $SYNTH_FONT_PKGS) $SYNTH_PHOTO_PKGS"
+# fonts-nanum: Hangul for examples/ocr's overlays (with DejaVu for Latin, Greek and Cyrillic)
+BUILD_PKGS="liblmdb-dev libstb-dev $(echo $SYNTH_FONT_PKGS) $SYNTH_PHOTO_PKGS fonts-nanum"
 TEST_PKGS="python3-torch python3-numpy python3-lmdb python3-pyclipper python3-opencv python3-shapely python3-onnx fonts-font-awesome fonts-lyx"
 BENCH_PKGS="libopenblas-dev python3-torch python3-opencv python3-pyclipper python3-shapely libjemalloc2 tesseract-ocr tesseract-ocr-eng"
 

@@ -87,6 +87,10 @@ OCRDEF int ocr_gt_parse(ocr_ctx *ctx, const char *name, const char *text, size_t
    CRLF, blank lines skipped. Every field must be one number on its own line: an empty field (a trailing comma), a
    non-number or a coordinate outside +-OCR_COORD_MAX is an error naming the file (name) and the line. */
 OCRDEF int ocr_result_parse(ocr_ctx *ctx, const char *name, const char *text, size_t size, ocr_polygon **polys, int *n_polys);
+/* UTF-8 (labels, transcriptions, charsets): the next code point of s[*i .. n) (advancing *i), 0 at invalid or truncated UTF-8 (overlong forms,
+   surrogates and values above U+10FFFF are invalid); a code point's UTF-8 (1-4 bytes, returns the count). */
+OCRDEF int ocr_utf8_next(const char *s, size_t n, size_t *i, int32_t *cp);
+OCRDEF int ocr_utf8_put(int32_t cp, char out[4]);
 /* A detection label as JSON (PaddleOCR style): [{"points": [[x,y],...], "transcription": "..."}, ...]; at least 3
    finite points per instance, transcription optional, "###" or "ignore": true mark don't care. */
 OCRDEF int ocr_label_parse_json(ocr_ctx *ctx, const char *name, const char *text, size_t size,
@@ -176,6 +180,10 @@ OCRDEF int ocr_image_normalize(ocr_ctx *ctx, const ocr_image *img, ocr_norm_mode
    demo.py): aspect kept, the short side scaled to short_side or, when long_side > 0, the long side to long_side; that
    side is rounded up to a multiple of 32 and the other follows, also rounded up (the network needs multiples of 32). */
 OCRDEF int ocr_infer_input_size(ocr_ctx *ctx, int width, int height, int short_side, int long_side, int *in_w, int *in_h);
+/* The input size of an image scaled by scale (each side rounded up to a multiple of 32, at least 32), the scale
+   lowered when the long side would pass max_side: how train_dbnet validates synthetic scenes (1.4) and ocr_pipeline
+   reads by default. */
+OCRDEF int ocr_infer_input_size_scaled(ocr_ctx *ctx, int width, int height, double scale, int max_side, int *in_w, int *in_h);
 /* What the model sees of img: img resized to out's H x W (bilinear, as cv2.resize and ocr_sample_resize; not
    resampled when the sizes match) and normalised by ocr_image_normalize into out, an F32 CPU tensor [3, H, W] or
    [1, 3, H, W]. */
@@ -986,6 +994,41 @@ static int ocr__d_parse_lines(ocr_ctx *ctx, const char *name, const char *text, 
     *polys = L.items;
     *n_polys = L.n;
     return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- UTF-8 */
+
+OCRDEF int ocr_utf8_next(const char *s, size_t n, size_t *i, int32_t *cp) {
+    const unsigned char *u = (const unsigned char *)s + *i;
+    size_t left = n - *i, len, k;
+    int32_t c, min;
+    if (*i >= n) return 0;
+    if (u[0] < 0x80) { *cp = u[0]; (*i)++; return 1; }
+    if (u[0] >= 0xC2 && u[0] <= 0xDF) { len = 2; c = u[0] & 0x1F; min = 0x80; }
+    else if (u[0] >= 0xE0 && u[0] <= 0xEF) { len = 3; c = u[0] & 0x0F; min = 0x800; }
+    else if (u[0] >= 0xF0 && u[0] <= 0xF4) { len = 4; c = u[0] & 0x07; min = 0x10000; }
+    else return 0;
+    if (left < len) return 0;
+    for (k = 1; k < len; k++) {
+        if ((u[k] & 0xC0) != 0x80) return 0;
+        c = (c << 6) | (u[k] & 0x3F);
+    }
+    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+    *cp = c;
+    *i += len;
+    return 1;
+}
+
+OCRDEF int ocr_utf8_put(int32_t cp, char out[4]) {
+    if (cp < 0x80) { out[0] = (char)cp; return 1; }
+    if (cp < 0x800) { out[0] = (char)(0xC0 | (cp >> 6)); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12)); out[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18)); out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
 }
 
 OCRDEF int ocr_gt_parse(ocr_ctx *ctx, const char *name, const char *text, size_t size, int format, ocr_polygon **polys, int *n_polys) {
@@ -2140,6 +2183,20 @@ OCRDEF int ocr_infer_input_size(ocr_ctx *ctx, int width, int height, int short_s
                          fn, width, height, by_long ? "short" : "long", other, OCR_IMAGE_MAX_SIDE, by_long ? "short" : "long");
     *in_w = w_is_ref ? target : (int)other;
     *in_h = w_is_ref ? (int)other : target;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_infer_input_size_scaled(ocr_ctx *ctx, int width, int height, double scale, int max_side, int *in_w, int *in_h) {
+    double longest = (width > height ? width : height) * scale;
+    if (!in_w || !in_h || width < 1 || height < 1 || !(scale > 0 && scale <= 64) || max_side < 32 || max_side > OCR_IMAGE_MAX_SIDE)
+        return ocr_error(ctx, OCR_ERANGE, "ocr_infer_input_size_scaled: image %dx%d, scale %g (in (0, 64]), max_side %d (32 to %d)", width,
+                         height, scale, max_side, OCR_IMAGE_MAX_SIDE);
+    if (longest > max_side) scale *= max_side / longest;
+    /* a hair below the exact product, so that 320 * 1.4f is 448 and not 480 */
+    *in_w = (int)ceil(width * scale / 32.0 - 1e-6) * 32;
+    *in_h = (int)ceil(height * scale / 32.0 - 1e-6) * 32;
+    if (*in_w < 32) *in_w = 32;
+    if (*in_h < 32) *in_h = 32;
     return OCR_OK;
 }
 

@@ -277,6 +277,10 @@ OCRDEF void ocr_eval_init(ocr_evaluator *ev);
    image, when not NULL, receives this image's counts. Non-finite coordinates are an error. */
 OCRDEF int ocr_eval_add_image(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon *gt, int n_gt, const ocr_polygon *det,
                               int n_det, ocr_eval_counts *image);
+/* The same, and det_match[j] (n_det ints; may be NULL) gets the GT index detection j was matched to, -1 for none:
+   what an end-to-end evaluation (ocr_rec.h's ocr_e2e_eval_add_image) compares the transcriptions of. */
+OCRDEF int ocr_eval_add_image_matched(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon *gt, int n_gt, const ocr_polygon *det,
+                                      int n_det, ocr_eval_counts *image, int *det_match);
 OCRDEF ocr_eval_result ocr_eval_finish(const ocr_evaluator *ev);   /* 0 where a denominator is 0 */
 /* The bin of a word height: OCR_EVAL_H_LT16 (height < 16), OCR_EVAL_H_16_32 (16 <= height <= 32), OCR_EVAL_H_GT32. */
 OCRDEF int ocr_eval_height_bin(double height);
@@ -2156,6 +2160,11 @@ OCRDEF void ocr_eval_init(ocr_evaluator *ev) {
 
 OCRDEF int ocr_eval_add_image(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon *gt, int n_gt, const ocr_polygon *det, int n_det,
                               ocr_eval_counts *image) {
+    return ocr_eval_add_image_matched(ctx, ev, gt, n_gt, det, n_det, image, NULL);
+}
+
+OCRDEF int ocr_eval_add_image_matched(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon *gt, int n_gt, const ocr_polygon *det,
+                                      int n_det, ocr_eval_counts *image, int *det_match) {
     const char *fn = "ocr_eval_add_image";
     ocr_eval_counts cnt;
     /* per polygon: 0 dropped, 1 care, 2 don't care; then 1 once matched */
@@ -2175,6 +2184,7 @@ OCRDEF int ocr_eval_add_image(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon
     }
     if (rc) return rc;
     memset(&cnt, 0, sizeof cnt);
+    if (det_match) for (j = 0; j < n_det; j++) det_match[j] = -1;
     gt_kind = (unsigned char *)OCR_MALLOC((size_t)2 * (n_gt + n_det) + 1);
     det_area = (double *)OCR_MALLOC(sizeof(double) * ((size_t)n_det + 1));
     if (!gt_kind || !det_area) {
@@ -2222,6 +2232,7 @@ OCRDEF int ocr_eval_add_image(ocr_ctx *ctx, ocr_evaluator *ev, const ocr_polygon
             uni = gt_area + det_area[j] - inter;
             if (uni > 0 && inter / uni > ev->iou_thresh) {
                 gt_used[i] = det_used[j] = 1;
+                if (det_match) det_match[j] = i;
                 cnt.matched++;
                 cnt.matched_by_height[bin]++;
             }

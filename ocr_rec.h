@@ -35,7 +35,11 @@
    - evaluation: word accuracy, case-insensitive accuracy, CER, 1-NED, accuracy by label length and the share of
      empty predictions, with the decode watch that warns when that share stays high.
 
-   Dependencies: ocr_tensor.h, ocr_geom.h, ocr_nn.h, ocr_loss.h, ocr_data.h (images, samples, the loader).
+   - reading (ocr_pipeline): a detector and a recognizer together, an image in, text lines with their boxes out;
+     and the ICDAR 2015 end-to-end evaluation (ocr_e2e_evaluator).
+
+   Dependencies: ocr_tensor.h, ocr_geom.h, ocr_nn.h, ocr_loss.h, ocr_data.h (images, samples, the loader),
+   ocr_dbnet.h (the detector of ocr_pipeline).
 */
 #ifndef OCR_REC_H
 #define OCR_REC_H
@@ -44,6 +48,7 @@
 #include "ocr_nn.h"
 #include "ocr_loss.h"
 #include "ocr_data.h"
+#include "ocr_dbnet.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -81,10 +86,6 @@ OCRDEF int ocr_charset_encode(ocr_ctx *ctx, const ocr_charset *cs, const char *t
 /* Classes back to UTF-8 (blanks skipped), NUL-terminated in out. OCR_ERANGE for a class outside the charset,
    OCR_EOVERFLOW when out (cap bytes) is too small. */
 OCRDEF int ocr_charset_decode(ocr_ctx *ctx, const ocr_charset *cs, const int32_t *labels, int n, char *out, size_t cap);
-/* UTF-8 helpers: the next code point of s[*i .. n) (advancing *i), 0 at invalid or truncated UTF-8 (overlong forms,
-   surrogates and values above U+10FFFF are invalid); a code point's UTF-8 (1-4 bytes, returns the count). */
-OCRDEF int ocr_utf8_next(const char *s, size_t n, size_t *i, int32_t *cp);
-OCRDEF int ocr_utf8_put(int32_t cp, char out[4]);
 
 /* ================================================================ model */
 
@@ -252,6 +253,103 @@ typedef struct { double threshold; int patience, in_a_row; double last; } ocr_re
 OCRDEF ocr_rec_decode_watch ocr_rec_decode_watch_default(void);   /* threshold 0.5, patience 2 */
 OCRDEF int ocr_rec_decode_watch_update(ocr_rec_decode_watch *w, double empty_share);
 
+/* ================================================================ reading: detector and recognizer together */
+
+/* ocr_pipeline: a detector (ocr_dbnet.h) and a recognizer in one object; ocr_pipeline_read takes an image and gives
+   its text lines, each with the polygon found, the quad it was read along, the text and both scores.
+     ocr_pipeline p;  ocr_reading r;  ocr_pipeline_config pc = ocr_pipeline_config_default();
+     ocr_pipeline_open(&ctx, &p, "det.safetensors", "rec.safetensors", &pc);
+     ocr_pipeline_read(&ctx, &p, &img, &r);        // r.lines[i].text, .quad, .det_score, .rec_score
+     ocr_reading_free(&r);  ocr_pipeline_close(&p);
+   Each detection is rectified before it is read: a quad by the perspective transform (ocr_rec_crop), a polygon of
+   more points straightened along the long axis of its minimum-area box (ocr_rec_crop_polygon). A box at least
+   vertical_ratio times taller than wide is read top to bottom (turned 90 degrees); a crop read with a confidence
+   below rotate_below is read again turned 180 degrees and the reading with the higher confidence kept. Crops are
+   recognised in batches of similar width (ocr_rec_recognize). CPU contexts only (the recognizer has no CUDA
+   kernels). */
+typedef struct {
+    ocr_post_config post;     /* the detector's post-processing: ocr_post_config_default(OCR_POST_BOX) */
+    float det_scale;          /* the detector sees the image scaled by this, sides rounded up to multiples of 32: 1.4 */
+    int det_short_side;       /* > 0: instead, the short side scaled to this (ocr_infer_input_size) */
+    int det_long_side;        /* > 0: instead, the long side scaled to this */
+    int det_max_side;         /* with det_scale: a longer side is scaled down to this: 2560 */
+    ocr_rec_crop_config crop; /* margin 0.15 of the height around each detection; height set from the recognizer */
+    int rec_batch;            /* crops per recognizer forward: 32 */
+    int beam_width;           /* CTC prefix beam width; 0 or 1: best path */
+    float vertical_ratio;     /* 1.5 (PaddleOCR's): a box this much taller than wide is read top to bottom */
+    float rotate_below;       /* 0.9: crops read with a lower confidence are also read turned 180 degrees; 0: never */
+    float min_confidence;     /* 0.5: lines read with a lower confidence are dropped (0: none) */
+    int keep_empty;           /* 0: lines read as "" are dropped */
+    const char *charset;      /* NULL, or a charset spec ("latin", a key file) the recognizer must have: a model of
+                                 another charset is refused, naming the first class that differs */
+} ocr_pipeline_config;
+OCRDEF ocr_pipeline_config ocr_pipeline_config_default(void);
+
+typedef struct {
+    ocr_polygon poly;         /* the detection in image pixels (points owned by the reading; text = the text) */
+    ocr_point quad[4];        /* the quad it was read along: TL, TR, BR, BL of the text as read */
+    char *text;               /* UTF-8 (the same pointer as poly.text) */
+    float det_score;          /* the detector's box score */
+    float rec_score;          /* the recognizer's confidence: exp(mean log-probability per frame of the best path) */
+    int rotation;             /* 0, 90, 180 or 270: degrees clockwise the crop was turned to be read */
+} ocr_text_line;
+typedef struct {
+    ocr_text_line *lines;     /* in reading order: top to bottom, then left to right within a row */
+    int n;
+    int detections;           /* detections before the empty and unconfident readings were dropped */
+    double det_seconds, rec_seconds;   /* time in the detector (network and post-processing) and in recognition */
+} ocr_reading;
+OCRDEF void ocr_reading_free(ocr_reading *r);
+
+typedef struct {
+    ocr_dbnet det;
+    ocr_rec_model rec;
+    ocr_pipeline_config cfg;
+    ocr_tensor input_;        /* private: the detector's input, kept between images */
+    ocr_detections dets_;
+    int open_;
+} ocr_pipeline;
+/* Loads both checkpoints. Refused with a message naming the file: a detector file given as the recognizer or the
+   reverse, a recognizer whose input height differs from cfg->crop.height (when set), another charset than
+   cfg->charset, a config out of range, a CUDA context. *p is zeroed on failure. */
+OCRDEF int ocr_pipeline_open(ocr_ctx *ctx, ocr_pipeline *p, const char *det_path, const char *rec_path, const ocr_pipeline_config *cfg);
+OCRDEF void ocr_pipeline_close(ocr_pipeline *p);
+/* Detects and reads the text of img (RGB or grey). out must be zeroed or hold an earlier reading (replaced). */
+OCRDEF int ocr_pipeline_read(ocr_ctx *ctx, ocr_pipeline *p, const ocr_image *img, ocr_reading *out);
+/* Reads given regions of img (a detector of the caller's, or ground truth): polygons of 4 points (TL, TR, BR, BL in
+   reading order, as ocr_postprocess gives) or more; det_scores may be NULL (1). */
+OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_image *img, const ocr_polygon *regions,
+                                     const float *det_scores, int n, ocr_reading *out);
+/* The crop of a polygon straightened along the long axis of quad (its reading-order box: TL, TR, BR, BL): at
+   evenly spaced positions along TL->TR the polygon's extent across the axis is measured, and each output column
+   samples the image between the interpolated upper and lower boundary, grown by cfg->margin of the mean height.
+   Height cfg->height, width from the mean aspect, a multiple of 4 within [8, cfg->max_width]. */
+OCRDEF int ocr_rec_crop_polygon(ocr_ctx *ctx, const ocr_image *img, const ocr_point *pts, int n, const ocr_point quad[4],
+                                const ocr_rec_crop_config *cfg, ocr_image *out);
+
+/* ---- end-to-end evaluation: ICDAR 2015's protocol (task 4.4, generic, no lexicon) ----
+   Detections are matched to ground truth as ocr_eval_add_image does (IoU > 0.5, one to one, in order; detections
+   mostly inside a don't-care word ignored); a matched pair counts when its transcriptions match case-insensitively,
+   the ground truth's first and last character allowed to be dropped when they are among !?.:,*"()·[]/' (the official
+   transcription_match with ONLY_REMOVE_FIRST_LAST_CHARACTER). Precision = counted / care detections, recall =
+   counted / care words, F = 2PR / (P + R). Case folding: ASCII, Latin-1, Greek and Cyrillic (ocr_rec_eval's). */
+typedef struct {
+    ocr_evaluator det;        /* the detection figures of the same images */
+    int64_t correct;          /* matched pairs whose transcriptions match */
+} ocr_e2e_evaluator;
+typedef struct {
+    ocr_eval_result det;
+    double precision, recall, fscore;
+} ocr_e2e_result;
+OCRDEF void ocr_e2e_eval_init(ocr_e2e_evaluator *ev);
+/* gt: polygons with their text and ignore flags; det: polygons with det_texts[j] their transcriptions (NULL: "").
+   *correct (may be NULL) gets this image's count. */
+OCRDEF int ocr_e2e_eval_add_image(ocr_ctx *ctx, ocr_e2e_evaluator *ev, const ocr_polygon *gt, int n_gt, const ocr_polygon *det,
+                                  const char *const *det_texts, int n_det, ocr_eval_counts *counts, int64_t *correct);
+OCRDEF ocr_e2e_result ocr_e2e_eval_finish(const ocr_e2e_evaluator *ev);
+/* The official transcription rule above: 1 when det reads gt. */
+OCRDEF int ocr_e2e_transcription_match(const char *gt, const char *det);
+
 #ifdef __cplusplus
 }
 #endif
@@ -268,44 +366,11 @@ OCRDEF int ocr_rec_decode_watch_update(ocr_rec_decode_watch *w, double empty_sha
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <time.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* ---------------------------------------------------------------- UTF-8 */
-
-OCRDEF int ocr_utf8_next(const char *s, size_t n, size_t *i, int32_t *cp) {
-    const unsigned char *u = (const unsigned char *)s + *i;
-    size_t left = n - *i, len, k;
-    int32_t c, min;
-    if (*i >= n) return 0;
-    if (u[0] < 0x80) { *cp = u[0]; (*i)++; return 1; }
-    if (u[0] >= 0xC2 && u[0] <= 0xDF) { len = 2; c = u[0] & 0x1F; min = 0x80; }
-    else if (u[0] >= 0xE0 && u[0] <= 0xEF) { len = 3; c = u[0] & 0x0F; min = 0x800; }
-    else if (u[0] >= 0xF0 && u[0] <= 0xF4) { len = 4; c = u[0] & 0x07; min = 0x10000; }
-    else return 0;
-    if (left < len) return 0;
-    for (k = 1; k < len; k++) {
-        if ((u[k] & 0xC0) != 0x80) return 0;
-        c = (c << 6) | (u[k] & 0x3F);
-    }
-    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
-    *cp = c;
-    *i += len;
-    return 1;
-}
-
-OCRDEF int ocr_utf8_put(int32_t cp, char out[4]) {
-    if (cp < 0x80) { out[0] = (char)cp; return 1; }
-    if (cp < 0x800) { out[0] = (char)(0xC0 | (cp >> 6)); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12)); out[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18)); out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 /* "U+D55C '한' (UTF-8 ED 95 9C)"; control characters are not printed */
 static void ocr__rec_describe_cp(int32_t cp, char *out, size_t cap) {
@@ -1712,6 +1777,458 @@ OCRDEF int ocr_rec_decode_watch_update(ocr_rec_decode_watch *w, double empty_sha
     w->last = empty_share;
     w->in_a_row = empty_share >= w->threshold ? w->in_a_row + 1 : 0;
     return w->in_a_row >= w->patience;
+}
+
+
+/* ---------------------------------------------------------------- reading: detector and recognizer together */
+
+OCRDEF ocr_pipeline_config ocr_pipeline_config_default(void) {
+    ocr_pipeline_config c;
+    memset(&c, 0, sizeof c);
+    c.post = ocr_post_config_default(OCR_POST_BOX);
+    c.det_scale = 1.4f;
+    c.det_max_side = 2560;
+    c.crop = ocr_rec_crop_defaults();
+    c.crop.height = 0;          /* the recognizer's */
+    c.crop.max_width = 4096;    /* a whole line stays readable: no squeezing at inference */
+    c.rec_batch = 32;
+    c.vertical_ratio = 1.5f;
+    c.rotate_below = 0.9f;
+    c.min_confidence = 0.5f;
+    return c;
+}
+
+OCRDEF void ocr_reading_free(ocr_reading *r) {
+    int i;
+    if (!r) return;
+    for (i = 0; i < r->n; i++) {
+        OCR_FREE(r->lines[i].poly.points);
+        OCR_FREE(r->lines[i].text);
+    }
+    OCR_FREE(r->lines);
+    memset(r, 0, sizeof *r);
+}
+
+OCRDEF void ocr_pipeline_close(ocr_pipeline *p) {
+    if (!p) return;
+    if (p->open_) {
+        ocr_dbnet_free(&p->det);
+        ocr_rec_free(&p->rec);
+    }
+    ocr_tensor_free(&p->input_);
+    ocr_detections_free(&p->dets_);
+    memset(p, 0, sizeof *p);
+}
+
+OCRDEF int ocr_pipeline_open(ocr_ctx *ctx, ocr_pipeline *p, const char *det_path, const char *rec_path, const ocr_pipeline_config *cfg) {
+    const char *fn = "ocr_pipeline_open";
+    char msg[OCR_ERROR_MAX];
+    ocr_rec_config rc_cfg;
+    ocr_charset cs;
+    ocr_dbnet_config dc;
+    int rc, i;
+    if (!p || !det_path || !rec_path || !cfg) return ocr_error(ctx, OCR_EINVAL, "%s: needs a pipeline, both model paths and a config", fn);
+    memset(p, 0, sizeof *p);
+    if (ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: the recognizer runs on the CPU only; open the pipeline with a CPU context", fn);
+    if (!(cfg->det_scale > 0 && cfg->det_scale <= 8) || cfg->det_short_side < 0 || cfg->det_long_side < 0 ||
+        cfg->det_max_side < 32 || cfg->det_max_side > OCR_IMAGE_MAX_SIDE || cfg->rec_batch < 1 || cfg->beam_width < 0 ||
+        !(cfg->vertical_ratio >= 1) || !(cfg->rotate_below >= 0 && cfg->rotate_below <= 1) ||
+        !(cfg->min_confidence >= 0 && cfg->min_confidence <= 1) || cfg->crop.max_width < 8 || cfg->crop.max_width % 4)
+        return ocr_error(ctx, OCR_EINVAL,
+                         "%s: config out of range: det_scale %g (in (0, 8]), det_short_side %d, det_long_side %d (>= 0), det_max_side %d "
+                         "(32 to %d), rec_batch %d (>= 1), beam_width %d (>= 0), vertical_ratio %g (>= 1), rotate_below %g and "
+                         "min_confidence %g (in [0, 1]), crop.max_width %d (a multiple of 4, >= 8)",
+                         fn, cfg->det_scale, cfg->det_short_side, cfg->det_long_side, cfg->det_max_side, OCR_IMAGE_MAX_SIDE,
+                         cfg->rec_batch, cfg->beam_width, cfg->vertical_ratio, cfg->rotate_below, cfg->min_confidence, cfg->crop.max_width);
+    /* a checkpoint of the other kind is the likely mistake: say so rather than "a tensor is missing" */
+    if ((rc = ocr_dbnet_read_config(ctx, det_path, &dc))) {
+        snprintf(msg, sizeof msg, "%s", ocr_ctx_last_error(ctx));
+        if (ocr_rec_read_config(ctx, det_path, &rc_cfg, &cs) == OCR_OK) {
+            ocr_charset_free(&cs);
+            return ocr_error(ctx, OCR_EINVAL, "%s: '%s', given as the detector, is a recognizer checkpoint (ocr_rec.* metadata): swap the two",
+                             fn, det_path);
+        }
+        return ocr_error(ctx, rc, "%s: detector '%s': %s", fn, det_path, msg);
+    }
+    if ((rc = ocr_rec_read_config(ctx, rec_path, &rc_cfg, &cs))) {
+        snprintf(msg, sizeof msg, "%s", ocr_ctx_last_error(ctx));
+        if (ocr_dbnet_read_config(ctx, rec_path, &dc) == OCR_OK)
+            return ocr_error(ctx, OCR_EINVAL, "%s: '%s', given as the recognizer, is a detector checkpoint (DBNet): swap the two", fn,
+                             rec_path);
+        return ocr_error(ctx, rc, "%s: recognizer '%s': %s", fn, rec_path, msg);
+    }
+    if (cfg->crop.height && cfg->crop.height != rc_cfg.height) {
+        ocr_charset_free(&cs);
+        return ocr_error(ctx, OCR_EINVAL, "%s: crops of height %d asked for, but the recognizer '%s' reads height %d", fn, cfg->crop.height,
+                         rec_path, rc_cfg.height);
+    }
+    if (cfg->charset) {
+        ocr_charset want;
+        if ((rc = ocr_charset_init(ctx, &want, cfg->charset))) { ocr_charset_free(&cs); return rc; }
+        for (i = 1; i < want.n_classes && i < cs.n_classes && want.chars[i] == cs.chars[i]; i++) {}
+        if (want.n_classes != cs.n_classes || i < want.n_classes) {
+            char a[48] = "(none)", b[48] = "(none)";
+            if (i < want.n_classes) ocr__rec_describe_cp(want.chars[i], a, sizeof a);
+            if (i < cs.n_classes) ocr__rec_describe_cp(cs.chars[i], b, sizeof b);
+            rc = ocr_error(ctx, OCR_EINVAL,
+                           "%s: the recognizer '%s' has another charset (%d classes) than '%s' (%d classes): class %d is %s there, %s "
+                           "in '%s'", fn, rec_path, cs.n_classes, want.name, want.n_classes, i, b, a, want.name);
+        }
+        ocr_charset_free(&want);
+        if (rc) { ocr_charset_free(&cs); return rc; }
+    }
+    ocr_charset_free(&cs);
+    if ((rc = ocr_dbnet_init_from_file(ctx, &p->det, det_path))) {
+        snprintf(msg, sizeof msg, "%s", ocr_ctx_last_error(ctx));
+        return ocr_error(ctx, rc, "%s: detector '%s': %s", fn, det_path, msg);
+    }
+    if ((rc = ocr_rec_init_from_file(ctx, &p->rec, rec_path))) {
+        snprintf(msg, sizeof msg, "%s", ocr_ctx_last_error(ctx));
+        ocr_dbnet_free(&p->det);
+        memset(p, 0, sizeof *p);
+        return ocr_error(ctx, rc, "%s: recognizer '%s': %s", fn, rec_path, msg);
+    }
+    p->cfg = *cfg;
+    p->cfg.crop.height = p->rec.cfg.height;
+    p->cfg.charset = NULL; /* checked; the caller's string need not outlive this call */
+    p->open_ = 1;
+    return OCR_OK;
+}
+
+static double ocr__rec_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+OCRDEF int ocr_pipeline_read(ocr_ctx *ctx, ocr_pipeline *p, const ocr_image *img, ocr_reading *out) {
+    const char *fn = "ocr_pipeline_read";
+    ocr_tensor prob;
+    int in_w, in_h, rc;
+    double t0 = ocr__rec_clock(), det_seconds;
+    if (!p || !p->open_ || !img || !img->pixels || !out) return ocr_error(ctx, OCR_EINVAL, "%s: needs an open pipeline, an image and out", fn);
+    if (p->cfg.det_short_side > 0 || p->cfg.det_long_side > 0) {
+        if ((rc = ocr_infer_input_size(ctx, img->width, img->height, p->cfg.det_short_side, p->cfg.det_long_side, &in_w, &in_h))) return rc;
+    } else if ((rc = ocr_infer_input_size_scaled(ctx, img->width, img->height, p->cfg.det_scale, p->cfg.det_max_side, &in_w, &in_h))) {
+        return rc;
+    }
+    if (p->input_.shape.ndim != 4 || p->input_.shape.dim[2] != in_h || p->input_.shape.dim[3] != in_w) {
+        ocr_tensor_free(&p->input_);
+        if ((rc = ocr_tensor_alloc(ctx, &p->input_, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w)))) return rc;
+    }
+    if ((rc = ocr_image_network_input(ctx, img, OCR_NORM_DBNET, &p->input_)) ||
+        (rc = ocr_dbnet_forward(ctx, &p->det, &p->input_, 0, &prob, NULL)) ||
+        (rc = ocr_postprocess(ctx, &p->cfg.post, &prob, img->width, img->height, &p->dets_)))
+        return rc;
+    det_seconds = ocr__rec_clock() - t0;
+    rc = ocr_pipeline_read_regions(ctx, p, img, p->dets_.polys, p->dets_.scores, p->dets_.n, out);
+    out->det_seconds = det_seconds;
+    return rc;
+}
+
+/* turns the reading-order quad by k quarter turns clockwise: the text's first corner moves to the next one */
+static void ocr__rec_quad_turn(const ocr_point in[4], int k, ocr_point out[4]) {
+    int i;
+    for (i = 0; i < 4; i++) out[i] = in[(i + k) % 4];
+}
+
+static double ocr__rec_dist(ocr_point a, ocr_point b) { return sqrt((double)(a.x - b.x) * (a.x - b.x) + (double)(a.y - b.y) * (a.y - b.y)); }
+
+static void ocr__rec_image_turn180(ocr_image *img) {
+    size_t n = (size_t)img->width * img->height, i, C = (size_t)img->channels, c;
+    for (i = 0; i < n / 2; i++)
+        for (c = 0; c < C; c++) {
+            uint8_t t = img->pixels[i * C + c];
+            img->pixels[i * C + c] = img->pixels[(n - 1 - i) * C + c];
+            img->pixels[(n - 1 - i) * C + c] = t;
+        }
+}
+
+typedef struct { float cy, cx, h; int index; } ocr__rec_place;
+static int ocr__rec_by_y(const void *a, const void *b) {
+    const ocr__rec_place *x = (const ocr__rec_place *)a, *y = (const ocr__rec_place *)b;
+    return x->cy != y->cy ? (x->cy < y->cy ? -1 : 1) : (x->index < y->index ? -1 : x->index > y->index);
+}
+static int ocr__rec_by_x(const void *a, const void *b) {
+    const ocr__rec_place *x = (const ocr__rec_place *)a, *y = (const ocr__rec_place *)b;
+    return x->cx != y->cx ? (x->cx < y->cx ? -1 : 1) : (x->index < y->index ? -1 : x->index > y->index);
+}
+
+OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_image *img, const ocr_polygon *regions,
+                                     const float *det_scores, int n, ocr_reading *out) {
+    const char *fn = "ocr_pipeline_read_regions";
+    ocr_image *crops = NULL;
+    ocr_point (*quads)[4] = NULL;
+    int *rotation = NULL, *redo = NULL, n_redo = 0, i, k, rc = OCR_OK, kept = 0;
+    char **texts = NULL, **texts2 = NULL;
+    float *scores = NULL, *scores2 = NULL, *conf = NULL;
+    ocr_text_line *lines = NULL;
+    ocr__rec_place *place = NULL;
+    double t0 = ocr__rec_clock();
+    if (!p || !p->open_ || !img || !img->pixels || !out || n < 0 || (n && !regions))
+        return ocr_error(ctx, OCR_EINVAL, "%s: needs an open pipeline, an image, regions and out", fn);
+    ocr_reading_free(out);
+    out->detections = n;
+    if (!n) { out->rec_seconds = ocr__rec_clock() - t0; return OCR_OK; }
+    crops = (ocr_image *)OCR_MALLOC((size_t)n * sizeof *crops);
+    quads = (ocr_point(*)[4])OCR_MALLOC((size_t)n * sizeof *quads);
+    rotation = (int *)OCR_MALLOC((size_t)n * 2 * sizeof *rotation);
+    texts = (char **)OCR_MALLOC((size_t)n * 2 * sizeof *texts);
+    scores = (float *)OCR_MALLOC((size_t)n * 3 * sizeof *scores);
+    lines = (ocr_text_line *)OCR_MALLOC((size_t)n * sizeof *lines);
+    place = (ocr__rec_place *)OCR_MALLOC((size_t)n * sizeof *place);
+    if (!crops || !quads || !rotation || !texts || !scores || !lines || !place) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
+    memset(crops, 0, (size_t)n * sizeof *crops);
+    memset(texts, 0, (size_t)n * 2 * sizeof *texts);
+    memset(lines, 0, (size_t)n * sizeof *lines);
+    redo = rotation + n; texts2 = texts + n; scores2 = scores + n; conf = scores + 2 * n;
+    for (i = 0; i < n && !rc; i++) {
+        const ocr_polygon *r = &regions[i];
+        ocr_point q[4];
+        if ((rc = ocr_poly_check(ctx, fn, "region", r->points, r->n_points))) break;
+        if ((rc = ocr_rec_polygon_quad(ctx, r, q))) break;
+        /* a tall box is text running top to bottom: read along its long side */
+        rotation[i] = ocr__rec_dist(q[1], q[2]) >= p->cfg.vertical_ratio * ocr__rec_dist(q[0], q[1]) ? 90 : 0;
+        ocr__rec_quad_turn(q, rotation[i] / 90, quads[i]);
+        rc = r->n_points == 4 ? ocr_rec_crop(ctx, img, quads[i], &p->cfg.crop, NULL, 0, &crops[i])
+                              : ocr_rec_crop_polygon(ctx, img, r->points, r->n_points, quads[i], &p->cfg.crop, &crops[i]);
+        if (rc) {
+            char msg[OCR_ERROR_MAX];
+            snprintf(msg, sizeof msg, "%s", ocr_ctx_last_error(ctx));
+            rc = ocr_error(ctx, rc, "%s: region %d: %s", fn, i, msg);
+        }
+    }
+    if (rc || (rc = ocr_rec_recognize(ctx, &p->rec, crops, n, p->cfg.rec_batch, p->cfg.beam_width, texts, scores))) goto done;
+    for (i = 0; i < n; i++) {
+        conf[i] = (float)exp(scores[i] / (crops[i].width / 4 > 0 ? crops[i].width / 4 : 1));
+        if (conf[i] < p->cfg.rotate_below) {
+            ocr__rec_image_turn180(&crops[i]);
+            redo[n_redo] = i;
+            if (n_redo != i) { /* compacted in place: slot n_redo < i holds a crop already read and done with */
+                ocr_image_free(&crops[n_redo]);
+                crops[n_redo] = crops[i];
+                memset(&crops[i], 0, sizeof crops[i]);
+            }
+            n_redo++;
+        }
+    }
+    if (n_redo && (rc = ocr_rec_recognize(ctx, &p->rec, crops, n_redo, p->cfg.rec_batch, p->cfg.beam_width, texts2, scores2))) goto done;
+    for (k = 0; k < n_redo; k++) {
+        int j = redo[k];
+        float c2 = (float)exp(scores2[k] / (crops[k].width / 4 > 0 ? crops[k].width / 4 : 1));
+        if (c2 > conf[j]) {
+            ocr_point q[4];
+            OCR_FREE(texts[j]);
+            texts[j] = texts2[k];
+            texts2[k] = NULL;
+            conf[j] = c2;
+            rotation[j] += 180;
+            memcpy(q, quads[j], sizeof q);
+            ocr__rec_quad_turn(q, 2, quads[j]);
+        }
+    }
+    for (i = 0; i < n; i++) {
+        const ocr_polygon *r = &regions[i];
+        ocr_text_line *L;
+        if ((!texts[i][0] && !p->cfg.keep_empty) || conf[i] < p->cfg.min_confidence) continue;
+        L = &lines[kept];
+        if (!(L->poly.points = (ocr_point *)OCR_MALLOC((size_t)r->n_points * sizeof(ocr_point)))) {
+            rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+            break;
+        }
+        memcpy(L->poly.points, r->points, (size_t)r->n_points * sizeof(ocr_point));
+        L->poly.n_points = r->n_points;
+        L->text = L->poly.text = texts[i];
+        texts[i] = NULL;
+        memcpy(L->quad, quads[i], sizeof L->quad);
+        L->det_score = det_scores ? det_scores[i] : 1.0f;
+        L->rec_score = conf[i];
+        L->rotation = rotation[i] % 360;
+        place[kept].cx = 0.25f * (L->quad[0].x + L->quad[1].x + L->quad[2].x + L->quad[3].x);
+        place[kept].cy = 0.25f * (L->quad[0].y + L->quad[1].y + L->quad[2].y + L->quad[3].y);
+        place[kept].h = (float)ocr__rec_dist(L->quad[0], L->quad[3]);
+        place[kept].index = kept;
+        kept++;
+    }
+    if (!rc) {
+        /* reading order: by centre height, then rows (centres within half a line height of the row's first) by x */
+        ocr_text_line *sorted = (ocr_text_line *)OCR_MALLOC((size_t)(kept ? kept : 1) * sizeof *sorted);
+        if (!sorted) rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+        else {
+            qsort(place, (size_t)kept, sizeof *place, ocr__rec_by_y);
+            for (i = 0; i < kept;) {
+                int j = i + 1;
+                while (j < kept && place[j].cy - place[i].cy < 0.5f * (place[i].h < place[j].h ? place[i].h : place[j].h)) j++;
+                qsort(place + i, (size_t)(j - i), sizeof *place, ocr__rec_by_x);
+                i = j;
+            }
+            for (i = 0; i < kept; i++) sorted[i] = lines[place[i].index];
+            OCR_FREE(lines);
+            lines = sorted;
+            out->lines = lines;
+            out->n = kept;
+            lines = NULL;
+        }
+    }
+done:
+    if (lines) for (i = 0; i < kept; i++) { OCR_FREE(lines[i].poly.points); OCR_FREE(lines[i].text); }
+    OCR_FREE(lines);
+    if (crops) for (i = 0; i < n; i++) ocr_image_free(&crops[i]);
+    if (texts) for (i = 0; i < 2 * n; i++) OCR_FREE(texts[i]);
+    OCR_FREE(crops); OCR_FREE(quads); OCR_FREE(rotation); OCR_FREE(texts); OCR_FREE(scores); OCR_FREE(place);
+    out->rec_seconds = ocr__rec_clock() - t0;
+    return rc;
+}
+
+OCRDEF int ocr_rec_crop_polygon(ocr_ctx *ctx, const ocr_image *img, const ocr_point *pts, int n, const ocr_point quad[4],
+                                const ocr_rec_crop_config *cfg, ocr_image *out) {
+    const char *fn = "ocr_rec_crop_polygon";
+    enum { MAX_K = 64 };
+    double top[MAX_K + 1], bot[MAX_K + 1], ux, uy, vx, vy, len_u, len_v, mean_h = 0, m, span, W_scale;
+    int K, k, i, rc, out_w, ss, x, y, c, C;
+    if (!img || !img->pixels || !pts || n < 3 || !quad || !cfg || !out)
+        return ocr_error(ctx, OCR_EINVAL, "%s: needs an image, a polygon of >= 3 points, its quad, a config and out", fn);
+    memset(out, 0, sizeof *out);
+    if (cfg->height < 4 || cfg->max_width < 8 || cfg->max_width % 4 || !(cfg->margin >= 0 && cfg->margin < 2))
+        return ocr_error(ctx, OCR_EINVAL, "%s: height %d (>= 4), max_width %d (a multiple of 4, >= 8), margin %g (in [0, 2))", fn, cfg->height,
+                         cfg->max_width, cfg->margin);
+    if ((rc = ocr_poly_check(ctx, fn, "polygon", pts, n))) return rc;
+    C = img->channels;
+    if (C != 3 && C != 1) return ocr_error(ctx, OCR_EINVAL, "%s: %d channels (1 or 3)", fn, C);
+    ux = quad[1].x - quad[0].x; uy = quad[1].y - quad[0].y;
+    vx = quad[3].x - quad[0].x; vy = quad[3].y - quad[0].y;
+    len_u = sqrt(ux * ux + uy * uy); len_v = sqrt(vx * vx + vy * vy);
+    if (!(len_u >= 1 && len_v >= 1)) return ocr_error(ctx, OCR_EINVAL, "%s: the quad is degenerate (%.2f x %.2f px)", fn, len_u, len_v);
+    ux /= len_u; uy /= len_u;
+    /* across the axis: perpendicular to it, pointing from the top edge to the bottom one */
+    vx = -uy; vy = ux;
+    if (vx * (quad[3].x - quad[0].x) + vy * (quad[3].y - quad[0].y) < 0) { vx = -vx; vy = -vy; }
+    K = (int)ceil(2.0 * len_u / len_v);
+    K = K < 2 ? 2 : K > MAX_K ? MAX_K : K;
+    for (k = 0; k <= K; k++) {
+        /* the polygon's extent across the axis at this position (kept off the very ends, where it is a point) */
+        double t = len_u * (0.02 + 0.96 * k / K), lo = 1e30, hi = -1e30;
+        for (i = 0; i < n; i++) {
+            ocr_point a = pts[i], b = pts[(i + 1) % n];
+            double da = (a.x - quad[0].x) * ux + (a.y - quad[0].y) * uy - t, db = (b.x - quad[0].x) * ux + (b.y - quad[0].y) * uy - t;
+            if ((da < 0) != (db < 0)) {
+                double f = da / (da - db), px = a.x + f * (b.x - a.x), py = a.y + f * (b.y - a.y);
+                double sv = (px - quad[0].x) * vx + (py - quad[0].y) * vy;
+                if (sv < lo) lo = sv;
+                if (sv > hi) hi = sv;
+            }
+        }
+        if (hi < lo) { lo = 0; hi = len_v; }
+        top[k] = lo; bot[k] = hi;
+        mean_h += hi - lo;
+    }
+    mean_h /= K + 1;
+    if (mean_h < 1) mean_h = 1;
+    m = cfg->margin * mean_h;
+    span = len_u + 2 * m;
+    out_w = (int)ceil(span / (mean_h + 2 * m) * cfg->height / 4.0 - 1e-9) * 4;
+    if (out_w < 8) out_w = 8;
+    if (out_w > cfg->max_width) out_w = cfg->max_width;
+    if ((rc = ocr_image_alloc(ctx, out, out_w, cfg->height, 3))) return rc;
+    W_scale = span / out_w;
+    {
+        double s = W_scale > (mean_h + 2 * m) / cfg->height ? W_scale : (mean_h + 2 * m) / cfg->height;
+        ss = s > 1.25 ? (int)ceil(s) : 1;
+        if (ss > 4) ss = 4;
+    }
+    for (x = 0; x < out_w; x++)
+        for (y = 0; y < cfg->height; y++) {
+            float acc[3] = {0, 0, 0};
+            int a, bb;
+            for (bb = 0; bb < ss; bb++) {
+                double t = -m + (x + (bb + 0.5) / ss) * W_scale, f = (t / len_u - 0.02) / 0.96 * K, lo, hi;
+                int k0 = (int)floor(f);
+                if (k0 < 0) { k0 = 0; f = 0; }
+                if (k0 >= K) { k0 = K - 1; f = K; }
+                f -= k0;
+                lo = top[k0] + f * (top[k0 + 1] - top[k0]) - m;
+                hi = bot[k0] + f * (bot[k0 + 1] - bot[k0]) + m;
+                for (a = 0; a < ss; a++) {
+                    double sv = lo + (hi - lo) * (y + (a + 0.5) / ss) / cfg->height;
+                    double px = quad[0].x + t * ux + sv * vx, py = quad[0].y + t * uy + sv * vy;
+                    for (c = 0; c < 3; c++) acc[c] += ocr__rec_bilinear(img, px, py, C == 3 ? c : 0);
+                }
+            }
+            for (c = 0; c < 3; c++) {
+                float v = acc[c] / (float)(ss * ss) + 0.5f;
+                out->pixels[((size_t)y * out_w + x) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+            }
+        }
+    return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- end-to-end evaluation */
+
+OCRDEF void ocr_e2e_eval_init(ocr_e2e_evaluator *ev) {
+    memset(ev, 0, sizeof *ev);
+    ocr_eval_init(&ev->det);
+}
+
+/* code points folded to one case */
+static int32_t *ocr__rec_folded(const char *s, int *n) {
+    int32_t *cps = ocr__rec_cps(s, n);
+    int i;
+    if (cps) for (i = 0; i < *n; i++) cps[i] = ocr__rec_fold(cps[i]);
+    return cps;
+}
+
+static int ocr__rec_e2e_special(int32_t c) {
+    static const int32_t special[] = {'!', '?', '.', ':', ',', '*', '"', '(', ')', 0xB7, '[', ']', '/', '\''};
+    size_t i;
+    for (i = 0; i < sizeof special / sizeof special[0]; i++)
+        if (special[i] == c) return 1;
+    return 0;
+}
+
+OCRDEF int ocr_e2e_transcription_match(const char *gt, const char *det) {
+    int ng, nd, ok = 0, drop_first, drop_last, a, b;
+    int32_t *g = ocr__rec_folded(gt, &ng), *d = ocr__rec_folded(det, &nd);
+    if (g && d && ng > 0) {
+        drop_first = ocr__rec_e2e_special(g[0]);
+        drop_last = ocr__rec_e2e_special(g[ng - 1]);
+        /* the official four cases: as is, without the first, without the last, without both */
+        for (a = 0; a <= drop_first && !ok; a++)
+            for (b = 0; b <= drop_last && !ok; b++) {
+                int len = ng - a - b;
+                ok = len >= 0 && len == nd && (len == 0 || memcmp(g + a, d, (size_t)len * sizeof *g) == 0);
+            }
+    }
+    OCR_FREE(g);
+    OCR_FREE(d);
+    return ok;
+}
+
+OCRDEF int ocr_e2e_eval_add_image(ocr_ctx *ctx, ocr_e2e_evaluator *ev, const ocr_polygon *gt, int n_gt, const ocr_polygon *det,
+                                  const char *const *det_texts, int n_det, ocr_eval_counts *counts, int64_t *correct) {
+    int *match, j, rc;
+    int64_t ok = 0;
+    if (!ev) return ocr_error(ctx, OCR_EINVAL, "ocr_e2e_eval_add_image: no evaluator");
+    if (!(match = (int *)OCR_MALLOC(((size_t)n_det + 1) * sizeof *match)))
+        return ocr_error(ctx, OCR_ENOMEM, "ocr_e2e_eval_add_image: out of memory for %d detections", n_det);
+    rc = ocr_eval_add_image_matched(ctx, &ev->det, gt, n_gt, det, n_det, counts, match);
+    for (j = 0; j < n_det && !rc; j++)
+        if (match[j] >= 0 && gt[match[j]].text)
+            ok += ocr_e2e_transcription_match(gt[match[j]].text, det_texts && det_texts[j] ? det_texts[j] : "");
+    OCR_FREE(match);
+    if (rc) return rc;
+    ev->correct += ok;
+    if (correct) *correct = ok;
+    return OCR_OK;
+}
+
+OCRDEF ocr_e2e_result ocr_e2e_eval_finish(const ocr_e2e_evaluator *ev) {
+    ocr_e2e_result r;
+    r.det = ocr_eval_finish(&ev->det);
+    r.recall = ev->det.total.gt_care ? (double)ev->correct / (double)ev->det.total.gt_care : 0.0;
+    r.precision = ev->det.total.det_care ? (double)ev->correct / (double)ev->det.total.det_care : 0.0;
+    r.fscore = r.recall + r.precision > 0 ? 2.0 * r.recall * r.precision / (r.recall + r.precision) : 0.0;
+    return r;
 }
 
 #ifdef __cplusplus

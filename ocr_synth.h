@@ -116,6 +116,25 @@ OCRDEF const char *ocr_synth_photo_sha256(const ocr_synth *synth, int i);
 OCRDEF int ocr_dataset_open_synth(ocr_ctx *ctx, ocr_dataset *ds, const ocr_synth *synth, uint64_t seed, int64_t count,
                                   int width, int height);
 
+/* ---- painting labels: text drawn in whichever of a list of fonts has each character (overlays) ---- */
+typedef struct ocr__paint_font ocr__paint_font;
+typedef struct { ocr__paint_font *fonts; int n_fonts; } ocr_painter;
+/* files: font files, comma-separated, in order of preference (say a Latin font, then one for Hangul and CJK). Any
+   font stb_truetype reads (TrueType, OpenType with TrueType outlines, collections: their first font). A file that is
+   missing or not a font is an error naming it. */
+OCRDEF int ocr_painter_open(ocr_ctx *ctx, ocr_painter *p, const char *files);
+OCRDEF void ocr_painter_close(ocr_painter *p);
+/* The font index (into files) that draws code point cp, -1 when none has it. */
+OCRDEF int ocr_painter_font_of(const ocr_painter *p, int32_t cp);
+/* Width in pixels of UTF-8 text drawn px pixels high (ascent to descent of each font). */
+OCRDEF float ocr_painter_measure(const ocr_painter *p, const char *text, float px);
+/* Draws UTF-8 text onto an RGB image with the top-left of its line box at (x, y), px pixels high, in colour rgb
+   (blended by coverage; clipped to the image). Each character comes from the first font that has it; one that none
+   has is drawn as a hollow box, counted in *missing and the first reported in *first_missing (both may be NULL).
+   Invalid UTF-8 is an error. */
+OCRDEF int ocr_painter_draw(ocr_ctx *ctx, const ocr_painter *p, ocr_image *img, float x, float y, float px, const uint8_t rgb[3],
+                            const char *text, int *missing, int32_t *first_missing);
+
 #ifdef __cplusplus
 }
 #endif
@@ -2216,6 +2235,137 @@ OCRDEF int ocr_dataset_open_synth(ocr_ctx *ctx, ocr_dataset *ds, const ocr_synth
     snprintf(ds->name, sizeof ds->name, "synth:%llu:%dx%d", (unsigned long long)seed, width, height);
     ds->get = ocr__synth_dataset_get;
     ds->close = ocr__synth_dataset_close;
+    return OCR_OK;
+}
+
+
+/* ---------------------------------------------------------------- painting labels */
+
+struct ocr__paint_font {
+    unsigned char *data;
+    size_t size;
+    stbtt_fontinfo info;
+    int ascent, descent;
+};
+
+OCRDEF void ocr_painter_close(ocr_painter *p) {
+    int i;
+    if (!p) return;
+    for (i = 0; i < p->n_fonts; i++) OCR_FREE(p->fonts[i].data);
+    OCR_FREE(p->fonts);
+    memset(p, 0, sizeof *p);
+}
+
+OCRDEF int ocr_painter_open(ocr_ctx *ctx, ocr_painter *p, const char *files) {
+    const char *fn = "ocr_painter_open", *at;
+    int n = 1, rc = OCR_OK;
+    if (!p || !files || !files[0]) return ocr_error(ctx, OCR_EINVAL, "%s: needs a painter and at least one font file", fn);
+    memset(p, 0, sizeof *p);
+    for (at = files; *at; at++) n += *at == ',';
+    if (!(p->fonts = (ocr__paint_font *)OCR_MALLOC((size_t)n * sizeof *p->fonts))) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+    for (at = files; *at && !rc;) {
+        const char *end = strchr(at, ',');
+        char path[4096];
+        ocr__paint_font *f = &p->fonts[p->n_fonts];
+        int offset, gap;
+        size_t len = end ? (size_t)(end - at) : strlen(at);
+        at += len + (end ? 1 : 0);
+        if (!len) continue;
+        if (len >= sizeof path) { rc = ocr_error(ctx, OCR_EINVAL, "%s: a font path of %zu bytes", fn, len); break; }
+        memcpy(path, at - len - (end ? 1 : 0), len);
+        path[len] = 0;
+        memset(f, 0, sizeof *f);
+        if ((rc = ocr_read_file(ctx, path, OCR__SYN_MAX_FONT_BYTES, &f->data, &f->size))) {
+            char msg[OCR_ERROR_MAX];
+            snprintf(msg, sizeof msg, "%s", ocr_ctx_last_error(ctx));
+            rc = ocr_error(ctx, rc, "%s: font '%s': %s", fn, path, msg);
+            break;
+        }
+        offset = f->size >= 12 ? stbtt_GetFontOffsetForIndex(f->data, 0) : -1;
+        if (offset < 0 || !stbtt_InitFont(&f->info, f->data, offset)) {
+            OCR_FREE(f->data);
+            rc = ocr_error(ctx, OCR_EFORMAT, "%s: '%s' is not a font stb_truetype reads", fn, path);
+            break;
+        }
+        stbtt_GetFontVMetrics(&f->info, &f->ascent, &f->descent, &gap);
+        if (f->ascent - f->descent <= 0) { f->ascent = 1000; f->descent = 0; }
+        p->n_fonts++;
+    }
+    if (!rc && !p->n_fonts) rc = ocr_error(ctx, OCR_EINVAL, "%s: no font file in '%s'", fn, files);
+    if (rc) ocr_painter_close(p);
+    return rc;
+}
+
+OCRDEF int ocr_painter_font_of(const ocr_painter *p, int32_t cp) {
+    int i;
+    for (i = 0; p && i < p->n_fonts; i++)
+        if (stbtt_FindGlyphIndex(&p->fonts[i].info, cp)) return i;
+    return -1;
+}
+
+/* one character's advance at px pixels; the hollow box of a missing one is half the height wide */
+static float ocr__paint_advance(const ocr_painter *p, int f, int32_t cp, float px) {
+    int adv, lsb;
+    float scale;
+    if (f < 0) return 0.6f * px;
+    scale = px / (float)(p->fonts[f].ascent - p->fonts[f].descent);
+    stbtt_GetCodepointHMetrics(&p->fonts[f].info, cp, &adv, &lsb);
+    return adv * scale;
+}
+
+OCRDEF float ocr_painter_measure(const ocr_painter *p, const char *text, float px) {
+    size_t i = 0, n = text ? strlen(text) : 0;
+    int32_t cp;
+    float w = 0;
+    while (i < n && ocr_utf8_next(text, n, &i, &cp)) w += ocr__paint_advance(p, ocr_painter_font_of(p, cp), cp, px);
+    return w;
+}
+
+static void ocr__paint_blend(ocr_image *img, int x, int y, const uint8_t rgb[3], int alpha) {
+    uint8_t *q;
+    int c;
+    if (x < 0 || y < 0 || x >= img->width || y >= img->height || alpha <= 0) return;
+    q = img->pixels + ((size_t)y * img->width + x) * 3;
+    for (c = 0; c < 3; c++) q[c] = (uint8_t)((q[c] * (255 - alpha) + rgb[c] * alpha + 127) / 255);
+}
+
+OCRDEF int ocr_painter_draw(ocr_ctx *ctx, const ocr_painter *p, ocr_image *img, float x, float y, float px, const uint8_t rgb[3],
+                            const char *text, int *missing, int32_t *first_missing) {
+    const char *fn = "ocr_painter_draw";
+    size_t i = 0, n;
+    int32_t cp;
+    float pen = x;
+    if (missing) *missing = 0;
+    if (first_missing) *first_missing = 0;
+    if (!p || !p->n_fonts || !img || !img->pixels || img->channels != 3 || !text || !rgb || !(px >= 1 && px <= 4096))
+        return ocr_error(ctx, OCR_EINVAL, "%s: needs an open painter, an RGB image, text, a colour and a size in [1, 4096] px", fn);
+    n = strlen(text);
+    while (i < n) {
+        int f, gx, gy, gw, gh, a, b;
+        size_t at = i;
+        if (!ocr_utf8_next(text, n, &i, &cp))
+            return ocr_error(ctx, OCR_EFORMAT, "%s: the text is not UTF-8 at byte %zu (0x%02X)", fn, at, (unsigned char)text[at]);
+        f = ocr_painter_font_of(p, cp);
+        if (f < 0) {
+            /* a box the reader can see, never a '?' that looks like a character */
+            int x0 = (int)(pen + 0.1f * px), x1 = (int)(pen + 0.5f * px), y0 = (int)(y + 0.15f * px), y1 = (int)(y + 0.85f * px), k;
+            for (k = x0; k <= x1; k++) { ocr__paint_blend(img, k, y0, rgb, 255); ocr__paint_blend(img, k, y1, rgb, 255); }
+            for (k = y0; k <= y1; k++) { ocr__paint_blend(img, x0, k, rgb, 255); ocr__paint_blend(img, x1, k, rgb, 255); }
+            if (missing && !(*missing)++ && first_missing) *first_missing = cp;
+            else if (!missing && first_missing && !*first_missing) *first_missing = cp;
+        } else {
+            const ocr__paint_font *F = &p->fonts[f];
+            float scale = px / (float)(F->ascent - F->descent);
+            unsigned char *bmp = stbtt_GetCodepointBitmap(&F->info, scale, scale, cp, &gw, &gh, &gx, &gy);
+            int base = (int)floorf(y + F->ascent * scale + 0.5f), left = (int)floorf(pen + 0.5f);
+            if (bmp) {
+                for (b = 0; b < gh; b++)
+                    for (a = 0; a < gw; a++) ocr__paint_blend(img, left + gx + a, base + gy + b, rgb, bmp[(size_t)b * gw + a]);
+                stbtt_FreeBitmap(bmp, NULL);
+            }
+        }
+        pen += ocr__paint_advance(p, f, cp, px);
+    }
     return OCR_OK;
 }
 

@@ -2,6 +2,12 @@
    (ocr_evaluator: IoU > 0.5 one-to-one in order, don't-care regions, invalid polygons dropped), either
      for a model on a dataset:   eval_dbnet --model FILE --data icdar:DIR|icdar:IMAGES,GTS|lmdb:PATH
      or for result files:        eval_dbnet --gt DIR --pred DIR
+   and end to end (ICDAR 2015's generic protocol, ocr_rec.h's ocr_e2e_evaluator: a matched detection counts when its
+   transcription matches, case-insensitively) with a recognizer or for result files that carry transcriptions:
+     eval_dbnet --model DET --rec REC --data ...   (reads with ocr_pipeline, times each image)
+     eval_dbnet --gt DIR --pred DIR --e2e          (lines x1,y1,...,x4,y4,transcription: examples/ocr's res files)
+   End to end, the JSON adds "e2e_precision", "e2e_recall", "e2e_fscore", "e2e_correct" and with --rec
+   "seconds_per_image", "det_seconds_per_image", "rec_seconds_per_image".
    In the second form every ground-truth file DIR/gt_<name>.txt (or <name>.txt) is compared with
    PRED/res_<name>.txt (or PRED/<name>.txt): one polygon per line, comma-separated coordinates, an optional
    trailing score (an odd count of numbers) ignored. A missing result file counts as no detections, with a
@@ -17,13 +23,14 @@
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
 #include "ocr_data.h"
+#include "ocr_rec.h"
 #include "ocr_example.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
 
-static const char *const SYNOPSIS = "--model FILE --data icdar:DIR|lmdb:PATH [options]\n       eval_dbnet --gt DIR --pred DIR [options]";
+static const char *const SYNOPSIS = "--model FILE [--rec FILE] --data icdar:DIR|lmdb:PATH [options]\n       eval_dbnet --gt DIR --pred DIR [--e2e] [options]";
 
 static const char *prog = "eval_dbnet";
 
@@ -108,17 +115,20 @@ static int file_exists(const char *path) {
 
 /* ---------------------------------------------------------------- reporting */
 
-static void print_image(const char *name, const ocr_eval_counts *c) {
+static void print_image(const char *name, const ocr_eval_counts *c, int64_t e2e_correct) {
     /* per image as the official evaluator: no care GT gives recall 1 and precision 1 only without detections */
     double r = c->gt_care ? (double)c->matched / (double)c->gt_care : 1.0;
     double p = c->gt_care ? (c->det_care ? (double)c->matched / (double)c->det_care : 0.0) : (c->det_care ? 0.0 : 1.0);
     double h = p + r > 0 ? 2 * p * r / (p + r) : 0.0;
-    printf("%-28s gt %4lld (+%lld don't care)  det %4lld (+%lld)  matched %4lld  P %.4f  R %.4f  H %.4f\n", name,
+    printf("%-28s gt %4lld (+%lld don't care)  det %4lld (+%lld)  matched %4lld  P %.4f  R %.4f  H %.4f", name,
            (long long)c->gt_care, (long long)c->gt_dontcare, (long long)c->det_care, (long long)c->det_dontcare,
            (long long)c->matched, p, r, h);
+    if (e2e_correct >= 0) printf("  read correctly %lld", (long long)e2e_correct);
+    printf("\n");
 }
 
-static void print_summary(const ocr_evaluator *ev) {
+/* e2e NULL: detection only; seconds: per image totals of the pipeline (NULL: not timed) */
+static void print_summary(const ocr_evaluator *ev, const ocr_e2e_evaluator *e2e, const double *seconds) {
     static const char *const labels[OCR_EVAL_HEIGHT_BINS] = {"<16 px", "16-32 px", ">32 px"};
     ocr_eval_result r = ocr_eval_finish(ev);
     const ocr_eval_counts *t = &ev->total;
@@ -134,7 +144,16 @@ static void print_summary(const ocr_evaluator *ev) {
         printf("  %s %lld/%lld", labels[b], (long long)t->matched_by_height[b], (long long)t->gt_care_by_height[b]);
         if (t->gt_care_by_height[b]) printf(" (%.4f)", r.recall_by_height[b]);
     }
-    printf("\n{\"precision\":%.10g,\"recall\":%.10g,\"hmean\":%.10g,\"images\":%lld,\"gt_care\":%lld,\"det_care\":%lld,\"matched\":%lld",
+    printf("\n");
+    if (e2e) {
+        ocr_e2e_result er = ocr_e2e_eval_finish(e2e);
+        printf("end to end: correct %lld  precision %.4f  recall %.4f  fscore %.4f\n", (long long)e2e->correct, er.precision, er.recall,
+               er.fscore);
+    }
+    if (seconds && ev->n_images)
+        printf("time per image: %.4f s (detection %.4f s, recognition %.4f s)\n", (seconds[0] + seconds[1]) / (double)ev->n_images,
+               seconds[0] / (double)ev->n_images, seconds[1] / (double)ev->n_images);
+    printf("{\"precision\":%.10g,\"recall\":%.10g,\"hmean\":%.10g,\"images\":%lld,\"gt_care\":%lld,\"det_care\":%lld,\"matched\":%lld",
            r.precision, r.recall, r.hmean, (long long)ev->n_images, (long long)t->gt_care, (long long)t->det_care, (long long)t->matched);
     for (b = 0; b < OCR_EVAL_HEIGHT_BINS; b++) {
         const char *name = ocr_eval_height_bin_name(b);
@@ -142,13 +161,31 @@ static void print_summary(const ocr_evaluator *ev) {
         else printf(",\"recall_%s\":null", name); /* no words of that height: no recall, rather than 0 */
         printf(",\"gt_care_%s\":%lld,\"matched_%s\":%lld", name, (long long)t->gt_care_by_height[b], name, (long long)t->matched_by_height[b]);
     }
+    if (e2e) {
+        ocr_e2e_result er = ocr_e2e_eval_finish(e2e);
+        printf(",\"e2e_precision\":%.10g,\"e2e_recall\":%.10g,\"e2e_fscore\":%.10g,\"e2e_correct\":%lld", er.precision, er.recall,
+               er.fscore, (long long)e2e->correct);
+    }
+    if (seconds && ev->n_images)
+        printf(",\"seconds_per_image\":%.6g,\"det_seconds_per_image\":%.6g,\"rec_seconds_per_image\":%.6g",
+               (seconds[0] + seconds[1]) / (double)ev->n_images, seconds[0] / (double)ev->n_images, seconds[1] / (double)ev->n_images);
     printf("}\n");
 }
 
 /* ---------------------------------------------------------------- the two modes */
 
-static int eval_files(ocr_ctx *ctx, const char *gt_dir, const char *pred_dir, int gt_format, int per_image) {
-    ocr_evaluator ev;
+/* The transcriptions of parsed result lines, for the end-to-end evaluator ("###" lines are read as don't care by the
+   parser: their text is gone, and they count as read wrongly). */
+static const char **texts_of(const ocr_polygon *det, int n) {
+    const char **t = (const char **)calloc((size_t)n + 1, sizeof *t);
+    int j;
+    for (j = 0; t && j < n; j++) t[j] = det[j].text ? det[j].text : "";
+    return t;
+}
+
+static int eval_files(ocr_ctx *ctx, const char *gt_dir, const char *pred_dir, int gt_format, int per_image, int e2e) {
+    ocr_e2e_evaluator e2e_ev;
+    ocr_evaluator *ev = &e2e_ev.det;
     char **gts, **preds, *used;
     int n_gt, n_pred, i, k, rc = 0, missing = 0, unused = 0;
     if (!(gts = list_txt(gt_dir, &n_gt))) return 1;
@@ -160,14 +197,16 @@ static int eval_files(ocr_ctx *ctx, const char *gt_dir, const char *pred_dir, in
         return 1;
     }
     used = (char *)calloc((size_t)n_pred + 1, 1);
-    ocr_eval_init(&ev);
+    ocr_e2e_eval_init(&e2e_ev);
     for (i = 0; i < n_gt && used && !rc; i++) {
         char gt_path[4200], cand[2][4200], key[1024];
         unsigned char *gt_text = NULL, *pred_text = NULL;
         size_t gt_size, pred_size = 0;
         ocr_polygon *gt = NULL, *det = NULL;
+        const char **texts = NULL;
         int n_g = 0, n_d = 0, c;
         ocr_eval_counts counts;
+        int64_t correct = -1;
         int skip = strncmp(gts[i], "gt_", 3) == 0 ? 3 : 0;
         /* gt_img_1.txt -> img_1 */
         snprintf(key, sizeof key, "%.*s", (int)strlen(gts[i]) - 4 - skip, gts[i] + skip);
@@ -178,8 +217,15 @@ static int eval_files(ocr_ctx *ctx, const char *gt_dir, const char *pred_dir, in
         if (ocr_read_file(ctx, gt_path, OCR_LABEL_MAX_BYTES, &gt_text, &gt_size) ||
             ocr_gt_parse(ctx, gt_path, (const char *)gt_text, gt_size, gt_format, &gt, &n_g) ||
             (c < 2 && (ocr_read_file(ctx, cand[c], OCR_LABEL_MAX_BYTES, &pred_text, &pred_size) ||
-                       ocr_result_parse(ctx, cand[c], (const char *)pred_text, pred_size, &det, &n_d))) ||
-            ocr_eval_add_image(ctx, &ev, gt, n_g, det, n_d, &counts)) {
+                       (e2e ? ocr_gt_parse(ctx, cand[c], (const char *)pred_text, pred_size, OCR_GT_ICDAR2015, &det, &n_d)
+                            : ocr_result_parse(ctx, cand[c], (const char *)pred_text, pred_size, &det, &n_d))))) {
+            fprintf(stderr, "%s: %s\n", prog, ocr_ctx_last_error(ctx));
+            rc = 1;
+        } else if (e2e && !(texts = texts_of(det, n_d))) {
+            fprintf(stderr, "%s: out of memory\n", prog);
+            rc = 1;
+        } else if (e2e ? ocr_e2e_eval_add_image(ctx, &e2e_ev, gt, n_g, det, texts, n_d, &counts, &correct)
+                       : ocr_eval_add_image(ctx, ev, gt, n_g, det, n_d, &counts)) {
             fprintf(stderr, "%s: %s\n", prog, ocr_ctx_last_error(ctx));
             rc = 1;
         } else {
@@ -192,8 +238,9 @@ static int eval_files(ocr_ctx *ctx, const char *gt_dir, const char *pred_dir, in
                 for (k = 0; k < n_pred; k++)
                     if (strcmp(preds[k], name) == 0) used[k] = 1;
             }
-            if (per_image) print_image(key, &counts);
+            if (per_image) print_image(key, &counts, correct);
         }
+        free((void *)texts);
         OCR_FREE(gt_text);
         OCR_FREE(pred_text);
         ocr_polygons_free(gt, n_g);
@@ -208,7 +255,7 @@ static int eval_files(ocr_ctx *ctx, const char *gt_dir, const char *pred_dir, in
         if (unused)
             fprintf(stderr, "%s: warning: %d result files in '%s' match no ground truth and were not evaluated\n", prog, unused, pred_dir);
         if (missing) fprintf(stderr, "%s: warning: %d of %d images had no result file\n", prog, missing, n_gt);
-        print_summary(&ev);
+        print_summary(ev, e2e ? &e2e_ev : NULL, NULL);
     }
     free(used);
     free_names(gts, n_gt);
@@ -217,7 +264,7 @@ static int eval_files(ocr_ctx *ctx, const char *gt_dir, const char *pred_dir, in
 }
 
 static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, int gt_format, const ocr_post_config *post,
-                      int short_side, int long_side, int per_image) {
+                      int short_side, int long_side, float scale, int per_image) {
     ocr_dbnet model;
     ocr_dataset ds;
     ocr_evaluator ev;
@@ -245,7 +292,8 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
         int in_w = 0, in_h = 0;
         ocr_tensor_free(&x); /* the last image's input */
         if (ocr_dataset_get(ctx, &ds, i, 0, &s) ||
-            ocr_infer_input_size(ctx, s.image.width, s.image.height, short_side, long_side, &in_w, &in_h) ||
+            (scale > 0 ? ocr_infer_input_size_scaled(ctx, s.image.width, s.image.height, scale, OCR_IMAGE_MAX_SIDE, &in_w, &in_h)
+                       : ocr_infer_input_size(ctx, s.image.width, s.image.height, short_side, long_side, &in_w, &in_h)) ||
             ocr_tensor_alloc(ctx, &x, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w)) ||
             ocr_image_network_input(ctx, &s.image, OCR_NORM_DBNET, &x) || ocr_dbnet_forward(ctx, &model, &x, 0, &prob, NULL) ||
             ocr_postprocess(ctx, post, &prob, s.image.width, s.image.height, &dets) ||
@@ -253,7 +301,7 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
             fprintf(stderr, "%s: sample %lld ('%s') of '%s': %s\n", prog, (long long)i, s.id, data, ocr_ctx_last_error(ctx));
             rc = 1;
         } else if (per_image) {
-            print_image(s.id, &counts);
+            print_image(s.id, &counts, -1);
         } else if (progress) {
             char fields[64];
             snprintf(fields, sizeof fields, "images");
@@ -262,7 +310,7 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
         ocr_sample_free(&s);
     }
     if (progress) fprintf(stderr, "\r\033[K");
-    if (!rc) print_summary(&ev);
+    if (!rc) print_summary(&ev, NULL, NULL);
     ocr_tensor_free(&x);
     ocr_detections_free(&dets);
     ocr_dataset_close(&ds);
@@ -270,15 +318,88 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
     return rc;
 }
 
+
+/* End to end: ocr_pipeline reads each image; the detections and their texts are scored both ways. */
+static int eval_pipeline(ocr_ctx *ctx, const char *det_path, const char *rec_path, const char *data, int gt_format,
+                         const ocr_pipeline_config *pc, int per_image) {
+    ocr_pipeline pipe;
+    ocr_dataset ds;
+    ocr_e2e_evaluator ev;
+    ocr_reading reading;
+    int64_t i;
+    int rc = 0, progress = isatty(fileno(stderr)) && !per_image;
+    double start = now_seconds(), seconds[2] = {0, 0};
+    if (ocr_pipeline_open(ctx, &pipe, det_path, rec_path, pc)) {
+        fprintf(stderr, "%s: %s\n", prog, ocr_ctx_last_error(ctx));
+        return 1;
+    }
+    if (ocr_ex_open_dataset(ctx, data, gt_format, &ds)) {
+        fprintf(stderr, "%s: cannot open the dataset '%s': %s\n", prog, data, ocr_ctx_last_error(ctx));
+        ocr_pipeline_close(&pipe);
+        return 1;
+    }
+    memset(&reading, 0, sizeof reading);
+    ocr_e2e_eval_init(&ev);
+    for (i = 0; i < ds.count && !rc; i++) {
+        ocr_sample s;
+        ocr_eval_counts counts;
+        ocr_polygon *polys = NULL;
+        const char **texts = NULL;
+        int64_t correct = 0;
+        int j;
+        if (ocr_dataset_get(ctx, &ds, i, 0, &s) || ocr_pipeline_read(ctx, &pipe, &s.image, &reading)) {
+            fprintf(stderr, "%s: sample %lld ('%s') of '%s': %s\n", prog, (long long)i, s.id, data, ocr_ctx_last_error(ctx));
+            rc = 1;
+        } else if (!(polys = (ocr_polygon *)calloc((size_t)reading.n + 1, sizeof *polys)) ||
+                   !(texts = (const char **)calloc((size_t)reading.n + 1, sizeof *texts))) {
+            fprintf(stderr, "%s: out of memory\n", prog);
+            rc = 1;
+        } else {
+            for (j = 0; j < reading.n; j++) {
+                polys[j] = reading.lines[j].poly;
+                texts[j] = reading.lines[j].text;
+            }
+            seconds[0] += reading.det_seconds;
+            seconds[1] += reading.rec_seconds;
+            if (ocr_e2e_eval_add_image(ctx, &ev, s.polys, s.n_polys, polys, texts, reading.n, &counts, &correct)) {
+                fprintf(stderr, "%s: sample %lld ('%s'): %s\n", prog, (long long)i, s.id, ocr_ctx_last_error(ctx));
+                rc = 1;
+            } else if (per_image) {
+                print_image(s.id, &counts, correct);
+            } else if (progress) {
+                ocr_ex_progress(stderr, (long)i + 1, (long)ds.count, now_seconds() - start, "images");
+            }
+        }
+        free(polys);
+        free((void *)texts);
+        ocr_sample_free(&s);
+    }
+    if (progress) fprintf(stderr, "\r\033[K");
+    if (!rc) print_summary(&ev.det, &ev, seconds);
+    ocr_reading_free(&reading);
+    ocr_dataset_close(&ds);
+    ocr_pipeline_close(&pipe);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *model_path = NULL, *data = NULL, *gt_dir = NULL, *pred_dir = NULL, *gt_format_name = "icdar2015", *amp_name = "fp32";
-    int per_image = 0, poly = 0, short_side = 736, long_side = 0, threads = 0, gt_format, npos, rc, amp = OCR_AMP_OFF;
-    float thresh = 0.3f, box_thresh = 0.6f, unclip = 0.0f;
+    const char *rec_path = NULL;
+    int per_image = 0, poly = 0, short_side = 736, long_side = 0, threads = 0, gt_format, npos, rc, amp = OCR_AMP_OFF, e2e = 0, beam = 0;
+    float thresh = 0.3f, box_thresh = 0.6f, unclip = 0.0f, scale = 0.0f, rotate_below = 0.9f, min_confidence = 0.5f;
+    float margin = ocr_pipeline_config_default().crop.margin;
     ocr_ex_flag flags[] = {
         {"--model", OCR_EX_STRING, &model_path, "checkpoint to evaluate on --data"},
         {"--data", OCR_EX_STRING, &data, "icdar:DIR (images in DIR/images or DIR; ground truth in DIR/gts, DIR/gt or beside them), icdar:IMAGES,GTS or lmdb:PATH"},
         {"--gt", OCR_EX_STRING, &gt_dir, "directory of ground-truth files gt_<name>.txt or <name>.txt (with --pred)"},
         {"--pred", OCR_EX_STRING, &pred_dir, "directory of result files res_<name>.txt: x1,y1,...,xn,yn[,score] per line"},
+        {"--e2e", OCR_EX_BOOL, &e2e, "with --pred: result lines are x1,y1,...,x4,y4,transcription, scored end to end as well"},
+        {"--rec", OCR_EX_STRING, &rec_path, "with --model: a recognizer; read each image with both (ocr_pipeline) and score end to end"},
+        {"--scale", OCR_EX_FLOAT, &scale, "model: scale images by this (sides rounded up to multiples of 32) instead of --short-side (0: off)"},
+        {"--rotate-below", OCR_EX_FLOAT, &rotate_below, "with --rec: crops read with a lower confidence are also read turned 180 degrees"},
+        {"--min-confidence", OCR_EX_FLOAT, &min_confidence, "with --rec: lines read with a lower confidence are dropped"},
+        {"--beam", OCR_EX_INT, &beam, "with --rec: CTC prefix beam width (0: best path)"},
+        {"--margin", OCR_EX_FLOAT, &margin, "with --rec: each detection is cropped with this fraction of its height around it"},
         {"--gt-format", OCR_EX_STRING, &gt_format_name, "ground truth lines: icdar2015 (4 points, text) or polygon (n points, text)"},
         {"--per-image", OCR_EX_BOOL, &per_image, "print the figures of every image"},
         {"--poly", OCR_EX_BOOL, &poly, "model: detect polygons instead of 4-point boxes"},
@@ -303,6 +424,11 @@ int main(int argc, char **argv) {
     else if (!ocr_amp_parse(amp_name, &amp)) usage_error = "--amp must be fp32, bf16 or fp16";
     else if (!((model_path && data && !gt_dir && !pred_dir) || (gt_dir && pred_dir && !model_path && !data)))
         usage_error = "give either --model and --data, or --gt and --pred";
+    else if ((rec_path && !model_path) || (e2e && !pred_dir))
+        usage_error = "--rec goes with --model, --e2e with --pred";
+    else if (!(scale == 0 || (scale >= 0.1f && scale <= 8)) || !(rotate_below >= 0 && rotate_below <= 1) ||
+             !(min_confidence >= 0 && min_confidence <= 1) || beam < 0 || !(margin >= 0 && margin < 2))
+        usage_error = "out of range: --scale 0 or in [0.1, 8], --rotate-below and --min-confidence in [0, 1], --beam >= 0, --margin in [0, 2)";
     else if (data && !ocr_ex_dataset_spec_ok(data))
         usage_error = "--data must be icdar:DIR, icdar:IMAGES,GTS or lmdb:PATH";
     else if (!(thresh >= 0 && thresh <= 1) || !(box_thresh >= 0 && box_thresh <= 1) || unclip < 0 || short_side < 1 ||
@@ -320,13 +446,26 @@ int main(int argc, char **argv) {
     }
     ctx.amp = amp;
     if (gt_dir) {
-        rc = eval_files(&ctx, gt_dir, pred_dir, gt_format, per_image);
+        rc = eval_files(&ctx, gt_dir, pred_dir, gt_format, per_image, e2e);
     } else {
         post = ocr_post_config_default(poly ? OCR_POST_POLYGON : OCR_POST_BOX);
         post.thresh = thresh;
         post.box_thresh = box_thresh;
         if (unclip > 0) post.unclip_ratio = unclip;
-        rc = eval_model(&ctx, model_path, data, gt_format, &post, short_side, long_side, per_image);
+        if (rec_path) {
+            ocr_pipeline_config pc = ocr_pipeline_config_default();
+            pc.post = post;
+            if (scale > 0) pc.det_scale = scale;
+            else if (long_side > 0) pc.det_long_side = long_side;
+            else pc.det_short_side = short_side;
+            pc.rotate_below = rotate_below;
+            pc.min_confidence = min_confidence;
+            pc.beam_width = beam;
+            pc.crop.margin = margin;
+            rc = eval_pipeline(&ctx, model_path, rec_path, data, gt_format, &pc, per_image);
+        } else {
+            rc = eval_model(&ctx, model_path, data, gt_format, &post, short_side, long_side, scale, per_image);
+        }
     }
     ocr_ctx_free(&ctx);
     return rc;
