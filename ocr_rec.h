@@ -2104,7 +2104,7 @@ OCRDEF int ocr_rec_crop_polygon(ocr_ctx *ctx, const ocr_image *img, const ocr_po
     /* across the axis: perpendicular to it, pointing from the top edge to the bottom one */
     vx = -uy; vy = ux;
     if (vx * (quad[3].x - quad[0].x) + vy * (quad[3].y - quad[0].y) < 0) { vx = -vx; vy = -vy; }
-    K = (int)ceil(2.0 * len_u / len_v);
+    K = (int)ceil(len_u / 3.0); /* every few pixels: a chord between samples cuts into a bend's margin */
     K = K < 2 ? 2 : K > MAX_K ? MAX_K : K;
     for (k = 0; k <= K; k++) {
         /* the polygon's extent across the axis at this position (kept off the very ends, where it is a point) */
