@@ -17,6 +17,7 @@ usage: /usr/bin/python3 tools/ppocr_ocr.py [options] IMAGES OUT
                   ICDAR 2015 and ocr-c's synthetic sets label words, and its protocol matches box to box, so a line
                   over two words scores as one false positive and two misses. Off by default: without it the
                   results are what PaddleOCR returns
+  --words-out DIR also write the results split into words to DIR (OUT keeps the lines): both readings of one run
   --drop-score F  results whose recognition score is below F are dropped (PaddleOCR's --drop_score, default 0.5)
   --threads N     ONNX Runtime intra-op threads of each model (default 2)
   --repeat N      time every image N times after the warm-up and report the median (default 1)
@@ -241,27 +242,32 @@ class Reader:
             for k, i in enumerate(batch):
                 text, score, cols = ctc_decode(out[k], self.characters)
                 decoded[i] = (text, score, cols, out.shape[1], x.shape[3], inputs[k][1])
-        results = []
-        for quad, (crop, m, turned), (text, score, cols, n_cols, in_w, resized_w) in zip(boxes, crops, decoded):
-            if score < self.a.drop_score:  # TextSystem.__call__ keeps score >= drop_score
-                continue
-            if self.a.words and not turned:
-                for word, word_quad in split_words(text, cols, n_cols, in_w, resized_w, crop.shape[1],
-                                                   crop.shape[0], m):
-                    results.append((word_quad, word))
-            elif text.strip():
-                results.append((quad, text.strip()))
-        return results, time.perf_counter() - t0 - io, net
+        kept = [(quad, crop, d) for quad, crop, d in zip(boxes, crops, decoded)
+                if d[1] >= self.a.drop_score]  # TextSystem.__call__ keeps score >= drop_score
+        return kept, time.perf_counter() - t0 - io, net
 
     def read(self, bgr):
-        """One image: its detected boxes, its results and the seconds of detection and recognition (tensor files
-        excluded: the network's share is ONNX Runtime's own timing)."""
+        """One image: its detected boxes, its recognised lines (with what --words needs) and the seconds of
+        detection and recognition (tensor files excluded: the network's share is ONNX Runtime's own timing)."""
         boxes, det_s, det_net = self.detect(bgr)
         t0 = time.perf_counter()
         boxes = sorted_boxes(boxes)
         sort_s = time.perf_counter() - t0
-        results, rec_s, rec_net = self.recognize(bgr, boxes)
-        return boxes, results, det_s, det_net, sort_s + rec_s, rec_net
+        kept, rec_s, rec_net = self.recognize(bgr, boxes)
+        return boxes, kept, det_s, det_net, sort_s + rec_s, rec_net
+
+
+def results_of(kept, words):
+    """(quad, text) per result: the lines as PaddleOCR returns them (text stripped of surrounding spaces, empty ones
+    left out), or with words each line's words (a line whose crop was turned stays whole)."""
+    results = []
+    for quad, (crop, m, turned), (text, _, cols, n_cols, in_w, resized_w) in kept:
+        if words and not turned:
+            results += [(word_quad, word) for word, word_quad in
+                        split_words(text, cols, n_cols, in_w, resized_w, crop.shape[1], crop.shape[0], m)]
+        elif text.strip():
+            results.append((quad, text.strip()))
+    return results
 
 
 def main():
@@ -273,6 +279,7 @@ def main():
     ap.add_argument("--limit-side-len", type=int, default=det.LIMIT_SIDE_LEN)
     ap.add_argument("--limit-type", choices=("max", "min"), default=det.LIMIT_TYPE)
     ap.add_argument("--words", action="store_true")
+    ap.add_argument("--words-out")
     ap.add_argument("--drop-score", type=float, default=DROP_SCORE)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=1)
@@ -294,7 +301,9 @@ def main():
     folder, names = det.list_images(a.images)
     if not names:
         sys.exit("ppocr_ocr.py: no images in %s" % folder)
-    os.makedirs(a.out, exist_ok=True)
+    outputs = [(a.out, a.words)] + ([(a.words_out, True)] if a.words_out else [])
+    for folder_out, _ in outputs:
+        os.makedirs(folder_out, exist_ok=True)
 
     tmp = tempfile.mkdtemp(prefix="ppocr_ocr.")
     reader = Reader(a, tmp)
@@ -309,14 +318,17 @@ def main():
             if i == 0:
                 reader.read(bgr)  # warm-up, untimed
             runs = [reader.read(bgr) for _ in range(a.repeat)]
-            boxes, results = runs[0][0], runs[0][1]
+            boxes, kept = runs[0][0], runs[0][1]
             times = {k: statistics.median(r[2 + j] for r in runs) for j, k in enumerate(("det", "det_net", "rec", "rec_net"))}
             for k in sums:
                 sums[k] += times[k]
-            n_results += len(results)
             stem = os.path.splitext(name)[0]
-            with open(os.path.join(a.out, "res_%s.txt" % stem), "w", encoding="utf-8") as f:
-                f.writelines(icdar_line(quad, text) + "\n" for quad, text in results)
+            for folder_out, words in outputs:
+                results = results_of(kept, words)
+                with open(os.path.join(folder_out, "res_%s.txt" % stem), "w", encoding="utf-8") as f:
+                    f.writelines(icdar_line(quad, text) + "\n" for quad, text in results)
+            results = results_of(kept, a.words)
+            n_results += len(results)
             print(json.dumps({"image": name, "boxes": len(boxes), "results": len(results),
                               "ms_det": round(1e3 * times["det"], 2), "ms_rec": round(1e3 * times["rec"], 2),
                               "ms": round(1e3 * (times["det"] + times["rec"]), 2)}))
@@ -328,7 +340,7 @@ def main():
     n = len(names)
     ms = {k: round(1e3 * v / n, 2) for k, v in sums.items()}
     print(json.dumps({"images": n, "results": n_results, "limit_side_len": a.limit_side_len,
-                      "limit_type": a.limit_type, "words": a.words, "drop_score": a.drop_score,
+                      "limit_type": a.limit_type, "words": a.words, "words_out": a.words_out, "drop_score": a.drop_score,
                       "threads": a.threads, "repeat": a.repeat, "ms_det": ms["det"], "ms_det_net": ms["det_net"],
                       "ms_rec": ms["rec"], "ms_rec_net": ms["rec_net"], "ms": round(ms["det"] + ms["rec"], 2)}))
 
