@@ -116,7 +116,9 @@ OCRDEF ocr_amp_layer_stats ocr_amp_stats_total(const ocr_amp_stats *s, const ocr
 
 /* ---- batch normalisation (torch.nn.BatchNorm2d: eps 1e-5, momentum 0.1, unbiased running variance) ----
    training: normalise with batch statistics and update running_mean/var; else use the running statistics.
-   save_mean and save_invstd [C] receive what backward needs in both modes. */
+   save_mean and save_invstd [C] receive what backward needs in both modes. With ctx->replica_sum set (ocr_tensor.h),
+   training forwards and backwards on the CPU (plain and fused with ReLU) use the statistics of every replica's batch
+   together (synchronised BN: dgamma/dbeta get this replica's share, dx the derivative through the global statistics). */
 OCRDEF int ocr_nn_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *beta,
                                       ocr_tensor *running_mean, ocr_tensor *running_var, int training, float momentum,
                                       float eps, ocr_tensor *save_mean, ocr_tensor *save_invstd, ocr_tensor *y);
@@ -4851,6 +4853,7 @@ typedef struct {
     int training, relu;
     int saved;             /* forward: normalise with smean and sinv as given (ocr_nn_batchnorm2d_apply) */
     float momentum, eps;
+    const double *sync;    /* backward with ctx->replica_sum: every replica's sum dy [C], sum dy*xhat [C] and count */
 } ocr__bn_job;
 
 static void ocr__bn_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
@@ -4896,6 +4899,87 @@ static int ocr__bn_check_vec(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, 
     return ocr_check_shape(ctx, fn, t, ocr_shape1(C));
 }
 
+/* ---- synchronised batch statistics (ctx->replica_sum): the whole global batch's, summed over the replicas in double ---- */
+typedef struct { const ocr__bn_job *j; double *sums; const double *mean; } ocr__bn_sync_job;
+
+/* forward: sums[c] = sum of x over the channel (mean NULL), or of (x - mean[c])^2; backward (j->dy set): sums[c] = sum of
+   dy and sums[C + c] = sum of dy * xhat, dy masked by the ReLU output when fused */
+static void ocr__bn_sync_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bn_sync_job *s = (const ocr__bn_sync_job *)arg;
+    const ocr__bn_job *j = s->j;
+    int64_t c, n;
+    (void)tid;
+    for (c = begin; c < end; c++) {
+        double a = 0.0, b = 0.0;
+        for (n = 0; n < j->N; n++) {
+            const float *xc = j->x + (n * j->C + c) * j->P;
+            if (j->dy) ocr__bn_grad_sums_row(xc, j->dy + (n * j->C + c) * j->P, j->relu_y ? j->relu_y + (n * j->C + c) * j->P : NULL,
+                                             j->P, j->mean[c], j->invstd[c], &a, &b);
+            else a += s->mean ? ocr__sqdev_row(xc, j->P, s->mean[c]) : ocr__sum_row(xc, j->P);
+        }
+        s->sums[c] = a;
+        if (j->dy) s->sums[j->C + c] = b;
+    }
+}
+
+/* Training forward with the statistics of every replica's batch (two passes, as the local one), then the
+   normalisation with them. */
+static int ocr__bn_sync_forward(ocr_ctx *ctx, const char *fn, ocr__bn_job *j) {
+    int64_t C = j->C, c;
+    double *buf = (double *)OCR_MALLOC((size_t)(2 * C + 1) * sizeof(double)), *mean = buf + C + 1, count;
+    ocr__bn_sync_job s;
+    if (!buf) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+    s.j = j; s.sums = buf; s.mean = NULL;
+    ocr_parallel_for(ctx, C, 1, ocr__bn_sync_part, &s);
+    buf[C] = (double)(j->N * j->P);
+    if (ctx->replica_sum(ctx->replica_user, buf, C + 1) != 0) goto failed;
+    count = buf[C];
+    for (c = 0; c < C; c++) mean[c] = buf[c] / count;
+    s.mean = mean;
+    ocr_parallel_for(ctx, C, 1, ocr__bn_sync_part, &s);
+    if (ctx->replica_sum(ctx->replica_user, buf, C) != 0) goto failed;
+    for (c = 0; c < C; c++) {
+        double var = buf[c] / count;
+        j->smean[c] = (float)mean[c];
+        j->sinv[c] = (float)(1.0 / sqrt(var + (double)j->eps));
+        j->rmean[c] = (1.0f - j->momentum) * j->rmean[c] + j->momentum * (float)mean[c];
+        j->rvar[c] = (1.0f - j->momentum) * j->rvar[c] + j->momentum * (float)(count > 1 ? buf[c] / (count - 1) : var);
+    }
+    OCR_FREE(buf);
+    j->saved = 1;
+    ocr_parallel_for(ctx, C, 1, ocr__bn_fwd_part, j);
+    return OCR_OK;
+failed:
+    OCR_FREE(buf);
+    return ocr_error(ctx, OCR_EIO, "%s: summing the batch statistics over the replicas failed (ctx->replica_sum)", fn);
+}
+
+static void ocr__bn_bwd_part(void *arg, int64_t begin, int64_t end, int tid);
+
+/* Training backward: dgamma and dbeta get this replica's sums (the gradient all-reduce adds the others'), dx the
+   derivative through the global statistics. */
+static int ocr__bn_sync_backward(ocr_ctx *ctx, const char *fn, ocr__bn_job *j) {
+    int64_t C = j->C, c;
+    double *buf = (double *)OCR_MALLOC((size_t)(2 * C + 1) * sizeof(double));
+    ocr__bn_sync_job s;
+    if (!buf) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+    s.j = j; s.sums = buf; s.mean = NULL;
+    ocr_parallel_for(ctx, C, 1, ocr__bn_sync_part, &s);
+    for (c = 0; c < C; c++) {
+        if (j->dgamma) j->dgamma[c] += (float)buf[C + c];
+        if (j->dbeta) j->dbeta[c] += (float)buf[c];
+    }
+    buf[2 * C] = (double)(j->N * j->P);
+    if (ctx->replica_sum(ctx->replica_user, buf, 2 * C + 1) != 0) {
+        OCR_FREE(buf);
+        return ocr_error(ctx, OCR_EIO, "%s: summing the gradient statistics over the replicas failed (ctx->replica_sum)", fn);
+    }
+    j->sync = buf;
+    if (j->dx) ocr_parallel_for(ctx, C, 1, ocr__bn_bwd_part, j);
+    OCR_FREE(buf);
+    return OCR_OK;
+}
+
 OCRDEF int ocr_nn_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *gamma, const ocr_tensor *beta,
                                       ocr_tensor *running_mean, ocr_tensor *running_var, int training, float momentum,
                                       float eps, ocr_tensor *save_mean, ocr_tensor *save_invstd, ocr_tensor *y) {
@@ -4916,10 +5000,12 @@ OCRDEF int ocr_nn_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const o
         return ocr_error(ctx, OCR_EINVAL, "%s: eps %g must be > 0 and momentum %g in [0, 1]", fn, eps, momentum);
     if (training && x->shape.dim[0] * x->shape.dim[2] * x->shape.dim[3] < 2)
         return ocr_error(ctx, OCR_ESHAPE, "%s: training needs more than one value per channel, input '%s' has one", fn, x->name);
+    if (training && ctx->replica_sum && ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: synchronised batch statistics (ctx->replica_sum) are CPU only", fn);
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_batchnorm2d_forward(ctx, x, gamma, beta, running_mean, running_var, training, momentum, eps, save_mean, save_invstd, y), fn, "forward", y, NULL, NULL);
 #endif
-    if (ocr__use_ref(ctx)) {
+    if (ocr__use_ref(ctx) && !(training && ctx->replica_sum)) { /* synchronised: one path */
         ocr__ref_bn_forward((const float *)x->data, gamma ? (const float *)gamma->data : NULL, beta ? (const float *)beta->data : NULL,
                             (float *)running_mean->data, (float *)running_var->data, training, momentum, eps, (float *)save_mean->data,
                             (float *)save_invstd->data, 0, (float *)y->data, x->shape.dim[0], C, x->shape.dim[2] * x->shape.dim[3]);
@@ -4932,23 +5018,29 @@ OCRDEF int ocr_nn_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const o
     j.smean = (float *)save_mean->data; j.sinv = (float *)save_invstd->data;
     j.N = x->shape.dim[0]; j.C = C; j.P = x->shape.dim[2] * x->shape.dim[3];
     j.training = training; j.momentum = momentum; j.eps = eps;
-    ocr_parallel_for(ctx, C, 1, ocr__bn_fwd_part, &j);
+    if (training && ctx->replica_sum) { if ((rc = ocr__bn_sync_forward(ctx, fn, &j))) return rc; }
+    else ocr_parallel_for(ctx, C, 1, ocr__bn_fwd_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
 }
 
 static void ocr__bn_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__bn_job *j = (const ocr__bn_job *)arg;
     int64_t c, n;
-    double count = (double)(j->N * j->P);
+    double count = j->sync ? j->sync[2 * j->C] : (double)(j->N * j->P);
     (void)tid;
     for (c = begin; c < end; c++) {
         double sdy = 0.0, sdyx = 0.0;
         float m = j->mean[c], inv = j->invstd[c], g = j->gamma ? j->gamma[c] : 1.0f;
-        for (n = 0; n < j->N; n++)
-            ocr__bn_grad_sums_row(j->x + (n * j->C + c) * j->P, j->dy + (n * j->C + c) * j->P,
-                                  j->relu_y ? j->relu_y + (n * j->C + c) * j->P : NULL, j->P, m, inv, &sdy, &sdyx);
-        if (j->dgamma) j->dgamma[c] += (float)sdyx;
-        if (j->dbeta) j->dbeta[c] += (float)sdy;
+        if (j->sync) { /* the replicas' sums; this replica's own went into dgamma and dbeta already */
+            sdy = j->sync[c];
+            sdyx = j->sync[j->C + c];
+        } else {
+            for (n = 0; n < j->N; n++)
+                ocr__bn_grad_sums_row(j->x + (n * j->C + c) * j->P, j->dy + (n * j->C + c) * j->P,
+                                      j->relu_y ? j->relu_y + (n * j->C + c) * j->P : NULL, j->P, m, inv, &sdy, &sdyx);
+            if (j->dgamma) j->dgamma[c] += (float)sdyx;
+            if (j->dbeta) j->dbeta[c] += (float)sdy;
+        }
         if (!j->dx) continue;
         {
             float k = g * inv, a = (float)(sdy / count), b = (float)(sdyx / count);
@@ -5002,10 +5094,12 @@ OCRDEF int ocr_nn_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const 
         return rc;
     if (dx && ((rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_same_shape(ctx, fn, x, dx)))) return rc;
     if ((rc = ocr__bn_check_dx(ctx, fn, x, NULL, dy, dx))) return rc;
+    if (training && ctx->replica_sum && ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: synchronised batch statistics (ctx->replica_sum) are CPU only", fn);
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_batchnorm2d_backward(ctx, x, gamma, save_mean, save_invstd, dy, training, dx, dgamma, dbeta), fn, "backward", dx, dgamma, dbeta);
 #endif
-    if (ocr__use_ref(ctx)) {
+    if (ocr__use_ref(ctx) && !(training && ctx->replica_sum)) { /* synchronised: one path */
         ocr__ref_bn_backward((const float *)x->data, NULL, gamma ? (const float *)gamma->data : NULL, (const float *)save_mean->data,
                              (const float *)save_invstd->data, (const float *)dy->data, training, dx ? (float *)dx->data : NULL,
                              dgamma ? (float *)dgamma->data : NULL, dbeta ? (float *)dbeta->data : NULL, x->shape.dim[0], C,
@@ -5017,7 +5111,8 @@ OCRDEF int ocr_nn_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const 
         j.mean = (const float *)save_mean->data; j.invstd = (const float *)save_invstd->data;
         j.dx = dx ? (float *)dx->data : NULL; j.dgamma = dgamma ? (float *)dgamma->data : NULL; j.dbeta = dbeta ? (float *)dbeta->data : NULL;
         j.N = x->shape.dim[0]; j.C = C; j.P = x->shape.dim[2] * x->shape.dim[3]; j.training = training;
-        ocr_parallel_for(ctx, C, 1, ocr__bn_bwd_part, &j);
+        if (training && ctx->replica_sum) { if ((rc = ocr__bn_sync_backward(ctx, fn, &j))) return rc; }
+        else ocr_parallel_for(ctx, C, 1, ocr__bn_bwd_part, &j);
     }
     if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dgamma))) return rc;
     return ocr__watch(ctx, fn, "backward", dbeta);
@@ -5055,7 +5150,7 @@ OCRDEF int ocr_nn_batchnorm2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, co
         return ocr_error(ctx, OCR_EINVAL, "%s: eps %g must be > 0 and momentum %g in [0, 1]", fn, eps, momentum);
     if (training && x->shape.dim[0] * x->shape.dim[2] * x->shape.dim[3] < 2)
         return ocr_error(ctx, OCR_ESHAPE, "%s: training needs more than one value per channel, input '%s' has one", fn, x->name);
-    if (ocr__use_ref(ctx)) {
+    if (ocr__use_ref(ctx) && !(training && ctx->replica_sum)) { /* synchronised: one path */
         ocr__ref_bn_forward((const float *)x->data, gamma ? (const float *)gamma->data : NULL, beta ? (const float *)beta->data : NULL,
                             (float *)running_mean->data, (float *)running_var->data, training, momentum, eps, (float *)save_mean->data,
                             (float *)save_invstd->data, 1, (float *)y->data, x->shape.dim[0], x->shape.dim[1],
@@ -5069,7 +5164,8 @@ OCRDEF int ocr_nn_batchnorm2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, co
     j.smean = (float *)save_mean->data; j.sinv = (float *)save_invstd->data;
     j.N = x->shape.dim[0]; j.C = x->shape.dim[1]; j.P = x->shape.dim[2] * x->shape.dim[3];
     j.training = training; j.momentum = momentum; j.eps = eps; j.relu = 1;
-    ocr_parallel_for(ctx, j.C, 1, ocr__bn_fwd_part, &j);
+    if (training && ctx->replica_sum) { if ((rc = ocr__bn_sync_forward(ctx, fn, &j))) return rc; }
+    else ocr_parallel_for(ctx, j.C, 1, ocr__bn_fwd_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
 }
 
@@ -5109,7 +5205,7 @@ OCRDEF int ocr_nn_batchnorm2d_relu_backward(ocr_ctx *ctx, const ocr_tensor *x, c
     if (!save_mean || !save_invstd) return ocr_error(ctx, OCR_EINVAL, "%s: save_mean and save_invstd from forward are required", fn);
     if (!dy) return ocr_error(ctx, OCR_EINVAL, "%s: dy is required", fn);
     if ((rc = ocr__bn_relu_check(ctx, fn, x, y, dy, vecs, 5, dx)) || (rc = ocr__bn_check_dx(ctx, fn, x, y, dy, dx))) return rc;
-    if (ocr__use_ref(ctx)) {
+    if (ocr__use_ref(ctx) && !(training && ctx->replica_sum)) { /* synchronised: one path */
         ocr__ref_bn_backward((const float *)x->data, (const float *)y->data, gamma ? (const float *)gamma->data : NULL,
                              (const float *)save_mean->data, (const float *)save_invstd->data, (const float *)dy->data, training,
                              dx ? (float *)dx->data : NULL, dgamma ? (float *)dgamma->data : NULL, dbeta ? (float *)dbeta->data : NULL,
@@ -5121,7 +5217,8 @@ OCRDEF int ocr_nn_batchnorm2d_relu_backward(ocr_ctx *ctx, const ocr_tensor *x, c
         j.mean = (const float *)save_mean->data; j.invstd = (const float *)save_invstd->data;
         j.dx = dx ? (float *)dx->data : NULL; j.dgamma = dgamma ? (float *)dgamma->data : NULL; j.dbeta = dbeta ? (float *)dbeta->data : NULL;
         j.N = x->shape.dim[0]; j.C = x->shape.dim[1]; j.P = x->shape.dim[2] * x->shape.dim[3]; j.training = training;
-        ocr_parallel_for(ctx, j.C, 1, ocr__bn_bwd_part, &j);
+        if (training && ctx->replica_sum) { if ((rc = ocr__bn_sync_backward(ctx, fn, &j))) return rc; }
+        else ocr_parallel_for(ctx, j.C, 1, ocr__bn_bwd_part, &j);
     }
     if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dgamma))) return rc;
     return ocr__watch(ctx, fn, "backward", dbeta);

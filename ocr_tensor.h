@@ -160,6 +160,11 @@ typedef struct ocr_ctx {
     int amp;               /* mixed precision, ocr_amp (ocr_nn.h names which op runs in which precision) */
     struct ocr_amp_stats *amp_stats; /* when set, the mixed-precision ops count overflows and underflows here */
     void *cuda;            /* backend state when built with OCR_CUDA */
+    /* Data parallelism across processes: when set, training-mode batch normalisation on the CPU sums its per-channel
+       statistics over every replica through this (in place, n doubles; 0 on success), so that each normalises with
+       the whole global batch's (synchronised BN; examples/train_dbnet --sync-bn sets an MPI all-reduce). */
+    int (*replica_sum)(void *user, double *values, int64_t n);
+    void *replica_user;
 } ocr_ctx;
 
 /* Mixed precision: OCR_AMP_OFF computes everything in fp32; BF16 and F16 round the inputs of convolutions and GEMMs
