@@ -33,6 +33,8 @@ SYNTH_PHOTO_PKGS="mate-backgrounds lomiri-wallpapers-16.04"
 # fonts-nanum: Hangul for examples/ocr's overlays (with DejaVu for Latin, Greek and Cyrillic)
 BUILD_PKGS="liblmdb-dev libstb-dev $(echo $SYNTH_FONT_PKGS) $SYNTH_PHOTO_PKGS fonts-nanum"
 TEST_PKGS="python3-torch python3-numpy python3-lmdb python3-pyclipper python3-opencv python3-shapely python3-onnx fonts-font-awesome fonts-lyx"
+# [mpi] data-parallel training (examples/train_dbnet under mpirun, tests/test_mpi.c; docs/DISTRIBUTED.md)
+MPI_PKGS="libopenmpi-dev openmpi-bin iproute2"   # iproute2: ip netns for the test of two hosts
 BENCH_PKGS="libopenblas-dev python3-torch python3-opencv python3-pyclipper python3-shapely libjemalloc2 tesseract-ocr tesseract-ocr-eng"
 
 say() { printf '%s\n' "$*"; }
@@ -88,7 +90,9 @@ ensure_ort() {
 compile_one() {
     local src=$1 out=$2; shift 2
     mkdir -p "$(dirname "$out")"
-    if ! $CC $WARN $INC "$@" "$src" -o "$out" $LIBS 2>"$out.log"; then
+    local mpi_c="" mpi_l=""   # [mpi] the trainer joins an MPI job when built with it
+    [ "$src" != examples/train_dbnet.c ] || { mpi_c=${MPI_CFLAGS:-}; mpi_l=${MPI_LIBS:-}; }
+    if ! $CC $WARN $INC "$@" $mpi_c "$src" -o "$out" $LIBS $mpi_l 2>"$out.log"; then
         cat "$out.log" >&2
         say "build.sh: FAILED to compile $src" >&2
         return 1
@@ -327,7 +331,13 @@ fuzz)
 *) say "build.sh: unknown mode '$MODE' (build, test, test-long, bench, fuzz, clean)"; exit 2 ;;
 esac
 
-ensure_pkgs $BUILD_PKGS
+ensure_pkgs $BUILD_PKGS $MPI_PKGS
+# [mpi] with mpicc present, examples/train_dbnet is built with MPI (OCR_WITH_MPI); without it, as one process only
+MPI_CFLAGS=""; MPI_LIBS=""
+if command -v mpicc >/dev/null 2>&1 && mpicc --showme:compile >/dev/null 2>&1; then
+    MPI_CFLAGS="-DOCR_WITH_MPI $(mpicc --showme:compile)"; MPI_LIBS=$(mpicc --showme:link)
+fi
+export MPI_CFLAGS MPI_LIBS
 case "$MODE" in
 test) ensure_pkgs $TEST_PKGS; ensure_ort ;;
 test-long) ensure_pkgs $TEST_PKGS ;;

@@ -26,6 +26,7 @@
 #include "ocr_data.h"
 #include "ocr_synth.h"
 #include "ocr_example.h"
+#include "ocr_mpi.h"
 #include <signal.h>
 #include <time.h>
 #include <sys/stat.h>
@@ -33,10 +34,11 @@
 #include <dirent.h>
 
 typedef struct {
-    const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone, *amp, *loss_scale, *fonts, *photos;
+    const char *data, *val, *init, *resume, *out, *device, *optimizer, *backbone, *amp, *loss_scale, *fonts, *photos, *dist_loss;
     int steps, epochs, batch, size, threads, workers, seed, eval_every, log_every, val_count, val_size, stop_at, heldout_count;
-    int check_numerics, save_every, overwrite;
+    int check_numerics, save_every, overwrite, sync_bn;
     float lr, width, weight_decay, balanced_fraction, pos_weight, prior, clip, prob_dice, synth_lines, synth_text_scale, val_scale, ema;
+    float dist_timeout;
 } train_args;
 
 /* Every flag, once: its variable, default, whether checkpoints keep it (as "train.<name>": a resumed run takes those from
@@ -104,6 +106,14 @@ static const ocr_ex_setting kSettings[] = {
     {"--device", STRING(device), "cpu", RUNTIME, "cpu or cuda"},
     {"--check-numerics", BOOL(check_numerics), NULL, RUNTIME, "check every layer's outputs and gradients for NaN/Inf"},
     {"--stop-at", INT(stop_at), "0", RUNTIME, "stop after this step as if interrupted (saves last; for tests)"},
+    /* data parallelism (mpirun -np N; docs/DISTRIBUTED.md): --batch is per rank. --sync-bn and --dist-loss are kept in
+       checkpoints as dist.* beside the world size, which a resume must match */
+    {"--sync-bn", BOOL(sync_bn), NULL, RUNTIME, "under MPI: batch norm with the statistics of every rank's batch together (else each rank's own)"},
+    {"--dist-loss", STRING(dist_loss), "global", RUNTIME,
+     "under MPI: global (the loss of the whole global batch, gathered: N ranks x B = 1 rank x N*B) or local (each rank's own, "
+     "gradients averaged, as DistributedDataParallel)"},
+    {"--dist-timeout", FLOAT(dist_timeout), "600", RUNTIME,
+     "under MPI: seconds a rank waits in a collective (e.g. for rank 0's validation) before it exits naming it (0: forever)"},
 };
 #undef FIELD
 #undef INT
@@ -121,11 +131,12 @@ static const char *settings_problem(const train_args *a) {
         a->workers < 1 || a->log_every < 1 || a->eval_every < 0 || !(a->lr > 0 && a->lr <= 10) || !(a->width > 0 && a->width <= 4) ||
         a->save_every < 1 || !(a->synth_lines >= 0 && a->synth_lines <= 10000) ||
         !(a->synth_text_scale >= 0.1f && a->synth_text_scale <= 10) || !(a->val_scale == 0 || (a->val_scale >= 0.25f && a->val_scale <= 4)) ||
-        !(a->ema >= 0 && a->ema < 1) || a->heldout_count < -1)
+        !(a->ema >= 0 && a->ema < 1) || a->heldout_count < -1 || !(a->dist_timeout >= 0))
         return "--steps, --batch, --workers, --log-every and --save-every must be >= 1, --lr in (0, 10], --width in (0, 4], "
                "--size and --val-size positive multiples of 32, --val-scale 0 or in [0.25, 4], "
-               "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10], --ema in [0, 1), --heldout-count >= -1";
+               "--synth-lines in [0, 10000], --synth-text-scale in [0.1, 10], --ema in [0, 1), --heldout-count >= -1, --dist-timeout >= 0";
     if (strcmp(a->optimizer, "sgd") != 0 && strcmp(a->optimizer, "adamw") != 0) return "--optimizer must be sgd or adamw";
+    if (!a->dist_loss || (strcmp(a->dist_loss, "global") != 0 && strcmp(a->dist_loss, "local") != 0)) return "--dist-loss must be global or local";
     if (strcmp(a->backbone, "resnet18") != 0 && strcmp(a->backbone, "resnet34") != 0) return "--backbone must be resnet18 or resnet34";
     {
         int amp;
@@ -144,9 +155,13 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* the MPI job this process belongs to (rank 0 of 1 without one) */
+static ocr_dist g_dist;
+
 static void die(ocr_ctx *ctx, const char *what) {
-    fprintf(stderr, "train_dbnet: %s: %s\n", what, ocr_ctx_last_error(ctx));
-    exit(1);
+    if (g_dist.world > 1) fprintf(stderr, "train_dbnet: rank %d of %d: %s: %s\n", g_dist.rank, g_dist.world, what, ocr_ctx_last_error(ctx));
+    else fprintf(stderr, "train_dbnet: %s: %s\n", what, ocr_ctx_last_error(ctx));
+    ocr_dist_abort(&g_dist, 1);
 }
 
 /* ---------------------------------------------------------------- data */
@@ -189,6 +204,38 @@ static int open_dataset(ocr_ctx *ctx, const char *spec, const ocr_synth *synth, 
     if (*is_synth) return ocr_dataset_open_synth(ctx, ds, synth, seed, count, size, size);
     if (!ocr_ex_dataset_spec_ok(spec)) return ocr_error(ctx, OCR_EINVAL, "dataset '%s': expected synth, icdar:DIR or lmdb:PATH", spec);
     return ocr_ex_open_dataset(ctx, spec, OCR_GT_POLYGON, ds);
+}
+
+/* A rank's shard of the training set, a dataset of its own. Synthetic scenes (no shuffle): the rank's batch k is
+   positions [k*N*B + r*B, k*N*B + (r+1)*B) of the scene sequence, so the N ranks' batches k together are the batch k
+   of one process with batch N*B, scene for scene. Other data: sample i goes to rank i mod N (the remainder of the
+   set is left out, so that every rank has as many batches), and each rank's loader shuffles its shard every epoch
+   from (seed, epoch): the shard depends only on the rank and the world size, so a resume continues exactly. */
+typedef struct {
+    ocr_dataset *base;
+    int64_t batch, world, rank;
+    int interleave_batches;      /* synthetic: batch-wise positions; else sample i of the shard is base i*N + r */
+} shard_view;
+
+static int64_t shard_index(const shard_view *v, int64_t i) {
+    if (v->interleave_batches) return (i / v->batch) * v->batch * v->world + v->rank * v->batch + i % v->batch;
+    return i * v->world + v->rank;
+}
+static int shard_get(ocr_dataset *ds, ocr_ctx *ctx, int64_t index, unsigned flags, ocr_sample *out) {
+    const shard_view *v = (const shard_view *)ds->impl;
+    return ocr_dataset_get(ctx, v->base, shard_index(v, index), flags, out);
+}
+static void shard_open(ocr_dataset *ds, shard_view *v, ocr_dataset *base, int batch, int is_synth) {
+    memset(ds, 0, sizeof *ds);
+    v->base = base;
+    v->batch = batch;
+    v->world = g_dist.world;
+    v->rank = g_dist.rank;
+    v->interleave_batches = is_synth;
+    ds->count = base->count / v->world;
+    snprintf(ds->name, sizeof ds->name, "%.200s (rank %d of %d)", base->name, g_dist.rank, g_dist.world);
+    ds->impl = v;
+    ds->get = shard_get;
 }
 
 /* ---------------------------------------------------------------- validation */
@@ -385,7 +432,10 @@ static void write_checkpoint(ocr_ctx *ctx, const char *weights_path, const char 
         ocr_ex_meta_add(&meta, "train.best_hmean", "%.9g", st->best_hmean) ||
         ocr_ex_meta_add(&meta, "train.best_step", "%lld", (long long)st->best_step) ||
         ocr_ex_meta_add(&meta, "train.seconds", "%.3f", st->seconds) ||
-        ocr_ex_meta_add(&meta, "train.optim_step", "%lld", (long long)opt->step)) {
+        ocr_ex_meta_add(&meta, "train.optim_step", "%lld", (long long)opt->step) ||
+        /* the data-parallel layout: --resume needs the same world size (its shards, batches and BN statistics) */
+        ocr_ex_meta_add(&meta, "dist.world_size", "%d", g_dist.world) || ocr_ex_meta_add(&meta, "dist.sync_bn", "%d", a->sync_bn) ||
+        ocr_ex_meta_add(&meta, "dist.loss", "%s", a->dist_loss)) {
         fprintf(stderr, "train_dbnet: the settings are too long to store\n");
         exit(1);
     }
@@ -859,6 +909,115 @@ static void swap_weights(ocr_dbnet *m, float **avg) {
     *avg = t;
 }
 
+/* ---------------------------------------------------------------- data parallelism (ocr_mpi.h) */
+
+/* Every rank starts from the same weights and step (a fresh run: the same seed; a resumed one: the same files). */
+static void dist_check_same_start(const ocr_dbnet *m, const train_state *st) {
+    uint32_t crc = 0;
+    int64_t lo, hi;
+    if (m->params.device == OCR_DEVICE_CPU) crc = ocr_crc32c(0, m->params.data, m->params.numel * sizeof(float));
+    crc = ocr_crc32c(crc, &st->step, sizeof st->step);
+    ocr_dist_minmax_i64(&g_dist, (int64_t)crc, &lo, &hi, "MPI_Allreduce of the starting weights' CRC");
+    if (lo != hi) {
+        fprintf(stderr, "train_dbnet: rank %d: the ranks start from different weights or steps (their CRC-32C differ): every rank "
+                        "must read the same --resume directory (a shared file system) and the same --init file\n", g_dist.rank);
+        ocr_dist_abort(&g_dist, 1);
+    }
+}
+
+/* --dist-loss global: the whole global batch's network outputs and targets, gathered in rank order on every rank, and
+   the loss's gradients for all of them, of which each rank back-propagates its own rows. The DB loss normalises over
+   the batch (positive counts, Dice sums), so this, not an average of per-rank losses, is the loss of one process with
+   the whole batch. */
+enum { DIST_MAX_RANKS = 1024 };
+typedef struct {
+    ocr_tensor maps[6];          /* prob logits, threshold, gt_shrink, mask_shrink, gt_thresh, mask_thresh: [N*B,1,S,S] */
+    ocr_tensor d_logits, d_thresh;
+    int sizes[DIST_MAX_RANKS];
+} dist_buffers;
+
+static void dist_buffers_alloc(ocr_ctx *ctx, dist_buffers *db, int batch, int size) {
+    static const char *const names[6] = {"all.prob_logits", "all.thresh", "all.gt_shrink", "all.mask_shrink", "all.gt_thresh", "all.mask_thresh"};
+    ocr_shape sh = ocr_shape4((int64_t)batch * g_dist.world, 1, size, size);
+    int k;
+    if (g_dist.world > DIST_MAX_RANKS) {
+        fprintf(stderr, "train_dbnet: --dist-loss global takes at most %d ranks; use --dist-loss local\n", DIST_MAX_RANKS);
+        ocr_dist_abort(&g_dist, 2);
+    }
+    for (k = 0; k < 6; k++)
+        if (ocr_tensor_alloc(ctx, &db->maps[k], names[k], OCR_F32, OCR_DEVICE_CPU, sh)) die(ctx, "allocating the gathered maps");
+    if (ocr_tensor_alloc(ctx, &db->d_logits, "all.d_prob_logits", OCR_F32, OCR_DEVICE_CPU, sh) ||
+        ocr_tensor_alloc(ctx, &db->d_thresh, "all.d_thresh", OCR_F32, OCR_DEVICE_CPU, sh))
+        die(ctx, "allocating the gathered maps");
+}
+
+static void dist_buffers_free(dist_buffers *db) {
+    int k;
+    for (k = 0; k < 6; k++) ocr_tensor_free(&db->maps[k]);
+    ocr_tensor_free(&db->d_logits);
+    ocr_tensor_free(&db->d_thresh);
+}
+
+/* The loss of the whole global batch; this rank's rows of its gradients go into dl and dt (zeroed, [n,1,S,S]).
+   Returns the global batch's size. */
+static int dist_global_loss(ocr_ctx *ctx, dist_buffers *db, const ocr_db_loss_config *cfg, const ocr_tensor *logits, const ocr_tensor *thresh,
+                            const ocr_tensor *targets, ocr_db_loss_terms *terms, ocr_tensor *dl, ocr_tensor *dt) {
+    const ocr_tensor *mine[6];
+    ocr_tensor all[6], gdl, gdt, rows;
+    int counts[DIST_MAX_RANKS], r, k, total = 0, offset = 0, n = (int)dl->shape.dim[0];
+    int64_t plane = dl->shape.dim[2] * dl->shape.dim[3];
+    mine[0] = logits; mine[1] = thresh;
+    for (k = 0; k < 4; k++) mine[2 + k] = &targets[F_GT_SHRINK + k];
+    ocr_dist_gather_int(&g_dist, n, db->sizes, "MPI_Allgather of the batch sizes");
+    for (r = 0; r < g_dist.world; r++) {
+        if (r < g_dist.rank) offset += db->sizes[r];
+        total += db->sizes[r];
+        counts[r] = (int)(db->sizes[r] * plane);
+    }
+    for (k = 0; k < 6; k++) {
+        if (ocr_tensor_slice(ctx, &db->maps[k], 0, total, &all[k])) die(ctx, "the gathered maps");
+        ocr_dist_gatherv_f32(&g_dist, (const float *)mine[k]->data, (float *)all[k].data, counts, "MPI_Allgatherv of the loss maps");
+    }
+    if (ocr_tensor_slice(ctx, &db->d_logits, 0, total, &gdl) || ocr_tensor_slice(ctx, &db->d_thresh, 0, total, &gdt) ||
+        ocr_tensor_zero(ctx, &gdl) || ocr_tensor_zero(ctx, &gdt))
+        die(ctx, "gradients");
+    if (ocr_loss_db(ctx, cfg, &all[0], &all[1], &all[2], &all[3], &all[4], &all[5], terms, &gdl, &gdt)) die(ctx, "loss");
+    if (ocr_tensor_slice(ctx, &gdl, offset, n, &rows) || ocr_tensor_copy(ctx, dl, &rows) || ocr_tensor_slice(ctx, &gdt, offset, n, &rows) ||
+        ocr_tensor_copy(ctx, dt, &rows))
+        die(ctx, "gradients");
+    return total;
+}
+
+/* OCR_TEST_DIST_KILL=R:S or OCR_TEST_DIST_HANG=R:S (tests/test_mpi.c): rank R SIGKILLs itself, or stops answering
+   (sleeps), as it starts step S: what a crashed or wedged rank does to the others. */
+static void dist_test_fault(int64_t step) {
+    static const char *const vars[2] = {"OCR_TEST_DIST_KILL", "OCR_TEST_DIST_HANG"};
+    int k, rank;
+    long long at;
+    for (k = 0; k < 2; k++) {
+        const char *v = getenv(vars[k]);
+        if (!v || sscanf(v, "%d:%lld", &rank, &at) != 2 || rank != g_dist.rank || at != step) continue;
+        if (k == 0) raise(SIGKILL);
+        for (;;) ocr_dist__sleep(3600);
+    }
+}
+
+/* The gradient buffer summed over the ranks in place (average: then divided by their number), in one all-reduce:
+   the backward pass is one library call, so no bucket can start before it ends (docs/DISTRIBUTED.md measures what
+   the all-reduce costs). */
+static void dist_reduce_gradients(ocr_dbnet *m, int average) {
+    size_t k;
+#if defined(OCR_CUDA) && defined(OCR_WITH_NCCL)
+    if (m->params.device != OCR_DEVICE_CPU) {
+        ocr_dist_nccl_allreduce_f32(&g_dist, m->params.grad, m->params.numel, average, "ncclAllReduce of the gradients");
+        return;
+    }
+#endif
+    ocr_dist_sum_f32(&g_dist, m->params.grad, m->params.numel, "MPI_Allreduce of the gradients");
+    if (average)
+        for (k = 0; k < m->params.numel; k++) m->params.grad[k] /= (float)g_dist.world;
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -867,7 +1026,8 @@ int main(int argc, char **argv) {
     ocr_ctx ctx;
     ocr_synth synth, train_synth, heldout_synth; /* validation scenes keep the defaults; training ones may be denser */
     ocr_synth_config synth_cfg, train_synth_cfg;
-    ocr_dataset train_ds;
+    ocr_dataset train_ds, shard_ds;
+    shard_view shard;
     ocr_loader *loader = NULL;
     ocr_loader_config lcfg;
     transform_cfg tcfg;
@@ -890,19 +1050,45 @@ int main(int argc, char **argv) {
     int heldout_count;
     char held[64] = "";
     double t_start, t_images = 0, seconds_before = 0;
+    int step_images = 0;
     int tty = isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
     int log_level = OCR_LOG_WARN;
     int eval_done_at_end = 0;
     int64_t saved_step = -1, optim_step = 0;
     run_files rf;
+    int is_root, global_loss;
+    dist_buffers db;
 
     memset(targets_dev, 0, sizeof targets_dev);
+    memset(&db, 0, sizeof db);
     if (ocr_ex_settings_parse(argc, argv, "[options]", kSettings, N_SETTINGS, &a) != 0) {
         fprintf(stderr, "train_dbnet: unexpected argument '%s' (see --help)\n", argv[1]);
         return 2;
     }
+    /* under an MPI launcher: this process is one rank of the job; rank 0 alone logs, validates and writes the run */
+    if ((i = ocr_dist_init(&g_dist, "train_dbnet", &argc, &argv, a.dist_timeout)) != 0) return i;
+    is_root = g_dist.rank == 0;
+    if (!is_root) {
+        tty = 0;
+        if (!freopen("/dev/null", "w", stdout)) { /* its summary line is rank 0's */ }
+    }
+    if (a.threads == 0 && g_dist.local_world > 1) a.threads = ocr_cpu_count() / g_dist.local_world > 1 ? ocr_cpu_count() / g_dist.local_world : 1;
     if (ocr_ctx_init(&ctx, a.threads, (uint64_t)a.seed) != OCR_OK) die(&ctx, "starting");
-    if ((i = ocr_ex_set_device(&ctx, "train_dbnet", a.device)) != 0) return i;
+    if (g_dist.world > 1 && strcmp(a.device, "cpu") != 0) {
+        /* device buffers go through NCCL (Debian's Open MPI is not CUDA-aware), one GPU per rank by local rank; the
+           gathered loss and synchronised BN are CPU only */
+#if defined(OCR_CUDA) && defined(OCR_WITH_NCCL)
+        if (a.sync_bn || strcmp(a.dist_loss, "local") != 0) {
+            fprintf(stderr, "train_dbnet: --device cuda under MPI takes --dist-loss local and no --sync-bn (both are CPU only)\n");
+            return 2;
+        }
+        if (ocr_dist_nccl_init(&g_dist)) ocr_dist_abort(&g_dist, 1);
+        if (ocr_cuda_init(&ctx, g_dist.local_rank) != OCR_OK) die(&ctx, "--device cuda");
+#else
+        fprintf(stderr, "train_dbnet: --device %s under MPI needs the CUDA build with NCCL (OCR_WITH_NCCL, docs/DISTRIBUTED.md)\n", a.device);
+        return 2;
+#endif
+    } else if ((i = ocr_ex_set_device(&ctx, "train_dbnet", a.device)) != 0) return i;
     ctx.log_fn = ocr_log_stderr;
     ctx.log_user = &log_level;
     if (a.check_numerics) ctx.debug_flags |= OCR_DEBUG_CHECK_NUMERICS;
@@ -920,9 +1106,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "train_dbnet: --resume %s: %s\n", run_dir, errno ? strerror(errno) : "not a directory");
             return 1;
         }
-        lock_run_dir(run_dir);
-        find_state(&ctx, run_dir, &rf);
-        remove_stale_files(run_dir, rf.generation);
+        if (is_root) lock_run_dir(run_dir);
+        find_state(&ctx, run_dir, &rf); /* every rank reads the same state: the run directory is shared (or copied) */
+        if (is_root) remove_stale_files(run_dir, rf.generation);
         if (ocr_safetensors_open(&ctx, &resume_st, rf.weights)) die(&ctx, "--resume");
         if (ocr_ex_settings_from_meta("train_dbnet", rf.weights, kSettings, N_SETTINGS, &a, "train.", checkpoint_meta, &resume_st, why,
                                       sizeof why)) {
@@ -938,6 +1124,22 @@ int main(int argc, char **argv) {
             fprintf(stderr, "train_dbnet: --resume: %s/state.json is at step %lld but %s at step %lld\n", run_dir, (long long)rf.step,
                     rf.weights, (long long)st.step);
             return 1;
+        }
+        { /* the data-parallel layout is the run's: the same world size (shards, batches, statistics), its --sync-bn and --dist-loss */
+            const char *w = ocr_safetensors_meta(&resume_st, "dist.world_size"), *sync = ocr_safetensors_meta(&resume_st, "dist.sync_bn"),
+                       *dl = ocr_safetensors_meta(&resume_st, "dist.loss");
+            int run_world = w ? atoi(w) : 1; /* a checkpoint from before data parallelism: one process */
+            if (run_world != g_dist.world) {
+                if (is_root)
+                    fprintf(stderr, "train_dbnet: --resume %s: the run was trained by %d process%s (dist.world_size in %s) and this is %d: "
+                                    "its data shards and its batch of %d per process would change; resume it with mpirun -np %d (or, for 1, "
+                                    "without mpirun)\n", run_dir, run_world, run_world == 1 ? "" : "es", rf.weights, g_dist.world, a.batch,
+                            run_world);
+                else ocr_dist__sleep(0.5); /* rank 0 says it before the launcher ends the job */
+                return 1;
+            }
+            if (sync) a.sync_bn = atoi(sync) != 0;
+            if (dl && (strcmp(dl, "global") == 0 || strcmp(dl, "local") == 0)) a.dist_loss = dl;
         }
     } else if (a.out) {
         snprintf(run_dir, sizeof run_dir, "%s", a.out);
@@ -958,8 +1160,9 @@ int main(int argc, char **argv) {
     if (a.fonts && !a.fonts[0]) a.fonts = NULL;    /* empty: the declared set */
     if (a.photos && !a.photos[0]) a.photos = NULL;
     heldout_count = !is_synth_spec(a.val) ? 0 : a.heldout_count < 0 ? a.val_count : a.heldout_count;
-    if (mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_dbnet: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
-    if (!a.resume) { /* a new run: the directory is locked, and a run already there is neither touched nor mixed with this one */
+    if (!is_root) { /* the run directory is rank 0's */ }
+    else if (mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_dbnet: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
+    if (!a.resume && is_root) { /* a new run: the directory is locked, and a run already there is neither touched nor mixed with this one */
         const char *found;
         lock_run_dir(run_dir);
         if ((found = run_evidence(run_dir)) != NULL) {
@@ -972,7 +1175,7 @@ int main(int argc, char **argv) {
         }
     }
     snprintf(path, sizeof path, "%s/overlays", run_dir);
-    mkdir(path, 0755);
+    if (is_root) mkdir(path, 0755);
 
     /* precision: the convolutions' inputs in the half type; fp16 needs the loss scaler (its state comes back on --resume) */
     {
@@ -1001,6 +1204,11 @@ int main(int argc, char **argv) {
         if (ocr_dbnet_load(&ctx, &model, rf.weights)) die(&ctx, "--resume");
         load_optimizer(&ctx, &rf, &opt, ema, &scaler, st.step, optim_step);
     }
+    if (g_dist.world > 1) dist_check_same_start(&model, &st);
+    if (g_dist.world > 1 && a.sync_bn) { /* every BN layer's training statistics summed over the ranks (ocr_nn.h) */
+        ctx.replica_sum = ocr_dist_replica_sum;
+        ctx.replica_user = &g_dist;
+    }
 
     /* data: the synthetic training and validation scenes share the fonts and photographs (--fonts, --photos; validation
        keeps the default density and heights); the held-out set has the declared held-out ones, so that its figure says
@@ -1012,7 +1220,8 @@ int main(int argc, char **argv) {
     synth_cfg = ocr_synth_defaults();
     synth_cfg.font_path = a.fonts;
     synth_cfg.photo_path = a.photos;
-    if (is_synth_spec(a.val) && ocr_synth_init(&ctx, &synth, &synth_cfg)) die(&ctx, "synthetic validation scenes (--fonts, --photos)");
+    if (!is_root) heldout_count = 0; /* validation is rank 0's */
+    if (is_root && is_synth_spec(a.val) && ocr_synth_init(&ctx, &synth, &synth_cfg)) die(&ctx, "synthetic validation scenes (--fonts, --photos)");
     train_synth_cfg = synth_cfg;
     train_synth_cfg.lines_per_mpix = a.synth_lines;
     train_synth_cfg.min_text_px *= a.synth_text_scale;
@@ -1026,10 +1235,12 @@ int main(int argc, char **argv) {
         if (ocr_synth_init(&ctx, &heldout_synth, &h))
             die(&ctx, "held-out validation scenes (the declared held-out fonts and photographs; --heldout-count 0 goes without)");
     }
-    record_assets(&st, is_synth_spec(a.data) ? &train_synth : is_synth_spec(a.val) ? &synth : NULL,
+    record_assets(&st, is_synth_spec(a.data) ? &train_synth : is_synth_spec(a.val) && is_root ? &synth : NULL,
                   heldout_count > 0 ? &heldout_synth : NULL, a.resume ? &resume_st : NULL, rf.weights);
-    if (open_dataset(&ctx, a.data, &train_synth, (uint64_t)a.seed * 7919u + 1, (int64_t)a.steps * a.batch, a.size, &train_ds, &is_synth))
+    if (open_dataset(&ctx, a.data, &train_synth, (uint64_t)a.seed * 7919u + 1, (int64_t)a.steps * a.batch * g_dist.world, a.size, &train_ds,
+                     &is_synth))
         die(&ctx, "--data");
+    if (g_dist.world > 1) shard_open(&shard_ds, &shard, &train_ds, a.batch, is_synth); /* this rank's part of every global batch */
     memset(&tcfg, 0, sizeof tcfg);
     tcfg.augment = !is_synth;
     tcfg.aug = ocr_augment_defaults();
@@ -1048,13 +1259,14 @@ int main(int argc, char **argv) {
     for (i = F_GT_SHRINK; i < F_COUNT; i++) lcfg.field_shapes[i] = ocr_shape3(1, a.size, a.size);
     lcfg.transform = train_transform;
     lcfg.transform_user = &tcfg;
-    if (ocr_loader_create(&ctx, &loader, &train_ds, &lcfg)) die(&ctx, "data loader");
-    batches_per_epoch = train_ds.count / a.batch;
+    if (ocr_loader_create(&ctx, &loader, g_dist.world > 1 ? &shard_ds : &train_ds, &lcfg)) die(&ctx, "data loader");
+    batches_per_epoch = (g_dist.world > 1 ? shard_ds.count : train_ds.count) / a.batch;
     if (batches_per_epoch < 1) { fprintf(stderr, "train_dbnet: the training set has fewer than --batch samples\n"); return 1; }
     total_steps = (!is_synth && a.epochs > 0) ? (int64_t)a.epochs * batches_per_epoch : a.steps;
     {
         int input = (int)ceil(a.val_size * (double)a.val_scale / 32.0 - 1e-6) * 32; /* 1.4f must not round 448 up */
-        val_open(&ctx, &val, "val", a.val, &synth, (uint64_t)a.seed * 7919u + 1000003u, a.val_count, a.val_size, input);
+        if (is_root) val_open(&ctx, &val, "val", a.val, &synth, (uint64_t)a.seed * 7919u + 1000003u, a.val_count, a.val_size, input);
+        else memset(&val, 0, sizeof val);
         if (heldout_count > 0)
             val_open(&ctx, &heldout, "heldout", "synth", &heldout_synth, (uint64_t)a.seed * 7919u + 2000003u, heldout_count, a.val_size, input);
         ocr_synth_free(&synth); /* the validation scenes are rendered: their fonts and photographs can go */
@@ -1068,19 +1280,29 @@ int main(int argc, char **argv) {
         if (ctx.device != OCR_DEVICE_CPU &&
             ocr_tensor_alloc(&ctx, &targets_dev[i], lcfg.field_names[i], OCR_F32, ctx.device, ocr_shape4(a.batch, 1, a.size, a.size)))
             die(&ctx, "allocating target maps");
+    global_loss = g_dist.world > 1 && strcmp(a.dist_loss, "global") == 0;
+    if (global_loss) dist_buffers_alloc(&ctx, &db, a.batch, a.size);
     /* a resumed run's metrics go back to its state: what a killed process logged after it is logged again */
-    if (a.resume ? ocr_metrics_open_resume(&ctx, &metrics, run_dir, st.step) : ocr_metrics_open(&ctx, &metrics, run_dir)) die(&ctx, "metrics");
+    if (is_root && (a.resume ? ocr_metrics_open_resume(&ctx, &metrics, run_dir, st.step) : ocr_metrics_open(&ctx, &metrics, run_dir)))
+        die(&ctx, "metrics");
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
     if (heldout.count) snprintf(held, sizeof held, " and %d held-out", heldout.count);
-    fprintf(stderr, "train_dbnet: %s DB-ResNet-%d width %g, %zu parameters, %lld steps of %d x %dx%d on %d threads (GEMM %s), "
+    if (is_root) fprintf(stderr, "train_dbnet: %s DB-ResNet-%d width %g, %zu parameters, %lld steps of %d x %dx%d on %d threads (GEMM %s), "
                     "precision %s%s%s%s, validation %d images run at %dx%d%s, run %s\n",
             a.resume ? "resuming" : "training", mcfg.depth, a.width, ocr_params_trainable_count(&model.params),
             (long long)total_steps, a.batch, a.size, a.size, ctx.n_threads, ocr_gemm_kernel_name(&ctx), a.amp,
             ctx.amp == OCR_AMP_BF16 ? " on " : "", ctx.amp == OCR_AMP_BF16 ? ocr_gemm_bf16_kernel_name(&ctx) : "",
             scaler.enabled ? " with dynamic loss scaling" : "", val.count, val.input, val.input, held, run_dir);
-    print_assets(&st);
+    if (is_root) print_assets(&st);
+    if (is_root && g_dist.world > 1)
+        fprintf(stderr, "train_dbnet: data parallel over %d ranks (MPI%s, %d on this host): batch %d per rank, %d in total; learning rate %g "
+                        "per rank and in total (one step on the gradient of the whole batch, not scaled with the ranks); loss %s; "
+                        "batch norm statistics %s\n", g_dist.world, ctx.device == OCR_DEVICE_CPU ? "" : " + NCCL", g_dist.local_world, a.batch,
+                a.batch * g_dist.world, (double)a.lr,
+                global_loss ? "of the whole batch (each rank's maps gathered)" : "of each rank's batch, gradients averaged (--dist-loss local)",
+                a.sync_bn ? "of the whole batch (--sync-bn)" : "of each rank's batch");
 
     loss_cfg = ocr_db_loss_defaults();
     loss_cfg.prob_dice_weight = a.prob_dice; /* sharpens P between neighbouring words: see ocr_loss.h */
@@ -1101,6 +1323,7 @@ int main(int argc, char **argv) {
                 if (ocr_loader_start_epoch_at(&ctx, loader, want_epoch, want_number)) die(&ctx, "data loader");
                 epoch = want_epoch;
             }
+            if (g_dist.world > 1) dist_test_fault(st.step + 1);
             if (ocr_loader_next(&ctx, loader, &batch)) die(&ctx, "data loader");
             if (!batch || batch->number != want_number) {
                 fprintf(stderr, "train_dbnet: the loader gave batch %lld, expected %lld\n", batch ? (long long)batch->number : -1LL,
@@ -1120,12 +1343,16 @@ int main(int argc, char **argv) {
                 ocr_tensor_zero(&ctx, &dl) || ocr_tensor_zero(&ctx, &dt))
                 die(&ctx, "gradients");
             loss_targets(&ctx, batch, targets_dev, targets);
-            if (ocr_loss_db(&ctx, &loss_cfg, &logits, &thresh, &targets[F_GT_SHRINK], &targets[F_MASK_SHRINK], &targets[F_GT_THRESH],
-                            &targets[F_MASK_THRESH], &terms, &dl, &dt))
+            g_dist.step = st.step + 1;
+            if (global_loss) step_images = dist_global_loss(&ctx, &db, &loss_cfg, &logits, &thresh, targets, &terms, &dl, &dt);
+            else if (ocr_loss_db(&ctx, &loss_cfg, &logits, &thresh, &targets[F_GT_SHRINK], &targets[F_MASK_SHRINK], &targets[F_GT_THRESH],
+                                 &targets[F_MASK_THRESH], &terms, &dl, &dt))
                 die(&ctx, "loss");
+            else step_images = batch->size * g_dist.world;
             ocr_params_zero_grad(&model.params);
             if (ocr_grad_scaler_scale(&ctx, &scaler, &dl) || ocr_grad_scaler_scale(&ctx, &scaler, &dt)) die(&ctx, "loss scaling");
             if (ocr_dbnet_backward(&ctx, &model, &dl, &dt)) die(&ctx, "backward");
+            if (g_dist.world > 1) dist_reduce_gradients(&model, !global_loss);
             lr = ocr_lr_poly(a.lr, st.step, total_steps, 0.9f);
             /* fp16: a non-finite gradient skips the step and halves the scale (GradScaler); elsewhere it stays an error,
                which ocr_clip_grad_norm reports naming the parameter */
@@ -1137,16 +1364,24 @@ int main(int argc, char **argv) {
                     float decay = (float)((1.0 + (double)st.step) / (10.0 + (double)st.step));
                     if (ocr_params_ema(&ctx, ema, &model.params, decay < a.ema ? decay : a.ema)) die(&ctx, "the weight average (--ema)");
                 }
-            } else {
+            } else if (is_root) {
                 fprintf(stderr, "%strain_dbnet: step %lld skipped: non-finite gradient (first in %s); loss scale %g -> %g\n", tty ? "\n" : "",
                         (long long)st.step + 1, scaler.last_nonfinite, (double)scaler.scale, (double)(scaler.scale * scaler.backoff_factor));
             }
             if (scaler.enabled && ocr_grad_scaler_update(&ctx, &scaler, skip)) die(&ctx, "loss scaling");
-            t_images += batch->size;
+            t_images += step_images;
             ocr_loader_release(loader, batch);
             st.step++;
 
-            if (st.step % a.log_every == 0 || st.step == total_steps) {
+            if (g_dist.world > 1 && !global_loss && (st.step % a.log_every == 0 || st.step == total_steps)) {
+                /* --dist-loss local: the logged loss is the ranks' mean */
+                double v[6];
+                v[0] = terms.total; v[1] = terms.bce; v[2] = terms.dice; v[3] = terms.l1; v[4] = terms.bce_binary; v[5] = terms.dice_prob;
+                ocr_dist_sum_f64(&g_dist, v, 6, "MPI_Allreduce of the logged loss");
+                terms.total = v[0] / g_dist.world; terms.bce = v[1] / g_dist.world; terms.dice = v[2] / g_dist.world;
+                terms.l1 = v[3] / g_dist.world; terms.bce_binary = v[4] / g_dist.world; terms.dice_prob = v[5] / g_dist.world;
+            }
+            if (is_root && (st.step % a.log_every == 0 || st.step == total_steps)) {
                 double el = now_seconds() - t_start, ips = t_images / (el > 0 ? el : 1);
                 char line[512];
                 if (ocr_metrics_scalar(&ctx, &metrics, st.step, "train/loss", terms.total) ||
@@ -1191,7 +1426,7 @@ int main(int argc, char **argv) {
             }
             /* validation at every --eval-every step and at the last one, logged at the step it was taken; before
                the checkpoint, which closes the step's metrics record */
-            if ((a.eval_every > 0 && st.step % a.eval_every == 0) || st.step == total_steps) {
+            if (is_root && ((a.eval_every > 0 && st.step % a.eval_every == 0) || st.step == total_steps)) {
                 swap_weights(&model, &ema); /* validation and "best" see the weight average, with --ema */
                 char bins[64], held_bins[64];
                 last_eval = validate(&ctx, &model, &val, &metrics, run_dir, st.step, 4);
@@ -1222,19 +1457,24 @@ int main(int argc, char **argv) {
             }
             if (st.step % a.save_every == 0 || st.step == a.stop_at || st.step == total_steps) {
                 st.seconds = seconds_before + now_seconds() - t_start;
-                commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &scaler, &a, &st);
+                if (is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &scaler, &a, &st);
                 saved_step = st.step;
             }
             if (st.step == a.stop_at) g_stop = 1;
+            if (g_dist.world > 1) { /* a signal to one rank stops every rank after the same step */
+                int64_t stop;
+                ocr_dist_minmax_i64(&g_dist, g_stop ? 1 : 0, NULL, &stop, "MPI_Allreduce of the stop flag");
+                g_stop = stop != 0;
+            }
         }
     }
     if (tty) fputc('\n', stderr);
     st.seconds = seconds_before + now_seconds() - t_start;
-    if (saved_step != st.step) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &scaler, &a, &st);
-    if (g_stop && st.step < total_steps)
+    if (saved_step != st.step && is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &scaler, &a, &st);
+    if (g_stop && st.step < total_steps && is_root)
         fprintf(stderr, "train_dbnet: interrupted at step %lld; saved %s/last.safetensors; continue with --resume %s\n",
                 (long long)st.step, run_dir, run_dir);
-    if (ocr_metrics_close(&ctx, &metrics)) die(&ctx, "metrics");
+    if (is_root && ocr_metrics_close(&ctx, &metrics)) die(&ctx, "metrics");
     {
         double el = now_seconds() - t_start;
         printf("{\"hmean\":%.4f,\"precision\":%.4f,\"recall\":%.4f", last_eval.r.hmean, last_eval.r.precision, last_eval.r.recall);
@@ -1257,6 +1497,10 @@ int main(int argc, char **argv) {
     ocr_floats_free(ema, model.params.device);
     ocr_dbnet_free(&model);
     if (a.resume) ocr_safetensors_close(&resume_st);
+    dist_buffers_free(&db);
     ocr_ctx_free(&ctx);
+    /* no rank leaves before rank 0 has written everything: the launcher ends the job when the first one exits */
+    ocr_dist_barrier(&g_dist, "MPI_Barrier at the end of the run (rank 0 writes the last state)");
+    ocr_dist_finish(&g_dist);
     return g_stop && st.step < total_steps ? 130 : 0;
 }
