@@ -225,6 +225,11 @@ OCRDEF int ocr_rec_decode(ocr_ctx *ctx, const ocr_rec_model *m, const ocr_tensor
    decoded. texts[i] OCR_MALLOC'd; scores may be NULL. */
 OCRDEF int ocr_rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *crops, int n, int batch_size, int beam_width,
                              char **texts, float *scores);
+/* The same, and confidences[i] (may be NULL): the mean probability of the characters the best path emits (each
+   character's frame, the first of a run), 0 for an empty text: PaddleOCR's recognition score, what a caller drops
+   unreliable readings by. Best path only (beam_width <= 1); the texts and scores as ocr_rec_recognize's. */
+OCRDEF int ocr_rec_recognize_confidence(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *crops, int n, int batch_size, char **texts,
+                                        float *scores, float *confidences);
 
 /* ================================================================ evaluation */
 
@@ -272,13 +277,15 @@ typedef struct {
     float det_scale;          /* the detector sees the image scaled by this, sides rounded up to multiples of 32: 1.4 */
     int det_short_side;       /* > 0: instead, the short side scaled to this (ocr_infer_input_size) */
     int det_long_side;        /* > 0: instead, the long side scaled to this */
-    int det_max_side;         /* with det_scale: a longer side is scaled down to this: 2560 */
+    int det_max_side;         /* with det_scale: a longer side is scaled down to this: 1280 (a 1280x720 photograph is
+                                 read at its own size, a 320x320 scene at 448) */
     ocr_rec_crop_config crop; /* margin 0.15 of the height around each detection; height set from the recognizer */
     int rec_batch;            /* crops per recognizer forward: 32 */
     int beam_width;           /* CTC prefix beam width; 0 or 1: best path */
     float vertical_ratio;     /* 1.5 (PaddleOCR's): a box this much taller than wide is read top to bottom */
-    float rotate_below;       /* 0.9: crops read with a lower confidence are also read turned 180 degrees; 0: never */
-    float min_confidence;     /* 0.5: lines read with a lower confidence are dropped (0: none) */
+    float rotate_below;       /* 0.5: crops read with a lower confidence are also read turned 180 degrees; 0: never */
+    float min_confidence;     /* 0.8: lines read with a lower confidence are dropped (0: none); confidences are
+                                 ocr_rec_recognize_confidence's, of the best path even with a beam */
     int keep_empty;           /* 0: lines read as "" are dropped */
     const char *charset;      /* NULL, or a charset spec ("latin", a key file) the recognizer must have: a model of
                                  another charset is refused, naming the first class that differs */
@@ -290,7 +297,7 @@ typedef struct {
     ocr_point quad[4];        /* the quad it was read along: TL, TR, BR, BL of the text as read */
     char *text;               /* UTF-8 (the same pointer as poly.text) */
     float det_score;          /* the detector's box score */
-    float rec_score;          /* the recognizer's confidence: exp(mean log-probability per frame of the best path) */
+    float rec_score;          /* the recognizer's confidence: the mean probability of its characters (ocr_rec_recognize_confidence) */
     int rotation;             /* 0, 90, 180 or 270: degrees clockwise the crop was turned to be read */
 } ocr_text_line;
 typedef struct {
@@ -1617,8 +1624,37 @@ static int ocr__rec_by_width(const void *a, const void *b) {
     return x->width != y->width ? (x->width < y->width ? -1 : 1) : (x->index < y->index ? -1 : x->index > y->index);
 }
 
+/* the mean probability of the characters the best path of sample j emits (0 when it emits none) */
+static float ocr__rec_path_confidence(const ocr_tensor *lp, int j, int frames) {
+    int64_t T = lp->shape.dim[0], N = lp->shape.dim[1], C = lp->shape.dim[2], t, c;
+    int prev = 0, emitted = 0;
+    double sum = 0;
+    for (t = 0; t < frames && t < T; t++) {
+        const float *row = (const float *)lp->data + ((size_t)t * N + j) * C;
+        int best = 0;
+        for (c = 1; c < C; c++)
+            if (row[c] > row[best]) best = (int)c;
+        if (best != 0 && best != prev) { sum += exp(row[best]); emitted++; }
+        prev = best;
+    }
+    return emitted ? (float)(sum / emitted) : 0.0f;
+}
+
+static int ocr__rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *crops, int n, int batch_size, int beam_width,
+                              char **texts, float *scores, float *confidences);
+
 OCRDEF int ocr_rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *crops, int n, int batch_size, int beam_width,
                              char **texts, float *scores) {
+    return ocr__rec_recognize(ctx, m, crops, n, batch_size, beam_width, texts, scores, NULL);
+}
+
+OCRDEF int ocr_rec_recognize_confidence(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *crops, int n, int batch_size, char **texts,
+                                        float *scores, float *confidences) {
+    return ocr__rec_recognize(ctx, m, crops, n, batch_size, 0, texts, scores, confidences);
+}
+
+static int ocr__rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *crops, int n, int batch_size, int beam_width,
+                              char **texts, float *scores, float *confidences) {
     const char *fn = "ocr_rec_recognize";
     ocr_rec_crop_config cc = ocr_rec_crop_defaults();
     ocr__rec_order *order = NULL;
@@ -1671,6 +1707,7 @@ OCRDEF int ocr_rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *cr
         for (j = 0; j < nb; j++) {
             texts[order[i + j].index] = bt[j];
             if (scores) scores[order[i + j].index] = bs[j];
+            if (confidences) confidences[order[i + j].index] = ocr__rec_path_confidence(&lp, j, ((const int32_t *)il.data)[j]);
         }
     }
 done:
@@ -1787,14 +1824,14 @@ OCRDEF ocr_pipeline_config ocr_pipeline_config_default(void) {
     memset(&c, 0, sizeof c);
     c.post = ocr_post_config_default(OCR_POST_BOX);
     c.det_scale = 1.4f;
-    c.det_max_side = 2560;
+    c.det_max_side = 1280;
     c.crop = ocr_rec_crop_defaults();
     c.crop.height = 0;          /* the recognizer's */
     c.crop.max_width = 4096;    /* a whole line stays readable: no squeezing at inference */
     c.rec_batch = 32;
     c.vertical_ratio = 1.5f;
-    c.rotate_below = 0.9f;
-    c.min_confidence = 0.5f;
+    c.rotate_below = 0.5f;
+    c.min_confidence = 0.8f;
     return c;
 }
 
@@ -1962,7 +1999,7 @@ OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_im
     ocr_point (*quads)[4] = NULL;
     int *rotation = NULL, *redo = NULL, n_redo = 0, i, k, rc = OCR_OK, kept = 0;
     char **texts = NULL, **texts2 = NULL;
-    float *scores = NULL, *scores2 = NULL, *conf = NULL;
+    float *scores = NULL, *scores2 = NULL, *conf = NULL, *conf2 = NULL;
     ocr_text_line *lines = NULL;
     ocr__rec_place *place = NULL;
     double t0 = ocr__rec_clock();
@@ -1975,14 +2012,14 @@ OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_im
     quads = (ocr_point(*)[4])OCR_MALLOC((size_t)n * sizeof *quads);
     rotation = (int *)OCR_MALLOC((size_t)n * 2 * sizeof *rotation);
     texts = (char **)OCR_MALLOC((size_t)n * 2 * sizeof *texts);
-    scores = (float *)OCR_MALLOC((size_t)n * 3 * sizeof *scores);
+    scores = (float *)OCR_MALLOC((size_t)n * 4 * sizeof *scores);
     lines = (ocr_text_line *)OCR_MALLOC((size_t)n * sizeof *lines);
     place = (ocr__rec_place *)OCR_MALLOC((size_t)n * sizeof *place);
     if (!crops || !quads || !rotation || !texts || !scores || !lines || !place) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
     memset(crops, 0, (size_t)n * sizeof *crops);
     memset(texts, 0, (size_t)n * 2 * sizeof *texts);
     memset(lines, 0, (size_t)n * sizeof *lines);
-    redo = rotation + n; texts2 = texts + n; scores2 = scores + n; conf = scores + 2 * n;
+    redo = rotation + n; texts2 = texts + n; scores2 = scores + n; conf = scores + 2 * n; conf2 = scores + 3 * n;
     for (i = 0; i < n && !rc; i++) {
         const ocr_polygon *r = &regions[i];
         ocr_point q[4];
@@ -1999,9 +2036,8 @@ OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_im
             rc = ocr_error(ctx, rc, "%s: region %d: %s", fn, i, msg);
         }
     }
-    if (rc || (rc = ocr_rec_recognize(ctx, &p->rec, crops, n, p->cfg.rec_batch, p->cfg.beam_width, texts, scores))) goto done;
+    if (rc || (rc = ocr__rec_recognize(ctx, &p->rec, crops, n, p->cfg.rec_batch, p->cfg.beam_width, texts, scores, conf))) goto done;
     for (i = 0; i < n; i++) {
-        conf[i] = (float)exp(scores[i] / (crops[i].width / 4 > 0 ? crops[i].width / 4 : 1));
         if (conf[i] < p->cfg.rotate_below) {
             ocr__rec_image_turn180(&crops[i]);
             redo[n_redo] = i;
@@ -2013,10 +2049,11 @@ OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_im
             n_redo++;
         }
     }
-    if (n_redo && (rc = ocr_rec_recognize(ctx, &p->rec, crops, n_redo, p->cfg.rec_batch, p->cfg.beam_width, texts2, scores2))) goto done;
+    if (n_redo && (rc = ocr__rec_recognize(ctx, &p->rec, crops, n_redo, p->cfg.rec_batch, p->cfg.beam_width, texts2, scores2, conf2)))
+        goto done;
     for (k = 0; k < n_redo; k++) {
         int j = redo[k];
-        float c2 = (float)exp(scores2[k] / (crops[k].width / 4 > 0 ? crops[k].width / 4 : 1));
+        float c2 = conf2[k];
         if (c2 > conf[j]) {
             ocr_point q[4];
             OCR_FREE(texts[j]);

@@ -386,7 +386,8 @@ int main(int argc, char **argv) {
     const char *model_path = NULL, *data = NULL, *gt_dir = NULL, *pred_dir = NULL, *gt_format_name = "icdar2015", *amp_name = "fp32";
     const char *rec_path = NULL;
     int per_image = 0, poly = 0, short_side = 736, long_side = 0, threads = 0, gt_format, npos, rc, amp = OCR_AMP_OFF, e2e = 0, beam = 0;
-    float thresh = 0.3f, box_thresh = 0.6f, unclip = 0.0f, scale = 0.0f, rotate_below = 0.9f, min_confidence = 0.5f;
+    float thresh = 0.3f, box_thresh = 0.6f, unclip = 0.0f, scale = 0.0f;
+    float rotate_below = ocr_pipeline_config_default().rotate_below, min_confidence = ocr_pipeline_config_default().min_confidence;
     float margin = ocr_pipeline_config_default().crop.margin;
     ocr_ex_flag flags[] = {
         {"--model", OCR_EX_STRING, &model_path, "checkpoint to evaluate on --data"},
