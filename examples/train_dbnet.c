@@ -1051,10 +1051,11 @@ int main(int argc, char **argv) {
     char held[64] = "";
     double t_start, t_images = 0, seconds_before = 0;
     int step_images = 0;
+    double t_comm = 0, t_gather = 0, t_allreduce = 0, t_steps = 0; /* rank 0's time in the data-parallel exchanges */
     int tty = isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
     int log_level = OCR_LOG_WARN;
     int eval_done_at_end = 0;
-    int64_t saved_step = -1, optim_step = 0;
+    int64_t saved_step = -1, optim_step = 0, steps_before = 0;
     run_files rf;
     int is_root, global_loss;
     dist_buffers db;
@@ -1309,6 +1310,7 @@ int main(int argc, char **argv) {
     memset(&last_eval, 0, sizeof last_eval);
     memset(&last_heldout, 0, sizeof last_heldout);
     t_start = now_seconds();
+    steps_before = st.step;
     {
         int64_t epoch = -1;
         while (st.step < total_steps && !g_stop) {
@@ -1318,6 +1320,7 @@ int main(int argc, char **argv) {
             float lr, norm = 0;
             int skip = 0;
             int64_t want_epoch = st.step / batches_per_epoch, want_number = st.step % batches_per_epoch;
+            double t_step0 = now_seconds();
             if (want_epoch != epoch) {
                 /* a resumed run starts mid-epoch, with exactly the batch the interrupted run would have used next */
                 if (ocr_loader_start_epoch_at(&ctx, loader, want_epoch, want_number)) die(&ctx, "data loader");
@@ -1344,15 +1347,21 @@ int main(int argc, char **argv) {
                 die(&ctx, "gradients");
             loss_targets(&ctx, batch, targets_dev, targets);
             g_dist.step = st.step + 1;
+            t_comm = now_seconds();
             if (global_loss) step_images = dist_global_loss(&ctx, &db, &loss_cfg, &logits, &thresh, targets, &terms, &dl, &dt);
             else if (ocr_loss_db(&ctx, &loss_cfg, &logits, &thresh, &targets[F_GT_SHRINK], &targets[F_MASK_SHRINK], &targets[F_GT_THRESH],
                                  &targets[F_MASK_THRESH], &terms, &dl, &dt))
                 die(&ctx, "loss");
             else step_images = batch->size * g_dist.world;
+            if (global_loss) t_gather += now_seconds() - t_comm; /* the gathers and the whole batch's loss */
             ocr_params_zero_grad(&model.params);
             if (ocr_grad_scaler_scale(&ctx, &scaler, &dl) || ocr_grad_scaler_scale(&ctx, &scaler, &dt)) die(&ctx, "loss scaling");
             if (ocr_dbnet_backward(&ctx, &model, &dl, &dt)) die(&ctx, "backward");
-            if (g_dist.world > 1) dist_reduce_gradients(&model, !global_loss);
+            if (g_dist.world > 1) {
+                t_comm = now_seconds();
+                dist_reduce_gradients(&model, !global_loss);
+                t_allreduce += now_seconds() - t_comm;
+            }
             lr = ocr_lr_poly(a.lr, st.step, total_steps, 0.9f);
             /* fp16: a non-finite gradient skips the step and halves the scale (GradScaler); elsewhere it stays an error,
                which ocr_clip_grad_norm reports naming the parameter */
@@ -1372,6 +1381,7 @@ int main(int argc, char **argv) {
             t_images += step_images;
             ocr_loader_release(loader, batch);
             st.step++;
+            t_steps += now_seconds() - t_step0;
 
             if (g_dist.world > 1 && !global_loss && (st.step % a.log_every == 0 || st.step == total_steps)) {
                 /* --dist-loss local: the logged loss is the ranks' mean */
@@ -1471,6 +1481,10 @@ int main(int argc, char **argv) {
     if (tty) fputc('\n', stderr);
     st.seconds = seconds_before + now_seconds() - t_start;
     if (saved_step != st.step && is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &scaler, &a, &st);
+    if (is_root && g_dist.world > 1 && st.step > steps_before) /* what overlapping the exchanges with compute could hide at most */
+        fprintf(stderr, "train_dbnet: rank 0 per step: gradient all-reduce %.2f ms, loss maps gathered and the whole batch's loss %.2f ms "
+                        "(each with the wait for the slowest rank), of a step's %.1f ms\n", 1e3 * t_allreduce / (double)(st.step - steps_before),
+                1e3 * t_gather / (double)(st.step - steps_before), 1e3 * t_steps / (double)(st.step - steps_before));
     if (g_stop && st.step < total_steps && is_root)
         fprintf(stderr, "train_dbnet: interrupted at step %lld; saved %s/last.safetensors; continue with --resume %s\n",
                 (long long)st.step, run_dir, run_dir);
