@@ -64,8 +64,9 @@ typedef struct {
     char name[256];         /* "latin", "latin+space" or the key file's path, for messages */
 } ocr_charset;
 
-/* spec: "latin" (digits, ASCII letters, ASCII punctuation: 94 characters), "latin+space" (the same and a space), or
-   the path of a UTF-8 key file. A key file holds one character per line (LF or CRLF, a BOM allowed, empty lines
+/* spec: "latin" (digits, ASCII letters, ASCII punctuation: 94 characters), "latin+space" (the same and a space),
+   "european" (latin and the rest of what ocr_synth.h draws: Latin-1 letters and signs U+00A1-U+00FF but U+00AD, Œ œ
+   €, Greek U+0391-U+03C9, Cyrillic U+0410-U+044F: 311 characters), or the path of a UTF-8 key file. A key file holds one character per line (LF or CRLF, a BOM allowed, empty lines
    skipped; a line " " is the space); a line of more than one code point, a repeated character, a control character
    or invalid UTF-8 is an error naming the line. */
 OCRDEF int ocr_charset_init(ocr_ctx *ctx, ocr_charset *cs, const char *spec);
@@ -482,15 +483,24 @@ OCRDEF int ocr_charset_init(ocr_ctx *ctx, ocr_charset *cs, const char *spec) {
     int rc;
     if (!cs || !spec) return ocr_error(ctx, OCR_EINVAL, "ocr_charset_init: cs and spec must not be NULL");
     memset(cs, 0, sizeof *cs);
-    if (strcmp(spec, "latin") == 0 || strcmp(spec, "latin+space") == 0) {
-        int32_t cps[sizeof latin];
+    if (strcmp(spec, "latin") == 0 || strcmp(spec, "latin+space") == 0 || strcmp(spec, "european") == 0) {
+        int32_t cps[400], c;
         int n = 0;
         for (n = 0; latin[n]; n++) cps[n] = (unsigned char)latin[n];
-        if (spec[5]) cps[n++] = ' ';
+        if (strcmp(spec, "latin+space") == 0) cps[n++] = ' ';
+        if (spec[0] == 'e') {
+            /* the synthetic renderer's repertoire beyond ASCII (ocr_synth.h): Latin-1 letters and signs (not the
+               no-break space and the soft hyphen, which draw nothing), OE ligatures, the euro sign, Greek (not the
+               unassigned U+03A2), Cyrillic */
+            for (c = 0xA1; c <= 0xFF; c++) if (c != 0xAD) cps[n++] = c;
+            cps[n++] = 0x152; cps[n++] = 0x153; cps[n++] = 0x20AC;
+            for (c = 0x391; c <= 0x3C9; c++) if (c != 0x3A2) cps[n++] = c;
+            for (c = 0x410; c <= 0x44F; c++) cps[n++] = c;
+        }
         return ocr__rec_cs_build(ctx, cs, cps, NULL, n, spec);
     }
     if ((rc = ocr_read_file(ctx, spec, (size_t)1 << 24, &bytes, &size)))
-        return ocr_error(ctx, rc, "ocr_charset_init: '%s' is neither a built-in charset (latin, latin+space) nor a readable key file: %s",
+        return ocr_error(ctx, rc, "ocr_charset_init: '%s' is neither a built-in charset (latin, latin+space, european) nor a readable key file: %s",
                          spec, ocr_ctx_last_error(ctx));
     rc = ocr_charset_from_text(ctx, cs, (const char *)bytes, size, spec);
     OCR_FREE(bytes);

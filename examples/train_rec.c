@@ -54,7 +54,7 @@ static const ocr_ex_setting kSettings[] = {
     {"--data", STRING(data), "synth", STORED,
      "training data: synth (word crops of scenes rendered on the fly), lmdb:PATH, folder:GT_FILE[,IMAGE_ROOT] or icdar:DIR"},
     {"--val", STRING(val), "synth", STORED, "validation data, same forms; synth: words of other scenes (another seed)"},
-    {"--charset", STRING(charset), "latin", STORED, "latin, latin+space, or a key file (one character per line, UTF-8)"},
+    {"--charset", STRING(charset), "european", STORED, "latin, latin+space, european (latin, Latin-1, Greek, Cyrillic: what the synthetic scenes draw) or a key file (one character per line, UTF-8)"},
     {"--skip-unknown", BOOL(skip_unknown), NULL, STORED,
      "leave out (and count) words with a character outside the charset instead of refusing the data; synthetic words "
      "outside it (accents, Greek, Cyrillic) are always left out"},

@@ -46,6 +46,17 @@ static void test_charset_latin(void) {
     OCR_CHECK(cs.n_classes == 95 && sp.n_classes == 96);
     OCR_CHECK(ocr_charset_class(&cs, '0') == 1 && ocr_charset_class(&cs, 'a') == 11 && ocr_charset_class(&cs, 'A') == 37);
     OCR_CHECK(ocr_charset_class(&cs, '~') == 94 && ocr_charset_class(&cs, ' ') == 0 && ocr_charset_class(&sp, ' ') == 95);
+    {
+        /* european: latin, then Latin-1 (not the soft hyphen), OE, the euro, Greek (not U+03A2), Cyrillic */
+        ocr_charset eu;
+        OCR_CHECK_OK(&ctx, ocr_charset_init(&ctx, &eu, "european"));
+        OCR_CHECK(eu.n_classes == 312 && ocr_charset_class(&eu, 'A') == 37 && ocr_charset_class(&eu, 0xA1) == 95);
+        OCR_CHECK(ocr_charset_class(&eu, 0xE9) > 0 && ocr_charset_class(&eu, 0x153) > 0 && ocr_charset_class(&eu, 0x20AC) > 0);
+        OCR_CHECK(ocr_charset_class(&eu, 0x3A9) > 0 && ocr_charset_class(&eu, 0x3C2) > 0 && ocr_charset_class(&eu, 0x416) > 0);
+        OCR_CHECK(ocr_charset_class(&eu, 0xAD) == 0 && ocr_charset_class(&eu, 0xA0) == 0 && ocr_charset_class(&eu, 0x3A2) == 0 &&
+                  ocr_charset_class(&eu, ' ') == 0 && ocr_charset_class(&eu, 0x401) == 0);
+        ocr_charset_free(&eu);
+    }
     OCR_CHECK_OK(&ctx, ocr_charset_encode(&ctx, &cs, "Hello,\"World\"!", "s1", lab, 64, &n));
     OCR_CHECK(n == 14 && lab[0] == ocr_charset_class(&cs, 'H'));
     OCR_CHECK_OK(&ctx, ocr_charset_decode(&ctx, &cs, lab, n, out, sizeof out));
