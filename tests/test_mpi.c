@@ -14,7 +14,8 @@
    - a rank killed at step 2 ends the job within seconds, mpirun naming rank 1; a rank that stops answering makes the
      other exit after --dist-timeout naming its rank and the collective it waited in;
    - a 2-rank run stopped at step 3 and resumed under mpirun ends bit for bit where the uninterrupted one does;
-   - --resume with another world size is refused, both ways, naming the run's.
+   - --resume with another world size is refused, both ways, naming the run's;
+   - a dataset's shards: 11 samples over 2 ranks with batch 2 are 2 batches an epoch (one process: 5).
    Under the sanitizers (OCR_SANITIZED=1) only the in-process cases run: the others run the plain ./examples/train_dbnet. */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
@@ -517,6 +518,29 @@ static void test_resume_other_world_refused(void) {
     free(err);
 }
 
+/* A dataset (an ICDAR folder of 11 scenes): each of 2 ranks gets 5 (sample i to rank i mod 2, the 11th left out),
+   2 batches of 2 per epoch, so 2 epochs are 4 steps; one process with batch 2 has 5 batches an epoch, 10 steps. */
+static void test_dataset_shards(void) {
+    char cmd[1024], *out, *err, *last;
+    int rank_steps, one_steps;
+    if (!mpi_ready()) { ocr_test_skip(g_skip_why); return; }
+    snprintf(cmd, sizeof cmd, "./examples/make_synth --count 11 --size 64 --photos none %s/icdar >/dev/null", dir);
+    free(run_expect(cmd, 0, NULL));
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 %s %s --data icdar:%s/icdar --epochs 2 --batch 2 --out %s/shards </dev/null", TRAIN, TINY, dir, dir);
+    err = run_expect(cmd, 0, &out);
+    last = strrchr(out, '{');
+    rank_steps = last ? (int)ocr_test_json_number(last, strcspn(last, "\n"), "steps") : -1;
+    OCR_CHECK_MSG(rank_steps == 4, "2 ranks over 11 samples, batch 2, 2 epochs: %d steps, expected 4: %s", rank_steps, err);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, "%s %s --data icdar:%s/icdar --epochs 2 --batch 2 --out %s/shards_one", TRAIN, TINY, dir, dir);
+    free(run_expect(cmd, 0, &out));
+    last = strrchr(out, '{');
+    one_steps = last ? (int)ocr_test_json_number(last, strcspn(last, "\n"), "steps") : -1;
+    OCR_CHECK_MSG(one_steps == 10, "1 process over 11 samples, batch 2, 2 epochs: %d steps, expected 10", one_steps);
+    free(out);
+}
+
 int main(int argc, char **argv) {
     char cmd[128];
     const char *san = getenv("OCR_SANITIZED");
@@ -541,6 +565,7 @@ int main(int argc, char **argv) {
         OCR_TEST_RUN(test_dead_or_hung_rank);
         OCR_TEST_RUN(test_resume_under_mpi);
         OCR_TEST_RUN(test_resume_other_world_refused);
+        OCR_TEST_RUN(test_dataset_shards);
     }
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "test_mpi: could not remove %s\n", dir);
