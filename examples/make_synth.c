@@ -207,10 +207,23 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* mkdir -p: "data/scenes" must work on a fresh checkout without data/ */
 static int make_dir(const char *path) {
-    if (mkdir(path, 0755) == 0 || errno == EEXIST) return 0;
-    fprintf(stderr, "make_synth: cannot create %s: %s\n", path, strerror(errno));
-    return -1;
+    char buf[4096];
+    size_t i, n = strlen(path);
+    if (n >= sizeof buf) { fprintf(stderr, "make_synth: the path '%s' is too long\n", path); return -1; }
+    memcpy(buf, path, n + 1);
+    for (i = 1; i <= n; i++)
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                fprintf(stderr, "make_synth: cannot create %s: %s\n", buf, strerror(errno));
+                return -1;
+            }
+            buf[i] = c;
+        }
+    return 0;
 }
 
 int main(int argc, char **argv) {
