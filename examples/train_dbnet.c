@@ -911,16 +911,23 @@ static void swap_weights(ocr_dbnet *m, float **avg) {
 
 /* ---------------------------------------------------------------- data parallelism (ocr_mpi.h) */
 
-/* Every rank starts from the same weights and step (a fresh run: the same seed; a resumed one: the same files). */
-static void dist_check_same_start(const ocr_dbnet *m, const train_state *st) {
+/* Every rank starts from the same weights and step (a fresh run: the same seed; a resumed one: the same files) with
+   the same settings (the same command line, or the same checkpoint). */
+static void dist_check_same_start(const ocr_dbnet *m, const train_state *st, const train_args *a) {
     uint32_t crc = 0;
     int64_t lo, hi;
-    if (m->params.device == OCR_DEVICE_CPU) crc = ocr_crc32c(0, m->params.data, m->params.numel * sizeof(float));
+    ocr_ex_meta meta;
+    ocr_ex_meta_init(&meta);
+    if (ocr_ex_settings_to_meta(kSettings, N_SETTINGS, a, "train.", &meta) == 0) crc = ocr_crc32c(crc, meta.text, meta.used);
+    crc = ocr_crc32c(crc, a->dist_loss, strlen(a->dist_loss));
+    crc = ocr_crc32c(crc, &a->sync_bn, sizeof a->sync_bn);
+    if (m->params.device == OCR_DEVICE_CPU) crc = ocr_crc32c(crc, m->params.data, m->params.numel * sizeof(float));
     crc = ocr_crc32c(crc, &st->step, sizeof st->step);
     ocr_dist_minmax_i64(&g_dist, (int64_t)crc, &lo, &hi, "MPI_Allreduce of the starting weights' CRC");
     if (lo != hi) {
-        fprintf(stderr, "train_dbnet: rank %d: the ranks start from different weights or steps (their CRC-32C differ): every rank "
-                        "must read the same --resume directory (a shared file system) and the same --init file\n", g_dist.rank);
+        fprintf(stderr, "train_dbnet: rank %d: the ranks start from different settings, weights or steps (their CRC-32C differ): "
+                        "every rank must have the same flags, read the same --resume directory (a shared file system) and the same "
+                        "--init file\n", g_dist.rank);
         ocr_dist_abort(&g_dist, 1);
     }
 }
@@ -1205,7 +1212,7 @@ int main(int argc, char **argv) {
         if (ocr_dbnet_load(&ctx, &model, rf.weights)) die(&ctx, "--resume");
         load_optimizer(&ctx, &rf, &opt, ema, &scaler, st.step, optim_step);
     }
-    if (g_dist.world > 1) dist_check_same_start(&model, &st);
+    if (g_dist.world > 1) dist_check_same_start(&model, &st, &a);
     if (g_dist.world > 1 && a.sync_bn) { /* every BN layer's training statistics summed over the ranks (ocr_nn.h) */
         ctx.replica_sum = ocr_dist_replica_sum;
         ctx.replica_user = &g_dist;
