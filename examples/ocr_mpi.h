@@ -1,4 +1,5 @@
-/* ocr_mpi.h - data parallelism for the example trainers: the processes of an MPI job (Open MPI, MPICH) and, in the
+/* ocr_mpi.h - data parallelism for the example trainers: the processes of an MPI job (Open MPI; MPICH's and Slurm's
+   launcher variables are read too, untested) and, in the
    CUDA build with OCR_WITH_NCCL, NCCL for device buffers. Not part of the library (whose headers need no MPI): plain
    static functions, included by a trainer after the ocr-c headers and ocr_example.h. docs/DISTRIBUTED.md has the
    launch commands.
