@@ -324,6 +324,41 @@ static OCR_DIST_UNUSED void ocr_dist_barrier(ocr_dist *d, const char *what) {
 #endif
 }
 
+#ifdef OCR_DATA_H
+/* A rank's shard of a training set, a dataset of its own (view: its state, alive as long as ds). Batch-interleaved
+   (synthetic scenes, no shuffle): the rank's batch k is positions [k*N*B + r*B, k*N*B + (r+1)*B) of base, so the N
+   ranks' batches k together are batch k of one process with batch N*B, sample for sample. Strided (datasets): sample
+   i belongs to rank i mod N (the remainder of the set left out, so that every rank has as many batches); the rank's
+   loader shuffles its shard. Either way the shard depends only on the rank and the world size. */
+typedef struct {
+    ocr_dataset *base;
+    int64_t batch, world, rank;
+    int interleave_batches;
+} ocr_dist_shard;
+
+static OCR_DIST_UNUSED int64_t ocr_dist_shard_index(const ocr_dist_shard *v, int64_t i) {
+    if (v->interleave_batches) return (i / v->batch) * v->batch * v->world + v->rank * v->batch + i % v->batch;
+    return i * v->world + v->rank;
+}
+static OCR_DIST_UNUSED int ocr_dist__shard_get(ocr_dataset *ds, ocr_ctx *ctx, int64_t index, unsigned flags, ocr_sample *out) {
+    const ocr_dist_shard *v = (const ocr_dist_shard *)ds->impl;
+    return ocr_dataset_get(ctx, v->base, ocr_dist_shard_index(v, index), flags, out);
+}
+static OCR_DIST_UNUSED void ocr_dist_shard_open(const ocr_dist *d, ocr_dataset *ds, ocr_dist_shard *view, ocr_dataset *base, int batch,
+                                                int interleave_batches) {
+    memset(ds, 0, sizeof *ds);
+    view->base = base;
+    view->batch = batch;
+    view->world = d->world;
+    view->rank = d->rank;
+    view->interleave_batches = interleave_batches;
+    ds->count = base->count / d->world;
+    snprintf(ds->name, sizeof ds->name, "%.200s (rank %d of %d)", base->name, d->rank, d->world);
+    ds->impl = view;
+    ds->get = ocr_dist__shard_get;
+}
+#endif
+
 /* ocr_ctx.replica_sum for synchronised batch normalisation: user is the ocr_dist. */
 static OCR_DIST_UNUSED int ocr_dist_replica_sum(void *user, double *values, int64_t n) {
     ocr_dist_sum_f64((ocr_dist *)user, values, (size_t)n, "MPI_Allreduce of the batch-norm statistics (--sync-bn)");

@@ -206,38 +206,6 @@ static int open_dataset(ocr_ctx *ctx, const char *spec, const ocr_synth *synth, 
     return ocr_ex_open_dataset(ctx, spec, OCR_GT_POLYGON, ds);
 }
 
-/* A rank's shard of the training set, a dataset of its own. Synthetic scenes (no shuffle): the rank's batch k is
-   positions [k*N*B + r*B, k*N*B + (r+1)*B) of the scene sequence, so the N ranks' batches k together are the batch k
-   of one process with batch N*B, scene for scene. Other data: sample i goes to rank i mod N (the remainder of the
-   set is left out, so that every rank has as many batches), and each rank's loader shuffles its shard every epoch
-   from (seed, epoch): the shard depends only on the rank and the world size, so a resume continues exactly. */
-typedef struct {
-    ocr_dataset *base;
-    int64_t batch, world, rank;
-    int interleave_batches;      /* synthetic: batch-wise positions; else sample i of the shard is base i*N + r */
-} shard_view;
-
-static int64_t shard_index(const shard_view *v, int64_t i) {
-    if (v->interleave_batches) return (i / v->batch) * v->batch * v->world + v->rank * v->batch + i % v->batch;
-    return i * v->world + v->rank;
-}
-static int shard_get(ocr_dataset *ds, ocr_ctx *ctx, int64_t index, unsigned flags, ocr_sample *out) {
-    const shard_view *v = (const shard_view *)ds->impl;
-    return ocr_dataset_get(ctx, v->base, shard_index(v, index), flags, out);
-}
-static void shard_open(ocr_dataset *ds, shard_view *v, ocr_dataset *base, int batch, int is_synth) {
-    memset(ds, 0, sizeof *ds);
-    v->base = base;
-    v->batch = batch;
-    v->world = g_dist.world;
-    v->rank = g_dist.rank;
-    v->interleave_batches = is_synth;
-    ds->count = base->count / v->world;
-    snprintf(ds->name, sizeof ds->name, "%.200s (rank %d of %d)", base->name, g_dist.rank, g_dist.world);
-    ds->impl = v;
-    ds->get = shard_get;
-}
-
 /* ---------------------------------------------------------------- validation */
 
 typedef struct {
@@ -1034,7 +1002,7 @@ int main(int argc, char **argv) {
     ocr_synth synth, train_synth, heldout_synth; /* validation scenes keep the defaults; training ones may be denser */
     ocr_synth_config synth_cfg, train_synth_cfg;
     ocr_dataset train_ds, shard_ds;
-    shard_view shard;
+    ocr_dist_shard shard;
     ocr_loader *loader = NULL;
     ocr_loader_config lcfg;
     transform_cfg tcfg;
@@ -1248,7 +1216,7 @@ int main(int argc, char **argv) {
     if (open_dataset(&ctx, a.data, &train_synth, (uint64_t)a.seed * 7919u + 1, (int64_t)a.steps * a.batch * g_dist.world, a.size, &train_ds,
                      &is_synth))
         die(&ctx, "--data");
-    if (g_dist.world > 1) shard_open(&shard_ds, &shard, &train_ds, a.batch, is_synth); /* this rank's part of every global batch */
+    if (g_dist.world > 1) ocr_dist_shard_open(&g_dist, &shard_ds, &shard, &train_ds, a.batch, is_synth); /* this rank's part of every batch */
     memset(&tcfg, 0, sizeof tcfg);
     tcfg.augment = !is_synth;
     tcfg.aug = ocr_augment_defaults();
