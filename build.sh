@@ -90,8 +90,8 @@ ensure_ort() {
 compile_one() {
     local src=$1 out=$2; shift 2
     mkdir -p "$(dirname "$out")"
-    local mpi_c="" mpi_l=""   # [mpi] the trainer joins an MPI job when built with it
-    [ "$src" != examples/train_dbnet.c ] || { mpi_c=${MPI_CFLAGS:-}; mpi_l=${MPI_LIBS:-}; }
+    local mpi_c="" mpi_l=""   # [mpi] the trainers join an MPI job when built with it
+    case "$src" in examples/train_dbnet.c|examples/train_rec.c) mpi_c=${MPI_CFLAGS:-}; mpi_l=${MPI_LIBS:-} ;; esac
     if ! $CC $WARN $INC "$@" $mpi_c "$src" -o "$out" $LIBS $mpi_l 2>"$out.log"; then
         cat "$out.log" >&2
         say "build.sh: FAILED to compile $src" >&2
@@ -332,7 +332,7 @@ fuzz)
 esac
 
 ensure_pkgs $BUILD_PKGS $MPI_PKGS
-# [mpi] with mpicc present, examples/train_dbnet is built with MPI (OCR_WITH_MPI); without it, as one process only
+# [mpi] with mpicc present, examples/train_dbnet and train_rec are built with MPI (OCR_WITH_MPI); without it, as one process only
 MPI_CFLAGS=""; MPI_LIBS=""
 if command -v mpicc >/dev/null 2>&1 && mpicc --showme:compile >/dev/null 2>&1; then
     MPI_CFLAGS="-DOCR_WITH_MPI $(mpicc --showme:compile)"; MPI_LIBS=$(mpicc --showme:link)

@@ -20,6 +20,10 @@
    --resume DIR continues exactly where the committed state left off (same batches, same metrics). The last line on
    stdout is one JSON object with the final figures.
 
+   Under mpirun (built with MPI) each rank trains on its shard of every step's scenes (or of the dataset), the
+   gradients, each weighted by its crops' share of all ranks' crops, are summed with one all-reduce, and rank 0 alone
+   logs, validates and writes the run; a resume needs the same world size (docs/DISTRIBUTED.md).
+
    ./build.sh && ./examples/train_rec            (see --help for every flag) */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -29,6 +33,7 @@
 #include "ocr_synth.h"
 #include "ocr_rec.h"
 #include "ocr_example.h"
+#include "ocr_mpi.h"
 #include <signal.h>
 #include <time.h>
 #include <sys/stat.h>
@@ -143,9 +148,13 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* the MPI job this process belongs to (rank 0 of 1 without one) */
+static ocr_dist g_dist;
+
 static void die(ocr_ctx *ctx, const char *what) {
-    fprintf(stderr, "train_rec: %s: %s\n", what, ocr_ctx_last_error(ctx));
-    exit(1);
+    if (g_dist.world > 1) fprintf(stderr, "train_rec: rank %d of %d: %s: %s\n", g_dist.rank, g_dist.world, what, ocr_ctx_last_error(ctx));
+    else fprintf(stderr, "train_rec: %s: %s\n", what, ocr_ctx_last_error(ctx));
+    ocr_dist_abort(&g_dist, 1);
 }
 
 /* ---------------------------------------------------------------- data */
@@ -338,7 +347,8 @@ static void write_checkpoint(ocr_ctx *ctx, const char *weights, const char *opti
         ocr_ex_meta_add(&meta, "train.best_step", "%lld", (long long)st->best_step) ||
         ocr_ex_meta_add(&meta, "train.seconds", "%.3f", st->seconds) || ocr_ex_meta_add(&meta, "train.optim_step", "%lld", (long long)opt->step) ||
         ocr_ex_meta_add(&meta, "train.words_skipped", "%lld", (long long)st->words_skipped) ||
-        ocr_ex_meta_add(&meta, "train.words_too_long", "%lld", (long long)st->words_too_long)) {
+        ocr_ex_meta_add(&meta, "train.words_too_long", "%lld", (long long)st->words_too_long) ||
+        ocr_ex_meta_add(&meta, "dist.world_size", "%d", g_dist.world)) { /* a resume needs the same (its shards) */
         fprintf(stderr, "train_rec: the settings are too long to store\n");
         exit(1);
     }
@@ -526,7 +536,8 @@ int main(int argc, char **argv) {
     ocr_rec_config mcfg;
     ocr_optimizer opt;
     ocr_synth train_synth, heldout_synth;
-    ocr_dataset train_ds;
+    ocr_dataset train_ds, shard_ds;
+    ocr_dist_shard shard;
     ocr_loader *loader = NULL;
     ocr_loader_config lcfg;
     ocr_rec_words_config wc;
@@ -545,6 +556,7 @@ int main(int argc, char **argv) {
     int i, synth_data, heldout_count, L, tty = isatty(2) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
     int log_level = OCR_LOG_WARN, loader_batch, eval_done_at_end = 0;
     double t_start, seconds_before = 0;
+    int is_root;
 
     memset(&st, 0, sizeof st);
     memset(&rf, 0, sizeof rf);
@@ -554,6 +566,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train_rec: unexpected argument '%s' (see --help)\n", argv[1]);
         return 2;
     }
+    /* under an MPI launcher: one rank of the job; rank 0 alone logs, validates and writes the run */
+    if ((i = ocr_dist_init(&g_dist, "train_rec", &argc, &argv, 600)) != 0) return i;
+    is_root = g_dist.rank == 0;
+    if (!is_root) {
+        tty = 0;
+        if (!freopen("/dev/null", "w", stdout)) { /* its summary line is rank 0's */ }
+    }
+    if (a.threads == 0 && g_dist.local_world > 1) a.threads = ocr_cpu_count() / g_dist.local_world > 1 ? ocr_cpu_count() / g_dist.local_world : 1;
     if (ocr_ctx_init(&ctx, a.threads, (uint64_t)a.seed) != OCR_OK) die(&ctx, "starting");
     ctx.log_fn = ocr_log_stderr;
     ctx.log_user = &log_level;
@@ -565,9 +585,9 @@ int main(int argc, char **argv) {
         if (a.overwrite) { fprintf(stderr, "train_rec: --overwrite starts a new run; it does not go with --resume\n"); return 2; }
         snprintf(run_dir, sizeof run_dir, "%s", a.resume);
         if (stat(run_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) { fprintf(stderr, "train_rec: --resume %s: not a directory\n", run_dir); return 1; }
-        lock_run_dir(run_dir);
-        find_state(&ctx, run_dir, &rf);
-        clean_run_dir(run_dir, rf.generation, 0);
+        if (is_root) lock_run_dir(run_dir);
+        find_state(&ctx, run_dir, &rf); /* every rank reads the same state */
+        if (is_root) clean_run_dir(run_dir, rf.generation, 0);
         if (ocr_safetensors_open(&ctx, &resume_st, rf.weights)) die(&ctx, "--resume");
         if (ocr_ex_settings_from_meta("train_rec", rf.weights, kSettings, N_SETTINGS, &a, "train.", checkpoint_meta, &resume_st, why, sizeof why)) {
             fprintf(stderr, "train_rec: %s\n", why);
@@ -580,6 +600,18 @@ int main(int argc, char **argv) {
         st.words_skipped = (int64_t)meta_number(&resume_st, rf.weights, "train.words_skipped");
         st.words_too_long = (int64_t)meta_number(&resume_st, rf.weights, "train.words_too_long");
         if (st.step != rf.step) { fprintf(stderr, "train_rec: --resume: state.json and %s disagree on the step\n", rf.weights); return 1; }
+        {
+            const char *w = ocr_safetensors_meta(&resume_st, "dist.world_size");
+            int run_world = w ? atoi(w) : 1; /* a checkpoint from before data parallelism: one process */
+            if (run_world != g_dist.world) {
+                if (is_root)
+                    fprintf(stderr, "train_rec: --resume %s: the run was trained by %d process%s (dist.world_size in %s) and this is %d: its "
+                                    "data shards would change; resume it with mpirun -np %d (or, for 1, without mpirun)\n", run_dir, run_world,
+                            run_world == 1 ? "" : "es", rf.weights, g_dist.world, run_world);
+                else ocr_dist__sleep(0.5); /* rank 0 says it before the launcher ends the job */
+                return 1;
+            }
+        }
     } else if (a.out) {
         snprintf(run_dir, sizeof run_dir, "%s", a.out);
     } else {
@@ -597,8 +629,8 @@ int main(int argc, char **argv) {
     if (a.photos && !a.photos[0]) a.photos = NULL;
     synth_data = is_synth(a.data);
     heldout_count = !is_synth(a.val) ? 0 : a.heldout_count < 0 ? a.val_count : a.heldout_count;
-    if (mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_rec: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
-    if (!a.resume) {
+    if (is_root && mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_rec: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
+    if (!a.resume && is_root) {
         lock_run_dir(run_dir);
         if (file_in(run_dir, "state.json") || file_in(run_dir, "metrics.jsonl") || file_in(run_dir, "last.safetensors")) {
             if (!a.overwrite) {
@@ -648,6 +680,7 @@ int main(int argc, char **argv) {
             }
         }
     }
+    if (!is_root) heldout_count = 0; /* validation is rank 0's */
     if (heldout_count > 0) {
         ocr_synth_config c = synth_config(&a, 1);
         if (ocr_synth_init(&ctx, &heldout_synth, &c)) die(&ctx, "held-out words (the declared held-out fonts and photographs)");
@@ -668,7 +701,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, ", %lld left out with a character outside the charset (--skip-unknown), the first: %s\n", (long long)skipped, first);
         if (words - skipped < 1) { fprintf(stderr, "train_rec: no word of --data encodes\n"); return 1; }
     } else if (ocr_dataset_open_synth(&ctx, &train_ds, &train_synth, (uint64_t)a.seed * 7919u + 1,
-                                      (int64_t)a.steps * ((a.batch + a.words_per_scene - 1) / a.words_per_scene), a.scene_size, a.scene_size)) {
+                                      (int64_t)a.steps * ((a.batch + a.words_per_scene - 1) / a.words_per_scene) * g_dist.world, a.scene_size,
+                                      a.scene_size)) {
         die(&ctx, "synthetic words");
     }
     memset(&wc, 0, sizeof wc);
@@ -687,12 +721,14 @@ int main(int argc, char **argv) {
     lcfg.drop_last = 1;
     lcfg.seed = (uint64_t)a.seed;
     ocr_rec_loader_setup(&wc, &lcfg);
-    if (ocr_loader_create(&ctx, &loader, &train_ds, &lcfg)) die(&ctx, "data loader");
-    batches_per_epoch = train_ds.count / loader_batch;
+    if (g_dist.world > 1) ocr_dist_shard_open(&g_dist, &shard_ds, &shard, &train_ds, loader_batch, synth_data); /* this rank's part */
+    if (ocr_loader_create(&ctx, &loader, g_dist.world > 1 ? &shard_ds : &train_ds, &lcfg)) die(&ctx, "data loader");
+    batches_per_epoch = (g_dist.world > 1 ? shard_ds.count : train_ds.count) / loader_batch;
     if (batches_per_epoch < 1) { fprintf(stderr, "train_rec: the training set has fewer than --batch samples\n"); return 1; }
     total_steps = a.steps;
 
-    if (is_synth(a.val)) val_open(&ctx, &val, "synth", &train_synth, (uint64_t)a.seed * 7919u + 1000003u, a.val_count, &a, &cs);
+    if (!is_root) memset(&val, 0, sizeof val);
+    else if (is_synth(a.val)) val_open(&ctx, &val, "synth", &train_synth, (uint64_t)a.seed * 7919u + 1000003u, a.val_count, &a, &cs);
     else val_open(&ctx, &val, a.val, NULL, 0, a.val_count, &a, &cs);
     memset(&heldout, 0, sizeof heldout);
     if (heldout_count > 0) {
@@ -702,17 +738,37 @@ int main(int argc, char **argv) {
 
     refs = (crop_ref *)malloc((size_t)loader_batch * (size_t)wc.max_words * sizeof *refs);
     if (!refs) { fprintf(stderr, "train_rec: out of memory\n"); return 1; }
-    if (a.resume ? ocr_metrics_open_resume(&ctx, &metrics, run_dir, st.step) : ocr_metrics_open(&ctx, &metrics, run_dir)) die(&ctx, "metrics");
+    if (is_root && (a.resume ? ocr_metrics_open_resume(&ctx, &metrics, run_dir, st.step) : ocr_metrics_open(&ctx, &metrics, run_dir)))
+        die(&ctx, "metrics");
+    if (g_dist.world > 1) { /* every rank starts from the same weights, step and settings */
+        ocr_ex_meta meta;
+        uint32_t crc = 0;
+        int64_t lo, hi;
+        ocr_ex_meta_init(&meta);
+        if (ocr_ex_settings_to_meta(kSettings, N_SETTINGS, &a, "train.", &meta) == 0) crc = ocr_crc32c(crc, meta.text, meta.used);
+        crc = ocr_crc32c(crc, model.params.data, model.params.numel * sizeof(float));
+        crc = ocr_crc32c(crc, &st.step, sizeof st.step);
+        ocr_dist_minmax_i64(&g_dist, (int64_t)crc, &lo, &hi, "MPI_Allreduce of the starting weights' CRC");
+        if (lo != hi) {
+            fprintf(stderr, "train_rec: rank %d: the ranks start from different settings, weights or steps (their CRC-32C differ): every "
+                            "rank must have the same flags and read the same --resume directory\n", g_dist.rank);
+            ocr_dist_abort(&g_dist, 1);
+        }
+    }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
-    fprintf(stderr, "train_rec: %s a CRNN (channels %s, LSTM %d x 2 x %d), %zu parameters, charset '%s' (%d classes), %lld steps of about %d "
+    if (is_root) fprintf(stderr, "train_rec: %s a CRNN (channels %s, LSTM %d x 2 x %d), %zu parameters, charset '%s' (%d classes), %lld steps of about %d "
                     "crops on %d threads (GEMM %s); validation %d words%s%s, run %s\n",
             a.resume ? "resuming" : "training", a.channels, a.layers, a.hidden, ocr_params_trainable_count(&model.params), cs.name,
             cs.n_classes, (long long)total_steps, a.batch, ctx.n_threads, ocr_gemm_kernel_name(&ctx), val.n, heldout.n ? " and " : "",
             heldout.n ? "held-out words" : "", run_dir);
+    if (is_root && g_dist.world > 1)
+        fprintf(stderr, "train_rec: data parallel over %d ranks (MPI, %d on this host): about %d crops per rank, %d in total; learning rate %g "
+                        "per rank and in total (one step on the gradient of all the crops, not scaled with the ranks)\n", g_dist.world,
+                g_dist.local_world, a.batch, a.batch * g_dist.world, (double)a.lr);
     if (heldout.n) fprintf(stderr, "train_rec: held-out validation: %d words of the declared held-out fonts and photographs\n", heldout.n);
-    if (val.skipped || heldout.skipped)
+    if (is_root && (val.skipped || heldout.skipped))
         fprintf(stderr, "train_rec: validation leaves out %lld + %lld words with characters outside the charset\n", (long long)val.skipped,
                 (long long)heldout.skipped);
 
@@ -724,7 +780,7 @@ int main(int argc, char **argv) {
         while (st.step < total_steps && !g_stop) {
             ocr_batch *batch = NULL;
             int64_t want_epoch = st.step / batches_per_epoch, want_number = st.step % batches_per_epoch;
-            int n = 0, g, groups, cuts[MAX_GROUPS + 1], b, k;
+            int n = 0, n_all, g, groups, cuts[MAX_GROUPS + 1], b, k;
             double loss = 0;
             float lr, norm = 0;
             const float *words, *counts;
@@ -750,6 +806,18 @@ int main(int argc, char **argv) {
                 }
             }
             ocr_params_zero_grad(&model.params);
+            g_dist.step = st.step + 1;
+            if (g_dist.world > 1) { /* all ranks' crops: each group's CTC mean weighs its share of them; the counts are the job's */
+                double c[3];
+                c[0] = n; c[1] = 0; c[2] = 0;
+                for (b = 0; b < batch->size; b++) { c[1] += counts[b * 4 + 1]; c[2] += counts[b * 4 + 2]; }
+                st.words_skipped -= (int64_t)c[1];
+                st.words_too_long -= (int64_t)c[2];
+                ocr_dist_sum_f64(&g_dist, c, 3, "MPI_Allreduce of the crop counts");
+                n_all = (int)c[0];
+                st.words_skipped += (int64_t)c[1];
+                st.words_too_long += (int64_t)c[2];
+            } else n_all = n;
             if (n > 0) {
                 qsort(refs, (size_t)n, sizeof *refs, by_width);
                 groups = width_groups(refs, n, a.max_width, cuts);
@@ -781,16 +849,20 @@ int main(int argc, char **argv) {
                         for (c = 0; c < len; c++) ((int32_t *)targets.data)[total++] = (int32_t)w[2 + c];
                     }
                     xv = x; tv = targets; tlv = target_lengths; ilv = input_lengths; dv = d_lp;
-                    cc.grad_scale = (float)gn / (float)n;
+                    cc.grad_scale = (float)gn / (float)n_all;
                     if (ocr_rec_forward(&ctx, &model, &xv, 1, &lp) || ocr_tensor_zero(&ctx, &dv) ||
                         ocr_loss_ctc(&ctx, &cc, &lp, &tv, &tlv, &ilv, &res, NULL, &dv) || ocr_rec_backward(&ctx, &model, &dv))
                         die(&ctx, "training step");
-                    loss += res.loss * gn / n;
+                    loss += res.loss * gn / n_all;
                 }
             }
-            crops_total += n;
+            if (g_dist.world > 1 && n_all > 0) { /* the gradient of the mean CTC over every rank's crops, and that mean */
+                ocr_dist_sum_f32(&g_dist, model.params.grad, model.params.numel, "MPI_Allreduce of the gradients");
+                ocr_dist_sum_f64(&g_dist, &loss, 1, "MPI_Allreduce of the logged loss");
+            }
+            crops_total += n_all;
             lr = a.lr * (st.step < a.warmup ? (float)(st.step + 1) / (float)(a.warmup + 1) : 1.0f) * ocr_lr_poly(1.0f, st.step, total_steps, 0.9f);
-            if (n > 0) {
+            if (n_all > 0) {
                 if (a.clip > 0 ? ocr_clip_grad_norm(&ctx, &model.params, a.clip, &norm) : ocr_clip_grad_norm(&ctx, &model.params, 1e30f, &norm))
                     die(&ctx, "gradient");
                 if (ocr_optim_step(&ctx, &opt, &model.params, lr)) die(&ctx, "optimizer");
@@ -798,21 +870,21 @@ int main(int argc, char **argv) {
             ocr_loader_release(loader, batch);
             st.step++;
 
-            if (st.step % a.log_every == 0 || st.step == total_steps) {
+            if (is_root && (st.step % a.log_every == 0 || st.step == total_steps)) {
                 double el = now_seconds() - t_start, cps = (double)crops_total / (el > 0 ? el : 1);
                 char line[512];
                 if (ocr_metrics_scalar(&ctx, &metrics, st.step, "train/loss", loss) || ocr_metrics_scalar(&ctx, &metrics, st.step, "train/lr", lr) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/grad_norm", norm) ||
-                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/crops", n) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/crops", n_all) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/crops_per_second", cps) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/words_skipped", (double)st.words_skipped))
                     die(&ctx, "metrics");
                 snprintf(line, sizeof line, "loss %.4f lr %.2e grad %.2f | %d crops, %.1f crops/s | left out %lld outside the charset, %lld too long",
-                         loss, lr, norm, n, cps, (long long)st.words_skipped, (long long)st.words_too_long);
+                         loss, lr, norm, n_all, cps, (long long)st.words_skipped, (long long)st.words_too_long);
                 if (tty) ocr_ex_progress(stderr, (long)st.step, (long)total_steps, el, line);
                 else { printf("step %lld/%lld %s\n", (long long)st.step, (long long)total_steps, line); fflush(stdout); }
             }
-            if ((a.eval_every > 0 && st.step % a.eval_every == 0) || st.step == total_steps) {
+            if (is_root && ((a.eval_every > 0 && st.step % a.eval_every == 0) || st.step == total_steps)) {
                 last_val = validate(&ctx, &model, &val);
                 if (heldout.n) last_heldout = validate(&ctx, &model, &heldout);
                 eval_done_at_end = st.step == total_steps;
@@ -841,19 +913,24 @@ int main(int argc, char **argv) {
             }
             if (st.step % a.save_every == 0 || st.step == a.stop_at || st.step == total_steps) {
                 st.seconds = seconds_before + now_seconds() - t_start;
-                commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, &a, &st);
+                if (is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, &a, &st);
                 saved_step = st.step;
             }
             if (st.step == a.stop_at) g_stop = 1;
+            if (g_dist.world > 1) { /* a signal to one rank stops every rank after the same step */
+                int64_t stop;
+                ocr_dist_minmax_i64(&g_dist, g_stop ? 1 : 0, NULL, &stop, "MPI_Allreduce of the stop flag");
+                g_stop = stop != 0;
+            }
         }
     }
     if (tty) fputc('\n', stderr);
     st.seconds = seconds_before + now_seconds() - t_start;
-    if (saved_step != st.step) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, &a, &st);
-    if (g_stop && st.step < total_steps)
+    if (saved_step != st.step && is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, &a, &st);
+    if (g_stop && st.step < total_steps && is_root)
         fprintf(stderr, "train_rec: interrupted at step %lld; saved %s/last.safetensors; continue with --resume %s\n", (long long)st.step,
                 run_dir, run_dir);
-    if (ocr_metrics_close(&ctx, &metrics)) die(&ctx, "metrics");
+    if (is_root && ocr_metrics_close(&ctx, &metrics)) die(&ctx, "metrics");
     {
         double el = now_seconds() - t_start;
         printf("{");
@@ -877,5 +954,8 @@ int main(int argc, char **argv) {
     ocr_charset_free(&cs);
     if (a.resume) ocr_safetensors_close(&resume_st);
     ocr_ctx_free(&ctx);
+    /* no rank leaves before rank 0 has written everything: the launcher ends the job when the first one exits */
+    ocr_dist_barrier(&g_dist, "MPI_Barrier at the end of the run (rank 0 writes the last state)");
+    ocr_dist_finish(&g_dist);
     return g_stop && st.step < total_steps ? 130 : 0;
 }

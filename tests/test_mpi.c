@@ -15,7 +15,9 @@
      other exit after --dist-timeout naming its rank and the collective it waited in;
    - a 2-rank run stopped at step 3 and resumed under mpirun ends bit for bit where the uninterrupted one does;
    - --resume with another world size is refused, both ways, naming the run's;
-   - a dataset's shards: 11 samples over 2 ranks with batch 2 are 2 batches an epoch (one process: 5).
+   - a dataset's shards: 11 samples over 2 ranks with batch 2 are 2 batches an epoch (one process: 5);
+   - train_rec under mpirun: rank 0 alone logs, a stopped and resumed run ends bit for bit as the uninterrupted one,
+     one process cannot resume it.
    Under the sanitizers (OCR_SANITIZED=1) only the in-process cases run: the others run the plain ./examples/train_dbnet. */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
@@ -541,6 +543,38 @@ static void test_dataset_shards(void) {
     free(out);
 }
 
+/* train_rec under mpirun: rank 0 alone logs, the crops are counted over both ranks, a run stopped at step 2 and resumed
+   ends bit for bit where the uninterrupted one does, and one process cannot resume it. */
+#define REC_ARGS "--steps 4 --eval-every 2 --val-count 12 --heldout-count 0 --channels 8,8,8,8,8,8 --hidden 8 --log-every 1 --save-every 2 --threads 1"
+static void test_train_rec(void) {
+    char cmd[1024], a[300], b[300], worst[128], *out, *err;
+    double la[5], lb[5], d;
+    int s;
+    if (!mpi_ready()) { ocr_test_skip(g_skip_why); return; }
+    if (access("./examples/train_rec", X_OK) != 0) { OCR_CHECK_MSG(0, "./examples/train_rec is not built"); return; }
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 ./examples/train_rec " REC_ARGS " --out %s/rec_full </dev/null", dir);
+    err = run_expect(cmd, 0, &out);
+    OCR_CHECK_MSG(strstr(err, "train_rec: data parallel over 2 ranks") && count_of(out, "step 1/4 ") == 1,
+                  "no start line of 2 ranks, or not rank 0 alone logging: %s\n%s", err, out);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 ./examples/train_rec " REC_ARGS " --stop-at 2 --out %s/rec_part </dev/null", dir);
+    free(run_expect(cmd, 130, NULL));
+    snprintf(cmd, sizeof cmd, "./examples/train_rec --resume %s/rec_part", dir);
+    ocr_test_expect_exit(cmd, 1, "was trained by 2 processes");
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 2 ./examples/train_rec --resume %s/rec_part --threads 1 --log-every 1 </dev/null", dir);
+    free(run_expect(cmd, 0, NULL));
+    snprintf(a, sizeof a, "%s/rec_full", dir);
+    snprintf(b, sizeof b, "%s/rec_part", dir);
+    read_losses(a, la, 4);
+    read_losses(b, lb, 4);
+    for (s = 1; s <= 4; s++) OCR_CHECK_MSG(la[s] == lb[s], "train_rec step %d: loss %.9g uninterrupted, %.9g resumed", s, la[s], lb[s]);
+    snprintf(a, sizeof a, "%s/rec_full/last.safetensors", dir);
+    snprintf(b, sizeof b, "%s/rec_part/last.safetensors", dir);
+    d = checkpoint_diff(a, b, NULL, worst, sizeof worst);
+    OCR_CHECK_MSG(d == 0, "train_rec: the resumed run's weights differ by %g (in %s)", d, worst);
+}
+
 int main(int argc, char **argv) {
     char cmd[128];
     const char *san = getenv("OCR_SANITIZED");
@@ -566,6 +600,7 @@ int main(int argc, char **argv) {
         OCR_TEST_RUN(test_resume_under_mpi);
         OCR_TEST_RUN(test_resume_other_world_refused);
         OCR_TEST_RUN(test_dataset_shards);
+        OCR_TEST_RUN(test_train_rec);
     }
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "test_mpi: could not remove %s\n", dir);
