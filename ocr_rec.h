@@ -41,6 +41,10 @@
    Dependencies: ocr_tensor.h, ocr_geom.h, ocr_nn.h, ocr_loss.h, ocr_data.h (images, samples, the loader),
    ocr_dbnet.h (the detector of ocr_pipeline).
 */
+/* The pipeline times itself with clock_gettime (POSIX): declared only when asked for before the first system header. */
+#if (defined(OCR_IMPLEMENTATION) || defined(OCR_REC_IMPLEMENTATION)) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
 #ifndef OCR_REC_H
 #define OCR_REC_H
 #include "ocr_tensor.h"
