@@ -381,10 +381,11 @@ static void test_painter_fallback(void) {
     OCR_CHECK_OK(&ctx, ocr_painter_draw(&ctx, &both, &a, 4, 4, 24, white, "a\xF4\x8F\xBF\xBD" "b", &missing, &first));
     OCR_CHECK(missing == 1 && first == 0x10FFFD);
     EXPECT_ERR(&ctx, ocr_painter_draw(&ctx, &both, &a, 4, 4, 24, white, "a\xC3", NULL, NULL), OCR_EFORMAT, "not UTF-8", "byte 1");
+    ocr_painter_close(&nanum); /* opening over an open painter would drop its fonts */
     EXPECT_ERR(&ctx, ocr_painter_open(&ctx, &nanum, DEJAVU ",/nonexistent/font.ttf"), OCR_EIO, "/nonexistent/font.ttf");
+    OCR_CHECK(nanum.n_fonts == 0 && nanum.fonts == NULL);
     ocr_image_free(&a); ocr_image_free(&b);
     ocr_painter_close(&both);
-    ocr_painter_close(&nanum);
     ocr_ctx_free(&ctx);
 }
 
