@@ -19,14 +19,6 @@
 
 static const char *const SYNOPSIS = "--model FILE [options] image...";
 
-/* File name without directory and last extension: where an image's outputs go. */
-static void stem_of(const char *path, char *out, size_t cap) {
-    const char *base = strrchr(path, '/'), *dot;
-    base = base ? base + 1 : path;
-    dot = strrchr(base, '.');
-    snprintf(out, cap, "%.*s", (int)(dot && dot != base ? (size_t)(dot - base) : strlen(base)), base);
-}
-
 static int make_dir(const char *prog, const char *dir) {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "%s: cannot create directory '%s': %s\n", prog, dir, strerror(errno));
@@ -86,7 +78,7 @@ static int write_dump(ocr_ctx *ctx, const char *dir, const char *stem, const cha
 
 int main(int argc, char **argv) {
     const char *model_path = NULL, *out_dir = NULL, *dump_dir = NULL, *device = "cpu", *amp_name = "fp32";
-    int poly = 0, short_side = 736, long_side = 0, threads = 0, n_images, i, j, failed = 0, amp = OCR_AMP_OFF;
+    int poly = 0, short_side = 736, long_side = 0, threads = 0, n_images, i, failed = 0, amp = OCR_AMP_OFF;
     float thresh = 0.3f, box_thresh = 0.6f, unclip = 0.0f;
     ocr_ex_flag flags[] = {
         {"--model", OCR_EX_STRING, &model_path, "checkpoint written by train_dbnet or ocr_dbnet_save (required)"},
@@ -108,7 +100,7 @@ int main(int argc, char **argv) {
     ocr_post_config post;
     ocr_detections dets;
     ocr_tensor x, prob_host;
-    char stem[1024], other[1024];
+    char stem[1024];
 
     n_images = ocr_ex_parse(argc, argv, SYNOPSIS, flags, n_flags);
     if (!model_path || n_images == 0) {
@@ -127,17 +119,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     /* Outputs are named after the image: two images with one stem would overwrite each other's. */
-    if (out_dir || dump_dir)
-        for (i = 0; i < n_images; i++)
-            for (j = 0; j < i; j++) {
-                stem_of(argv[1 + i], stem, sizeof stem);
-                stem_of(argv[1 + j], other, sizeof other);
-                if (strcmp(stem, other) == 0) {
-                    fprintf(stderr, "%s: '%s' and '%s' would both write outputs named '%s'; run them separately\n", argv[0],
-                            argv[1 + j], argv[1 + i], stem);
-                    return 2;
-                }
-            }
+    if ((out_dir || dump_dir) && !ocr_ex_unique_stems(argv[0], argv + 1, n_images)) return 2;
     if ((out_dir && !make_dir(argv[0], out_dir)) || (dump_dir && !make_dir(argv[0], dump_dir))) return 1;
     if (ocr_ctx_init(&ctx, threads, 0) != OCR_OK) {
         fprintf(stderr, "%s: %s\n", argv[0], ocr_ctx_last_error(&ctx));
@@ -166,7 +148,7 @@ int main(int argc, char **argv) {
         ocr_tensor prob;
         int in_w = 0, in_h = 0;
         memset(&img, 0, sizeof img);
-        stem_of(path, stem, sizeof stem);
+        ocr_ex_stem(path, stem, sizeof stem);
         ocr_tensor_free(&x); /* the last image's input */
         if (ocr_image_load(&ctx, path, &img) || ocr_infer_input_size(&ctx, img.width, img.height, short_side, long_side, &in_w, &in_h) ||
             ocr_tensor_alloc(&ctx, &x, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w)) ||

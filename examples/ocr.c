@@ -31,14 +31,6 @@ static const char *prog = "ocr";
 /* DejaVu covers Latin, Greek and Cyrillic; Nanum Gothic Hangul (and the Latin it falls back from). */
 static const char *const DEFAULT_FONTS = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf,/usr/share/fonts/truetype/nanum/NanumGothic.ttf";
 
-/* File name without directory and last extension: where an image's outputs go. */
-static void stem_of(const char *path, char *out, size_t cap) {
-    const char *base = strrchr(path, '/'), *dot;
-    base = base ? base + 1 : path;
-    dot = strrchr(base, '.');
-    snprintf(out, cap, "%.*s", (int)(dot && dot != base ? (size_t)(dot - base) : strlen(base)), base);
-}
-
 static void print_quoted(const char *s) {
     size_t cap = strlen(s) * 6 + 3; /* every byte escaped as \u00XX, the quotes, the NUL */
     char *q = (char *)malloc(cap);
@@ -157,7 +149,7 @@ static int write_overlay(ocr_ctx *ctx, const ocr_painter *painter, const char *p
 int main(int argc, char **argv) {
     const char *det_path = NULL, *rec_path = NULL, *out_dir = NULL, *fonts = DEFAULT_FONTS, *charset = NULL;
     ocr_pipeline_config pc = ocr_pipeline_config_default();
-    int poly = 0, short_side = 0, long_side = 0, threads = 0, n_images, i, j, failed = 0, missing_total = 0;
+    int poly = 0, short_side = 0, long_side = 0, threads = 0, n_images, i, failed = 0, missing_total = 0;
     float scale = pc.det_scale, thresh = pc.post.thresh, box_thresh = (float)pc.post.box_thresh, unclip = 0.0f;
     float rotate_below = pc.rotate_below, min_confidence = pc.min_confidence, margin = pc.crop.margin;
     int beam = pc.beam_width;
@@ -186,7 +178,7 @@ int main(int argc, char **argv) {
     ocr_pipeline pipe;
     ocr_painter painter;
     ocr_reading reading;
-    char stem[1024], other[1024];
+    char stem[1024];
 
     n_images = ocr_ex_parse(argc, argv, SYNOPSIS, flags, n_flags);
     if (!det_path || !rec_path || n_images == 0) {
@@ -204,17 +196,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     /* Outputs are named after the image: two images with one stem would overwrite each other's. */
-    if (out_dir)
-        for (i = 0; i < n_images; i++)
-            for (j = 0; j < i; j++) {
-                stem_of(argv[1 + i], stem, sizeof stem);
-                stem_of(argv[1 + j], other, sizeof other);
-                if (strcmp(stem, other) == 0) {
-                    fprintf(stderr, "%s: '%s' and '%s' would both write outputs named '%s'; run them separately\n", prog, argv[1 + j],
-                            argv[1 + i], stem);
-                    return 2;
-                }
-            }
+    if (out_dir && !ocr_ex_unique_stems(prog, argv + 1, n_images)) return 2;
     if (out_dir && mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "%s: cannot create directory '%s': %s\n", prog, out_dir, strerror(errno));
         return 1;
@@ -252,7 +234,7 @@ int main(int argc, char **argv) {
         const char *path = argv[1 + i];
         ocr_image img;
         memset(&img, 0, sizeof img);
-        stem_of(path, stem, sizeof stem);
+        ocr_ex_stem(path, stem, sizeof stem);
         if (ocr_image_load(&ctx, path, &img) || ocr_pipeline_read(&ctx, &pipe, &img, &reading)) {
             const char *msg = ocr_ctx_last_error(&ctx);
             fprintf(stderr, "%s: '%s': %s%s\n", prog, path, msg, strstr(msg, "scale the long side") ? " (use --long-side)" : "");

@@ -301,6 +301,33 @@ OCR_EX_UNUSED static void ocr_ex_progress(FILE *f, long step, long total, double
     fflush(f);
 }
 
+/* ---------------------------------------------------------------- per-image outputs */
+
+/* File name without directory and last extension: what an image's outputs are named after. */
+OCR_EX_UNUSED static void ocr_ex_stem(const char *path, char *out, size_t cap) {
+    const char *base = strrchr(path, '/'), *dot;
+    base = base ? base + 1 : path;
+    dot = strrchr(base, '.');
+    snprintf(out, cap, "%.*s", (int)(dot && dot != base ? (size_t)(dot - base) : strlen(base)), base);
+}
+
+/* 1 when no two of the n paths share a stem (their outputs would overwrite each other's), else says which and 0. */
+OCR_EX_UNUSED static int ocr_ex_unique_stems(const char *prog, char *const *paths, int n) {
+    char stem[1024], other[1024];
+    int i, j;
+    for (i = 0; i < n; i++)
+        for (j = 0; j < i; j++) {
+            ocr_ex_stem(paths[i], stem, sizeof stem);
+            ocr_ex_stem(paths[j], other, sizeof other);
+            if (strcmp(stem, other) == 0) {
+                fprintf(stderr, "%s: '%s' and '%s' would both write outputs named '%s'; run them separately\n", prog, paths[j], paths[i],
+                        stem);
+                return 0;
+            }
+        }
+    return 1;
+}
+
 /* ---------------------------------------------------------------- overlays */
 
 /* Draws a thick line into an RGB image (clipped at the borders). */

@@ -410,6 +410,8 @@ static void test_programs(void) {
     ocr_test_expect_exit(cmd, 2, "out of range");
     snprintf(cmd, sizeof cmd, "./examples/ocr --det %s --rec %s %s", g_rec, g_det, path);
     ocr_test_expect_exit(cmd, 1, "swap");
+    snprintf(cmd, sizeof cmd, "./examples/ocr --det %s --rec %s --out %s/o a/x.png b/x.jpg", g_det, g_rec, g_tmp);
+    ocr_test_expect_exit(cmd, 2, "would both write outputs named 'x'");
     snprintf(cmd, sizeof cmd, "./examples/ocr --det %s --rec %s %s/missing.png %s", g_det, g_rec, g_tmp, path);
     ocr_test_expect_exit(cmd, 1, "missing.png");
     /* a reading with every line kept, overlays and result files */
