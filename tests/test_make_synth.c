@@ -222,6 +222,11 @@ static void test_usage_errors(void) {
     ocr_test_expect_exit(cmd, 2, "give the OUT_DIR");
     snprintf(cmd, sizeof cmd, "%s/never", dir);
     OCR_CHECK_MSG(access(cmd, F_OK) != 0, "a refused command created %s", cmd);
+    /* an output folder whose parents do not exist yet (the README's data/scenes on a fresh checkout) */
+    snprintf(cmd, sizeof cmd, "%s --count 1 --size 64 %s/new/parents/set", MAKE_SYNTH, dir);
+    ocr_test_expect_exit(cmd, 0, NULL);
+    snprintf(cmd, sizeof cmd, "%s/new/parents/set/gts/gt_img_1.txt", dir);
+    OCR_CHECK_MSG(access(cmd, R_OK) == 0, "make_synth did not create %s", cmd);
 }
 
 int main(int argc, char **argv) {
