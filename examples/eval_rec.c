@@ -21,12 +21,6 @@
 #include "ocr_example.h"
 #include <time.h>
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void die(ocr_ctx *ctx, const char *what) {
     fprintf(stderr, "eval_rec: %s: %s\n", what, ocr_ctx_last_error(ctx));
     exit(1);
@@ -127,9 +121,9 @@ int main(int argc, char **argv) {
     if (!set.n) { fprintf(stderr, "eval_rec: %s holds no word the model's charset encodes\n", data); return 1; }
 
     if (!(texts = (char **)calloc((size_t)set.n, sizeof(char *)))) { fprintf(stderr, "eval_rec: out of memory\n"); return 1; }
-    t0 = now_seconds();
+    t0 = ocr_ex_now();
     if (ocr_rec_recognize(&ctx, &m, set.crops, set.n, batch, beam, texts, NULL)) die(&ctx, "recognition");
-    seconds = now_seconds() - t0;
+    seconds = ocr_ex_now() - t0;
     ocr_rec_eval_init(&e);
     for (i = 0; i < set.n; i++) {
         ocr_rec_eval_add(&e, set.labels[i], texts[i]);

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #define OCR_EX_UNUSED __attribute__((unused))
@@ -280,6 +281,13 @@ OCR_EX_UNUSED static int ocr_ex_settings_from_meta(const char *prog, const char 
 
 /* ---------------------------------------------------------------- progress */
 
+/* Seconds on the monotonic clock. */
+OCR_EX_UNUSED static double ocr_ex_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* "1m23s" */
 OCR_EX_UNUSED static const char *ocr_ex_duration(double seconds, char *buf, size_t cap) {
     long s = seconds > 0 && seconds < 1e8 ? (long)(seconds + 0.5) : 0;
@@ -362,6 +370,108 @@ OCR_EX_UNUSED static void ocr_ex_polygon_legible(unsigned char *rgb, int w, int 
     ocr_ex_polygon(rgb, w, h, pts, n, dark, thickness + 4);
     ocr_ex_polygon(rgb, w, h, pts, n, color, thickness);
 }
+
+/* ---------------------------------------------------------------- run directories (the trainers) */
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+
+/* Set by ocr_ex_on_signal (SIGINT, SIGTERM): the trainers finish the step, save and stop. */
+static volatile sig_atomic_t ocr_ex_stop;
+OCR_EX_UNUSED static void ocr_ex_on_signal(int sig) { (void)sig; ocr_ex_stop = 1; }
+
+/* Holds DIR/.lock for the process's lifetime (the descriptor stays open), writing "pid on host" into it; exits naming
+   the holder when another process has it. */
+OCR_EX_UNUSED static void ocr_ex_lock_run_dir(const char *prog, const char *run_dir) {
+    char path[4096], host[256], text[512];
+    int fd, len;
+    snprintf(path, sizeof path, "%s/.lock", run_dir);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) { fprintf(stderr, "%s: cannot lock the run directory: %s: %s\n", prog, path, strerror(errno)); exit(1); }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ssize_t n = read(fd, text, sizeof text - 1);
+        text[n > 0 ? n : 0] = 0;
+        text[strcspn(text, "\n")] = 0;
+        fprintf(stderr, "%s: %s is in use: process %s holds %s; one process trains in a run directory at a time\n", prog, run_dir,
+                text[0] ? text : "(unknown)", path);
+        exit(1);
+    }
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = 0;
+    len = snprintf(text, sizeof text, "%ld on %s\n", (long)getpid(), host);
+    if (ftruncate(fd, 0) != 0 || write(fd, text, (size_t)len) != len) { /* the lock holds without its note */ }
+}
+
+/* dst becomes another name of src (a hard link renamed into place); without hard links, 1 and nothing changed. */
+OCR_EX_UNUSED static int ocr_ex_link_over(const char *src, const char *dst) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid());
+    unlink(tmp);
+    if (link(src, tmp) != 0) return 1;
+    if (rename(tmp, dst) != 0) { unlink(tmp); return 1; }
+    return 0;
+}
+
+#ifdef OCR_TENSOR_H
+/* A file's size and CRC-32C (what state.json records of each file it commits). */
+OCR_EX_UNUSED static int ocr_ex_file_digest(ocr_ctx *ctx, const char *path, size_t *size, uint32_t *crc) {
+    unsigned char *bytes;
+    int rc = ocr_read_file(ctx, path, (size_t)-1 >> 1, &bytes, size);
+    if (rc) return rc;
+    *crc = ocr_crc32c(0, bytes, *size);
+    OCR_FREE(bytes);
+    return OCR_OK;
+}
+
+/* state.json's field key: a count, or a plain file name in the run directory; exits naming the file otherwise. */
+OCR_EX_UNUSED static void ocr_ex_manifest_field(const char *prog, const char *path, const char *text, const ocr_json_tok *toks,
+                                                const char *key, int64_t *count, char *name, size_t cap) {
+    int i = ocr_json_find(text, toks, 0, key);
+    double v;
+    if (i >= 0 && count && toks[i].type == OCR_JSON_NUMBER && ocr_json_number(text, &toks[i], &v) && v >= 0 && v < 9e15 && v == floor(v)) {
+        *count = (int64_t)v;
+        return;
+    }
+    if (i >= 0 && name && toks[i].type == OCR_JSON_STRING && ocr_json_string(text, &toks[i], name, cap) && name[0] && name[0] != '.' &&
+        !strchr(name, '/'))
+        return;
+    fprintf(stderr, "%s: --resume: %s %s '%s' (expected %s)\n", prog, path, i < 0 ? "lacks" : "has a malformed", key,
+            count ? "a count" : "a file name in the run directory");
+    exit(1);
+}
+
+/* A number stored in a checkpoint's metadata; exits naming the file and key when it is missing, not a number or below
+   min. */
+OCR_EX_UNUSED static double ocr_ex_meta_number(const char *prog, const ocr_safetensors *st, const char *file, const char *key, double min) {
+    const char *s = ocr_safetensors_meta(st, key);
+    char *end = NULL;
+    double v = 0;
+    if (s) v = strtod(s, &end);
+    if (!s || end == s || *end || !isfinite(v) || v < min) {
+        fprintf(stderr, "%s: --resume: %s %s '%s'%s%s%s%s\n", prog, file, s ? "has a malformed" : "lacks", key, s ? " = '" : "", s ? s : "",
+                s ? "' (expected a number)" : " in its metadata: not a checkpoint of ", s ? "" : prog);
+        exit(1);
+    }
+    return v;
+}
+#endif
+
+#ifdef OCR_SYNTH_H
+/* One line per font (photos: photograph) of s, "<sha256>  <file>\n" as sha256sum prints it, in the order s uses them. */
+OCR_EX_UNUSED static char *ocr_ex_asset_list(const char *prog, const ocr_synth *s, int photos) {
+    int n = photos ? ocr_synth_photo_count(s) : ocr_synth_font_count(s), i;
+    size_t cap = 1, used = 0;
+    char *text;
+    for (i = 0; i < n; i++) cap += 64 + 2 + strlen(photos ? ocr_synth_photo_file(s, i) : ocr_synth_font_file(s, i)) + 1;
+    if (!(text = (char *)malloc(cap))) { fprintf(stderr, "%s: out of memory\n", prog); exit(1); }
+    text[0] = 0;
+    for (i = 0; i < n; i++)
+        used += (size_t)snprintf(text + used, cap - used, "%s  %s\n", photos ? ocr_synth_photo_sha256(s, i) : ocr_synth_font_sha256(s, i),
+                                 photos ? ocr_synth_photo_file(s, i) : ocr_synth_font_file(s, i));
+    return text;
+}
+#endif
 
 /* ---------------------------------------------------------------- device */
 #ifdef OCR_TENSOR_H

@@ -33,12 +33,6 @@
 #include "ocr_example.h"
 #include <time.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The message must name every one of these. */
 static int names_all(const char *msg, const char *layer, const char *phase, const char *tensor) {
     return strstr(msg, layer) && strstr(msg, phase) && strstr(msg, tensor) && strstr(msg, "index");
@@ -248,13 +242,13 @@ int main(int argc, char **argv) {
         for (on = 0; on < 2; on++) {
             if (on) ctx.debug_flags |= OCR_DEBUG_CHECK_NUMERICS;
             else ctx.debug_flags &= ~(unsigned)OCR_DEBUG_CHECK_NUMERICS;
-            t0 = now();
+            t0 = ocr_ex_now();
             if (ocr_dbnet_forward(&ctx, &m, &x, 1, &prob, &thresh) || ocr_dbnet_backward(&ctx, &m, &d_prob, &d_thresh) ||
                 ocr_ex_on_host(&ctx, &g, &staging, &seen)) { /* the download waits for the device to finish the step */
                 printf("clean step failed: %s\n", ocr_ctx_last_error(&ctx));
                 bad = 1;
             }
-            if (r) *(on ? &t_on : &t_off) += now() - t0; /* round 0 warms up */
+            if (r) *(on ? &t_on : &t_off) += ocr_ex_now() - t0; /* round 0 warms up */
         }
     }
     if (reps)

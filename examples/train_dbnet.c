@@ -146,14 +146,6 @@ static const char *settings_problem(const train_args *a) {
     return NULL;
 }
 
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig) { (void)sig; g_stop = 1; }
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* the MPI job this process belongs to (rank 0 of 1 without one) */
 static ocr_dist g_dist;
@@ -427,20 +419,6 @@ static const char *const kAssetKeys[4] = {"synth.fonts", "synth.photos", "synth.
 static const char *const kAssetNames[4] = {"fonts of the synthetic training and validation scenes", "their photographs",
                                            "fonts of the held-out validation scenes", "their photographs"};
 
-/* One line per font (photos: photograph) of s, "<sha256>  <file>\n" as sha256sum prints it, in the order s uses them. */
-static char *asset_list(const ocr_synth *s, int photos) {
-    int n = photos ? ocr_synth_photo_count(s) : ocr_synth_font_count(s), i;
-    size_t cap = 1, used = 0;
-    char *text;
-    for (i = 0; i < n; i++) cap += 64 + 2 + strlen(photos ? ocr_synth_photo_file(s, i) : ocr_synth_font_file(s, i)) + 1;
-    if (!(text = (char *)malloc(cap))) { fprintf(stderr, "train_dbnet: out of memory\n"); exit(1); }
-    text[0] = 0;
-    for (i = 0; i < n; i++)
-        used += (size_t)snprintf(text + used, cap - used, "%s  %s\n", photos ? ocr_synth_photo_sha256(s, i) : ocr_synth_font_sha256(s, i),
-                                 photos ? ocr_synth_photo_file(s, i) : ocr_synth_font_file(s, i));
-    return text;
-}
-
 /* The line of list whose file name is file (length len), or NULL. */
 static const char *asset_find(const char *list, const char *file, size_t len) {
     const char *line;
@@ -506,7 +484,7 @@ static void record_assets(train_state *st, const ocr_synth *main_set, const ocr_
         const char *recorded;
         char *list;
         if (!set) continue;
-        list = asset_list(set, k % 2);
+        list = ocr_ex_asset_list("train_dbnet", set, k % 2);
         recorded = resumed ? ocr_safetensors_meta(resumed, kAssetKeys[k]) : NULL;
         if (recorded) check_assets(path, kAssetKeys[k], k % 2 ? "photograph" : "font", recorded, list);
         st->asset_keys[st->n_assets] = kAssetKeys[k];
@@ -574,28 +552,6 @@ typedef struct {
    flush, 2 between the optimizer and the weights file, 3 before state.json, 4 after it, 5 after last.* */
 static int g_kill_in_save;
 static void test_kill_point(int k) { if (k > 0 && g_kill_in_save == k) raise(SIGKILL); }
-
-/* Holds DIR/.lock for the process's lifetime (the descriptor stays open), writing "pid host" into it; exits naming the
-   holder when another process has it. */
-static void lock_run_dir(const char *run_dir) {
-    char path[4096], host[256], text[512];
-    int fd, len;
-    snprintf(path, sizeof path, "%s/.lock", run_dir);
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) { fprintf(stderr, "train_dbnet: cannot lock the run directory: %s: %s\n", path, strerror(errno)); exit(1); }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        ssize_t n = read(fd, text, sizeof text - 1);
-        text[n > 0 ? n : 0] = 0;
-        text[strcspn(text, "\n")] = 0;
-        fprintf(stderr, "train_dbnet: %s is in use: process %s holds %s; one process trains in a run directory at a time\n", run_dir,
-                text[0] ? text : "(unknown)", path);
-        exit(1);
-    }
-    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
-    host[sizeof host - 1] = 0;
-    len = snprintf(text, sizeof text, "%ld on %s\n", (long)getpid(), host);
-    if (ftruncate(fd, 0) != 0 || write(fd, text, (size_t)len) != len) { /* the lock holds without its note */ }
-}
 
 static int file_exists(const char *dir, const char *name) {
     char path[4096];
@@ -685,24 +641,6 @@ static void clear_run(const char *run_dir) {
     if (d) closedir(d);
 }
 
-/* A file's size and CRC-32C */
-static void file_digest(ocr_ctx *ctx, const char *path, size_t *size, uint32_t *crc) {
-    unsigned char *bytes;
-    if (ocr_read_file(ctx, path, (size_t)-1 >> 1, &bytes, size)) die(ctx, "reading the run's state back");
-    *crc = ocr_crc32c(0, bytes, *size);
-    OCR_FREE(bytes);
-}
-
-/* dst becomes another name of src (a hard link renamed into place); without hard links, 1 and nothing changed. */
-static int link_over(const char *src, const char *dst) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid());
-    unlink(tmp);
-    if (link(src, tmp) != 0) return 1;
-    if (rename(tmp, dst) != 0) { unlink(tmp); return 1; }
-    return 0;
-}
-
 /* Commits the run's state at st->step (the order is explained above). */
 static void commit_state(ocr_ctx *ctx, const char *run_dir, run_files *rf, ocr_metrics *metrics, const ocr_dbnet *m,
                          const ocr_optimizer *opt, const float *ema, const ocr_grad_scaler *scaler, const train_args *a,
@@ -722,8 +660,8 @@ static void commit_state(ocr_ctx *ctx, const char *run_dir, run_files *rf, ocr_m
     snprintf(next.optim, sizeof next.optim, "%s/%s", run_dir, oname);
     write_checkpoint(ctx, next.weights, next.optim, m, opt, ema, scaler, a, st, 2);
     test_kill_point(3);
-    file_digest(ctx, next.weights, &wsize, &wcrc);
-    file_digest(ctx, next.optim, &osize, &ocrc);
+    if (ocr_ex_file_digest(ctx, next.weights, &wsize, &wcrc)) die(ctx, "reading the run's state back");
+    if (ocr_ex_file_digest(ctx, next.optim, &osize, &ocrc)) die(ctx, "reading the run's state back");
     len = snprintf(text, sizeof text,
                    "{\"format\":%d,\"generation\":%lld,\"step\":%lld,\"weights\":\"%s\",\"weights_bytes\":%llu,\"weights_crc32c\":%lu,"
                    "\"optim\":\"%s\",\"optim_bytes\":%llu,\"optim_crc32c\":%lu}\n",
@@ -734,13 +672,13 @@ static void commit_state(ocr_ctx *ctx, const char *run_dir, run_files *rf, ocr_m
     test_kill_point(4);
     *rf = next;
     snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
-    if (link_over(next.weights, path)) {
+    if (ocr_ex_link_over(next.weights, path)) {
         char optim_path[4096];
         snprintf(optim_path, sizeof optim_path, "%s/last.optim.safetensors", run_dir);
         write_checkpoint(ctx, path, optim_path, m, opt, ema, scaler, a, st, 0); /* a file system without hard links: copies */
     } else {
         snprintf(path, sizeof path, "%s/last.optim.safetensors", run_dir);
-        if (link_over(next.optim, path)) { fprintf(stderr, "train_dbnet: cannot link %s to %s: %s\n", path, next.optim, strerror(errno)); exit(1); }
+        if (ocr_ex_link_over(next.optim, path)) { fprintf(stderr, "train_dbnet: cannot link %s to %s: %s\n", path, next.optim, strerror(errno)); exit(1); }
     }
     test_kill_point(5);
     remove_stale_files(run_dir, next.generation);
@@ -759,36 +697,6 @@ static int64_t meta_count(const ocr_safetensors *st, const char *file, const cha
     }
     return (int64_t)v;
 }
-static double meta_number(const ocr_safetensors *st, const char *file, const char *key) {
-    const char *s = ocr_safetensors_meta(st, key);
-    char *end = NULL;
-    double v = 0;
-    if (s) v = strtod(s, &end);
-    if (!s || end == s || *end || !isfinite(v)) {
-        fprintf(stderr, "train_dbnet: --resume: %s %s '%s'%s%s%s\n", file, s ? "has a malformed" : "lacks", key, s ? " = '" : "", s ? s : "",
-                s ? "' (expected a number)" : " in its metadata: not a train_dbnet checkpoint");
-        exit(1);
-    }
-    return v;
-}
-
-/* state.json's field key: a count, or a plain file name in the run directory */
-static void manifest_field(const char *path, const char *text, const ocr_json_tok *toks, const char *key, int64_t *count, char *name,
-                           size_t cap) {
-    int i = ocr_json_find(text, toks, 0, key);
-    double v;
-    if (i >= 0 && count && toks[i].type == OCR_JSON_NUMBER && ocr_json_number(text, &toks[i], &v) && v >= 0 && v < 9e15 && v == floor(v)) {
-        *count = (int64_t)v;
-        return;
-    }
-    if (i >= 0 && name && toks[i].type == OCR_JSON_STRING && ocr_json_string(text, &toks[i], name, cap) && name[0] && name[0] != '.' &&
-        !strchr(name, '/'))
-        return;
-    fprintf(stderr, "train_dbnet: --resume: %s %s '%s' (expected %s)\n", path, i < 0 ? "lacks" : "has a malformed", key,
-            count ? "a count" : "a file name in the run directory");
-    exit(1);
-}
-
 /* The state --resume continues from: state.json's, its files checked against it; or, in a directory from before
    state.json, last.safetensors + last.optim.safetensors. */
 static void find_state(ocr_ctx *ctx, const char *run_dir, run_files *rf) {
@@ -814,29 +722,29 @@ static void find_state(ocr_ctx *ctx, const char *run_dir, run_files *rf) {
     }
     if (ocr_read_file(ctx, path, 1 << 16, &text, &n)) die(ctx, "--resume");
     if (ocr_json_parse(ctx, (const char *)text, n, toks, 64, &nt) || toks[0].type != OCR_JSON_OBJECT) die(ctx, "--resume: state.json");
-    manifest_field(path, (const char *)text, toks, "format", &format, NULL, 0);
+    ocr_ex_manifest_field("train_dbnet", path, (const char *)text, toks, "format", &format, NULL, 0);
     /* format 2: a mixed-precision run, whose loss scaler an older train_dbnet (format 1 only) would not restore */
     if (format != 1 && format != 2) {
         fprintf(stderr, "train_dbnet: --resume: %s is in format %lld; this train_dbnet reads formats 1 and 2\n", path, (long long)format);
         exit(1);
     }
-    manifest_field(path, (const char *)text, toks, "generation", &rf->generation, NULL, 0);
-    manifest_field(path, (const char *)text, toks, "step", &rf->step, NULL, 0);
+    ocr_ex_manifest_field("train_dbnet", path, (const char *)text, toks, "generation", &rf->generation, NULL, 0);
+    ocr_ex_manifest_field("train_dbnet", path, (const char *)text, toks, "step", &rf->step, NULL, 0);
     for (f = 0; f < 2; f++) {
         size_t size;
         uint32_t crc;
         char *dst = f ? rf->optim : rf->weights;
-        manifest_field(path, (const char *)text, toks, which[f], NULL, name, sizeof name);
+        ocr_ex_manifest_field("train_dbnet", path, (const char *)text, toks, which[f], NULL, name, sizeof name);
         snprintf(key, sizeof key, "%s_bytes", which[f]);
-        manifest_field(path, (const char *)text, toks, key, &want_size, NULL, 0);
+        ocr_ex_manifest_field("train_dbnet", path, (const char *)text, toks, key, &want_size, NULL, 0);
         snprintf(key, sizeof key, "%s_crc32c", which[f]);
-        manifest_field(path, (const char *)text, toks, key, &want_crc, NULL, 0);
+        ocr_ex_manifest_field("train_dbnet", path, (const char *)text, toks, key, &want_crc, NULL, 0);
         snprintf(dst, sizeof rf->weights, "%s/%s", run_dir, name);
         if (access(dst, F_OK) != 0) {
             fprintf(stderr, "train_dbnet: --resume: %s names %s, which is missing: %s\n", path, dst, strerror(errno));
             exit(1);
         }
-        file_digest(ctx, dst, &size, &crc);
+        if (ocr_ex_file_digest(ctx, dst, &size, &crc)) die(ctx, "reading the run's state back");
         if ((int64_t)size != want_size || (int64_t)crc != want_crc) {
             fprintf(stderr, "train_dbnet: --resume: %s has %llu bytes with CRC-32C %lu but %s says %lld bytes with %lld: changed since "
                             "it was saved\n", dst, (unsigned long long)size, (unsigned long)crc, path, (long long)want_size, (long long)want_crc);
@@ -1082,7 +990,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "train_dbnet: --resume %s: %s\n", run_dir, errno ? strerror(errno) : "not a directory");
             return 1;
         }
-        if (is_root) lock_run_dir(run_dir);
+        if (is_root) ocr_ex_lock_run_dir("train_dbnet", run_dir);
         find_state(&ctx, run_dir, &rf); /* every rank reads the same state: the run directory is shared (or copied) */
         if (is_root) remove_stale_files(run_dir, rf.generation);
         if (ocr_safetensors_open(&ctx, &resume_st, rf.weights)) die(&ctx, "--resume");
@@ -1092,9 +1000,9 @@ int main(int argc, char **argv) {
             return 1;
         }
         st.step = meta_count(&resume_st, rf.weights, "train.step");
-        st.best_hmean = meta_number(&resume_st, rf.weights, "train.best_hmean");
+        st.best_hmean = ocr_ex_meta_number("train_dbnet", &resume_st, rf.weights, "train.best_hmean", -HUGE_VAL);
         st.best_step = meta_count(&resume_st, rf.weights, "train.best_step");
-        seconds_before = meta_number(&resume_st, rf.weights, "train.seconds");
+        seconds_before = ocr_ex_meta_number("train_dbnet", &resume_st, rf.weights, "train.seconds", -HUGE_VAL);
         optim_step = meta_count(&resume_st, rf.weights, "train.optim_step");
         if (rf.step >= 0 && rf.step != st.step) {
             fprintf(stderr, "train_dbnet: --resume: %s/state.json is at step %lld but %s at step %lld\n", run_dir, (long long)rf.step,
@@ -1140,7 +1048,7 @@ int main(int argc, char **argv) {
     else if (mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_dbnet: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
     if (!a.resume && is_root) { /* a new run: the directory is locked, and a run already there is neither touched nor mixed with this one */
         const char *found;
-        lock_run_dir(run_dir);
+        ocr_ex_lock_run_dir("train_dbnet", run_dir);
         if ((found = run_evidence(run_dir)) != NULL) {
             if (!a.overwrite) {
                 fprintf(stderr, "train_dbnet: %s already holds a run (%s): continue it with --resume %s, or start a new one in it with "
@@ -1261,8 +1169,8 @@ int main(int argc, char **argv) {
     /* a resumed run's metrics go back to its state: what a killed process logged after it is logged again */
     if (is_root && (a.resume ? ocr_metrics_open_resume(&ctx, &metrics, run_dir, st.step) : ocr_metrics_open(&ctx, &metrics, run_dir)))
         die(&ctx, "metrics");
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    signal(SIGINT, ocr_ex_on_signal);
+    signal(SIGTERM, ocr_ex_on_signal);
 
     if (heldout.count) snprintf(held, sizeof held, " and %d held-out", heldout.count);
     if (is_root) fprintf(stderr, "train_dbnet: %s DB-ResNet-%d width %g, %zu parameters, %lld steps of %d x %dx%d on %d threads (GEMM %s), "
@@ -1284,18 +1192,18 @@ int main(int argc, char **argv) {
     loss_cfg.prob_dice_weight = a.prob_dice; /* sharpens P between neighbouring words: see ocr_loss.h */
     memset(&last_eval, 0, sizeof last_eval);
     memset(&last_heldout, 0, sizeof last_heldout);
-    t_start = now_seconds();
+    t_start = ocr_ex_now();
     steps_before = st.step;
     {
         int64_t epoch = -1;
-        while (st.step < total_steps && !g_stop) {
+        while (st.step < total_steps && !ocr_ex_stop) {
             ocr_batch *batch = NULL;
             ocr_tensor logits, thresh, dl, dt, targets[F_COUNT];
             ocr_db_loss_terms terms;
             float lr, norm = 0;
             int skip = 0;
             int64_t want_epoch = st.step / batches_per_epoch, want_number = st.step % batches_per_epoch;
-            double t_step0 = now_seconds();
+            double t_step0 = ocr_ex_now();
             if (want_epoch != epoch) {
                 /* a resumed run starts mid-epoch, with exactly the batch the interrupted run would have used next */
                 if (ocr_loader_start_epoch_at(&ctx, loader, want_epoch, want_number)) die(&ctx, "data loader");
@@ -1322,20 +1230,20 @@ int main(int argc, char **argv) {
                 die(&ctx, "gradients");
             loss_targets(&ctx, batch, targets_dev, targets);
             g_dist.step = st.step + 1;
-            t_comm = now_seconds();
+            t_comm = ocr_ex_now();
             if (global_loss) step_images = dist_global_loss(&ctx, &db, &loss_cfg, &logits, &thresh, targets, &terms, &dl, &dt);
             else if (ocr_loss_db(&ctx, &loss_cfg, &logits, &thresh, &targets[F_GT_SHRINK], &targets[F_MASK_SHRINK], &targets[F_GT_THRESH],
                                  &targets[F_MASK_THRESH], &terms, &dl, &dt))
                 die(&ctx, "loss");
             else step_images = batch->size * g_dist.world;
-            if (global_loss) t_gather += now_seconds() - t_comm; /* the gathers and the whole batch's loss */
+            if (global_loss) t_gather += ocr_ex_now() - t_comm; /* the gathers and the whole batch's loss */
             ocr_params_zero_grad(&model.params);
             if (ocr_grad_scaler_scale(&ctx, &scaler, &dl) || ocr_grad_scaler_scale(&ctx, &scaler, &dt)) die(&ctx, "loss scaling");
             if (ocr_dbnet_backward(&ctx, &model, &dl, &dt)) die(&ctx, "backward");
             if (g_dist.world > 1) {
-                t_comm = now_seconds();
+                t_comm = ocr_ex_now();
                 dist_reduce_gradients(&model, !global_loss);
-                t_allreduce += now_seconds() - t_comm;
+                t_allreduce += ocr_ex_now() - t_comm;
             }
             lr = ocr_lr_poly(a.lr, st.step, total_steps, 0.9f);
             /* fp16: a non-finite gradient skips the step and halves the scale (GradScaler); elsewhere it stays an error,
@@ -1356,7 +1264,7 @@ int main(int argc, char **argv) {
             t_images += step_images;
             ocr_loader_release(loader, batch);
             st.step++;
-            t_steps += now_seconds() - t_step0;
+            t_steps += ocr_ex_now() - t_step0;
 
             if (g_dist.world > 1 && !global_loss && (st.step % a.log_every == 0 || st.step == total_steps)) {
                 /* --dist-loss local: the logged loss is the ranks' mean */
@@ -1367,7 +1275,7 @@ int main(int argc, char **argv) {
                 terms.l1 = v[3] / g_dist.world; terms.bce_binary = v[4] / g_dist.world; terms.dice_prob = v[5] / g_dist.world;
             }
             if (is_root && (st.step % a.log_every == 0 || st.step == total_steps)) {
-                double el = now_seconds() - t_start, ips = t_images / (el > 0 ? el : 1);
+                double el = ocr_ex_now() - t_start, ips = t_images / (el > 0 ? el : 1);
                 char line[512];
                 if (ocr_metrics_scalar(&ctx, &metrics, st.step, "train/loss", terms.total) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/bce", terms.bce) ||
@@ -1433,7 +1341,7 @@ int main(int argc, char **argv) {
                 if (last_eval.r.hmean > st.best_hmean || st.best_step == 0) {
                     st.best_hmean = last_eval.r.hmean;
                     st.best_step = st.step;
-                    st.seconds = seconds_before + now_seconds() - t_start;
+                    st.seconds = seconds_before + ocr_ex_now() - t_start;
                     snprintf(path, sizeof path, "%s/best.safetensors", run_dir);
                     snprintf(best_optim, sizeof best_optim, "%s/best.optim.safetensors", run_dir);
                     write_checkpoint(&ctx, path, best_optim, &model, &opt, NULL, &scaler, &a, &st, 0);
@@ -1441,31 +1349,31 @@ int main(int argc, char **argv) {
                 swap_weights(&model, &ema);
             }
             if (st.step % a.save_every == 0 || st.step == a.stop_at || st.step == total_steps) {
-                st.seconds = seconds_before + now_seconds() - t_start;
+                st.seconds = seconds_before + ocr_ex_now() - t_start;
                 if (is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &scaler, &a, &st);
                 saved_step = st.step;
             }
-            if (st.step == a.stop_at) g_stop = 1;
+            if (st.step == a.stop_at) ocr_ex_stop = 1;
             if (g_dist.world > 1) { /* a signal to one rank stops every rank after the same step */
                 int64_t stop;
-                ocr_dist_minmax_i64(&g_dist, g_stop ? 1 : 0, NULL, &stop, "MPI_Allreduce of the stop flag");
-                g_stop = stop != 0;
+                ocr_dist_minmax_i64(&g_dist, ocr_ex_stop ? 1 : 0, NULL, &stop, "MPI_Allreduce of the stop flag");
+                ocr_ex_stop = stop != 0;
             }
         }
     }
     if (tty) fputc('\n', stderr);
-    st.seconds = seconds_before + now_seconds() - t_start;
+    st.seconds = seconds_before + ocr_ex_now() - t_start;
     if (saved_step != st.step && is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &scaler, &a, &st);
     if (is_root && g_dist.world > 1 && st.step > steps_before) /* what overlapping the exchanges with compute could hide at most */
         fprintf(stderr, "train_dbnet: rank 0 per step: gradient all-reduce %.2f ms, loss maps gathered and the whole batch's loss %.2f ms "
                         "(each with the wait for the slowest rank), of a step's %.1f ms\n", 1e3 * t_allreduce / (double)(st.step - steps_before),
                 1e3 * t_gather / (double)(st.step - steps_before), 1e3 * t_steps / (double)(st.step - steps_before));
-    if (g_stop && st.step < total_steps && is_root)
+    if (ocr_ex_stop && st.step < total_steps && is_root)
         fprintf(stderr, "train_dbnet: interrupted at step %lld; saved %s/last.safetensors; continue with --resume %s\n",
                 (long long)st.step, run_dir, run_dir);
     if (is_root && ocr_metrics_close(&ctx, &metrics)) die(&ctx, "metrics");
     {
-        double el = now_seconds() - t_start;
+        double el = ocr_ex_now() - t_start;
         printf("{\"hmean\":%.4f,\"precision\":%.4f,\"recall\":%.4f", last_eval.r.hmean, last_eval.r.precision, last_eval.r.recall);
         print_figures_json("", &last_eval, 0);
         print_figures_json("heldout_", &last_heldout, 1);
@@ -1491,5 +1399,5 @@ int main(int argc, char **argv) {
     /* no rank leaves before rank 0 has written everything: the launcher ends the job when the first one exits */
     ocr_dist_barrier(&g_dist, "MPI_Barrier at the end of the run (rank 0 writes the last state)");
     ocr_dist_finish(&g_dist);
-    return g_stop && st.step < total_steps ? 130 : 0;
+    return ocr_ex_stop && st.step < total_steps ? 130 : 0;
 }

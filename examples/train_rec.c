@@ -139,14 +139,6 @@ static const char *settings_problem(const train_args *a) {
     return NULL;
 }
 
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig) { (void)sig; g_stop = 1; }
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* the MPI job this process belongs to (rank 0 of 1 without one) */
 static ocr_dist g_dist;
@@ -268,19 +260,6 @@ typedef struct {
 } train_state;
 static const char *const kAssetKeys[2] = {"synth.fonts", "synth.photos"};
 
-static void lock_run_dir(const char *run_dir) {
-    char path[4096];
-    int fd;
-    snprintf(path, sizeof path, "%s/.lock", run_dir);
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) { fprintf(stderr, "train_rec: cannot lock the run directory: %s: %s\n", path, strerror(errno)); exit(1); }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        fprintf(stderr, "train_rec: %s is in use by another process (it holds %s); one process trains in a run directory at a time\n",
-                run_dir, path);
-        exit(1);
-    }
-}
-
 static int file_in(const char *dir, const char *name) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -315,22 +294,6 @@ static void clean_run_dir(const char *run_dir, int64_t keep, int all) {
         snprintf(path, sizeof path, "%s/%s", run_dir, names[i]);
         unlink(path);
     }
-}
-
-static void file_digest(ocr_ctx *ctx, const char *path, size_t *size, uint32_t *crc) {
-    unsigned char *bytes;
-    if (ocr_read_file(ctx, path, (size_t)-1 >> 1, &bytes, size)) die(ctx, "reading the run's state back");
-    *crc = ocr_crc32c(0, bytes, *size);
-    OCR_FREE(bytes);
-}
-
-static int link_over(const char *src, const char *dst) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid());
-    unlink(tmp);
-    if (link(src, tmp) != 0) return 1;
-    if (rename(tmp, dst) != 0) { unlink(tmp); return 1; }
-    return 0;
 }
 
 /* the weights with the settings and the position as "train." metadata (and the assets), and the optimizer file */
@@ -379,8 +342,8 @@ static void commit_state(ocr_ctx *ctx, const char *run_dir, run_files *rf, ocr_m
     snprintf(next.weights, sizeof next.weights, "%s/%s", run_dir, wname);
     snprintf(next.optim, sizeof next.optim, "%s/%s", run_dir, oname);
     write_checkpoint(ctx, next.weights, next.optim, m, opt, a, st);
-    file_digest(ctx, next.weights, &wsize, &wcrc);
-    file_digest(ctx, next.optim, &osize, &ocrc);
+    if (ocr_ex_file_digest(ctx, next.weights, &wsize, &wcrc)) die(ctx, "reading the run's state back");
+    if (ocr_ex_file_digest(ctx, next.optim, &osize, &ocrc)) die(ctx, "reading the run's state back");
     len = snprintf(text, sizeof text,
                    "{\"format\":1,\"generation\":%lld,\"step\":%lld,\"weights\":\"%s\",\"weights_bytes\":%llu,\"weights_crc32c\":%lu,"
                    "\"optim\":\"%s\",\"optim_bytes\":%llu,\"optim_crc32c\":%lu}\n",
@@ -390,31 +353,15 @@ static void commit_state(ocr_ctx *ctx, const char *run_dir, run_files *rf, ocr_m
     if (ocr_write_file_atomic(ctx, path, text, (size_t)len)) die(ctx, "committing the run's state (the previous one stays)");
     *rf = next;
     snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
-    if (link_over(next.weights, path)) {
+    if (ocr_ex_link_over(next.weights, path)) {
         char optim_path[4096];
         snprintf(optim_path, sizeof optim_path, "%s/last.optim.safetensors", run_dir);
         write_checkpoint(ctx, path, optim_path, m, opt, a, st); /* no hard links: copies */
     } else {
         snprintf(path, sizeof path, "%s/last.optim.safetensors", run_dir);
-        if (link_over(next.optim, path)) { fprintf(stderr, "train_rec: cannot link %s: %s\n", path, strerror(errno)); exit(1); }
+        if (ocr_ex_link_over(next.optim, path)) { fprintf(stderr, "train_rec: cannot link %s: %s\n", path, strerror(errno)); exit(1); }
     }
     clean_run_dir(run_dir, next.generation, 0);
-}
-
-/* state.json's count or file-name field */
-static void manifest_field(const char *path, const char *text, const ocr_json_tok *toks, const char *key, int64_t *count, char *name,
-                           size_t cap) {
-    int i = ocr_json_find(text, toks, 0, key);
-    double v;
-    if (i >= 0 && count && toks[i].type == OCR_JSON_NUMBER && ocr_json_number(text, &toks[i], &v) && v >= 0 && v < 9e15 && v == floor(v)) {
-        *count = (int64_t)v;
-        return;
-    }
-    if (i >= 0 && name && toks[i].type == OCR_JSON_STRING && ocr_json_string(text, &toks[i], name, cap) && name[0] && name[0] != '.' &&
-        !strchr(name, '/'))
-        return;
-    fprintf(stderr, "train_rec: --resume: %s %s '%s'\n", path, i < 0 ? "lacks" : "has a malformed", key);
-    exit(1);
 }
 
 static void find_state(ocr_ctx *ctx, const char *run_dir, run_files *rf) {
@@ -434,22 +381,22 @@ static void find_state(ocr_ctx *ctx, const char *run_dir, run_files *rf) {
     }
     if (ocr_read_file(ctx, path, 1 << 16, &text, &n)) die(ctx, "--resume");
     if (ocr_json_parse(ctx, (const char *)text, n, toks, 64, &nt) || toks[0].type != OCR_JSON_OBJECT) die(ctx, "--resume: state.json");
-    manifest_field(path, (const char *)text, toks, "format", &format, NULL, 0);
+    ocr_ex_manifest_field("train_rec", path, (const char *)text, toks, "format", &format, NULL, 0);
     if (format != 1) { fprintf(stderr, "train_rec: --resume: %s is in format %lld; this train_rec reads format 1\n", path, (long long)format); exit(1); }
-    manifest_field(path, (const char *)text, toks, "generation", &rf->generation, NULL, 0);
-    manifest_field(path, (const char *)text, toks, "step", &rf->step, NULL, 0);
+    ocr_ex_manifest_field("train_rec", path, (const char *)text, toks, "generation", &rf->generation, NULL, 0);
+    ocr_ex_manifest_field("train_rec", path, (const char *)text, toks, "step", &rf->step, NULL, 0);
     for (f = 0; f < 2; f++) {
         size_t size;
         uint32_t crc;
         char *dst = f ? rf->optim : rf->weights;
-        manifest_field(path, (const char *)text, toks, which[f], NULL, name, sizeof name);
+        ocr_ex_manifest_field("train_rec", path, (const char *)text, toks, which[f], NULL, name, sizeof name);
         snprintf(key, sizeof key, "%s_bytes", which[f]);
-        manifest_field(path, (const char *)text, toks, key, &want_size, NULL, 0);
+        ocr_ex_manifest_field("train_rec", path, (const char *)text, toks, key, &want_size, NULL, 0);
         snprintf(key, sizeof key, "%s_crc32c", which[f]);
-        manifest_field(path, (const char *)text, toks, key, &want_crc, NULL, 0);
+        ocr_ex_manifest_field("train_rec", path, (const char *)text, toks, key, &want_crc, NULL, 0);
         snprintf(dst, sizeof rf->weights, "%s/%s", run_dir, name);
         if (access(dst, F_OK) != 0) { fprintf(stderr, "train_rec: --resume: %s names %s, which is missing\n", path, dst); exit(1); }
-        file_digest(ctx, dst, &size, &crc);
+        if (ocr_ex_file_digest(ctx, dst, &size, &crc)) die(ctx, "reading the run's state back");
         if ((int64_t)size != want_size || (int64_t)crc != want_crc) {
             fprintf(stderr, "train_rec: --resume: %s has %llu bytes with CRC-32C %lu but %s says %lld bytes with %lld: changed since it was "
                             "saved\n", dst, (unsigned long long)size, (unsigned long)crc, path, (long long)want_size, (long long)want_crc);
@@ -460,32 +407,6 @@ static void find_state(ocr_ctx *ctx, const char *run_dir, run_files *rf) {
 }
 
 static const char *checkpoint_meta(const void *st, const char *key) { return ocr_safetensors_meta((const ocr_safetensors *)st, key); }
-
-static double meta_number(const ocr_safetensors *st, const char *file, const char *key) {
-    const char *s = ocr_safetensors_meta(st, key);
-    char *end = NULL;
-    double v = 0;
-    if (s) v = strtod(s, &end);
-    if (!s || end == s || *end || !isfinite(v) || v < 0) {
-        fprintf(stderr, "train_rec: --resume: %s %s '%s': not a train_rec checkpoint\n", file, s ? "has a malformed" : "lacks", key);
-        exit(1);
-    }
-    return v;
-}
-
-/* "<sha256>  <file>" per font (photos: photograph) of s */
-static char *asset_list(const ocr_synth *s, int photos) {
-    int n = photos ? ocr_synth_photo_count(s) : ocr_synth_font_count(s), i;
-    size_t cap = 1, used = 0;
-    char *text;
-    for (i = 0; i < n; i++) cap += 64 + 3 + strlen(photos ? ocr_synth_photo_file(s, i) : ocr_synth_font_file(s, i));
-    if (!(text = (char *)malloc(cap))) { fprintf(stderr, "train_rec: out of memory\n"); exit(1); }
-    text[0] = 0;
-    for (i = 0; i < n; i++)
-        used += (size_t)snprintf(text + used, cap - used, "%s  %s\n", photos ? ocr_synth_photo_sha256(s, i) : ocr_synth_font_sha256(s, i),
-                                 photos ? ocr_synth_photo_file(s, i) : ocr_synth_font_file(s, i));
-    return text;
-}
 
 /* ---------------------------------------------------------------- batches by width
 
@@ -585,7 +506,7 @@ int main(int argc, char **argv) {
         if (a.overwrite) { fprintf(stderr, "train_rec: --overwrite starts a new run; it does not go with --resume\n"); return 2; }
         snprintf(run_dir, sizeof run_dir, "%s", a.resume);
         if (stat(run_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) { fprintf(stderr, "train_rec: --resume %s: not a directory\n", run_dir); return 1; }
-        if (is_root) lock_run_dir(run_dir);
+        if (is_root) ocr_ex_lock_run_dir("train_rec", run_dir);
         find_state(&ctx, run_dir, &rf); /* every rank reads the same state */
         if (is_root) clean_run_dir(run_dir, rf.generation, 0);
         if (ocr_safetensors_open(&ctx, &resume_st, rf.weights)) die(&ctx, "--resume");
@@ -593,12 +514,12 @@ int main(int argc, char **argv) {
             fprintf(stderr, "train_rec: %s\n", why);
             return 1;
         }
-        st.step = (int64_t)meta_number(&resume_st, rf.weights, "train.step");
-        st.best_accuracy = meta_number(&resume_st, rf.weights, "train.best_accuracy");
-        st.best_step = (int64_t)meta_number(&resume_st, rf.weights, "train.best_step");
-        seconds_before = meta_number(&resume_st, rf.weights, "train.seconds");
-        st.words_skipped = (int64_t)meta_number(&resume_st, rf.weights, "train.words_skipped");
-        st.words_too_long = (int64_t)meta_number(&resume_st, rf.weights, "train.words_too_long");
+        st.step = (int64_t)ocr_ex_meta_number("train_rec", &resume_st, rf.weights, "train.step", 0);
+        st.best_accuracy = ocr_ex_meta_number("train_rec", &resume_st, rf.weights, "train.best_accuracy", 0);
+        st.best_step = (int64_t)ocr_ex_meta_number("train_rec", &resume_st, rf.weights, "train.best_step", 0);
+        seconds_before = ocr_ex_meta_number("train_rec", &resume_st, rf.weights, "train.seconds", 0);
+        st.words_skipped = (int64_t)ocr_ex_meta_number("train_rec", &resume_st, rf.weights, "train.words_skipped", 0);
+        st.words_too_long = (int64_t)ocr_ex_meta_number("train_rec", &resume_st, rf.weights, "train.words_too_long", 0);
         if (st.step != rf.step) { fprintf(stderr, "train_rec: --resume: state.json and %s disagree on the step\n", rf.weights); return 1; }
         {
             const char *w = ocr_safetensors_meta(&resume_st, "dist.world_size");
@@ -631,7 +552,7 @@ int main(int argc, char **argv) {
     heldout_count = !is_synth(a.val) ? 0 : a.heldout_count < 0 ? a.val_count : a.heldout_count;
     if (is_root && mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_rec: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
     if (!a.resume && is_root) {
-        lock_run_dir(run_dir);
+        ocr_ex_lock_run_dir("train_rec", run_dir);
         if (file_in(run_dir, "state.json") || file_in(run_dir, "metrics.jsonl") || file_in(run_dir, "last.safetensors")) {
             if (!a.overwrite) {
                 fprintf(stderr, "train_rec: %s already holds a run: continue it with --resume %s, or start a new one in it with --overwrite "
@@ -653,9 +574,9 @@ int main(int argc, char **argv) {
     if (a.resume) {
         ocr_safetensors ost;
         if (ocr_rec_load(&ctx, &model, rf.weights)) die(&ctx, "--resume");
-        opt.step = (int64_t)meta_number(&resume_st, rf.weights, "train.optim_step");
+        opt.step = (int64_t)ocr_ex_meta_number("train_rec", &resume_st, rf.weights, "train.optim_step", 0);
         if (ocr_safetensors_open(&ctx, &ost, rf.optim) || ocr_optim_load(&ctx, &opt, NULL, &ost)) die(&ctx, "--resume: the optimizer state");
-        if ((int64_t)meta_number(&ost, rf.optim, "train.step") != st.step) {
+        if ((int64_t)ocr_ex_meta_number("train_rec", &ost, rf.optim, "train.step", 0) != st.step) {
             fprintf(stderr, "train_rec: --resume: %s is not from step %lld as %s\n", rf.optim, (long long)st.step, rf.weights);
             return 1;
         }
@@ -668,8 +589,8 @@ int main(int argc, char **argv) {
     if (synth_data || is_synth(a.val)) {
         ocr_synth_config c = synth_config(&a, 0);
         if (ocr_synth_init(&ctx, &train_synth, &c)) die(&ctx, "synthetic words (--fonts, --photos)");
-        st.assets[0] = asset_list(&train_synth, 0);
-        st.assets[1] = asset_list(&train_synth, 1);
+        st.assets[0] = ocr_ex_asset_list("train_rec", &train_synth, 0);
+        st.assets[1] = ocr_ex_asset_list("train_rec", &train_synth, 1);
         for (i = 0; a.resume && i < 2; i++) {
             const char *recorded = ocr_safetensors_meta(&resume_st, kAssetKeys[i]);
             if (recorded && strcmp(recorded, st.assets[i]) != 0) {
@@ -755,8 +676,8 @@ int main(int argc, char **argv) {
             ocr_dist_abort(&g_dist, 1);
         }
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    signal(SIGINT, ocr_ex_on_signal);
+    signal(SIGTERM, ocr_ex_on_signal);
 
     if (is_root) fprintf(stderr, "train_rec: %s a CRNN (channels %s, LSTM %d x 2 x %d), %zu parameters, charset '%s' (%d classes), %lld steps of about %d "
                     "crops on %d threads (GEMM %s); validation %d words%s%s, run %s\n",
@@ -774,10 +695,10 @@ int main(int argc, char **argv) {
 
     memset(&last_val, 0, sizeof last_val);
     memset(&last_heldout, 0, sizeof last_heldout);
-    t_start = now_seconds();
+    t_start = ocr_ex_now();
     {
         int64_t epoch = -1;
-        while (st.step < total_steps && !g_stop) {
+        while (st.step < total_steps && !ocr_ex_stop) {
             ocr_batch *batch = NULL;
             int64_t want_epoch = st.step / batches_per_epoch, want_number = st.step % batches_per_epoch;
             int n = 0, n_all, g, groups, cuts[MAX_GROUPS + 1], b, k;
@@ -871,7 +792,7 @@ int main(int argc, char **argv) {
             st.step++;
 
             if (is_root && (st.step % a.log_every == 0 || st.step == total_steps)) {
-                double el = now_seconds() - t_start, cps = (double)crops_total / (el > 0 ? el : 1);
+                double el = ocr_ex_now() - t_start, cps = (double)crops_total / (el > 0 ? el : 1);
                 char line[512];
                 if (ocr_metrics_scalar(&ctx, &metrics, st.step, "train/loss", loss) || ocr_metrics_scalar(&ctx, &metrics, st.step, "train/lr", lr) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/grad_norm", norm) ||
@@ -906,33 +827,33 @@ int main(int argc, char **argv) {
                 if (last_val.r.accuracy > st.best_accuracy || st.best_step == 0) {
                     st.best_accuracy = last_val.r.accuracy;
                     st.best_step = st.step;
-                    st.seconds = seconds_before + now_seconds() - t_start;
+                    st.seconds = seconds_before + ocr_ex_now() - t_start;
                     snprintf(path, sizeof path, "%s/best.safetensors", run_dir);
                     write_checkpoint(&ctx, path, NULL, &model, &opt, &a, &st);
                 }
             }
             if (st.step % a.save_every == 0 || st.step == a.stop_at || st.step == total_steps) {
-                st.seconds = seconds_before + now_seconds() - t_start;
+                st.seconds = seconds_before + ocr_ex_now() - t_start;
                 if (is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, &a, &st);
                 saved_step = st.step;
             }
-            if (st.step == a.stop_at) g_stop = 1;
+            if (st.step == a.stop_at) ocr_ex_stop = 1;
             if (g_dist.world > 1) { /* a signal to one rank stops every rank after the same step */
                 int64_t stop;
-                ocr_dist_minmax_i64(&g_dist, g_stop ? 1 : 0, NULL, &stop, "MPI_Allreduce of the stop flag");
-                g_stop = stop != 0;
+                ocr_dist_minmax_i64(&g_dist, ocr_ex_stop ? 1 : 0, NULL, &stop, "MPI_Allreduce of the stop flag");
+                ocr_ex_stop = stop != 0;
             }
         }
     }
     if (tty) fputc('\n', stderr);
-    st.seconds = seconds_before + now_seconds() - t_start;
+    st.seconds = seconds_before + ocr_ex_now() - t_start;
     if (saved_step != st.step && is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, &a, &st);
-    if (g_stop && st.step < total_steps && is_root)
+    if (ocr_ex_stop && st.step < total_steps && is_root)
         fprintf(stderr, "train_rec: interrupted at step %lld; saved %s/last.safetensors; continue with --resume %s\n", (long long)st.step,
                 run_dir, run_dir);
     if (is_root && ocr_metrics_close(&ctx, &metrics)) die(&ctx, "metrics");
     {
-        double el = now_seconds() - t_start;
+        double el = ocr_ex_now() - t_start;
         printf("{");
         printf("\"steps\":%lld", (long long)st.step);
         print_figures_json("", &last_val);
@@ -957,5 +878,5 @@ int main(int argc, char **argv) {
     /* no rank leaves before rank 0 has written everything: the launcher ends the job when the first one exits */
     ocr_dist_barrier(&g_dist, "MPI_Barrier at the end of the run (rank 0 writes the last state)");
     ocr_dist_finish(&g_dist);
-    return g_stop && st.step < total_steps ? 130 : 0;
+    return ocr_ex_stop && st.step < total_steps ? 130 : 0;
 }
