@@ -248,6 +248,19 @@ static void test_log_step(void) {
     expect_host_only("log_step");
 }
 
+/* A recognizer fed labels its charset cannot encode: empty targets naively, refused by ocr-c naming the key and the
+   character, and the collapse to the blank caught by the decode watch. */
+static void test_rec_empty(void) {
+    static const char *const needles[] = {
+        "naive (unknown characters dropped): 12 of 12 targets are empty, and training goes on",
+        "sample 'image-000000001' of 'lmdb:", "U+D55C", "is not in the charset 'latin' (94 characters)",
+        "(19 Hangul syllables) every label encodes: yes", "empty predictions 100% -> decode watch: WARNING",
+        "verdict: ocr-c refuses labels the charset cannot encode", NULL};
+    expect_run("rec_empty", "--threads 2", 0, needles);
+    expect_usage("rec_empty");
+    expect_host_only("rec_empty");
+}
+
 int main(int argc, char **argv) {
     char cmd[128];
     const char *san = getenv("OCR_SANITIZED");
@@ -269,6 +282,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_nonfinite);
     OCR_TEST_RUN(test_nonfinite_device);
     OCR_TEST_RUN(test_log_step);
+    OCR_TEST_RUN(test_rec_empty);
     snprintf(cmd, sizeof cmd, "rm -rf %s", ocr_test_cli_dir);
     if (system(cmd) != 0) fprintf(stderr, "test_repro: could not remove %s\n", ocr_test_cli_dir);
     ocr_ctx_free(&ctx);
