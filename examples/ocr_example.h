@@ -455,6 +455,120 @@ OCR_EX_UNUSED static double ocr_ex_meta_number(const char *prog, const ocr_safet
     }
     return v;
 }
+
+/* The run's committed state: state.json names state.<generation>.safetensors and .optim.safetensors with their sizes
+   and CRC-32C; last.* are other names of them. The order of a commit: both files written in full (atomically), their
+   digests taken, state.json replaced atomically, then last.* relinked; a kill at any point leaves the previous state
+   or the new one whole. */
+typedef struct {
+    int64_t generation;            /* of the state on disk: 0 before the first commit (or a directory from before state.json) */
+    int64_t step;                  /* state.json's */
+    char weights[4096], optim[4096];
+} ocr_ex_run_files;
+
+/* Writes the model's two files; kill_point > 0 is the crash tests' point between them (0: none). copies: last.* on a
+   file system without hard links. */
+typedef void (*ocr_ex_write_state_fn)(void *user, ocr_ctx *ctx, const char *weights, const char *optim, int kill_point);
+
+OCR_EX_UNUSED static void ocr_ex__state_die(const char *prog, ocr_ctx *ctx, const char *what) {
+    fprintf(stderr, "%s: %s: %s\n", prog, what, ocr_ctx_last_error(ctx));
+    exit(1);
+}
+
+/* Commits the state at step as generation rf->generation + 1 in format, then rf names it. kill (may be NULL) is
+   called at points 1, 3, 4 and 5 of the commit for the crash tests (2 is the writer's). */
+OCR_EX_UNUSED static void ocr_ex_state_commit(const char *prog, ocr_ctx *ctx, const char *run_dir, ocr_ex_run_files *rf, int64_t step,
+                                              int format, ocr_ex_write_state_fn write, void *user, void (*kill)(int)) {
+    ocr_ex_run_files next;
+    char path[4096], text[2048], wname[64], oname[64];
+    size_t wsize = 0, osize = 0;
+    uint32_t wcrc = 0, ocrc = 0;
+    int len;
+    if (kill) kill(1);
+    next.generation = rf->generation + 1;
+    next.step = step;
+    snprintf(wname, sizeof wname, "state.%06lld.safetensors", (long long)next.generation);
+    snprintf(oname, sizeof oname, "state.%06lld.optim.safetensors", (long long)next.generation);
+    snprintf(next.weights, sizeof next.weights, "%s/%s", run_dir, wname);
+    snprintf(next.optim, sizeof next.optim, "%s/%s", run_dir, oname);
+    write(user, ctx, next.weights, next.optim, 2);
+    if (kill) kill(3);
+    if (ocr_ex_file_digest(ctx, next.weights, &wsize, &wcrc) || ocr_ex_file_digest(ctx, next.optim, &osize, &ocrc))
+        ocr_ex__state_die(prog, ctx, "reading the run's state back");
+    len = snprintf(text, sizeof text,
+                   "{\"format\":%d,\"generation\":%lld,\"step\":%lld,\"weights\":\"%s\",\"weights_bytes\":%llu,\"weights_crc32c\":%lu,"
+                   "\"optim\":\"%s\",\"optim_bytes\":%llu,\"optim_crc32c\":%lu}\n",
+                   format, (long long)next.generation, (long long)next.step, wname, (unsigned long long)wsize, (unsigned long)wcrc, oname,
+                   (unsigned long long)osize, (unsigned long)ocrc);
+    snprintf(path, sizeof path, "%s/state.json", run_dir);
+    if (ocr_write_file_atomic(ctx, path, text, (size_t)len)) ocr_ex__state_die(prog, ctx, "committing the run's state (the previous one stays)");
+    if (kill) kill(4);
+    *rf = next;
+    snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
+    if (ocr_ex_link_over(next.weights, path)) {
+        char optim_path[4096];
+        snprintf(optim_path, sizeof optim_path, "%s/last.optim.safetensors", run_dir);
+        write(user, ctx, path, optim_path, 0); /* a file system without hard links: copies */
+    } else {
+        snprintf(path, sizeof path, "%s/last.optim.safetensors", run_dir);
+        if (ocr_ex_link_over(next.optim, path)) {
+            fprintf(stderr, "%s: cannot link %s to %s: %s\n", prog, path, next.optim, strerror(errno));
+            exit(1);
+        }
+    }
+    if (kill) kill(5);
+}
+
+/* The state --resume continues from: state.json's, its files checked against their sizes and CRC-32C; its format
+   (1 to max_format) in *format. 1 when the directory has no state.json (the caller says what that means), else 0;
+   anything wrong with it exits naming the file. */
+OCR_EX_UNUSED static int ocr_ex_state_read(const char *prog, ocr_ctx *ctx, const char *run_dir, int max_format, ocr_ex_run_files *rf,
+                                           int *format) {
+    static const char *const which[2] = {"weights", "optim"};
+    char path[4096], key[64], name[256];
+    unsigned char *text = NULL;
+    size_t n = 0;
+    ocr_json_tok toks[64];
+    int nt, f;
+    int64_t fmt = 0, want_size, want_crc;
+    memset(rf, 0, sizeof *rf);
+    snprintf(path, sizeof path, "%s/state.json", run_dir);
+    if (access(path, F_OK) != 0) return 1;
+    if (ocr_read_file(ctx, path, 1 << 16, &text, &n)) ocr_ex__state_die(prog, ctx, "--resume");
+    if (ocr_json_parse(ctx, (const char *)text, n, toks, 64, &nt) || toks[0].type != OCR_JSON_OBJECT)
+        ocr_ex__state_die(prog, ctx, "--resume: state.json");
+    ocr_ex_manifest_field(prog, path, (const char *)text, toks, "format", &fmt, NULL, 0);
+    if (fmt < 1 || fmt > max_format) {
+        fprintf(stderr, "%s: --resume: %s is in format %lld; this %s reads formats 1 to %d\n", prog, path, (long long)fmt, prog, max_format);
+        exit(1);
+    }
+    *format = (int)fmt;
+    ocr_ex_manifest_field(prog, path, (const char *)text, toks, "generation", &rf->generation, NULL, 0);
+    ocr_ex_manifest_field(prog, path, (const char *)text, toks, "step", &rf->step, NULL, 0);
+    for (f = 0; f < 2; f++) {
+        size_t size;
+        uint32_t crc;
+        char *dst = f ? rf->optim : rf->weights;
+        ocr_ex_manifest_field(prog, path, (const char *)text, toks, which[f], NULL, name, sizeof name);
+        snprintf(key, sizeof key, "%s_bytes", which[f]);
+        ocr_ex_manifest_field(prog, path, (const char *)text, toks, key, &want_size, NULL, 0);
+        snprintf(key, sizeof key, "%s_crc32c", which[f]);
+        ocr_ex_manifest_field(prog, path, (const char *)text, toks, key, &want_crc, NULL, 0);
+        snprintf(dst, sizeof rf->weights, "%s/%s", run_dir, name);
+        if (access(dst, F_OK) != 0) {
+            fprintf(stderr, "%s: --resume: %s names %s, which is missing: %s\n", prog, path, dst, strerror(errno));
+            exit(1);
+        }
+        if (ocr_ex_file_digest(ctx, dst, &size, &crc)) ocr_ex__state_die(prog, ctx, "reading the run's state back");
+        if ((int64_t)size != want_size || (int64_t)crc != want_crc) {
+            fprintf(stderr, "%s: --resume: %s has %llu bytes with CRC-32C %lu but %s says %lld bytes with %lld: changed since it was "
+                            "saved\n", prog, dst, (unsigned long long)size, (unsigned long)crc, path, (long long)want_size, (long long)want_crc);
+            exit(1);
+        }
+    }
+    OCR_FREE(text);
+    return 0;
+}
 #endif
 
 #ifdef OCR_SYNTH_H

@@ -542,11 +542,7 @@ static void print_assets(const train_state *st) {
    While a process trains in a directory it holds flock(DIR/.lock), which names it (pid and host): a second trainer
    or a --resume is refused, and the kernel drops the lock when the holder dies, so a crashed run's lock is no
    obstacle. */
-typedef struct {
-    int64_t generation;            /* of the state on disk: 0 before the first commit, or a directory from before state.json */
-    int64_t step;                  /* state.json's */
-    char weights[4096], optim[4096];
-} run_files;
+typedef ocr_ex_run_files run_files;
 
 /* OCR_TEST_KILL_IN_SAVE=K (tests): the process SIGKILLs itself at point K of its first state commit: 1 after the metrics
    flush, 2 between the optimizer and the weights file, 3 before state.json, 4 after it, 5 after last.* */
@@ -641,47 +637,30 @@ static void clear_run(const char *run_dir) {
     if (d) closedir(d);
 }
 
-/* Commits the run's state at st->step (the order is explained above). */
+/* The model's two files of a commit (ocr_ex_write_state_fn). */
+typedef struct {
+    const ocr_dbnet *m;
+    const ocr_optimizer *opt;
+    const float *ema;
+    const ocr_grad_scaler *scaler;
+    const train_args *a;
+    const train_state *st;
+} state_parts;
+static void write_state(void *user, ocr_ctx *ctx, const char *weights, const char *optim, int kill_point) {
+    const state_parts *s = (const state_parts *)user;
+    write_checkpoint(ctx, weights, optim, s->m, s->opt, s->ema, s->scaler, s->a, s->st, kill_point);
+}
+
+/* Commits the run's state at st->step (ocr_ex_state_commit; format 2 marks a mixed-precision run, whose loss scaler a
+   train_dbnet that reads format 1 only would not restore). */
 static void commit_state(ocr_ctx *ctx, const char *run_dir, run_files *rf, ocr_metrics *metrics, const ocr_dbnet *m,
                          const ocr_optimizer *opt, const float *ema, const ocr_grad_scaler *scaler, const train_args *a,
                          const train_state *st) {
-    run_files next;
-    char path[4096], text[2048], wname[64], oname[64];
-    size_t wsize, osize;
-    uint32_t wcrc, ocrc;
-    int len;
+    state_parts parts;
+    parts.m = m; parts.opt = opt; parts.ema = ema; parts.scaler = scaler; parts.a = a; parts.st = st;
     if (ocr_metrics_flush(ctx, metrics)) die(ctx, "metrics");
-    test_kill_point(1);
-    next.generation = rf->generation + 1;
-    next.step = st->step;
-    snprintf(wname, sizeof wname, "state.%06lld.safetensors", (long long)next.generation);
-    snprintf(oname, sizeof oname, "state.%06lld.optim.safetensors", (long long)next.generation);
-    snprintf(next.weights, sizeof next.weights, "%s/%s", run_dir, wname);
-    snprintf(next.optim, sizeof next.optim, "%s/%s", run_dir, oname);
-    write_checkpoint(ctx, next.weights, next.optim, m, opt, ema, scaler, a, st, 2);
-    test_kill_point(3);
-    if (ocr_ex_file_digest(ctx, next.weights, &wsize, &wcrc)) die(ctx, "reading the run's state back");
-    if (ocr_ex_file_digest(ctx, next.optim, &osize, &ocrc)) die(ctx, "reading the run's state back");
-    len = snprintf(text, sizeof text,
-                   "{\"format\":%d,\"generation\":%lld,\"step\":%lld,\"weights\":\"%s\",\"weights_bytes\":%llu,\"weights_crc32c\":%lu,"
-                   "\"optim\":\"%s\",\"optim_bytes\":%llu,\"optim_crc32c\":%lu}\n",
-                   strcmp(a->amp, "fp32") ? 2 : 1, (long long)next.generation, (long long)next.step, wname, (unsigned long long)wsize, (unsigned long)wcrc, oname,
-                   (unsigned long long)osize, (unsigned long)ocrc);
-    snprintf(path, sizeof path, "%s/state.json", run_dir);
-    if (ocr_write_file_atomic(ctx, path, text, (size_t)len)) die(ctx, "committing the run's state (the previous one stays)");
-    test_kill_point(4);
-    *rf = next;
-    snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
-    if (ocr_ex_link_over(next.weights, path)) {
-        char optim_path[4096];
-        snprintf(optim_path, sizeof optim_path, "%s/last.optim.safetensors", run_dir);
-        write_checkpoint(ctx, path, optim_path, m, opt, ema, scaler, a, st, 0); /* a file system without hard links: copies */
-    } else {
-        snprintf(path, sizeof path, "%s/last.optim.safetensors", run_dir);
-        if (ocr_ex_link_over(next.optim, path)) { fprintf(stderr, "train_dbnet: cannot link %s to %s: %s\n", path, next.optim, strerror(errno)); exit(1); }
-    }
-    test_kill_point(5);
-    remove_stale_files(run_dir, next.generation);
+    ocr_ex_state_commit("train_dbnet", ctx, run_dir, rf, st->step, strcmp(a->amp, "fp32") ? 2 : 1, write_state, &parts, test_kill_point);
+    remove_stale_files(run_dir, rf->generation);
 }
 
 /* A count or a number from a checkpoint's metadata; missing or malformed: exits naming the file and the key. */
@@ -697,61 +676,19 @@ static int64_t meta_count(const ocr_safetensors *st, const char *file, const cha
     }
     return (int64_t)v;
 }
-/* The state --resume continues from: state.json's, its files checked against it; or, in a directory from before
-   state.json, last.safetensors + last.optim.safetensors. */
+/* The state --resume continues from: state.json's (ocr_ex_state_read); or, in a directory from before state.json,
+   last.safetensors + last.optim.safetensors. */
 static void find_state(ocr_ctx *ctx, const char *run_dir, run_files *rf) {
-    static const char *const which[2] = {"weights", "optim"};
-    char path[4096], key[64], name[256];
-    unsigned char *text = NULL;
-    size_t n = 0;
-    ocr_json_tok toks[64];
-    int nt, f;
-    int64_t format = 0, want_size, want_crc;
-    memset(rf, 0, sizeof *rf);
-    snprintf(path, sizeof path, "%s/state.json", run_dir);
-    if (access(path, F_OK) != 0) {
-        snprintf(rf->weights, sizeof rf->weights, "%s/last.safetensors", run_dir);
-        snprintf(rf->optim, sizeof rf->optim, "%s/last.optim.safetensors", run_dir);
-        rf->step = -1;
-        if (access(rf->weights, F_OK) != 0) {
-            fprintf(stderr, "train_dbnet: --resume %s: no saved state there (state.json, or last.safetensors from an older "
-                            "train_dbnet); start it again with --out %s --overwrite\n", run_dir, run_dir);
-            exit(1);
-        }
-        return;
-    }
-    if (ocr_read_file(ctx, path, 1 << 16, &text, &n)) die(ctx, "--resume");
-    if (ocr_json_parse(ctx, (const char *)text, n, toks, 64, &nt) || toks[0].type != OCR_JSON_OBJECT) die(ctx, "--resume: state.json");
-    ocr_ex_manifest_field("train_dbnet", path, (const char *)text, toks, "format", &format, NULL, 0);
-    /* format 2: a mixed-precision run, whose loss scaler an older train_dbnet (format 1 only) would not restore */
-    if (format != 1 && format != 2) {
-        fprintf(stderr, "train_dbnet: --resume: %s is in format %lld; this train_dbnet reads formats 1 and 2\n", path, (long long)format);
+    int format;
+    if (ocr_ex_state_read("train_dbnet", ctx, run_dir, 2, rf, &format) == 0) return;
+    snprintf(rf->weights, sizeof rf->weights, "%s/last.safetensors", run_dir);
+    snprintf(rf->optim, sizeof rf->optim, "%s/last.optim.safetensors", run_dir);
+    rf->step = -1;
+    if (access(rf->weights, F_OK) != 0) {
+        fprintf(stderr, "train_dbnet: --resume %s: no saved state there (state.json, or last.safetensors from an older "
+                        "train_dbnet); start it again with --out %s --overwrite\n", run_dir, run_dir);
         exit(1);
     }
-    ocr_ex_manifest_field("train_dbnet", path, (const char *)text, toks, "generation", &rf->generation, NULL, 0);
-    ocr_ex_manifest_field("train_dbnet", path, (const char *)text, toks, "step", &rf->step, NULL, 0);
-    for (f = 0; f < 2; f++) {
-        size_t size;
-        uint32_t crc;
-        char *dst = f ? rf->optim : rf->weights;
-        ocr_ex_manifest_field("train_dbnet", path, (const char *)text, toks, which[f], NULL, name, sizeof name);
-        snprintf(key, sizeof key, "%s_bytes", which[f]);
-        ocr_ex_manifest_field("train_dbnet", path, (const char *)text, toks, key, &want_size, NULL, 0);
-        snprintf(key, sizeof key, "%s_crc32c", which[f]);
-        ocr_ex_manifest_field("train_dbnet", path, (const char *)text, toks, key, &want_crc, NULL, 0);
-        snprintf(dst, sizeof rf->weights, "%s/%s", run_dir, name);
-        if (access(dst, F_OK) != 0) {
-            fprintf(stderr, "train_dbnet: --resume: %s names %s, which is missing: %s\n", path, dst, strerror(errno));
-            exit(1);
-        }
-        if (ocr_ex_file_digest(ctx, dst, &size, &crc)) die(ctx, "reading the run's state back");
-        if ((int64_t)size != want_size || (int64_t)crc != want_crc) {
-            fprintf(stderr, "train_dbnet: --resume: %s has %llu bytes with CRC-32C %lu but %s says %lld bytes with %lld: changed since "
-                            "it was saved\n", dst, (unsigned long long)size, (unsigned long)crc, path, (long long)want_size, (long long)want_crc);
-            exit(1);
-        }
-    }
-    OCR_FREE(text);
 }
 
 /* The optimizer state and the weight average (when ema is given) of the state being resumed, whose step is step. */

@@ -248,10 +248,7 @@ static void print_figures_json(const char *pre, const val_figures *f) {
    state.<G>.optim.safetensors are written (each atomically), then state.json naming them with sizes and CRC-32C is
    renamed into place (the commit), then last.* are pointed at them and older generations removed. A kill at any instant
    leaves a complete committed state; --resume trusts only state.json and the files it names. */
-typedef struct {
-    int64_t generation, step;
-    char weights[4096], optim[4096];
-} run_files;
+typedef ocr_ex_run_files run_files;
 
 typedef struct {
     int64_t step, best_step, words_skipped, words_too_long;   /* the words the data gave that were left out, so far */
@@ -327,83 +324,34 @@ static void write_checkpoint(ocr_ctx *ctx, const char *weights, const char *opti
     if (ocr_rec_save(ctx, m, weights, keys, values, n)) die(ctx, "saving a checkpoint");
 }
 
+/* The model's two files of a commit (ocr_ex_write_state_fn). */
+typedef struct {
+    const ocr_rec_model *m;
+    const ocr_optimizer *opt;
+    const train_args *a;
+    const train_state *st;
+} state_parts;
+static void write_state(void *user, ocr_ctx *ctx, const char *weights, const char *optim, int kill_point) {
+    const state_parts *s = (const state_parts *)user;
+    (void)kill_point;
+    write_checkpoint(ctx, weights, optim, s->m, s->opt, s->a, s->st);
+}
+
 static void commit_state(ocr_ctx *ctx, const char *run_dir, run_files *rf, ocr_metrics *metrics, const ocr_rec_model *m,
                          const ocr_optimizer *opt, const train_args *a, const train_state *st) {
-    run_files next;
-    char path[4096], text[2048], wname[64], oname[64];
-    size_t wsize, osize;
-    uint32_t wcrc, ocrc;
-    int len;
+    state_parts parts;
+    parts.m = m; parts.opt = opt; parts.a = a; parts.st = st;
     if (ocr_metrics_flush(ctx, metrics)) die(ctx, "metrics");
-    next.generation = rf->generation + 1;
-    next.step = st->step;
-    snprintf(wname, sizeof wname, "state.%06lld.safetensors", (long long)next.generation);
-    snprintf(oname, sizeof oname, "state.%06lld.optim.safetensors", (long long)next.generation);
-    snprintf(next.weights, sizeof next.weights, "%s/%s", run_dir, wname);
-    snprintf(next.optim, sizeof next.optim, "%s/%s", run_dir, oname);
-    write_checkpoint(ctx, next.weights, next.optim, m, opt, a, st);
-    if (ocr_ex_file_digest(ctx, next.weights, &wsize, &wcrc)) die(ctx, "reading the run's state back");
-    if (ocr_ex_file_digest(ctx, next.optim, &osize, &ocrc)) die(ctx, "reading the run's state back");
-    len = snprintf(text, sizeof text,
-                   "{\"format\":1,\"generation\":%lld,\"step\":%lld,\"weights\":\"%s\",\"weights_bytes\":%llu,\"weights_crc32c\":%lu,"
-                   "\"optim\":\"%s\",\"optim_bytes\":%llu,\"optim_crc32c\":%lu}\n",
-                   (long long)next.generation, (long long)next.step, wname, (unsigned long long)wsize, (unsigned long)wcrc, oname,
-                   (unsigned long long)osize, (unsigned long)ocrc);
-    snprintf(path, sizeof path, "%s/state.json", run_dir);
-    if (ocr_write_file_atomic(ctx, path, text, (size_t)len)) die(ctx, "committing the run's state (the previous one stays)");
-    *rf = next;
-    snprintf(path, sizeof path, "%s/last.safetensors", run_dir);
-    if (ocr_ex_link_over(next.weights, path)) {
-        char optim_path[4096];
-        snprintf(optim_path, sizeof optim_path, "%s/last.optim.safetensors", run_dir);
-        write_checkpoint(ctx, path, optim_path, m, opt, a, st); /* no hard links: copies */
-    } else {
-        snprintf(path, sizeof path, "%s/last.optim.safetensors", run_dir);
-        if (ocr_ex_link_over(next.optim, path)) { fprintf(stderr, "train_rec: cannot link %s: %s\n", path, strerror(errno)); exit(1); }
-    }
-    clean_run_dir(run_dir, next.generation, 0);
+    ocr_ex_state_commit("train_rec", ctx, run_dir, rf, st->step, 1, write_state, &parts, NULL);
+    clean_run_dir(run_dir, rf->generation, 0);
 }
 
 static void find_state(ocr_ctx *ctx, const char *run_dir, run_files *rf) {
-    static const char *const which[2] = {"weights", "optim"};
-    char path[4096], key[64], name[256];
-    unsigned char *text = NULL;
-    size_t n = 0;
-    ocr_json_tok toks[64];
-    int nt, f;
-    int64_t format = 0, want_size, want_crc;
-    memset(rf, 0, sizeof *rf);
-    snprintf(path, sizeof path, "%s/state.json", run_dir);
-    if (access(path, F_OK) != 0) {
-        fprintf(stderr, "train_rec: --resume %s: no committed state there (state.json); start it again with --out %s --overwrite\n", run_dir,
-                run_dir);
-        exit(1);
-    }
-    if (ocr_read_file(ctx, path, 1 << 16, &text, &n)) die(ctx, "--resume");
-    if (ocr_json_parse(ctx, (const char *)text, n, toks, 64, &nt) || toks[0].type != OCR_JSON_OBJECT) die(ctx, "--resume: state.json");
-    ocr_ex_manifest_field("train_rec", path, (const char *)text, toks, "format", &format, NULL, 0);
-    if (format != 1) { fprintf(stderr, "train_rec: --resume: %s is in format %lld; this train_rec reads format 1\n", path, (long long)format); exit(1); }
-    ocr_ex_manifest_field("train_rec", path, (const char *)text, toks, "generation", &rf->generation, NULL, 0);
-    ocr_ex_manifest_field("train_rec", path, (const char *)text, toks, "step", &rf->step, NULL, 0);
-    for (f = 0; f < 2; f++) {
-        size_t size;
-        uint32_t crc;
-        char *dst = f ? rf->optim : rf->weights;
-        ocr_ex_manifest_field("train_rec", path, (const char *)text, toks, which[f], NULL, name, sizeof name);
-        snprintf(key, sizeof key, "%s_bytes", which[f]);
-        ocr_ex_manifest_field("train_rec", path, (const char *)text, toks, key, &want_size, NULL, 0);
-        snprintf(key, sizeof key, "%s_crc32c", which[f]);
-        ocr_ex_manifest_field("train_rec", path, (const char *)text, toks, key, &want_crc, NULL, 0);
-        snprintf(dst, sizeof rf->weights, "%s/%s", run_dir, name);
-        if (access(dst, F_OK) != 0) { fprintf(stderr, "train_rec: --resume: %s names %s, which is missing\n", path, dst); exit(1); }
-        if (ocr_ex_file_digest(ctx, dst, &size, &crc)) die(ctx, "reading the run's state back");
-        if ((int64_t)size != want_size || (int64_t)crc != want_crc) {
-            fprintf(stderr, "train_rec: --resume: %s has %llu bytes with CRC-32C %lu but %s says %lld bytes with %lld: changed since it was "
-                            "saved\n", dst, (unsigned long long)size, (unsigned long)crc, path, (long long)want_size, (long long)want_crc);
-            exit(1);
-        }
-    }
-    OCR_FREE(text);
+    int format;
+    if (ocr_ex_state_read("train_rec", ctx, run_dir, 1, rf, &format) == 0) return;
+    fprintf(stderr, "train_rec: --resume %s: no committed state there (state.json); start it again with --out %s --overwrite\n", run_dir,
+            run_dir);
+    exit(1);
 }
 
 static const char *checkpoint_meta(const void *st, const char *key) { return ocr_safetensors_meta((const ocr_safetensors *)st, key); }
