@@ -203,12 +203,45 @@ typedef struct {
     ocr_rec_eval_result r;
 } val_figures;
 
-static val_figures validate(ocr_ctx *ctx, ocr_rec_model *m, const ocr_rec_word_set *set) {
+/* The first crops of a validation set, each with its label and the model's reading under it (green when read
+   right, red when not), in the first of DejaVu Sans and Nanum Gothic that has each character: a picture of what the
+   figures count. Written atomically to path; a failure is a warning, never the end of training. */
+#define SHEET_CROPS 24
+static void write_sheet(ocr_ctx *ctx, const ocr_painter *painter, const char *path, const ocr_rec_word_set *set, char **texts) {
+    static const uint8_t green[3] = {40, 220, 40}, red[3] = {255, 70, 60}, grey[3] = {200, 200, 200};
+    const int text_px = 16, row_h = 32 + text_px + 10, width = 560;
+    int n = set->n < SHEET_CROPS ? set->n : SHEET_CROPS, i, y, x, rc = 0;
+    ocr_image sheet;
+    char line[600];
+    if (!n || !painter->n_fonts) return;
+    if (ocr_image_alloc(ctx, &sheet, width, n * row_h, 3)) { fprintf(stderr, "train_rec: warning: validation sheet: %s\n", ocr_ctx_last_error(ctx)); return; }
+    memset(sheet.pixels, 24, (size_t)width * n * row_h * 3);
+    for (i = 0; i < n && !rc; i++) {
+        const ocr_image *c = &set->crops[i];
+        int right = strcmp(set->labels[i], texts[i]) == 0;
+        for (y = 0; y < c->height && y < 32; y++)
+            for (x = 0; x < c->width && x < width - 8; x++) {
+                const uint8_t *src = c->pixels + ((size_t)y * c->width + x) * c->channels;
+                uint8_t *dst = sheet.pixels + ((size_t)(i * row_h + 4 + y) * width + 4 + x) * 3;
+                dst[0] = src[0]; dst[1] = src[c->channels == 3 ? 1 : 0]; dst[2] = src[c->channels == 3 ? 2 : 0];
+            }
+        rc = ocr_painter_draw(ctx, painter, &sheet, 4, (float)(i * row_h + 38), (float)text_px, grey, set->labels[i], NULL, NULL);
+        snprintf(line, sizeof line, "-> %s", texts[i][0] ? texts[i] : "(empty)");
+        if (!rc) rc = ocr_painter_draw(ctx, painter, &sheet, 12 + ocr_painter_measure(painter, set->labels[i], (float)text_px), (float)(i * row_h + 38),
+                                       (float)text_px, right ? green : red, line, NULL, NULL);
+    }
+    if (rc || ocr_image_save_png(ctx, path, &sheet)) fprintf(stderr, "train_rec: warning: validation sheet %s: %s\n", path, ocr_ctx_last_error(ctx));
+    ocr_image_free(&sheet);
+}
+
+/* sheet: where to draw the first crops with their readings (NULL: nowhere) */
+static val_figures validate(ocr_ctx *ctx, ocr_rec_model *m, const ocr_rec_word_set *set, const ocr_painter *painter, const char *sheet) {
     val_figures f;
     char **texts = (char **)calloc((size_t)set->n, sizeof(char *));
     int i;
     if (!texts) { fprintf(stderr, "train_rec: out of memory\n"); exit(1); }
     if (ocr_rec_recognize(ctx, m, set->crops, set->n, 64, 0, texts, NULL)) die(ctx, "validation");
+    if (sheet && painter) write_sheet(ctx, painter, sheet, set, texts);
     ocr_rec_eval_init(&f.e);
     for (i = 0; i < set->n; i++) {
         ocr_rec_eval_add(&f.e, set->labels[i], texts[i]);
@@ -411,6 +444,7 @@ int main(int argc, char **argv) {
     ocr_loader_config lcfg;
     ocr_rec_words_config wc;
     ocr_metrics metrics;
+    ocr_painter painter;
     ocr_rec_word_set val, heldout;
     val_figures last_val, last_heldout;
     ocr_rec_decode_watch watch = ocr_rec_decode_watch_default();
@@ -609,6 +643,15 @@ int main(int argc, char **argv) {
     if (!refs) { fprintf(stderr, "train_rec: out of memory\n"); return 1; }
     if (is_root && (a.resume ? ocr_metrics_open_resume(&ctx, &metrics, run_dir, st.step) : ocr_metrics_open(&ctx, &metrics, run_dir)))
         die(&ctx, "metrics");
+    memset(&painter, 0, sizeof painter);
+    if (is_root) {
+        /* the validation sheets; without their fonts training goes on without them */
+        snprintf(path, sizeof path, "%s/overlays", run_dir);
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            fprintf(stderr, "train_rec: warning: no validation sheets: cannot create %s: %s\n", path, strerror(errno));
+        else if (ocr_painter_open(&ctx, &painter, "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf,/usr/share/fonts/truetype/nanum/NanumGothic.ttf"))
+            fprintf(stderr, "train_rec: warning: no validation sheets: %s\n", ocr_ctx_last_error(&ctx));
+    }
     if (g_dist.world > 1) { /* every rank starts from the same weights, step and settings */
         ocr_ex_meta meta;
         uint32_t crc = 0;
@@ -754,8 +797,13 @@ int main(int argc, char **argv) {
                 else { printf("step %lld/%lld %s\n", (long long)st.step, (long long)total_steps, line); fflush(stdout); }
             }
             if (is_root && ((a.eval_every > 0 && st.step % a.eval_every == 0) || st.step == total_steps)) {
-                last_val = validate(&ctx, &model, &val);
-                if (heldout.n) last_heldout = validate(&ctx, &model, &heldout);
+                {
+                    char sheet[4200], sheet_heldout[4200];
+                    snprintf(sheet, sizeof sheet, "%s/overlays/val_step_%06lld.png", run_dir, (long long)st.step);
+                    snprintf(sheet_heldout, sizeof sheet_heldout, "%s/overlays/heldout_step_%06lld.png", run_dir, (long long)st.step);
+                    last_val = validate(&ctx, &model, &val, &painter, sheet);
+                    if (heldout.n) last_heldout = validate(&ctx, &model, &heldout, &painter, sheet_heldout);
+                }
                 eval_done_at_end = st.step == total_steps;
                 if (tty) fputc('\n', stderr);
                 printf("step %lld validation: accuracy %.4f (case-insensitive %.4f) CER %.4f 1-NED %.4f empty %.4f", (long long)st.step,
@@ -819,6 +867,7 @@ int main(int argc, char **argv) {
     free(refs);
     ocr_tensor_free(&x); ocr_tensor_free(&targets); ocr_tensor_free(&target_lengths); ocr_tensor_free(&input_lengths); ocr_tensor_free(&d_lp);
     ocr_optim_free(&opt);
+    ocr_painter_close(&painter);
     ocr_rec_free(&model);
     ocr_charset_free(&cs);
     if (a.resume) ocr_safetensors_close(&resume_st);

@@ -723,6 +723,15 @@ static void test_programs(void) {
     acc = ocr_test_json_number(line, len, "accuracy");
     cer = ocr_test_json_number(line, len, "cer");
     free(out); free(err);
+    {
+        /* the validation sheet of the last validation: its 12 words, a row each */
+        ocr_image sheet;
+        char sheet_path[400];
+        snprintf(sheet_path, sizeof sheet_path, "%s/overlays/val_step_000004.png", run);
+        OCR_CHECK_OK(&ctx, ocr_image_load(&ctx, sheet_path, &sheet));
+        OCR_CHECK_MSG(sheet.height == 12 * 58, "the sheet is %dx%d", sheet.width, sheet.height);
+        ocr_image_free(&sheet);
+    }
     ocr_test_expect_exit(cmd, 2, "already holds a run");
     snprintf(cmd, sizeof cmd, "./examples/eval_rec --model %s/last.safetensors --data synth:val --json --threads 2", run);
     rc = ocr_test_run(cmd, &out, &err);
