@@ -329,7 +329,8 @@ OCRDEF void ocr_pipeline_close(ocr_pipeline *p);
 /* Detects and reads the text of img (RGB or grey). out must be zeroed or hold an earlier reading (replaced). */
 OCRDEF int ocr_pipeline_read(ocr_ctx *ctx, ocr_pipeline *p, const ocr_image *img, ocr_reading *out);
 /* Reads given regions of img (a detector of the caller's, or ground truth): polygons of 4 points (TL, TR, BR, BL in
-   reading order, as ocr_postprocess gives) or more; det_scores may be NULL (1). */
+   reading order, as ocr_postprocess gives) or more; det_scores may be NULL (1). A region under a pixel across is
+   left out (counted in detections), as are its empty and unconfident readings. */
 OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_image *img, const ocr_polygon *regions,
                                      const float *det_scores, int n, ocr_reading *out);
 /* The crop of a polygon straightened along the long axis of quad (its reading-order box: TL, TR, BR, BL): at
@@ -2011,7 +2012,7 @@ OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_im
     const char *fn = "ocr_pipeline_read_regions";
     ocr_image *crops = NULL;
     ocr_point (*quads)[4] = NULL;
-    int *rotation = NULL, *redo = NULL, n_redo = 0, i, k, rc = OCR_OK, kept = 0;
+    int *rotation = NULL, *redo = NULL, *skip = NULL, n_redo = 0, i, k, rc = OCR_OK, kept = 0;
     char **texts = NULL, **texts2 = NULL;
     float *scores = NULL, *scores2 = NULL, *conf = NULL, *conf2 = NULL;
     ocr_text_line *lines = NULL;
@@ -2024,7 +2025,7 @@ OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_im
     if (!n) { out->rec_seconds = ocr__rec_clock() - t0; return OCR_OK; }
     crops = (ocr_image *)OCR_MALLOC((size_t)n * sizeof *crops);
     quads = (ocr_point(*)[4])OCR_MALLOC((size_t)n * sizeof *quads);
-    rotation = (int *)OCR_MALLOC((size_t)n * 2 * sizeof *rotation);
+    rotation = (int *)OCR_MALLOC((size_t)n * 3 * sizeof *rotation);
     texts = (char **)OCR_MALLOC((size_t)n * 2 * sizeof *texts);
     scores = (float *)OCR_MALLOC((size_t)n * 4 * sizeof *scores);
     lines = (ocr_text_line *)OCR_MALLOC((size_t)n * sizeof *lines);
@@ -2033,7 +2034,7 @@ OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_im
     memset(crops, 0, (size_t)n * sizeof *crops);
     memset(texts, 0, (size_t)n * 2 * sizeof *texts);
     memset(lines, 0, (size_t)n * sizeof *lines);
-    redo = rotation + n; texts2 = texts + n; scores2 = scores + n; conf = scores + 2 * n; conf2 = scores + 3 * n;
+    redo = rotation + n; skip = rotation + 2 * n; texts2 = texts + n; scores2 = scores + n; conf = scores + 2 * n; conf2 = scores + 3 * n;
     for (i = 0; i < n && !rc; i++) {
         const ocr_polygon *r = &regions[i];
         ocr_point q[4];
@@ -2042,6 +2043,19 @@ OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_im
         /* a tall box is text running top to bottom: read along its long side */
         rotation[i] = ocr__rec_dist(q[1], q[2]) >= p->cfg.vertical_ratio * ocr__rec_dist(q[0], q[1]) ? 90 : 0;
         ocr__rec_quad_turn(q, rotation[i] / 90, quads[i]);
+        {
+            /* a region under a pixel across (as ocr_rec_crop measures it) has nothing to read: it is left out, not an
+               error for the whole image */
+            const ocr_point *t = quads[i];
+            double ux = t[1].x + t[2].x - t[0].x - t[3].x, uy = t[1].y + t[2].y - t[0].y - t[3].y;
+            double vx = t[3].x + t[2].x - t[0].x - t[1].x, vy = t[3].y + t[2].y - t[0].y - t[1].y;
+            skip[i] = !(0.25 * (ux * ux + uy * uy) >= 1 && 0.25 * (vx * vx + vy * vy) >= 1);
+            if (skip[i]) {
+                if ((rc = ocr_image_alloc(ctx, &crops[i], 8, p->cfg.crop.height, 3))) break;
+                memset(crops[i].pixels, 0, (size_t)8 * p->cfg.crop.height * 3);
+                continue;
+            }
+        }
         rc = r->n_points == 4 ? ocr_rec_crop(ctx, img, quads[i], &p->cfg.crop, NULL, 0, &crops[i])
                               : ocr_rec_crop_polygon(ctx, img, r->points, r->n_points, quads[i], &p->cfg.crop, &crops[i]);
         if (rc) {
@@ -2082,7 +2096,7 @@ OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_im
     for (i = 0; i < n; i++) {
         const ocr_polygon *r = &regions[i];
         ocr_text_line *L;
-        if ((!texts[i][0] && !p->cfg.keep_empty) || conf[i] < p->cfg.min_confidence) continue;
+        if (skip[i] || (!texts[i][0] && !p->cfg.keep_empty) || conf[i] < p->cfg.min_confidence) continue;
         L = &lines[kept];
         if (!(L->poly.points = (ocr_point *)OCR_MALLOC((size_t)r->n_points * sizeof(ocr_point)))) {
             rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);

@@ -324,6 +324,18 @@ static void test_pipeline_decisions(void) {
                           t180[i], conf180[i], r.lines[j].text, r.lines[j].rotation);
         }
     }
+    /* a region under a pixel across is left out, not an error for the image */
+    {
+        ocr_point dot[4] = {{50, 50}, {50.5f, 50}, {50.5f, 50}, {50, 50}};
+        ocr_polygon two[2];
+        ocr_reading r1;
+        memset(&r1, 0, sizeof r1);
+        two[0] = regions[1];
+        two[1].points = dot; two[1].n_points = 4; two[1].ignore = 0; two[1].text = NULL;
+        OCR_CHECK_OK(&ctx, ocr_pipeline_read_regions(&ctx, &p, &img, two, NULL, 2, &r1));
+        OCR_CHECK(r1.n == 1 && r1.detections == 2 && r1.lines[0].poly.points[0].x == 10);
+        ocr_reading_free(&r1);
+    }
     /* dropping: nothing passes a confidence of 1, and empty readings go unless kept */
     ocr_pipeline_close(&p);
     pc.min_confidence = 1;
