@@ -1772,11 +1772,18 @@ static int32_t *ocr__rec_cps(const char *s, int *n) {
     return cps;
 }
 
+/* to one case, as Python's str.upper() compares them, for ASCII, Latin-1, Œ, Greek (with tonos; final sigma) and
+   Cyrillic; ß stays itself (upper() makes it "SS", two characters) */
 static int32_t ocr__rec_fold(int32_t c) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) || (c >= 0x410 && c <= 0x42F))
+    if ((c >= 'A' && c <= 'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3AB && c != 0x3A2) || (c >= 0x410 && c <= 0x42F))
         return c + 0x20;
     if (c >= 0x400 && c <= 0x40F) return c + 0x50;
     if (c == 0x152) return 0x153;
+    if (c == 0x3C2) return 0x3C3;                          /* final sigma */
+    if (c == 0x386) return 0x3AC;                          /* Greek capitals with tonos */
+    if (c >= 0x388 && c <= 0x38A) return c + 0x25;
+    if (c == 0x38C) return 0x3CC;
+    if (c == 0x38E || c == 0x38F) return c + 0x3F;
     return c;
 }
 

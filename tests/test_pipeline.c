@@ -52,6 +52,8 @@ static void test_transcription_rule(void) {
     OCR_CHECK(!ocr_e2e_transcription_match("", ""));             /* an empty GT never matches (the official code raises) */
     OCR_CHECK(ocr_e2e_transcription_match("\xC3\x89" "COLE", "\xC3\xA9" "cole")); /* Latin-1 capitals fold */
     OCR_CHECK(ocr_e2e_transcription_match("\xCE\x9A\xCE\xA8", "\xCE\xBA\xCF\x88"));  /* Greek */
+    OCR_CHECK(ocr_e2e_transcription_match("\xCE\xA3\xCE\x86", "\xCF\x82\xCE\xAC"));  /* ΣΆ, ςά: final sigma, tonos */
+    OCR_CHECK(ocr_e2e_transcription_match("\xD0\x81\xD0\x96", "\xD1\x91\xD0\xB6"));  /* ЁЖ, ёж */
     OCR_CHECK(!ocr_e2e_transcription_match("ab", "abc") && !ocr_e2e_transcription_match("abc", "ab"));
 }
 
