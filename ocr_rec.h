@@ -1170,6 +1170,22 @@ static float ocr__rec_bilinear(const ocr_image *img, double x, double y, int c) 
 
 static double ocr__rec_uniform(ocr_rng *r, double lo, double hi) { return lo + (hi - lo) * ocr_rng_uniform(r); }
 
+/* samples per output pixel and axis when the source is shrunk by `shrink`: enough that shrinking averages instead of
+   skipping pixels, at most 4 */
+static int ocr__rec_supersamples(double shrink) {
+    int ss = shrink > 1.25 ? (int)ceil(shrink) : 1;
+    return ss > 4 ? 4 : ss;
+}
+
+/* the mean of ss * ss RGB samples summed in acc, rounded into pixel (x, y) of an RGB image */
+static void ocr__rec_store(ocr_image *out, int x, int y, const float acc[3], int ss) {
+    int c;
+    for (c = 0; c < 3; c++) {
+        float v = acc[c] / (float)(ss * ss) + 0.5f;
+        out->pixels[((size_t)y * out->width + x) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+}
+
 OCRDEF int ocr_rec_crop(ocr_ctx *ctx, const ocr_image *img, const ocr_point quad[4], const ocr_rec_crop_config *cfg, ocr_rng *rng,
                         int min_width, ocr_image *out) {
     const char *fn = "ocr_rec_crop";
@@ -1227,11 +1243,9 @@ OCRDEF int ocr_rec_crop(ocr_ctx *ctx, const ocr_image *img, const ocr_point quad
     dst[2].x = (float)out_w; dst[2].y = (float)cfg->height; dst[3].x = 0; dst[3].y = (float)cfg->height;
     if ((rc = ocr_perspective_transform(ctx, dst, q, H))) return rc;
     if ((rc = ocr_image_alloc(ctx, out, out_w, cfg->height, 3))) return rc;
-    /* samples per output pixel and axis: enough that shrinking averages instead of skipping pixels */
     {
-        double sy = (double)rh / cfg->height, sx = (double)rw / out_w, s = sx > sy ? sx : sy;
-        ss = s > 1.25 ? (int)ceil(s) : 1;
-        if (ss > 4) ss = 4;
+        double sy = (double)rh / cfg->height, sx = (double)rw / out_w;
+        ss = ocr__rec_supersamples(sx > sy ? sx : sy);
     }
     for (y = 0; y < cfg->height; y++)
         for (x = 0; x < out_w; x++) {
@@ -1243,10 +1257,7 @@ OCRDEF int ocr_rec_crop(ocr_ctx *ctx, const ocr_image *img, const ocr_point quad
                     ocr_perspective_apply(H, x + (bb + 0.5) / ss, y + (a + 0.5) / ss, &px, &py);
                     for (c = 0; c < 3; c++) acc[c] += ocr__rec_bilinear(img, px, py, C == 3 ? c : 0);
                 }
-            for (c = 0; c < 3; c++) {
-                float v = acc[c] / (float)(ss * ss) + 0.5f;
-                out->pixels[((size_t)y * out_w + x) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-            }
+            ocr__rec_store(out, x, y, acc, ss);
         }
     return OCR_OK;
 }
@@ -2204,11 +2215,7 @@ OCRDEF int ocr_rec_crop_polygon(ocr_ctx *ctx, const ocr_image *img, const ocr_po
     if (out_w > cfg->max_width) out_w = cfg->max_width;
     if ((rc = ocr_image_alloc(ctx, out, out_w, cfg->height, 3))) return rc;
     W_scale = span / out_w;
-    {
-        double s = W_scale > (mean_h + 2 * m) / cfg->height ? W_scale : (mean_h + 2 * m) / cfg->height;
-        ss = s > 1.25 ? (int)ceil(s) : 1;
-        if (ss > 4) ss = 4;
-    }
+    ss = ocr__rec_supersamples(W_scale > (mean_h + 2 * m) / cfg->height ? W_scale : (mean_h + 2 * m) / cfg->height);
     for (x = 0; x < out_w; x++)
         for (y = 0; y < cfg->height; y++) {
             float acc[3] = {0, 0, 0};
@@ -2227,10 +2234,7 @@ OCRDEF int ocr_rec_crop_polygon(ocr_ctx *ctx, const ocr_image *img, const ocr_po
                     for (c = 0; c < 3; c++) acc[c] += ocr__rec_bilinear(img, px, py, C == 3 ? c : 0);
                 }
             }
-            for (c = 0; c < 3; c++) {
-                float v = acc[c] / (float)(ss * ss) + 0.5f;
-                out->pixels[((size_t)y * out_w + x) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-            }
+            ocr__rec_store(out, x, y, acc, ss);
         }
     return OCR_OK;
 }
