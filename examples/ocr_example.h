@@ -403,6 +403,23 @@ OCR_EX_UNUSED static void ocr_ex_lock_run_dir(const char *prog, const char *run_
     if (ftruncate(fd, 0) != 0 || write(fd, text, (size_t)len) != len) { /* the lock holds without its note */ }
 }
 
+/* Whether dir/name exists. */
+OCR_EX_UNUSED static int ocr_ex_file_in(const char *dir, const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* "state.<digits>.safetensors" or "state.<digits>.optim.safetensors" (a committed state's files): its generation, else
+   -1. */
+OCR_EX_UNUSED static int64_t ocr_ex_state_generation(const char *name) {
+    const char *p = name + 6;
+    int64_t g = 0;
+    if (strncmp(name, "state.", 6) != 0 || *p < '0' || *p > '9') return -1;
+    for (; *p >= '0' && *p <= '9' && g < ((int64_t)1 << 50); p++) g = g * 10 + (*p - '0');
+    return strcmp(p, ".safetensors") == 0 || strcmp(p, ".optim.safetensors") == 0 ? g : -1;
+}
+
 /* dst becomes another name of src (a hard link renamed into place); without hard links, 1 and nothing changed. */
 OCR_EX_UNUSED static int ocr_ex_link_over(const char *src, const char *dst) {
     char tmp[4200];

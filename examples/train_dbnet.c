@@ -549,21 +549,6 @@ typedef ocr_ex_run_files run_files;
 static int g_kill_in_save;
 static void test_kill_point(int k) { if (k > 0 && g_kill_in_save == k) raise(SIGKILL); }
 
-static int file_exists(const char *dir, const char *name) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return access(path, F_OK) == 0;
-}
-
-/* "state.<digits>.safetensors" or "state.<digits>.optim.safetensors": its generation, else -1. */
-static int64_t state_file_generation(const char *name) {
-    const char *p = name + 6;
-    int64_t g = 0;
-    if (strncmp(name, "state.", 6) != 0 || *p < '0' || *p > '9') return -1;
-    for (; *p >= '0' && *p <= '9' && g < ((int64_t)1 << 50); p++) g = g * 10 + (*p - '0');
-    return strcmp(p, ".safetensors") == 0 || strcmp(p, ".optim.safetensors") == 0 ? g : -1;
-}
-
 /* Removes what a killed writer left (temporary files) and the state files of generations other than keep. */
 static void remove_stale_files(const char *run_dir, int64_t keep) {
     DIR *d = opendir(run_dir);
@@ -571,7 +556,7 @@ static void remove_stale_files(const char *run_dir, int64_t keep) {
     char path[4096];
     while (d && (e = readdir(d)) != NULL) {
         const char *n = e->d_name;
-        int64_t g = state_file_generation(n);
+        int64_t g = ocr_ex_state_generation(n);
         int tmp = strstr(n, ".tmp.") && (strncmp(n, "state.", 6) == 0 || strncmp(n, "last.", 5) == 0 || strncmp(n, "best.", 5) == 0);
         if (!tmp && (g < 0 || g == keep)) continue;
         snprintf(path, sizeof path, "%s/%s", run_dir, n);
@@ -597,11 +582,11 @@ static const char *run_evidence(const char *run_dir) {
     struct dirent *e;
     int i;
     for (i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
-        if (file_exists(run_dir, names[i])) return names[i];
+        if (ocr_ex_file_in(run_dir, names[i])) return names[i];
     found[0] = 0;
     d = opendir(run_dir);
     while (d && !found[0] && (e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0 || state_file_generation(e->d_name) >= 0)
+        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0 || ocr_ex_state_generation(e->d_name) >= 0)
             snprintf(found, sizeof found, "%s", e->d_name);
     if (d) closedir(d);
     return found[0] ? found : NULL;

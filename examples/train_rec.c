@@ -290,21 +290,6 @@ typedef struct {
 } train_state;
 static const char *const kAssetKeys[2] = {"synth.fonts", "synth.photos"};
 
-static int file_in(const char *dir, const char *name) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return access(path, F_OK) == 0;
-}
-
-/* "state.<digits>.safetensors" or "state.<digits>.optim.safetensors": its generation, else -1 */
-static int64_t state_generation(const char *name) {
-    const char *p = name + 6;
-    int64_t g = 0;
-    if (strncmp(name, "state.", 6) != 0 || *p < '0' || *p > '9') return -1;
-    for (; *p >= '0' && *p <= '9' && g < ((int64_t)1 << 50); p++) g = g * 10 + (*p - '0');
-    return strcmp(p, ".safetensors") == 0 || strcmp(p, ".optim.safetensors") == 0 ? g : -1;
-}
-
 /* removes temporary files and the state files of generations other than keep (-1: all), and with all the run's files */
 static void clean_run_dir(const char *run_dir, int64_t keep, int all) {
     static const char *const names[] = {"state.json", "last.safetensors", "last.optim.safetensors", "best.safetensors", "metrics.jsonl"};
@@ -313,7 +298,7 @@ static void clean_run_dir(const char *run_dir, int64_t keep, int all) {
     char path[4096];
     size_t i;
     while (d && (e = readdir(d)) != NULL) {
-        int64_t g = state_generation(e->d_name);
+        int64_t g = ocr_ex_state_generation(e->d_name);
         int tmp = strstr(e->d_name, ".tmp.") != NULL, events = strncmp(e->d_name, "events.out.tfevents.", 20) == 0;
         if (!tmp && (g < 0 || g == keep) && !(all && events)) continue;
         snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
@@ -535,7 +520,7 @@ int main(int argc, char **argv) {
     if (is_root && mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_rec: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
     if (!a.resume && is_root) {
         ocr_ex_lock_run_dir("train_rec", run_dir);
-        if (file_in(run_dir, "state.json") || file_in(run_dir, "metrics.jsonl") || file_in(run_dir, "last.safetensors")) {
+        if (ocr_ex_file_in(run_dir, "state.json") || ocr_ex_file_in(run_dir, "metrics.jsonl") || ocr_ex_file_in(run_dir, "last.safetensors")) {
             if (!a.overwrite) {
                 fprintf(stderr, "train_rec: %s already holds a run: continue it with --resume %s, or start a new one in it with --overwrite "
                                 "(which deletes it)\n", run_dir, run_dir);
