@@ -53,6 +53,9 @@
 #include <pthread.h>
 #include <errno.h>
 #include <time.h>
+#include <unistd.h>
+#include <semaphore.h>
+#include <stdint.h>
 
 struct dim3 {
     unsigned x, y, z;
@@ -462,17 +465,58 @@ static void *ocr__emu_lane_main(void *argp) {
 
 template <typename F> static void ocr__emu_call(void *f) { (*(F *)f)(); }
 
+/* The lane threads live from the first launch to the end of the process, each asleep on its own semaphore between
+   launches: starting and joining a thousand OS threads per launch (or waking them all for a launch of a few) made
+   the emulated tests spend most of their time in the OS. One launch at a time has the pool; a forked child starts
+   a pool of its own. */
+#define OCR__EMU_MAX_LANES 2048 /* two blocks of 1024 threads */
+static pthread_mutex_t ocr__emu_launch_mu = PTHREAD_MUTEX_INITIALIZER; /* one launch at a time; guards the pool */
+static pthread_mutex_t ocr__emu_pool_mu = PTHREAD_MUTEX_INITIALIZER;   /* guards ocr__emu_pool_busy */
+static pthread_cond_t ocr__emu_pool_idle = PTHREAD_COND_INITIALIZER;
+static int ocr__emu_pool_size, ocr__emu_pool_busy;
+static pid_t ocr__emu_pool_pid;
+static sem_t ocr__emu_pool_wake[OCR__EMU_MAX_LANES];
+static ocr__emu_lane *ocr__emu_pool_lane[OCR__EMU_MAX_LANES]; /* what thread i runs when woken */
+
+static void *ocr__emu_pool_main(void *argp) {
+    int i = (int)(intptr_t)argp;
+    for (;;) {
+        while (sem_wait(&ocr__emu_pool_wake[i]) != 0) {}
+        ocr__emu_lane_main(ocr__emu_pool_lane[i]);
+        pthread_mutex_lock(&ocr__emu_pool_mu);
+        if (--ocr__emu_pool_busy == 0) pthread_cond_signal(&ocr__emu_pool_idle);
+        pthread_mutex_unlock(&ocr__emu_pool_mu);
+    }
+    return NULL;
+}
+
+/* Grows the pool to n threads (ocr__emu_launch_mu held); returns how many there are. */
+static int ocr__emu_pool_grow(int n) {
+    pthread_attr_t attr;
+    pthread_t thread;
+    if (ocr__emu_pool_pid != getpid()) { ocr__emu_pool_pid = getpid(); ocr__emu_pool_size = 0; } /* a fork has no threads */
+    if (ocr__emu_pool_size >= n) return ocr__emu_pool_size;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, (size_t)1 << 20);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    while (ocr__emu_pool_size < n) {
+        int i = ocr__emu_pool_size;
+        if (sem_init(&ocr__emu_pool_wake[i], 0, 0) != 0) break;
+        if (pthread_create(&thread, &attr, ocr__emu_pool_main, (void *)(intptr_t)i) != 0) { sem_destroy(&ocr__emu_pool_wake[i]); break; }
+        ocr__emu_pool_size++;
+    }
+    pthread_attr_destroy(&attr);
+    return ocr__emu_pool_size;
+}
+
 /* Runs f as the body of every thread of the grid; returns 0, or -1 with L->message set. */
 static int ocr__emu_run(ocr__emu_launch *L) {
-    pthread_t *threads;
     ocr__emu_lane *lanes;
-    pthread_attr_t attr;
-    int g, t, started = 0, n;
+    int g, t, have, n;
     L->n_threads = (int)(L->block.x * L->block.y * L->block.z);
     L->n_blocks = (long)L->grid.x * L->grid.y * L->grid.z;
     L->n_groups = L->n_blocks > 1 ? 2 : 1;
     n = L->n_groups * L->n_threads;
-    threads = (pthread_t *)calloc((size_t)n, sizeof *threads);
     lanes = (ocr__emu_lane *)calloc((size_t)n, sizeof *lanes);
     for (g = 0; g < L->n_groups; g++) {
         ocr__emu_block *B = &L->groups[g];
@@ -483,34 +527,37 @@ static int ocr__emu_run(ocr__emu_launch *L) {
         B->state = (int *)calloc((size_t)L->n_threads, sizeof(int));
         if (!B->state) L->failed = 1;
     }
-    if (!threads || !lanes || L->failed) {
+    if (!lanes || L->failed) {
         snprintf(L->message, sizeof L->message, "kernel '%s': emulator out of memory", L->kernel);
         L->failed = 1;
     } else {
-        pthread_attr_init(&attr);
-        pthread_attr_setstacksize(&attr, (size_t)1 << 20);
         for (g = 0; g < L->n_groups; g++)
             for (t = 0; t < L->n_threads; t++) {
                 ocr__emu_lane *a = &lanes[g * L->n_threads + t];
                 a->launch = L; a->group = g; a->tid = t;
-                if (pthread_create(&threads[started], &attr, ocr__emu_lane_main, a) != 0) break;
-                started++;
             }
-        pthread_attr_destroy(&attr);
-        /* every lane waits at the gate until all exist: a missing one would hang the others at the first barrier */
-        if (started != n) ocr__emu_fail(L, "kernel '%s': the emulator could start only %d of %d threads", L->kernel, started, n);
-        pthread_mutex_lock(&L->mu);
-        L->start = started == n ? 1 : -1;
-        pthread_cond_broadcast(&L->start_cv);
-        pthread_mutex_unlock(&L->mu);
-        for (t = 0; t < started; t++) pthread_join(threads[t], NULL);
+        pthread_mutex_lock(&ocr__emu_launch_mu);
+        have = ocr__emu_pool_grow(n);
+        if (have < n) {
+            /* no lane runs: a missing one would hang the others at the first barrier */
+            ocr__emu_fail(L, "kernel '%s': the emulator could start only %d of %d threads", L->kernel, have, n);
+        } else {
+            L->start = 1;
+            pthread_mutex_lock(&ocr__emu_pool_mu);
+            ocr__emu_pool_busy = n;
+            pthread_mutex_unlock(&ocr__emu_pool_mu);
+            for (t = 0; t < n; t++) { ocr__emu_pool_lane[t] = &lanes[t]; sem_post(&ocr__emu_pool_wake[t]); }
+            pthread_mutex_lock(&ocr__emu_pool_mu);
+            while (ocr__emu_pool_busy > 0) pthread_cond_wait(&ocr__emu_pool_idle, &ocr__emu_pool_mu);
+            pthread_mutex_unlock(&ocr__emu_pool_mu);
+        }
+        pthread_mutex_unlock(&ocr__emu_launch_mu);
     }
     for (g = 0; g < L->n_groups; g++) {
         pthread_mutex_destroy(&L->groups[g].mu);
         pthread_cond_destroy(&L->groups[g].cv);
         free(L->groups[g].state);
     }
-    free(threads);
     free(lanes);
     return L->failed ? -1 : 0;
 }
