@@ -136,12 +136,15 @@ static void test_conv_paths(void) {
         {"Winograd: 400->64, 44x28 (bands widened to fill a 48-tile panel: 6 + 5 rows of 7 tiles)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
     };
     static const int kernels[3] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2, OCR_CPU_KERNEL_PORTABLE};
-    int c, t, k;
+    /* under the sanitizers the Winograd shapes run on two threads only (their work split, hence their edges, is what
+       differs with the thread count; one thread is the plain run's): the reference sums are most of the time there */
+    const char *san = getenv("OCR_SANITIZED");
+    int c, t, k, t_first = san && san[0] && strcmp(san, "0") != 0 ? 2 : 1;
     for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
         for (t = 1; t <= 2; t++)
             for (k = 0; k < 3; k++) run_case(&cases[c], t, kernels[k], 2e-6);
     for (c = 0; c < (int)(sizeof winograd / sizeof winograd[0]); c++) /* the default kernel: the only one that takes it */
-        for (t = 1; t <= 2; t++) run_case(&winograd[c], t, OCR_CPU_KERNEL_AUTO, 2e-5);
+        for (t = t_first; t <= 2; t++) run_case(&winograd[c], t, OCR_CPU_KERNEL_AUTO, 2e-5);
     OCR_CHECK_MSG(n_differing > 0, "every fast output equals the reference bit for bit: OCR_DEBUG_REFERENCE did not route");
 }
 
