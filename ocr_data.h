@@ -124,6 +124,11 @@ OCRDEF int ocr_dataset_open_lmdb(ocr_ctx *ctx, ocr_dataset *ds, const char *path
 /* Writes every sample of src (which needs get_encoded) into a new LMDB directory in the standard layout. */
 typedef void (*ocr_progress_fn)(void *user, int64_t done, int64_t total);
 OCRDEF int ocr_lmdb_write_dataset(ocr_ctx *ctx, const char *path, ocr_dataset *src, ocr_progress_fn progress, void *user);
+/* The same as a recognition set (clovaai / PARSeq layout): each sample of src is a crop with one text instance, whose
+   text becomes the plain UTF-8 label ("###" for an ignored one). Refused, naming the sample: another number of
+   instances, an empty transcription, and a text the reader would read otherwise (a JSON detection label: "[..." or
+   a JSON object; "###" not marked ignore). */
+OCRDEF int ocr_lmdb_write_rec_dataset(ocr_ctx *ctx, const char *path, ocr_dataset *src, ocr_progress_fn progress, void *user);
 
 /* ================================================================ [augment] declarations: augmentation, normalisation */
 
@@ -1694,8 +1699,32 @@ static int ocr__d_mdb_put(MDB_txn *txn, MDB_dbi dbi, const char *key, const void
     return mdb_put(txn, dbi, &k, &v, 0);
 }
 
-OCRDEF int ocr_lmdb_write_dataset(ocr_ctx *ctx, const char *path, ocr_dataset *src, ocr_progress_fn progress, void *user) {
-    const char *fn = "ocr_lmdb_write_dataset";
+/* A recognition set's label: the text of the sample's one instance, which the reader must read back as that text. */
+static int ocr__d_label_rec(ocr_ctx *ctx, const char *fn, const ocr_sample *s, int64_t index, ocr__d_str *b) {
+    const char *t;
+    size_t i, n;
+    if (s->n_polys != 1)
+        return ocr_error(ctx, OCR_EINVAL, "%s: sample %lld ('%s') has %d text instances; a recognition set holds one per image (the crop "
+                         "of its text)", fn, (long long)index, s->id, s->n_polys);
+    t = s->polys[0].ignore ? "###" : s->polys[0].text ? s->polys[0].text : "";
+    n = strlen(t);
+    if (n == 0) return ocr_error(ctx, OCR_EINVAL, "%s: sample %lld ('%s') has an empty transcription", fn, (long long)index, s->id);
+    for (i = 0; i < n && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' || t[i] == '\n'); i++) {}
+    if ((i < n && t[i] == '[') || ocr__lmdb_label_is_object(t, n))
+        return ocr_error(ctx, OCR_EINVAL, "%s: sample %lld ('%s'): its text \"%.80s\" would read back as a JSON detection label", fn,
+                         (long long)index, s->id, t);
+    if (!s->polys[0].ignore && strcmp(t, "###") == 0)
+        return ocr_error(ctx, OCR_EINVAL, "%s: sample %lld ('%s'): its text \"###\" would read back as a don't-care instance", fn,
+                         (long long)index, s->id);
+    b->len = 0;
+    if (!ocr__d_str_reserve(b, n)) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+    memcpy(b->s, t, n);
+    b->len = n;
+    return OCR_OK;
+}
+
+static int ocr__d_lmdb_write(ocr_ctx *ctx, const char *fn, const char *path, ocr_dataset *src, int rec, ocr_progress_fn progress,
+                             void *user) {
     enum { BATCH = 256 };
     MDB_env *env = NULL;
     MDB_txn *txn = NULL;
@@ -1726,12 +1755,13 @@ OCRDEF int ocr_lmdb_write_dataset(ocr_ctx *ctx, const char *path, ocr_dataset *s
             size_t size;
             if ((rc = ocr_dataset_get(ctx, src, i, OCR_SAMPLE_LABELS_ONLY, &s))) break;
             if ((rc = src->get_encoded(src, ctx, i, &bytes, &size))) { ocr_sample_free(&s); break; }
-            if (!ocr__d_label_json(&s, &label)) rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+            if (rec) rc = ocr__d_label_rec(ctx, fn, &s, i, &label);
+            else if (!ocr__d_label_json(&s, &label)) rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
             /* the reader's caps: never write a record it would refuse */
-            else if (label.len > OCR_LABEL_MAX_BYTES)
-                rc = ocr_error(ctx, OCR_EOVERFLOW, "%s: sample %lld ('%s'): its label is %zu bytes of JSON, above the %zu-byte cap "
-                               "the reader enforces", fn, (long long)i, s.id, label.len, OCR_LABEL_MAX_BYTES);
-            else if (size > OCR_IMAGE_MAX_BYTES)
+            if (!rc && label.len > OCR_LABEL_MAX_BYTES)
+                rc = ocr_error(ctx, OCR_EOVERFLOW, "%s: sample %lld ('%s'): its label is %zu bytes, above the %zu-byte cap the reader "
+                               "enforces", fn, (long long)i, s.id, label.len, OCR_LABEL_MAX_BYTES);
+            else if (!rc && size > OCR_IMAGE_MAX_BYTES)
                 rc = ocr_error(ctx, OCR_EOVERFLOW, "%s: sample %lld ('%s'): its image is %zu bytes, above the %zu-byte cap the "
                                "reader enforces", fn, (long long)i, s.id, size, (size_t)OCR_IMAGE_MAX_BYTES);
             ocr_sample_free(&s);
@@ -1769,6 +1799,14 @@ done:
     if (env) { if (!rc) mdb_env_sync(env, 1); mdb_env_close(env); }
     OCR_FREE(label.s);
     return rc;
+}
+
+OCRDEF int ocr_lmdb_write_dataset(ocr_ctx *ctx, const char *path, ocr_dataset *src, ocr_progress_fn progress, void *user) {
+    return ocr__d_lmdb_write(ctx, "ocr_lmdb_write_dataset", path, src, 0, progress, user);
+}
+
+OCRDEF int ocr_lmdb_write_rec_dataset(ocr_ctx *ctx, const char *path, ocr_dataset *src, ocr_progress_fn progress, void *user) {
+    return ocr__d_lmdb_write(ctx, "ocr_lmdb_write_rec_dataset", path, src, 1, progress, user);
 }
 
 /* ================================================================ [augment] implementation */

@@ -679,6 +679,85 @@ static const char *json_line(const char *text, size_t *len) {
     return last;
 }
 
+/* make_lmdb --format rec: a folder of crops listed in a ground-truth file becomes a recognition LMDB that python3-lmdb
+   reads back byte for byte (labels plain UTF-8, images as stored) and ocr_dataset_open_lmdb reads as the same texts;
+   texts the reader would read otherwise are refused naming the line. */
+static void test_make_lmdb_rec(void) {
+    static const char *const texts[3] = {"Hello, world", "\xED\x95\x9C\xEA\xB5\xAD", "{abc}"};
+    ocr_ctx ctx;
+    ocr_dataset ds;
+    ocr_sample s;
+    char dir[300], gt[400], out_dir[400], cmd[2048], *out, *err;
+    FILE *f;
+    int i, rc;
+    ocr_ctx_init(&ctx, 1, 1);
+    ocr_test_cli_ctx = &ctx;
+    snprintf(dir, sizeof dir, "%s/crops", g_tmp);
+    mkdir(dir, 0755);
+    snprintf(gt, sizeof gt, "%s/gt.txt", dir);
+    OCR_CHECK((f = fopen(gt, "w")) != NULL);
+    if (!f) { ocr_ctx_free(&ctx); return; }
+    for (i = 0; i < 3; i++) {
+        char png[400];
+        snprintf(png, sizeof png, "%s/w%d.png", dir, i);
+        write_png(&ctx, png, 20 + 6 * i, 12, i);
+        fprintf(f, "w%d.png\t%s\n", i, texts[i]);
+    }
+    fclose(f);
+    snprintf(out_dir, sizeof out_dir, "%s/rec_lmdb", g_tmp);
+    snprintf(cmd, sizeof cmd, "./examples/make_lmdb --format rec %s %s", gt, out_dir);
+    rc = ocr_test_run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 0 && strstr(out, "wrote 3 samples"), "%s: exit %d\n%s%s", cmd, rc, out, err);
+    free(out);
+    free(err);
+    /* python3-lmdb, independent of our reader: every key, its bytes against the crop files and the labels */
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c 'import lmdb,sys\n"
+             "e = lmdb.open(sys.argv[1], readonly=True, lock=False)\n"
+             "t = e.begin()\n"
+             "assert t.get(b\"num-samples\") == b\"3\", t.get(b\"num-samples\")\n"
+             "for i in range(3):\n"
+             "    assert t.get(b\"image-%%09d\" %% (i + 1)) == open(\"%%s/w%%d.png\" %% (sys.argv[2], i), \"rb\").read()\n"
+             "    print(t.get(b\"label-%%09d\" %% (i + 1)).hex())\n"
+             "assert t.stat()[\"entries\"] == 7\n' %s %s", out_dir, dir);
+    rc = ocr_test_run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 0, "python3-lmdb read-back failed: %s%s", out, err);
+    if (rc == 0) {
+        const char *p = out;
+        for (i = 0; i < 3; i++) {
+            char hex[128];
+            size_t k;
+            for (k = 0; texts[i][k]; k++) snprintf(hex + 2 * k, 3, "%02x", (unsigned char)texts[i][k]);
+            OCR_CHECK_MSG(strncmp(p, hex, strlen(hex)) == 0 && p[strlen(hex)] == '\n', "label %d: python3-lmdb read %.40s, want %s", i, p, hex);
+            p = strchr(p, '\n');
+            if (!p) break;
+            p++;
+        }
+    }
+    free(out);
+    free(err);
+    OCR_CHECK_OK(&ctx, ocr_dataset_open_lmdb(&ctx, &ds, out_dir));
+    for (i = 0; i < 3 && ds.count == 3; i++) {
+        OCR_CHECK_OK(&ctx, ocr_dataset_get(&ctx, &ds, i, 0, &s));
+        OCR_CHECK(s.n_polys == 1 && !s.polys[0].ignore && strcmp(s.polys[0].text, texts[i]) == 0 && s.image.width == 20 + 6 * i);
+        ocr_sample_free(&s);
+    }
+    ocr_dataset_close(&ds);
+    /* refused, naming the line: texts the reader would take for a detection label or a don't-care */
+    for (i = 0; i < 2; i++) {
+        OCR_CHECK((f = fopen(gt, "w")) != NULL);
+        if (!f) break;
+        fprintf(f, "w0.png\tok\nw1.png\t%s\n", i == 0 ? "[1]" : "###");
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "./examples/make_lmdb --format rec %s %s/refused%d", gt, g_tmp, i);
+        ocr_test_expect_exit(cmd, 1, i == 0 ? "gt.txt:2 w1.png'): its text \"[1]\" would read back as a JSON detection label"
+                                            : "would read back as a don't-care instance");
+    }
+    ocr_test_expect_exit("./examples/make_lmdb --root x a b c", 2, "--root goes with --format rec");
+    ocr_test_expect_exit("./examples/make_lmdb --format rec a b c", 2, "give GT_FILE and OUT_DIR");
+    ocr_ctx_free(&ctx);
+}
+
 static void test_programs(void) {
     static const char *const programs[] = {"train_rec", "eval_rec", "recognize", "repro_rec_empty"};
     static const char *const tiny = "--steps 4 --eval-every 2 --val-count 12 --heldout-count 0 --channels 8,8,8,8,8,8 --hidden 8 --log-every 2 "
@@ -767,6 +846,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_lmdb_recognition_set);
     OCR_TEST_RUN(test_eval_metrics);
     OCR_TEST_RUN(test_overfit_words);
+    OCR_TEST_RUN(test_make_lmdb_rec);
     OCR_TEST_RUN(test_programs);
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
     if (system(cmd) != 0) fprintf(stderr, "test_rec: could not remove %s\n", g_tmp);
