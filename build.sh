@@ -36,7 +36,7 @@ BUILD_PKGS="liblmdb-dev libstb-dev $(echo $SYNTH_FONT_PKGS) $SYNTH_PHOTO_PKGS fo
 TEST_PKGS="python3-torch python3-numpy python3-lmdb python3-pyclipper python3-opencv python3-shapely python3-onnx fonts-font-awesome fonts-lyx"
 # [mpi] data-parallel training (examples/train_dbnet under mpirun, tests/test_mpi.c; docs/DISTRIBUTED.md)
 MPI_PKGS="libopenmpi-dev openmpi-bin iproute2"   # iproute2: ip netns for the test of two hosts
-BENCH_PKGS="libopenblas-dev python3-torch python3-opencv python3-pyclipper python3-shapely libjemalloc2 tesseract-ocr tesseract-ocr-eng"
+BENCH_PKGS="libopenblas-dev python3-torch python3-opencv python3-pyclipper python3-shapely libjemalloc2 tesseract-ocr tesseract-ocr-eng hunspell-ko"
 
 say() { printf '%s\n' "$*"; }
 # timed LABEL CMD...: run one build step and say how long it took (progress for a build of several minutes)
