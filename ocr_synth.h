@@ -49,7 +49,8 @@ extern "C" {
    blurred. Every word gets the quad of its ink (top-left, top-right, bottom-right, bottom-left in reading order;
    exact but for bent words, whose quad is the tightest box around their arc); a word that is too faint against what
    lies under it, mostly hidden, or smaller than min_care_px is marked ignore. A line's font has a glyph for every
-   character of its words. A scene depends only on the config, the fonts' and photographs' bytes, (seed, index) and
+   character of its words. Some words may come from a word list (config.words_path). A scene depends only on the
+   config, the fonts', photographs' and word list's bytes, (seed, index) and
    the size; ocr_synth_sample may run from many threads at once on one ocr_synth.
    Font and image files are trusted input (stb_truetype does not defend against malicious fonts). */
 enum { OCR_SYNTH_TRAIN = 0, OCR_SYNTH_HELDOUT = 1 };
@@ -80,10 +81,20 @@ typedef struct {
     float min_care_px;            /* a word whose axis-aligned extent is under this in x or y is ignore, as DBNet's
                                      min_text_size ignores it in training and ICDAR marks unreadably small text ###: 8 */
     int plain_background;         /* 1: one flat colour, no photographs, clutter, occlusion, blur or noise (tests) */
+    /* Real words. NULL: every word is the renderer's own (letters with case and punctuation, numbers, prices, dates,
+       codes, Greek, Cyrillic); else a UTF-8 file of one word per line (Debian's wamerican installs
+       /usr/share/dict/american-english), from which each word of a scene is drawn uniformly, as written, with chance
+       words_prob. Loading skips empty lines, strips a trailing CR (and a UTF-8 byte order mark), refuses the file
+       (OCR_EFORMAT, naming the file and line) for invalid UTF-8, a control character or whitespace inside a line
+       (a line is one word, never split), and for having no usable word; it leaves out and counts words of more than
+       24 characters and words that no loaded font can draw whole (ocr_synth_word_count). */
+    const char *words_path;
+    float words_prob;             /* share of words drawn from words_path: 0.5 (0: the list is checked, then unused) */
 } ocr_synth_config;
 
 typedef struct ocr__synth_font ocr__synth_font;
 typedef struct ocr__synth_photo ocr__synth_photo;
+typedef struct ocr__synth_words ocr__synth_words;
 typedef struct {
     ocr_synth_config config;
     ocr__synth_font *fonts;
@@ -91,7 +102,8 @@ typedef struct {
     int n_families;       /* a line draws a family uniformly, then one of its files */
     ocr__synth_photo *photos;
     int n_photos;
-    ocr_hash128 identity; /* hashes the renderer version, the config, every font's and photograph's bytes */
+    ocr__synth_words *wordlist; /* config.words_path's words, NULL when none are drawn */
+    ocr_hash128 identity; /* hashes the renderer version, the config, every font's, photograph's and word list's bytes */
 } ocr_synth;
 
 OCRDEF ocr_synth_config ocr_synth_defaults(void);
@@ -112,6 +124,11 @@ OCRDEF const char *ocr_synth_font_sha256(const ocr_synth *synth, int i);
 OCRDEF int ocr_synth_photo_count(const ocr_synth *synth);
 OCRDEF const char *ocr_synth_photo_file(const ocr_synth *synth, int i);
 OCRDEF const char *ocr_synth_photo_sha256(const ocr_synth *synth, int i);
+/* The word list in use (config.words_path with words_prob > 0): the words drawn from, 0 without a list; the words
+   left out at load in *too_long (over 24 characters) and *no_font (a character no loaded font has, or one outside
+   the Basic Multilingual Plane), either may be NULL; and the SHA-256 of the file (as the fonts'; NULL without one). */
+OCRDEF int ocr_synth_word_count(const ocr_synth *synth, int *too_long, int *no_font);
+OCRDEF const char *ocr_synth_words_sha256(const ocr_synth *synth);
 /* count scenes (seed, 0..count-1) of width x height as a dataset for the loader; synth must outlive it. */
 OCRDEF int ocr_dataset_open_synth(ocr_ctx *ctx, ocr_dataset *ds, const ocr_synth *synth, uint64_t seed, int64_t count,
                                   int width, int height);
@@ -278,6 +295,26 @@ struct ocr__synth_photo {
                              by much more than 1.5x and one bilinear sample per pixel does */
 };
 
+/* A word list, read-only once loaded (many threads draw from it). */
+struct ocr__synth_words {
+    unsigned char *bytes; /* the file, for the identity and the SHA-256 */
+    size_t size;
+    char *sha256;         /* hex, computed on first request (atomic) */
+    int *cps;             /* the kept words' code points, back to back */
+    size_t *start;        /* word i is cps[start[i]] .. cps[start[i + 1] - 1] */
+    int n, too_long, no_font;
+};
+
+static void ocr__syn_words_free(ocr__synth_words *w) {
+    if (!w) return;
+    OCR_FREE(w->bytes);
+    OCR_FREE(w->sha256);
+    OCR_FREE(w->cps);
+    OCR_FREE(w->start);
+    OCR_FREE(w);
+}
+
+#define OCR__SYN_MAX_WORDS_BYTES ((size_t)64 << 20)
 #define OCR__SYN_VERSION 5 /* bump whenever a scene for the same (config, fonts, photos, seed, index) changes */
 #define OCR__SYN_MAX_FILES 4096
 #define OCR__SYN_MAX_FONT_BYTES ((size_t)64 << 20)
@@ -555,12 +592,14 @@ OCRDEF ocr_synth_config ocr_synth_defaults(void) {
     c.max_occluded = 0.5f;
     c.min_care_px = 8.0f;
     c.plain_background = 0;
+    c.words_path = NULL;
+    c.words_prob = 0.5f;
     return c;
 }
 
 static int ocr__syn_check_config(ocr_ctx *ctx, const ocr_synth_config *c) {
     const char *fn = "ocr_synth_init";
-    struct { const char *name; float value, lo, hi; } f[13];
+    struct { const char *name; float value, lo, hi; } f[14];
     int i;
     f[0].name = "min_text_px";       f[0].value = c->min_text_px;       f[0].lo = 4;  f[0].hi = 1000;
     f[1].name = "max_text_px";       f[1].value = c->max_text_px;       f[1].lo = 4;  f[1].hi = 1000;
@@ -575,6 +614,7 @@ static int ocr__syn_check_config(ocr_ctx *ctx, const ocr_synth_config *c) {
     f[10].name = "max_occluded";     f[10].value = c->max_occluded;     f[10].lo = 0; f[10].hi = 1;
     f[11].name = "min_care_px";      f[11].value = c->min_care_px;      f[11].lo = 0; f[11].hi = 1000;
     f[12].name = "photo_prob";       f[12].value = c->photo_prob;       f[12].lo = 0; f[12].hi = 1;
+    f[13].name = "words_prob";       f[13].value = c->words_prob;       f[13].lo = 0; f[13].hi = 1;
     for (i = 0; i < (int)(sizeof f / sizeof f[0]); i++)
         if (!(f[i].value >= f[i].lo && f[i].value <= f[i].hi)) /* also catches NaN */
             return ocr_error(ctx, OCR_EINVAL, "%s: config.%s = %g, expected [%g, %g]", fn, f[i].name, f[i].value, f[i].lo, f[i].hi);
@@ -598,8 +638,10 @@ OCRDEF void ocr_synth_free(ocr_synth *synth) {
     }
     OCR_FREE(synth->fonts);
     OCR_FREE(synth->photos);
+    ocr__syn_words_free(synth->wordlist);
     synth->fonts = NULL;
     synth->photos = NULL;
+    synth->wordlist = NULL;
     synth->n_fonts = synth->n_photos = synth->n_families = 0;
 }
 
@@ -868,6 +910,8 @@ static int ocr__syn_uses_photos(const ocr_synth_config *c) {
     return !c->plain_background && c->photo_prob > 0 && !(c->photo_path && strcmp(c->photo_path, "none") == 0);
 }
 
+static int ocr__syn_load_words(ocr_ctx *ctx, ocr_synth *synth);
+
 OCRDEF int ocr_synth_init(ocr_ctx *ctx, ocr_synth *synth, const ocr_synth_config *config) {
     const char *fn = "ocr_synth_init";
     char refused[2048] = "";
@@ -878,7 +922,13 @@ OCRDEF int ocr_synth_init(ocr_ctx *ctx, ocr_synth *synth, const ocr_synth_config
     if ((rc = ocr__syn_check_config(ctx, &synth->config))) return rc;
     rc = ocr__syn_load_fonts(ctx, synth, refused, sizeof refused);
     if (rc == OCR_OK && ocr__syn_uses_photos(&synth->config)) rc = ocr__syn_load_photos(ctx, synth);
+    if (rc == OCR_OK && synth->config.words_path) rc = ocr__syn_load_words(ctx, synth);
     if (rc) { ocr_synth_free(synth); return rc; }
+    if (synth->config.words_prob <= 0 && synth->wordlist) { /* checked, never drawn from: scenes and identity as without it */
+        synth->config.words_path = NULL;
+        ocr__syn_words_free(synth->wordlist);
+        synth->wordlist = NULL;
+    }
     {
         const ocr_synth_config *c = &synth->config;
         ocr_hasher h;
@@ -898,6 +948,11 @@ OCRDEF int ocr_synth_init(ocr_ctx *ctx, ocr_synth *synth, const ocr_synth_config
         for (i = 0; i < synth->n_photos; i++) {
             ocr_hasher_u64(&h, (uint64_t)synth->photos[i].size);
             ocr_hasher_update(&h, synth->photos[i].bytes, synth->photos[i].size);
+        }
+        if (synth->wordlist) { /* nothing hashed without one, so such scenes keep their identity */
+            ocr_hasher_f64(&h, c->words_prob);
+            ocr_hasher_u64(&h, (uint64_t)synth->wordlist->size);
+            ocr_hasher_update(&h, synth->wordlist->bytes, synth->wordlist->size);
         }
         synth->identity = ocr_hasher_final(&h);
     }
@@ -938,6 +993,16 @@ OCRDEF const char *ocr_synth_photo_file(const ocr_synth *synth, int i) {
 OCRDEF const char *ocr_synth_photo_sha256(const ocr_synth *synth, int i) {
     if (!synth || i < 0 || i >= synth->n_photos) return NULL;
     return ocr__syn_lazy_sha256(&synth->photos[i].sha256, synth->photos[i].bytes, synth->photos[i].size);
+}
+OCRDEF int ocr_synth_word_count(const ocr_synth *synth, int *too_long, int *no_font) {
+    const ocr__synth_words *w = synth ? synth->wordlist : NULL;
+    if (too_long) *too_long = w ? w->too_long : 0;
+    if (no_font) *no_font = w ? w->no_font : 0;
+    return w ? w->n : 0;
+}
+OCRDEF const char *ocr_synth_words_sha256(const ocr_synth *synth) {
+    if (!synth || !synth->wordlist) return NULL;
+    return ocr__syn_lazy_sha256(&synth->wordlist->sha256, synth->wordlist->bytes, synth->wordlist->size);
 }
 
 /* ---------------------------------------------------------------- random words */
@@ -1848,6 +1913,76 @@ static int ocr__syn_plain_word(ocr_rng *r, int *cps) {
     return n;
 }
 
+/* ---------------------------------------------------------------- word lists */
+
+static int ocr__syn_is_space(int c) {
+    return c == 0x20 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* Reads config.words_path into synth->wordlist (see ocr_synth_config). Needs the fonts: a word no single font can
+   draw is left out here, so drawing a word never needs a fallback. */
+static int ocr__syn_load_words(ocr_ctx *ctx, ocr_synth *synth) {
+    const char *fn = "ocr_synth_init", *path = synth->config.words_path;
+    ocr__synth_words *w;
+    const unsigned char *b;
+    size_t pos = 0, used = 0;
+    long line = 0;
+    int rc, f;
+    if (!(w = (ocr__synth_words *)OCR_MALLOC(sizeof *w))) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
+    memset(w, 0, sizeof *w);
+    synth->wordlist = w; /* ocr_synth_free frees it on any error */
+    if ((rc = ocr_read_file(ctx, path, OCR__SYN_MAX_WORDS_BYTES, &w->bytes, &w->size))) return rc;
+    b = w->bytes;
+    /* a word has at least one byte and a byte ends it: size + 1 code points and start offsets are enough */
+    w->cps = (int *)OCR_MALLOC((w->size + 1) * sizeof *w->cps);
+    w->start = (size_t *)OCR_MALLOC((w->size + 2) * sizeof *w->start);
+    if (!w->cps || !w->start) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory for the words of %s", fn, path);
+    if (w->size >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF) pos = 3;
+    while (pos < w->size) {
+        size_t end = pos, stop, i;
+        int n = 0, *word = w->cps + used, drawable = 1;
+        int32_t cp;
+        while (end < w->size && b[end] != '\n') end++;
+        stop = end > pos && b[end - 1] == '\r' ? end - 1 : end;
+        line++;
+        for (i = pos; i < stop;) {
+            size_t at = i;
+            if (!ocr_utf8_next((const char *)b, stop, &i, &cp))
+                return ocr_error(ctx, OCR_EFORMAT, "%s: words file %s, line %ld: invalid UTF-8 at byte %lu of the line", fn, path,
+                                 line, (unsigned long)(at - pos + 1));
+            if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
+                return ocr_error(ctx, OCR_EFORMAT, "%s: words file %s, line %ld: control character U+%04X", fn, path, line, (unsigned)cp);
+            if (ocr__syn_is_space(cp))
+                return ocr_error(ctx, OCR_EFORMAT, "%s: words file %s, line %ld: whitespace (U+%04X); the file must hold one word per line",
+                                 fn, path, line, (unsigned)cp);
+            if (n < OCR__SYN_MAX_CHARS) word[n] = cp;
+            drawable &= cp <= 0xFFFF; /* the renderer's UTF-8 labels hold three bytes per character at most */
+            n++;
+        }
+        pos = end + 1;
+        if (n == 0) continue;
+        if (n > OCR__SYN_MAX_CHARS) { w->too_long++; continue; }
+        for (f = 0; drawable && f < synth->n_fonts && !ocr__syn_font_covers(&synth->fonts[f], word, n); f++) {}
+        if (!drawable || f == synth->n_fonts) { w->no_font++; continue; }
+        w->start[w->n++] = used;
+        used += (size_t)n;
+    }
+    w->start[w->n] = used;
+    if (w->n == 0)
+        return ocr_error(ctx, OCR_EFORMAT, "%s: words file %s: no usable word in its %ld lines (%d over %d characters, %d with a "
+                         "character no font has)", fn, path, line, w->too_long, OCR__SYN_MAX_CHARS, w->no_font);
+    return OCR_OK;
+}
+
+/* A word of the list, uniformly. */
+static int ocr__syn_list_word(ocr_rng *r, const ocr__synth_words *w, int *cps) {
+    uint32_t i = ocr_rng_below(r, (uint32_t)w->n);
+    int n = (int)(w->start[i + 1] - w->start[i]);
+    memcpy(cps, w->cps + w->start[i], (size_t)n * sizeof *cps);
+    return n;
+}
+
 /* Lays out, places and draws one line of 1-4 words; appends its words to out (capacity checked by the caller). */
 static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *placed, int *n_placed,
                          ocr__syn_word_out *out, int *n_out) {
@@ -1867,7 +2002,9 @@ static int ocr__syn_line(ocr_ctx *ctx, ocr__syn_scene *sc, ocr__syn_placed *plac
     /* The words first, then a font with every glyph they use: a word no font can draw becomes plain letters, and
        words no single font can draw together are dropped from the end of the line. */
     for (k = 0; k < n_words; k++) {
-        lens[k] = ocr__syn_random_word(r, cps[k]);
+        /* no draw without a list, so such scenes stay as they were */
+        if (synth->wordlist && ocr__syn_chance(r, cfg->words_prob)) lens[k] = ocr__syn_list_word(r, synth->wordlist, cps[k]);
+        else lens[k] = ocr__syn_random_word(r, cps[k]);
         for (i = 0; i < synth->n_fonts && !ocr__syn_font_covers(&synth->fonts[i], cps[k], lens[k]); i++) {}
         if (i == synth->n_fonts) lens[k] = ocr__syn_plain_word(r, cps[k]);
     }

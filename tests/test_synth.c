@@ -821,6 +821,229 @@ static void test_synth_photo_errors(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* ---------------------------------------------------------------- word lists */
+
+static int write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(text, 1, strlen(text), f) == strlen(text);
+    if (f) ok &= fclose(f) == 0;
+    return ok;
+}
+
+static int in_list(const char *word, const char *const *list, int n) {
+    int i;
+    for (i = 0; i < n; i++)
+        if (strcmp(word, list[i]) == 0) return 1;
+    return 0;
+}
+
+static void render_serial(const ocr_synth *sy, int n, uint64_t *out) {
+    ocr_ctx ctx;
+    int i;
+    ocr_ctx_init(&ctx, 1, 1);
+    for (i = 0; i < n; i++) {
+        ocr_sample s;
+        out[i] = 0;
+        OCR_CHECK_OK(&ctx, ocr_synth_sample(&ctx, sy, 11, i, 256, 192, &s));
+        if (s.image.pixels) out[i] = sample_digest(&s);
+        ocr_sample_free(&s);
+    }
+    ocr_ctx_free(&ctx);
+}
+
+/* With words_prob 1 every word of a scene is a word of the list as written (a trailing CR stripped), words too long
+   or without a font are left out and counted; words_prob 0 gives the scenes and identity of no list; the identity
+   follows the list's bytes, not its path; scenes stay deterministic and thread-safe. */
+static void test_synth_word_list(void) {
+    static const char *const kept[] = {"apple", "Banana", "zebra's", "\xC3\x89" "clair", "x9-Z,", "abcdefghijklmnopqrstuvwx"};
+    static const int candidates[] = {0x4E00, 0xAC00, 0x0F40, 0x1200, 0xE000};
+    const int n_kept = (int)(sizeof kept / sizeof kept[0]);
+    const ocr_synth *base = default_synth();
+    char dir[64] = "/tmp/ocr_test_synth.XXXXXX", path[128], path2[128], path3[128], text[512], uncovered[8];
+    ocr_ctx ctx;
+    ocr_synth list, zero, other, same;
+    ocr_synth_config cfg = ocr_synth_defaults();
+    uint64_t a[4], b[4], threaded[4];
+    render_job jobs[2];
+    pthread_t th[2];
+    int i, k, f, too_long = -1, no_font = -1, n_polys = 0, seen[6] = {0}, distinct = 0, cp = 0;
+    OCR_CHECK(base != NULL);
+    if (!base || !mkdtemp(dir)) { OCR_CHECK(0); return; }
+    for (k = 0; k < (int)(sizeof candidates / sizeof candidates[0]) && !cp; k++) { /* a character no loaded font has */
+        for (f = 0; f < base->n_fonts && !ocr__syn_font_covers(&base->fonts[f], &candidates[k], 1); f++) {}
+        if (f == base->n_fonts) cp = candidates[k];
+    }
+    OCR_CHECK(cp != 0);
+    uncovered[ocr_utf8_put(cp, uncovered)] = 0;
+    snprintf(text, sizeof text, "apple\nBanana\r\n\nzebra's\n\xC3\x89" "clair\nx9-Z,\nabcdefghijklmnopqrstuvwxy\nabcdefghijklmnopqrstuvwx\nno%sfont\n",
+             uncovered);
+    snprintf(path, sizeof path, "%s/words.txt", dir);
+    snprintf(path2, sizeof path2, "%s/copy.txt", dir);
+    snprintf(path3, sizeof path3, "%s/changed.txt", dir);
+    OCR_CHECK(write_file(path, text) && write_file(path2, text));
+    text[0] = 'A'; /* one byte differs */
+    OCR_CHECK(write_file(path3, text));
+    ocr_ctx_init(&ctx, 1, 1);
+    cfg.photo_path = TWO_PHOTOS; /* as default_synth */
+    cfg.words_path = path;
+    cfg.words_prob = 1;
+    OCR_CHECK_OK(&ctx, ocr_synth_init(&ctx, &list, &cfg));
+    OCR_CHECK(ocr_synth_word_count(&list, &too_long, &no_font) == n_kept && too_long == 1 && no_font == 1);
+    OCR_CHECK(!ocr_hash_equal(list.identity, base->identity));
+    for (i = 0; i < 6; i++) {
+        ocr_sample s;
+        OCR_CHECK_OK(&ctx, ocr_synth_sample(&ctx, &list, 3, i, 256, 192, &s));
+        for (k = 0; k < s.n_polys; k++) {
+            int w;
+            n_polys++;
+            OCR_CHECK_MSG(s.polys[k].text && in_list(s.polys[k].text, kept, n_kept), "scene %d word '%s' is not in the list", i,
+                          s.polys[k].text ? s.polys[k].text : "(null)");
+            for (w = 0; w < n_kept; w++)
+                if (s.polys[k].text && strcmp(s.polys[k].text, kept[w]) == 0 && !seen[w]) { seen[w] = 1; distinct++; }
+        }
+        ocr_sample_free(&s);
+    }
+    OCR_CHECK_MSG(n_polys >= 10 && distinct >= 4, "%d words, %d distinct", n_polys, distinct);
+    /* deterministic, and two threads give what one gives */
+    render_serial(&list, 4, a);
+    render_serial(&list, 4, b);
+    for (i = 0; i < 2; i++) {
+        jobs[i].synth = &list; jobs[i].first = 2 * i; jobs[i].count = 2; jobs[i].hashes = threaded + 2 * i; jobs[i].failed = 0;
+        pthread_create(&th[i], NULL, render_thread, &jobs[i]);
+    }
+    for (i = 0; i < 2; i++) { pthread_join(th[i], NULL); OCR_CHECK(!jobs[i].failed); }
+    OCR_CHECK(memcmp(a, b, sizeof a) == 0 && memcmp(a, threaded, sizeof a) == 0);
+    /* words_prob 0: the list is checked, then the scenes are those of no list, bit for bit */
+    cfg.words_prob = 0;
+    OCR_CHECK_OK(&ctx, ocr_synth_init(&ctx, &zero, &cfg));
+    OCR_CHECK(ocr_hash_equal(zero.identity, base->identity) && ocr_synth_word_count(&zero, NULL, NULL) == 0);
+    OCR_CHECK(ocr_synth_words_sha256(&zero) == NULL);
+    render_serial(&zero, 4, a);
+    render_serial(base, 4, b);
+    OCR_CHECK(memcmp(a, b, sizeof a) == 0);
+    ocr_synth_free(&zero);
+    /* the identity: the list's bytes and words_prob, not its path */
+    cfg.words_prob = 1;
+    cfg.words_path = path2;
+    OCR_CHECK_OK(&ctx, ocr_synth_init(&ctx, &same, &cfg));
+    OCR_CHECK(ocr_hash_equal(same.identity, list.identity));
+    ocr_synth_free(&same);
+    cfg.words_path = path3;
+    OCR_CHECK_OK(&ctx, ocr_synth_init(&ctx, &other, &cfg));
+    OCR_CHECK(!ocr_hash_equal(other.identity, list.identity));
+    ocr_synth_free(&other);
+    cfg.words_path = path;
+    cfg.words_prob = 0.5f;
+    OCR_CHECK_OK(&ctx, ocr_synth_init(&ctx, &other, &cfg));
+    OCR_CHECK(!ocr_hash_equal(other.identity, list.identity) && !ocr_hash_equal(other.identity, base->identity));
+    ocr_synth_free(&other);
+    ocr_synth_free(&list);
+    /* the list's SHA-256, against sha256sum's */
+    OCR_CHECK(write_file(path, "apple\n"));
+    cfg.font_path = FONTS "/truetype/dejavu/DejaVuSans.ttf";
+    cfg.photo_path = "none";
+    OCR_CHECK_OK(&ctx, ocr_synth_init(&ctx, &list, &cfg));
+    OCR_CHECK(ocr_synth_words_sha256(&list) && strcmp(ocr_synth_words_sha256(&list),
+                                                      "303980bcb9e9e6cdec515230791af8b0ab1aaa244b58a8d99152673aa22197d0") == 0);
+    ocr_synth_free(&list);
+    remove(path); remove(path2); remove(path3);
+    rmdir(dir);
+    ocr_ctx_free(&ctx);
+}
+
+/* A list with invalid UTF-8, a control character, whitespace or no usable word is refused, naming the file and the
+   line; so is a missing file and a words_prob outside [0, 1]. */
+static void test_synth_word_list_errors(void) {
+    static const struct { const char *text, *expect; } bad[] = {
+        {"ok\n\xC3(\n", "line 2: invalid UTF-8 at byte 1"},
+        {"ok\nfine\nta\tb\n", "line 3: control character U+0009"},
+        {"ok\n\xC2\x85\n", "line 2: control character U+0085"},
+        {"ok\ntwo words\n", "line 2: whitespace (U+0020)"},
+        {"ok\nnb\xC2\xA0sp\n", "line 2: whitespace (U+00A0)"},
+        {"ok\r\nmid\rcr\n", "line 2: control character U+000D"},
+        {"ok\n\xED\xA0\x80\n", "line 2: invalid UTF-8"}, /* a UTF-16 surrogate */
+        {"\n\r\n\n", "no usable word in its 3 lines"},
+        {"abcdefghijklmnopqrstuvwxyz\n", "no usable word in its 1 lines (1 over 24 characters"},
+    };
+    char dir[64] = "/tmp/ocr_test_synth.XXXXXX", path[128], expect[256];
+    ocr_ctx ctx;
+    ocr_synth sy;
+    ocr_synth_config cfg = ocr_synth_defaults();
+    int i;
+    if (!mkdtemp(dir)) { OCR_CHECK(0); return; }
+    snprintf(path, sizeof path, "%s/words.txt", dir);
+    ocr_ctx_init(&ctx, 1, 1);
+    cfg.font_path = FONTS "/truetype/dejavu/DejaVuSans.ttf";
+    cfg.photo_path = "none";
+    cfg.words_path = path;
+    for (i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+        OCR_CHECK(write_file(path, bad[i].text));
+        snprintf(expect, sizeof expect, "words file %s", path);
+        OCR_CHECK_ERR(&ctx, ocr_synth_init(&ctx, &sy, &cfg), OCR_EFORMAT, expect);
+        OCR_CHECK_ERR(&ctx, ocr_synth_init(&ctx, &sy, &cfg), OCR_EFORMAT, bad[i].expect);
+    }
+    cfg.words_prob = 0; /* checked even when unused */
+    OCR_CHECK_ERR(&ctx, ocr_synth_init(&ctx, &sy, &cfg), OCR_EFORMAT, "no usable word");
+    cfg.words_prob = 1.5f;
+    OCR_CHECK(write_file(path, "ok\n"));
+    OCR_CHECK_ERR(&ctx, ocr_synth_init(&ctx, &sy, &cfg), OCR_EINVAL, "words_prob");
+    cfg.words_prob = 0.5f;
+    remove(path);
+    OCR_CHECK(ocr_synth_init(&ctx, &sy, &cfg) != OCR_OK && strstr(ocr_ctx_last_error(&ctx), path));
+    rmdir(dir);
+    ocr_ctx_free(&ctx);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Debian's wamerican (build.sh installs it): every word loads, and every word of a scene is a line of the file. */
+static void test_synth_word_list_wamerican(void) {
+    const char *dict = "/usr/share/dict/american-english";
+    ocr_ctx ctx;
+    ocr_synth sy;
+    ocr_synth_config cfg = ocr_synth_defaults();
+    unsigned char *bytes = NULL;
+    size_t size = 0, p;
+    char **lines = NULL;
+    int n_lines = 0, i, k, too_long = -1, no_font = -1, n_words = 0;
+    ocr_ctx_init(&ctx, 1, 1);
+    if (ocr_read_file(&ctx, dict, (size_t)64 << 20, &bytes, &size)) {
+        OCR_CHECK_MSG(0, "%s (build.sh installs the package wamerican)", ocr_ctx_last_error(&ctx));
+        ocr_ctx_free(&ctx);
+        return;
+    }
+    lines = (char **)malloc((size + 1) * sizeof *lines);
+    for (p = 0; lines && p < size;) { /* the file's lines, split independently of the library */
+        char *start = (char *)bytes + p, *nl = (char *)memchr(start, '\n', size - p);
+        if (!nl) break;
+        *nl = 0;
+        lines[n_lines++] = start;
+        p = (size_t)(nl - (char *)bytes) + 1;
+    }
+    qsort(lines, (size_t)n_lines, sizeof *lines, cmp_str);
+    cfg.photo_path = TWO_PHOTOS;
+    cfg.words_path = dict;
+    cfg.words_prob = 1;
+    OCR_CHECK_OK(&ctx, ocr_synth_init(&ctx, &sy, &cfg));
+    k = ocr_synth_word_count(&sy, &too_long, &no_font);
+    OCR_CHECK_MSG(k > 90000 && k + no_font == n_lines && too_long == 0 && no_font < 100, "%d words of %d lines, %d too long, %d without a font",
+                  k, n_lines, too_long, no_font);
+    for (i = 0; i < 3; i++) {
+        ocr_sample s;
+        OCR_CHECK_OK(&ctx, ocr_synth_sample(&ctx, &sy, 21, i, 320, 240, &s));
+        for (k = 0; k < s.n_polys; k++, n_words++) {
+            const char *t = s.polys[k].text;
+            OCR_CHECK_MSG(t && bsearch(&t, lines, (size_t)n_lines, sizeof *lines, cmp_str), "'%s' is no line of %s", t ? t : "(null)", dict);
+        }
+        ocr_sample_free(&s);
+    }
+    OCR_CHECK_MSG(n_words >= 5, "%d words", n_words);
+    ocr_synth_free(&sy);
+    free(lines);
+    OCR_FREE(bytes);
+    ocr_ctx_free(&ctx);
+}
+
 int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
     OCR_TEST_RUN(test_synth_deterministic_and_thread_safe);
@@ -838,6 +1061,9 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_synth_effects_stay_in_polygons);
     OCR_TEST_RUN(test_synth_photo_none_is_procedural);
     OCR_TEST_RUN(test_synth_photo_errors);
+    OCR_TEST_RUN(test_synth_word_list);
+    OCR_TEST_RUN(test_synth_word_list_errors);
+    OCR_TEST_RUN(test_synth_word_list_wamerican);
     if (g_synth_ok) ocr_synth_free(&g_synth);
     return ocr_test_finish();
 }
