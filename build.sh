@@ -32,7 +32,7 @@ SYNTH_FONT_PKGS="fonts-dejavu-core fonts-liberation2 fonts-open-sans fonts-canta
  fonts-comic-neue fonts-dancingscript fonts-lobster fonts-staypuft"
 SYNTH_PHOTO_PKGS="mate-backgrounds lomiri-wallpapers-16.04"
 # fonts-nanum: Hangul for examples/ocr's overlays (with DejaVu for Latin, Greek and Cyrillic)
-BUILD_PKGS="liblmdb-dev libstb-dev $(echo $SYNTH_FONT_PKGS) $SYNTH_PHOTO_PKGS fonts-nanum"
+BUILD_PKGS="liblmdb-dev libstb-dev $(echo $SYNTH_FONT_PKGS) $SYNTH_PHOTO_PKGS fonts-nanum wamerican"
 TEST_PKGS="python3-torch python3-numpy python3-lmdb python3-pyclipper python3-opencv python3-shapely python3-onnx fonts-font-awesome fonts-lyx"
 # [mpi] data-parallel training (examples/train_dbnet under mpirun, tests/test_mpi.c; docs/DISTRIBUTED.md)
 MPI_PKGS="libopenmpi-dev openmpi-bin iproute2"   # iproute2: ip netns for the test of two hosts

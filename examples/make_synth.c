@@ -32,10 +32,10 @@ enum { TRAIN_SIZE = 256, TRAIN_COUNT = 3000 * 4, VAL_SIZE = 320, VAL_COUNT = 200
 static const float TRAIN_LINES = 90.0f, TRAIN_TEXT_SCALE = 1.0f;
 
 typedef struct {
-    const char *set, *split, *fonts, *font_root, *photos, *photo_root;
+    const char *set, *split, *fonts, *font_root, *photos, *photo_root, *words;
     int64_t run_seed, seed;
     int count, size, width, height, threads;
-    float photo_prob, lines, text_scale;
+    float photo_prob, lines, text_scale, words_prob;
 } settings;
 
 /* The set's values for every setting; 0, or -1 for an unknown set name. */
@@ -43,8 +43,9 @@ static int set_defaults(settings *s, const char *set, int64_t run_seed) {
     ocr_synth_config d = ocr_synth_defaults();
     s->set = set;
     s->run_seed = run_seed;
-    s->fonts = s->font_root = s->photos = s->photo_root = NULL;
+    s->fonts = s->font_root = s->photos = s->photo_root = s->words = NULL;
     s->photo_prob = d.photo_prob;
+    s->words_prob = d.words_prob;
     s->lines = d.lines_per_mpix;
     s->text_scale = 1.0f;
     s->width = s->height = 0;
@@ -123,6 +124,13 @@ static int write_manifest(const char *path, const settings *s, const ocr_synth *
     json_string(f, s->fonts ? s->fonts : "");
     fprintf(f, ",\n  \"photos_arg\": ");
     json_string(f, s->photos ? s->photos : "");
+    fprintf(f, ",\n  \"words_arg\": ");
+    json_string(f, s->words ? s->words : "");
+    if (ocr_synth_word_count(synth, NULL, NULL)) {
+        int too_long, no_font, count = ocr_synth_word_count(synth, &too_long, &no_font);
+        fprintf(f, ",\n  \"words\": {\"prob\": %.9g, \"count\": %d, \"too_long\": %d, \"no_font\": %d, \"sha256\": \"%s\"}",
+                (double)s->words_prob, count, too_long, no_font, ocr_synth_words_sha256(synth));
+    }
     fprintf(f, ",\n  \"renderer\": \"%s\",\n  \"fonts\": [", ocr_hash_hex(synth->identity, hex));
     for (i = 0, n = ocr_synth_font_count(synth); i < n; i++) {
         fprintf(f, "%s\n    {\"file\": ", i ? "," : "");
@@ -256,6 +264,9 @@ int main(int argc, char **argv) {
             {"--photo-root", OCR_EX_STRING, &s.photo_root, "where the declared photographs are installed "
                                                            "(default /usr/share/backgrounds)"},
             {"--photo-prob", OCR_EX_FLOAT, &s.photo_prob, "share of scenes drawn on a photograph, 0 to 1"},
+            {"--words", OCR_EX_STRING, &s.words, "FILE: also draw words from this UTF-8 list, one word per line (e.g. "
+                                                 "/usr/share/dict/american-english, package wamerican)"},
+            {"--words-prob", OCR_EX_FLOAT, &s.words_prob, "with --words: share of the words taken from the list, 0 to 1"},
             {"--lines", OCR_EX_FLOAT, &s.lines, "text lines tried per megapixel (train_dbnet's --synth-lines), 0 to 10000"},
             {"--text-scale", OCR_EX_FLOAT, &s.text_scale, "text heights times this (train_dbnet's --synth-text-scale), 0.1 to 10"},
             {"--size", OCR_EX_INT, &s.size, "side of each scene in pixels, 32 to 4096"},
@@ -291,6 +302,8 @@ int main(int argc, char **argv) {
     if (s.threads < 1 || s.threads > 256) { fprintf(stderr, "make_synth: --threads must be 1 to 256, not %d\n", s.threads); return 2; }
     if (s.fonts && !*s.fonts) { fprintf(stderr, "make_synth: --fonts needs DIR|FILE,...\n"); return 2; }
     if (s.photos && !*s.photos) { fprintf(stderr, "make_synth: --photos needs none or DIR|FILE,...\n"); return 2; }
+    if (s.words && !*s.words) { fprintf(stderr, "make_synth: --words needs a FILE\n"); return 2; }
+    if (!(s.words_prob >= 0 && s.words_prob <= 1)) { fprintf(stderr, "make_synth: --words-prob must be 0 to 1, not %g\n", (double)s.words_prob); return 2; }
     if (npos != 1) {
         fprintf(stderr, "make_synth: %s (see --help)\n", npos ? "one OUT_DIR only" : "give the OUT_DIR to write");
         return 2;
@@ -306,6 +319,8 @@ int main(int argc, char **argv) {
     cfg.photo_root = s.photo_root;
     cfg.photo_prob = s.photo_prob;
     cfg.lines_per_mpix = s.lines;
+    cfg.words_path = s.words;
+    cfg.words_prob = s.words_prob;
     cfg.min_text_px *= s.text_scale;
     cfg.max_text_px *= s.text_scale;
 
@@ -323,6 +338,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "make_synth: set %s (train_dbnet --seed %lld), split %s, seed %lld, %d scenes of %dx%d, %d fonts, %d photographs\n",
             s.set, (long long)s.run_seed, s.split, (long long)s.seed, s.count, s.width, s.height,
             ocr_synth_font_count(&synth), ocr_synth_photo_count(&synth));
+    if (ocr_synth_word_count(&synth, NULL, NULL)) {
+        int too_long, no_font, n = ocr_synth_word_count(&synth, &too_long, &no_font);
+        fprintf(stderr, "make_synth: %d words of %s (each word drawn from it with chance %g); left out: %d over 24 characters, %d with a character no font has\n", n,
+                s.words, (double)s.words_prob, too_long, no_font);
+    }
     snprintf(path, sizeof path, "%s/synth.json", argv[1]);
     if (!write_manifest(path, &s, &synth)) {
         fprintf(stderr, "make_synth: cannot write %s: %s\n", path, strerror(errno));

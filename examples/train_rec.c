@@ -42,10 +42,10 @@
 #include <fcntl.h>
 
 typedef struct {
-    const char *data, *val, *charset, *channels, *resume, *out, *fonts, *photos;
+    const char *data, *val, *charset, *channels, *resume, *out, *fonts, *photos, *words;
     int steps, batch, words_per_scene, scene_size, max_width, min_text_px, max_text_px, hidden, layers, threads, workers, seed;
     int eval_every, log_every, save_every, val_count, heldout_count, warmup, stop_at, skip_unknown, check_numerics, overwrite;
-    float lr, weight_decay, clip, synth_lines;
+    float lr, weight_decay, clip, synth_lines, words_prob;
 } train_args;
 
 #define FIELD(f, ctype) offsetof(train_args, f) + 0 * sizeof(&((train_args *)0)->f == (ctype *)0)
@@ -65,6 +65,11 @@ static const ocr_ex_setting kSettings[] = {
      "outside it (accents, Greek, Cyrillic) are always left out"},
     {"--fonts", STRING(fonts), NULL, STORED, "fonts of the synthetic words: DIR|FILE,... (empty: the declared training set)"},
     {"--photos", STRING(photos), NULL, STORED, "photographs under synthetic words: DIR|FILE,..., or none (empty: the declared set)"},
+    /* absent from runs that predate them: no list */
+    {"--words", STRING(words), NULL, OCR_EX_STORED, "",
+     "synthetic words: also real words from this UTF-8 list, one word per line (e.g. /usr/share/dict/american-english, "
+     "package wamerican; empty: only the renderer's own)"},
+    {"--words-prob", FLOAT(words_prob), "0.5", OCR_EX_STORED, "0.5", "with --words: share of the synthetic words drawn from the list"},
     {"--steps", INT(steps), "4500", STORED, "optimizer steps"},
     {"--batch", INT(batch), "32", STORED, "word crops per step (synth: about; scenes give up to --words-per-scene each)"},
     {"--words-per-scene", INT(words_per_scene), "16", STORED, "synth: word crops taken from each rendered scene"},
@@ -134,6 +139,7 @@ static const char *settings_problem(const train_args *a) {
         return "--steps, --batch, --words-per-scene, --workers, --log-every, --save-every, --val-count must be >= 1, --scene-size >= 64, "
                "--max-width a multiple of 4 >= 16, 6 <= --min-text-px <= --max-text-px <= 400, --layers 1..4, --lr in (0, 1], "
                "--weight-decay in [0, 1), --clip >= 0, --synth-lines in (0, 10000], --warmup >= 0, --heldout-count >= -1";
+    if (!(a->words_prob >= 0 && a->words_prob <= 1)) return "--words-prob must be in [0, 1]";
     if (!parse_channels(a->channels, ch)) return "--channels must be six positive integers separated by commas";
     if (!spec_ok(a->data) || !spec_ok(a->val)) return "--data and --val must be synth, lmdb:PATH, folder:GT_FILE[,ROOT] or icdar:DIR";
     return NULL;
@@ -169,6 +175,8 @@ static ocr_synth_config synth_config(const train_args *a, int heldout) {
     c.photo_path = heldout ? (a->photos && strcmp(a->photos, "none") == 0 ? "none" : NULL) : a->photos;
     c.split = heldout ? OCR_SYNTH_HELDOUT : OCR_SYNTH_TRAIN;
     c.lines_per_mpix = a->synth_lines;
+    c.words_path = a->words; /* the held-out set too: other faces, the same kind of text */
+    c.words_prob = a->words_prob;
     c.min_text_px = (float)a->min_text_px;
     c.max_text_px = (float)a->max_text_px;
     c.occlusion_prob = 0.0f; /* an occluded character cannot be read: its label would be noise */
@@ -283,12 +291,13 @@ static void print_figures_json(const char *pre, const val_figures *f) {
    leaves a complete committed state; --resume trusts only state.json and the files it names. */
 typedef ocr_ex_run_files run_files;
 
+enum { N_ASSETS = 3 };
 typedef struct {
     int64_t step, best_step, words_skipped, words_too_long;   /* the words the data gave that were left out, so far */
     double best_accuracy, seconds;
-    const char *assets[2];       /* the synthetic sets' fonts and photographs, "<sha256>  <file>" lines */
+    const char *assets[N_ASSETS];       /* the synthetic sets' fonts, photographs and word list, "<sha256>  <file>" lines */
 } train_state;
-static const char *const kAssetKeys[2] = {"synth.fonts", "synth.photos"};
+static const char *const kAssetKeys[N_ASSETS] = {"synth.fonts", "synth.photos", "synth.words"};
 
 /* removes temporary files and the state files of generations other than keep (-1: all), and with all the run's files */
 static void clean_run_dir(const char *run_dir, int64_t keep, int all) {
@@ -315,7 +324,7 @@ static void clean_run_dir(const char *run_dir, int64_t keep, int all) {
 static void write_checkpoint(ocr_ctx *ctx, const char *weights, const char *optim, const ocr_rec_model *m, const ocr_optimizer *opt,
                              const train_args *a, const train_state *st) {
     ocr_ex_meta meta;
-    const char *keys[OCR_EX_META_MAX + 2], *values[OCR_EX_META_MAX + 2];
+    const char *keys[OCR_EX_META_MAX + N_ASSETS], *values[OCR_EX_META_MAX + N_ASSETS];
     int i, n, at_step;
     ocr_ex_meta_init(&meta);
     if (ocr_ex_settings_to_meta(kSettings, N_SETTINGS, a, "train.", &meta)) { fprintf(stderr, "train_rec: the settings are too long to store\n"); exit(1); }
@@ -332,7 +341,7 @@ static void write_checkpoint(ocr_ctx *ctx, const char *weights, const char *opti
     }
     for (i = 0; i < meta.n; i++) { keys[i] = meta.keys[i]; values[i] = meta.values[i]; }
     n = meta.n;
-    for (i = 0; i < 2; i++)
+    for (i = 0; i < N_ASSETS; i++)
         if (st->assets[i]) { keys[n] = kAssetKeys[i]; values[n++] = st->assets[i]; }
     if (optim) {
         const char *ok[1], *ov[1];
@@ -515,6 +524,7 @@ int main(int argc, char **argv) {
     }
     if (a.fonts && !a.fonts[0]) a.fonts = NULL;
     if (a.photos && !a.photos[0]) a.photos = NULL;
+    if (a.words && !a.words[0]) a.words = NULL;
     synth_data = is_synth(a.data);
     heldout_count = !is_synth(a.val) ? 0 : a.heldout_count < 0 ? a.val_count : a.heldout_count;
     if (is_root && mkdir(run_dir, 0755) != 0 && errno != EEXIST) { fprintf(stderr, "train_rec: cannot create %s: %s\n", run_dir, strerror(errno)); return 1; }
@@ -555,15 +565,27 @@ int main(int argc, char **argv) {
     memset(&heldout_synth, 0, sizeof heldout_synth);
     if (synth_data || is_synth(a.val)) {
         ocr_synth_config c = synth_config(&a, 0);
-        if (ocr_synth_init(&ctx, &train_synth, &c)) die(&ctx, "synthetic words (--fonts, --photos)");
+        static const char *const what[N_ASSETS] = {"fonts", "photographs", "word list (--words)"};
+        if (ocr_synth_init(&ctx, &train_synth, &c)) die(&ctx, "synthetic words (--fonts, --photos, --words)");
         st.assets[0] = ocr_ex_asset_list("train_rec", &train_synth, 0);
         st.assets[1] = ocr_ex_asset_list("train_rec", &train_synth, 1);
-        for (i = 0; a.resume && i < 2; i++) {
+        if (ocr_synth_word_count(&train_synth, NULL, NULL)) {
+            int too_long, no_font, n = ocr_synth_word_count(&train_synth, &too_long, &no_font);
+            char *line = (char *)malloc(64 + 2 + strlen(a.words) + 2);
+            if (!line) { fprintf(stderr, "train_rec: out of memory\n"); return 1; }
+            sprintf(line, "%s  %s\n", ocr_synth_words_sha256(&train_synth), a.words);
+            st.assets[2] = line;
+            if (is_root)
+                fprintf(stderr, "train_rec: %d words of %s (each word drawn from it with chance %g); left out: %d over 24 characters, %d with a character "
+                                "no font has\n", n, a.words, (double)a.words_prob, too_long, no_font);
+        }
+        for (i = 0; a.resume && i < N_ASSETS; i++) {
             const char *recorded = ocr_safetensors_meta(&resume_st, kAssetKeys[i]);
-            if (recorded && strcmp(recorded, st.assets[i]) != 0) {
-                fprintf(stderr, "train_rec: --resume: the %s loaded now differ from those the run recorded (%s in %s): its words would "
-                                "differ from those it trained on; restore them or start a new run\n", i ? "photographs" : "fonts",
-                        kAssetKeys[i], rf.weights);
+            /* a run recorded without a list has none now either: --words is restored from the checkpoint */
+            if (recorded && (!st.assets[i] || strcmp(recorded, st.assets[i]) != 0)) {
+                fprintf(stderr, "train_rec: --resume: the %s loaded now differ%s from what the run recorded (%s in %s): its words would "
+                                "differ from those it trained on; restore %s or start a new run\n", what[i], i == 2 ? "s" : "",
+                        kAssetKeys[i], rf.weights, i == 2 ? "it" : "them");
                 return 1;
             }
         }
@@ -849,6 +871,7 @@ int main(int argc, char **argv) {
     ocr_synth_free(&train_synth);
     free((char *)st.assets[0]);
     free((char *)st.assets[1]);
+    free((char *)st.assets[2]);
     free(refs);
     ocr_tensor_free(&x); ocr_tensor_free(&targets); ocr_tensor_free(&target_lengths); ocr_tensor_free(&input_lengths); ocr_tensor_free(&d_lp);
     ocr_optim_free(&opt);

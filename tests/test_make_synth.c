@@ -5,7 +5,10 @@
    - --set val|heldout|train take their sizes, counts and densities from train_dbnet's own --help defaults, and
      their seeds from the expressions in examples/train_dbnet.c;
    - synth.json lists the fonts the renderer loaded, with the sha256 sha256sum computes for the files;
-   - bad flags exit 2 naming the problem. */
+   - bad flags exit 2 naming the problem;
+   - --words: every care word of the folder is a word of the list, the folder is the library's scenes with that list,
+     synth.json has sha256sum's digest of it; train_rec takes --words, stores it and refuses to resume with a list
+     whose bytes changed. */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_geom.h"
@@ -210,6 +213,8 @@ static void test_usage_errors(void) {
         {"--threads 0", "--threads must be 1 to 256"},
         {"--count 0", "--count must be 1 to 1000000"},
         {"--fonts ''", "--fonts needs"},
+        {"--words ''", "--words needs a FILE"},
+        {"--words-prob 2", "--words-prob must be 0 to 1"},
         {"--bogus", "unknown flag"},
     };
     char cmd[800];
@@ -229,6 +234,104 @@ static void test_usage_errors(void) {
     OCR_CHECK_MSG(access(cmd, R_OK) == 0, "make_synth did not create %s", cmd);
 }
 
+static int write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(text, 1, strlen(text), f) == strlen(text);
+    if (f) ok &= fclose(f) == 0;
+    return ok;
+}
+
+/* --words FILE --words-prob 1: the ground truth holds only words of the list (a CR before the newline stripped) */
+static void test_words(void) {
+    static const char *const words[] = {"apple", "Banana", "zebra's", "\303\211clair", "x9,y"};
+    static const char *const list = "apple\nBanana\r\nzebra's\n\303\211clair\nx9,y\n";
+    char path[600], args[900], cmd[1400], file[700], *json, *out, *err;
+    ocr_synth_config cfg = ocr_synth_defaults();
+    ocr_json_tok toks[4096];
+    int n = 0, i, k, rc, labels = 0, node;
+    snprintf(path, sizeof path, "%s/words.txt", dir);
+    OCR_CHECK(write_text(path, list));
+    snprintf(args, sizeof args, "--count 3 --size 128 --photos none --lines 200 --words %s --words-prob 1", path);
+    render(args, "words");
+    cfg.photo_path = "none";
+    cfg.lines_per_mpix = 200;
+    cfg.words_path = path;
+    cfg.words_prob = 1;
+    check_folder("words", &cfg, 1u * 7919u + 1000003u, 3, 128, 128);
+    for (i = 1; i <= 3; i++) { /* x1,...,y4,label: the label is everything after the eighth comma */
+        char *gt, *line;
+        snprintf(file, sizeof file, "%s/words/gts/gt_img_%d.txt", dir, i);
+        gt = ocr_test_read_text(file);
+        OCR_CHECK_MSG(gt != NULL, "no %s", file);
+        for (line = gt; line && *line;) {
+            char *nl = strchr(line, '\n'), *label = line;
+            int commas = 0, known = 0;
+            if (nl) *nl = 0;
+            while (*label && commas < 8) commas += *label++ == ',';
+            for (k = 0; k < (int)(sizeof words / sizeof words[0]); k++) known |= strcmp(label, words[k]) == 0;
+            OCR_CHECK_MSG(commas == 8 && (known || strcmp(label, "###") == 0), "%s: '%s' is no word of the list", file, label);
+            labels += known;
+            line = nl ? nl + 1 : NULL;
+        }
+        free(gt);
+    }
+    OCR_CHECK_MSG(labels >= 3, "%d care words from the list", labels);
+    snprintf(file, sizeof file, "%s/words/synth.json", dir);
+    json = ocr_test_read_text(file);
+    OCR_CHECK_MSG(json != NULL, "no %s", file);
+    if (json) {
+        char sha[80] = "";
+        OCR_CHECK_OK(&ctx, ocr_json_parse(&ctx, json, strlen(json), toks, 4096, &n));
+        node = n ? ocr_json_find(json, toks, 0, "words") : -1;
+        node = node >= 0 ? ocr_json_find(json, toks, node, "sha256") : -1;
+        OCR_CHECK(node >= 0 && ocr_json_string(json, &toks[node], sha, sizeof sha));
+        snprintf(cmd, sizeof cmd, "sha256sum '%s'", path);
+        rc = ocr_test_run(cmd, &out, &err);
+        OCR_CHECK_MSG(rc == 0 && sha[0] && strncmp(out, sha, 64) == 0, "synth.json says '%s', sha256sum: %s%s", sha, out, err);
+        free(out);
+        free(err);
+        free(json);
+    }
+    /* a list with two words on a line stops make_synth, naming the line */
+    snprintf(file, sizeof file, "%s/bad_words.txt", dir);
+    OCR_CHECK(write_text(file, "apple\ntwo words\n"));
+    snprintf(cmd, sizeof cmd, "%s --count 1 --size 64 --photos none --words %s %s/never_words", MAKE_SYNTH, file, dir);
+    ocr_test_expect_exit(cmd, 1, "line 2: whitespace");
+}
+
+/* train_rec --words: stored with the run's settings; a resume with a list whose bytes changed is refused, one with
+   the same list goes on. */
+static void test_train_rec_words(void) {
+    static const char *const rec = "./examples/train_rec";
+    static const char *const tiny = "--steps 4 --eval-every 2 --val-count 12 --heldout-count 0 --channels 8,8,8,8,8,8 --hidden 8 "
+                                    "--log-every 2 --save-every 2 --threads 2";
+    char path[600], cmd[1600], *out, *err;
+    int rc;
+    if (access(rec, X_OK) != 0) { OCR_CHECK_MSG(0, "%s must be built first (./build.sh)", rec); return; }
+    snprintf(cmd, sizeof cmd, "%s --help", rec);
+    out = help_of(cmd);
+    OCR_CHECK(out && strstr(out, "  --words ") && strstr(out, "  --words-prob "));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s --words-prob 1.5", rec);
+    ocr_test_expect_exit(cmd, 2, "--words-prob must be in [0, 1]");
+    snprintf(path, sizeof path, "%s/rec_words.txt", dir);
+    OCR_CHECK(write_text(path, "apple\nbanana\ncherry\n"));
+    snprintf(cmd, sizeof cmd, "%s %s --words %s --words-prob 1 --stop-at 2 --out %s/rec_run", rec, tiny, path, dir);
+    rc = ocr_test_run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 130 && strstr(err, "3 words of"), /* --stop-at exits as interrupted */
+                  "'%s' exited %d: %s%s", cmd, rc, out, err);
+    free(out);
+    free(err);
+    OCR_CHECK(write_text(path, "apple\nbanana\ncherries\n"));
+    snprintf(cmd, sizeof cmd, "%s --resume %s/rec_run", rec, dir);
+    ocr_test_expect_exit(cmd, 1, "synth.words");
+    OCR_CHECK(write_text(path, "apple\nbanana\ncherry\n"));
+    rc = ocr_test_run(cmd, &out, &err);
+    OCR_CHECK_MSG(rc == 0 && strstr(out, "\"steps\":4"), "'%s' exited %d: %s%s", cmd, rc, out, err);
+    free(out);
+    free(err);
+}
+
 int main(int argc, char **argv) {
     char cmd[128];
     ocr_test_init(argc, argv);
@@ -245,6 +348,8 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_sets_follow_train_dbnet);
     OCR_TEST_RUN(test_manifest);
     OCR_TEST_RUN(test_usage_errors);
+    OCR_TEST_RUN(test_words);
+    OCR_TEST_RUN(test_train_rec_words);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "test_make_synth: could not remove %s\n", dir);
     ocr_ctx_free(&ctx);
