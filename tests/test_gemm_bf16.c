@@ -105,16 +105,18 @@ static void gemm_data_free(gemm_data *d) { free(d->A); free(d->B); free(d->C0); 
    compared bit for bit with a checked one needs no reference of its own). */
 static float *gemm_check(ocr_ctx *ctx, const gemm_data *d, int ta, int tb, int M, int N, int K, float alpha, float beta, int exact,
                          const char *what, int check) {
-    float *C = (float *)malloc(sizeof(float) * (size_t)d->nc), *R = (float *)malloc(sizeof(float) * (size_t)d->nc);
-    float *Ar = (float *)malloc(sizeof(float) * (size_t)d->na), *Br = (float *)malloc(sizeof(float) * (size_t)d->nb);
-    double *S = (double *)malloc(sizeof(double) * (size_t)(M * N));
+    float *C = (float *)malloc(sizeof(float) * (size_t)d->nc), *R, *Ar, *Br;
+    double *S;
     int i, j, bad = 0;
     memcpy(C, d->C0, sizeof(float) * (size_t)d->nc);
     if (!check) {
         OCR_CHECK_OK(ctx, ocr__gemm_bf16(ctx, ta, tb, M, N, K, alpha, d->A, d->lda, d->B, d->ldb, beta, C, d->ldc));
-        free(R); free(Ar); free(Br); free(S);
         return C;
     }
+    R = (float *)malloc(sizeof(float) * (size_t)d->nc);
+    Ar = (float *)malloc(sizeof(float) * (size_t)d->na);
+    Br = (float *)malloc(sizeof(float) * (size_t)d->nb);
+    S = (double *)malloc(sizeof(double) * (size_t)(M * N));
     memcpy(R, d->C0, sizeof(float) * (size_t)d->nc);
     for (i = 0; i < d->na; i++) Ar[i] = bf(d->A[i]);
     for (i = 0; i < d->nb; i++) Br[i] = bf(d->B[i]);
