@@ -8,7 +8,7 @@
 
    --data synth:heldout and synth:val are the two validation sets of train_rec (the held-out fonts and photographs, and
    other scenes of the training ones), rendered with train_rec's settings as the checkpoint records them (seed, scene
-   size, text sizes, lines, crop width), so their figures are train_rec's. A label with a character outside the
+   size, text sizes, lines, word list, crop width), so their figures are train_rec's. A label with a character outside the
    model's charset is an error naming the sample and the character, unless --skip-unknown leaves such words out (and
    counts them). The last line on stdout is one JSON object. Exit status: 0, 1 on an error, 2 on bad flags. */
 #define OCR_IMPLEMENTATION
@@ -85,6 +85,7 @@ int main(int argc, char **argv) {
         ocr_synth_config c = ocr_synth_defaults();
         const char *photos = ocr_safetensors_meta(&st, "train.photos"), *fonts = ocr_safetensors_meta(&st, "train.fonts");
         const char *lines = ocr_safetensors_meta(&st, "train.synth_lines");
+        const char *words = ocr_safetensors_meta(&st, "train.words"), *words_prob = ocr_safetensors_meta(&st, "train.words_prob");
         c.split = heldout ? OCR_SYNTH_HELDOUT : OCR_SYNTH_TRAIN;
         c.font_path = !heldout && fonts && fonts[0] ? fonts : NULL;
         c.photo_path = photos && strcmp(photos, "none") == 0 ? "none" : !heldout && photos && photos[0] ? photos : NULL;
@@ -92,9 +93,19 @@ int main(int argc, char **argv) {
         c.min_text_px = (float)train_setting(&st, "train.min_text_px", 14);
         c.max_text_px = (float)train_setting(&st, "train.max_text_px", 48);
         c.occlusion_prob = 0.0f;
+        c.words_path = words && words[0] ? words : NULL; /* a run trained with --words validated on its list's words */
+        c.words_prob = words_prob ? (float)atof(words_prob) : 0.5f;
         if (!count) count = train_setting(&st, heldout ? "train.heldout_count" : "train.val_count", 500);
         if (count < 0) count = train_setting(&st, "train.val_count", 500);
-        if (ocr_synth_init(&ctx, &synth, &c)) die(&ctx, "synthetic words");
+        if (ocr_synth_init(&ctx, &synth, &c)) die(&ctx, "synthetic words (the fonts, photographs and word list the checkpoint names)");
+        if (c.words_path) {
+            const char *recorded = ocr_safetensors_meta(&st, "synth.words"), *now = ocr_synth_words_sha256(&synth);
+            if (!recorded || !now || strncmp(recorded, now, 64) != 0) {
+                fprintf(stderr, "eval_rec: the word list %s (train.words in %s) is not the one the run trained with (synth.words): "
+                                "its synthetic words would differ; restore it\n", c.words_path, model_path);
+                return 1;
+            }
+        }
         if (ocr_dataset_open_synth(&ctx, &ds, &synth, (uint64_t)seed * 7919u + (heldout ? 2000003u : 1000003u), 1000000, size, size))
             die(&ctx, "synthetic words");
         skip_unknown = 1; /* the renderer draws accents, Greek and Cyrillic on purpose */

@@ -819,6 +819,34 @@ static void test_programs(void) {
                   fabs(ocr_test_json_number(line, len, "cer") - cer) < 1e-4, "'%s' exited %d (train_rec: accuracy %g, CER %g): %s\n%s", cmd, rc, acc,
                   cer, out, err);
     free(out); free(err);
+    {
+        /* a run trained with --words: eval_rec validates on the list's words (as train_rec did), and refuses a changed list */
+        char words[300];
+        FILE *f;
+        snprintf(words, sizeof words, "%s/words.txt", g_tmp);
+        f = fopen(words, "w");
+        OCR_CHECK_MSG(f != NULL, "cannot write %s", words);
+        if (!f) { ocr_ctx_free(&ctx); return; }
+        fputs("Quokkaz\nZephyrq\nJujubex\n", f);
+        fclose(f);
+        snprintf(run, sizeof run, "%s/run_words", g_tmp);
+        snprintf(cmd, sizeof cmd, "./examples/train_rec %s --steps 2 --words %s --words-prob 1 --out %s", tiny, words, run);
+        rc = ocr_test_run(cmd, &out, &err);
+        line = json_line(out, &len);
+        OCR_CHECK_MSG(rc == 0, "'%s' exited %d: %s\n%s", cmd, rc, out, err);
+        cer = ocr_test_json_number(line, len, "cer");
+        free(out); free(err);
+        snprintf(cmd, sizeof cmd, "./examples/eval_rec --model %s/last.safetensors --data synth:val --errors 12 --threads 2", run);
+        rc = ocr_test_run(cmd, &out, &err);
+        line = json_line(out, &len);
+        OCR_CHECK_MSG(rc == 0 && fabs(ocr_test_json_number(line, len, "cer") - cer) < 1e-4 &&
+                      (strstr(out, "'Quokkaz'") || strstr(out, "'Zephyrq'") || strstr(out, "'Jujubex'")),
+                      "'%s' exited %d (train_rec: CER %g): %s\n%s", cmd, rc, cer, out, err);
+        free(out); free(err);
+        f = fopen(words, "a");
+        if (f) { fputs("Xylemq\n", f); fclose(f); }
+        ocr_test_expect_exit(cmd, 1, "not the one the run trained with");
+    }
     /* recognize: one "path<TAB>text" line per crop, in order */
     snprintf(cmd, sizeof cmd, "./examples/recognize --model %s/best.safetensors %s/c0.png %s/c2.png", run, g_tmp, g_tmp);
     rc = ocr_test_run(cmd, &out, &err);
