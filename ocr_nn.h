@@ -309,9 +309,10 @@ OCRDEF int ocr_grad_scaler_from_meta(ocr_ctx *ctx, ocr_grad_scaler *sc, const oc
    Per direction d (index 1 = the _reverse tensors), with gates in PyTorch's order i, f, g, o:
        a = W_ih[d] x_t + b_ih[d] + W_hh[d] h_prev + b_hh[d]         w_ih [4H, I], w_hh [4H, H], b_ih, b_hh [4H]
        i, f, o = sigmoid(a_i, a_f, a_o), g = tanh(a_g); c = f c_prev + i g; h = o tanh(c)
-   h_prev, c_prev are step t-1's (forward) or t+1's (reverse) and 0 at the first step. Every sequence of the batch
-   has the full length T: per-sample lengths are not supported (the recognizer pads its batches, and with a
-   bidirectional layer the padding is seen by the reverse direction first; keep it short). A stack of layers is one
+   h_prev, c_prev are step t-1's (forward) or t+1's (reverse) and 0 at the first step. lengths (I32 [N], each 1..T;
+   NULL: every sequence has T steps) gives each sample's length, as torch's pack_padded_sequence: steps t >= lengths[n]
+   are padding, their output 0, and the reverse direction starts at t = lengths[n] - 1 from zero states (padded steps
+   keep zero gates and cell, so the backward needs no lengths: nothing flows through them). A stack of layers is one
    call per layer, layer k's y being layer k+1's x; weights under PyTorch's names: ocr_lstm_params_add.
    saved [D, T, N, 5H] receives, per step, the activated gates i, f, g, o and the cell state c, which the backward
    needs with x and y; saved NULL (inference) uses scratch instead. Mixed precision: the GEMMs follow ocr_gemm's rule
@@ -328,7 +329,8 @@ typedef struct {
 } ocr_lstm_grads;
 /* y [T, N, D*H] and saved [D, T, N, 5H] for input x [T, N, I]; checks the weights' shapes */
 OCRDEF int ocr_nn_lstm_shapes(ocr_ctx *ctx, ocr_shape x, const ocr_lstm_weights *w, ocr_shape *y, ocr_shape *saved);
-OCRDEF int ocr_nn_lstm_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, ocr_tensor *y, ocr_tensor *saved);
+OCRDEF int ocr_nn_lstm_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, const ocr_tensor *lengths, ocr_tensor *y,
+                               ocr_tensor *saved);
 OCRDEF int ocr_nn_lstm_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, const ocr_tensor *y,
                                 const ocr_tensor *saved, const ocr_tensor *dy, ocr_tensor *dx, const ocr_lstm_grads *g);
 /* Adds layer `layer`'s parameters to P under torch.nn.LSTM's names after prefix ("rnn." and layer 1 give
@@ -825,14 +827,20 @@ static void ocr__ref_concat_backward(const ocr_tensor *dy, ocr_tensor *const *dx
 /* torch.nn.LSTM, one layer, direction d (0 forward, 1 reverse) of D, gates i, f, g, o: for each step in the
    direction's order and each sample n, a = b_ih + b_hh + W_ih x[t, n] + W_hh h_prev (h_prev = y[t-1] or y[t+1] in
    this direction's columns, 0 at the first step); i, f, o = sigmoid, g = tanh; c = f c_prev + i g; h = o tanh(c).
-   sv [T, N, 5H] (the direction's part of saved) keeps the activated gates and c; y row stride D*H. */
+   sv [T, N, 5H] (the direction's part of saved) keeps the activated gates and c; y row stride D*H. A step at or
+   beyond len[n] (len NULL: T) is padding: zero gates, cell and output. */
 static void ocr__ref_lstm_forward(const float *x, int64_t T, int64_t N, int64_t I, int64_t H, int D, int d, const float *w_ih,
-                                  const float *w_hh, const float *b_ih, const float *b_hh, float *y, float *sv) {
+                                  const float *w_hh, const float *b_ih, const float *b_hh, const int32_t *len, float *y, float *sv) {
     int64_t s, n, r, k, DH = D * H;
     for (s = 0; s < T; s++) {
         int64_t t = d ? T - 1 - s : s, tp = d ? t + 1 : t - 1;
         for (n = 0; n < N; n++) {
             float *a = sv + (t * N + n) * 5 * H;
+            if (len && t >= len[n]) {
+                for (k = 0; k < 5 * H; k++) a[k] = 0.0f;
+                for (k = 0; k < H; k++) y[(t * N + n) * DH + d * H + k] = 0.0f;
+                continue;
+            }
             for (r = 0; r < 4 * H; r++) {
                 double acc = (b_ih ? b_ih[r] : 0.0) + (b_hh ? b_hh[r] : 0.0);
                 for (k = 0; k < I; k++) acc += (double)w_ih[r * I + k] * x[(t * N + n) * I + k];
@@ -6573,7 +6581,8 @@ typedef struct {
     const float *c_prev;            /* the previous step's rows (c at column 4H), NULL at the first step */
     const float *b_ih, *b_hh;
     float *y;                       /* this step's rows, this direction's columns; row stride ldy */
-    int64_t H, ldy;
+    const int32_t *len;             /* per-sample lengths or NULL; rows with t >= len[n] are padding */
+    int64_t H, ldy, t;
 } ocr__lstm_fwd_job;
 
 static float ocr__seq_sigmoid(float a) {   /* exp of a non-positive number only */
@@ -6588,6 +6597,11 @@ static void ocr__lstm_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
     for (n = begin; n < end; n++) {
         float *a = j->sv + n * 5 * H, *h = j->y + n * j->ldy;
         const float *cp = j->c_prev ? j->c_prev + n * 5 * H + 4 * H : NULL;
+        if (j->len && j->t >= j->len[n]) {
+            memset(a, 0, (size_t)(5 * H) * sizeof(float));
+            memset(h, 0, (size_t)H * sizeof(float));
+            continue;
+        }
         for (k = 0; k < H; k++) {
             float ai = a[k], af = a[H + k], ag = a[2 * H + k], ao = a[3 * H + k], gi, gf, gg, go, c;
             if (j->b_ih) { ai += j->b_ih[k]; af += j->b_ih[H + k]; ag += j->b_ih[2 * H + k]; ao += j->b_ih[3 * H + k]; }
@@ -6606,7 +6620,7 @@ static int64_t ocr__lstm_min_rows(int64_t H) { return (8192 + 4 * H - 1) / (4 * 
 /* One direction on the fast path: every step's input projection in one GEMM, then per step the recurrent GEMM
    (h_prev W_hh^T added to the step's rows) and the pointwise part. */
 static int ocr__lstm_forward_dir(ocr_ctx *ctx, const ocr__lstm_dims *dm, int d, const float *x, const float *w_ih, const float *w_hh,
-                                 const float *b_ih, const float *b_hh, float *y, float *sv) {
+                                 const float *b_ih, const float *b_hh, const int32_t *len, float *y, float *sv) {
     int64_t T = dm->T, N = dm->N, H = dm->H, DH = dm->D * H, s;
     int rc;
     if ((rc = ocr_gemm(ctx, 0, 1, T * N, 4 * H, dm->I, 1.0f, x, dm->I, w_ih, dm->I, 0.0f, sv, 5 * H))) return rc;
@@ -6617,18 +6631,31 @@ static int ocr__lstm_forward_dir(ocr_ctx *ctx, const ocr__lstm_dims *dm, int d, 
             (rc = ocr_gemm(ctx, 0, 1, N, 4 * H, H, 1.0f, y + tp * N * DH + d * H, DH, w_hh, H, 1.0f, sv + t * N * 5 * H, 5 * H)))
             return rc;
         j.sv = sv + t * N * 5 * H; j.c_prev = s > 0 ? sv + tp * N * 5 * H : NULL;
-        j.b_ih = b_ih; j.b_hh = b_hh; j.y = y + t * N * DH + d * H; j.H = H; j.ldy = DH;
+        j.b_ih = b_ih; j.b_hh = b_hh; j.y = y + t * N * DH + d * H; j.len = len; j.H = H; j.ldy = DH; j.t = t;
         ocr_parallel_for(ctx, N, ocr__lstm_min_rows(H), ocr__lstm_fwd_part, &j);
     }
     return OCR_OK;
 }
 
-OCRDEF int ocr_nn_lstm_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, ocr_tensor *y, ocr_tensor *saved) {
+OCRDEF int ocr_nn_lstm_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, const ocr_tensor *lengths, ocr_tensor *y,
+                               ocr_tensor *saved) {
     const char *fn = "ocr_nn_lstm_forward";
     ocr__lstm_dims dm;
     float *scratch = NULL;
+    const int32_t *len = NULL;
     int rc, d;
     if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr__lstm_check_shapes(ctx, fn, x->shape, w, &dm))) return rc;
+    if (lengths) {
+        int64_t n;
+        if ((rc = ocr_check_dtype(ctx, fn, lengths, OCR_I32)) || (rc = ocr_check_device(ctx, fn, lengths, OCR_DEVICE_CPU)) ||
+            (rc = ocr_check_shape(ctx, fn, lengths, ocr_shape1(dm.N))))
+            return rc;
+        len = (const int32_t *)lengths->data;
+        for (n = 0; n < dm.N; n++)
+            if (len[n] < 1 || len[n] > dm.T)
+                return ocr_error(ctx, OCR_EINVAL, "%s: tensor '%s': lengths[%lld] = %d, must be in [1, T = %lld]", fn, lengths->name,
+                                 (long long)n, (int)len[n], (long long)dm.T);
+    }
     if (!y) return ocr_error(ctx, OCR_EINVAL, "%s: output y is NULL", fn);
     if ((rc = ocr_check_f32(ctx, fn, y)) || (rc = ocr_check_shape(ctx, fn, y, ocr_shape3(dm.T, dm.N, dm.D * dm.H)))) return rc;
     if (saved && ((rc = ocr_check_f32(ctx, fn, saved)) || (rc = ocr_check_shape(ctx, fn, saved, ocr_shape4(dm.D, dm.T, dm.N, 5 * dm.H)))))
@@ -6648,8 +6675,8 @@ OCRDEF int ocr_nn_lstm_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm
         const float *w_ih = (const float *)w->w_ih[d]->data, *w_hh = (const float *)w->w_hh[d]->data;
         const float *b_ih = ocr__f32_or_null(w->b_ih[d]), *b_hh = ocr__f32_or_null(w->b_hh[d]);
         if (ocr__use_ref(ctx))
-            ocr__ref_lstm_forward((const float *)x->data, dm.T, dm.N, dm.I, dm.H, dm.D, d, w_ih, w_hh, b_ih, b_hh, (float *)y->data, sv);
-        else if ((rc = ocr__lstm_forward_dir(ctx, &dm, d, (const float *)x->data, w_ih, w_hh, b_ih, b_hh, (float *)y->data, sv)))
+            ocr__ref_lstm_forward((const float *)x->data, dm.T, dm.N, dm.I, dm.H, dm.D, d, w_ih, w_hh, b_ih, b_hh, len, (float *)y->data, sv);
+        else if ((rc = ocr__lstm_forward_dir(ctx, &dm, d, (const float *)x->data, w_ih, w_hh, b_ih, b_hh, len, (float *)y->data, sv)))
             return rc;
     }
     if ((rc = ocr__watch(ctx, fn, "forward", y))) return rc;

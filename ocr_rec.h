@@ -9,7 +9,7 @@
        ocr_charset cs;  ocr_rec_model m;  ocr_rec_config cfg = ocr_rec_config_default();
        ocr_charset_init(&ctx, &cs, "latin");                           // or a PaddleOCR-style key file
        ocr_rec_init(&ctx, &m, &cfg, &cs);                              // classes: blank + the charset
-       ocr_rec_forward(&ctx, &m, &x, 1, &log_probs);                   // x [N,3,32,W] -> log_probs [W/4, N, classes]
+       ocr_rec_forward(&ctx, &m, &x, &input_lengths, 1, &log_probs);   // x [N,3,32,W] -> log_probs [W/4, N, classes]
        ocr_loss_ctc(&ctx, NULL, &log_probs, &targets, &target_lengths, &input_lengths, &res, NULL, &d_lp);
        ocr_params_zero_grad(&m.params);  ocr_rec_backward(&ctx, &m, &d_lp);  ocr_optim_step(&ctx, &opt, &m.params, lr);
        ocr_rec_save(&ctx, &m, "rec.safetensors", NULL, NULL, 0);       // PyTorch loads it (tools/crnn_ref.py)
@@ -123,8 +123,13 @@ OCRDEF void ocr_rec_free(ocr_rec_model *m);
 /* x F32 [N, 3, height, W] on the CPU, W a positive multiple of 4 (copied: the caller may reuse it). *log_probs gets a
    view [W/4, N, n_classes] into the model, valid until the next forward: log-probabilities per frame, sequence
    first as ocr_loss_ctc takes them. training: BN on batch statistics (updating the running ones) and the
-   activations kept for ocr_rec_backward; else BN on the running statistics. Buffers grow with the largest input. */
-OCRDEF int ocr_rec_forward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *x, int training, ocr_tensor *log_probs);
+   activations kept for ocr_rec_backward; else BN on the running statistics. Buffers grow with the largest input.
+   input_lengths (I32 [N], each 1..W/4; NULL: every crop W wide) gives each crop's frames, its width / 4: the columns
+   beyond it are padding, zeroed after every block and skipped by the LSTMs (packed sequences), so that in eval mode
+   a crop's log-probabilities do not depend on the other crops of its batch (in training BN's batch statistics still
+   see the padding). */
+OCRDEF int ocr_rec_forward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *x, const ocr_tensor *input_lengths, int training,
+                           ocr_tensor *log_probs);
 /* After a training forward, once: ACCUMULATES into m->params.grad the gradients given d_log_probs [T, N, classes],
    the loss's gradient with respect to log_probs (ocr_loss_ctc's d_log_probs is the logits' gradient, which the
    log_softmax backward maps to itself, so it may be passed as it is). OCR_ESTATE without a training forward. */
@@ -754,12 +759,26 @@ static ocr_lstm_weights ocr__rec_lstm_weights(const ocr_rec_model *m, int l, ocr
     return w;
 }
 
-OCRDEF int ocr_rec_forward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *x, int training, ocr_tensor *log_probs) {
+/* Zeroes the columns of x [N, C, H, W] from each sample's valid width on: frames[n] * 4 / shrink (the width divided
+   by the pooling so far). */
+static void ocr__rec_mask_columns(ocr_tensor *x, const int32_t *frames, int64_t shrink) {
+    int64_t N = x->shape.dim[0], rows = x->shape.dim[1] * x->shape.dim[2], W = x->shape.dim[3], n, r;
+    float *p = (float *)x->data;
+    for (n = 0; n < N; n++) {
+        int64_t valid = (int64_t)frames[n] * 4 / shrink;
+        if (valid >= W) continue;
+        for (r = 0; r < rows; r++) memset(p + (n * rows + r) * W + valid, 0, (size_t)(W - valid) * sizeof(float));
+    }
+}
+
+OCRDEF int ocr_rec_forward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *x, const ocr_tensor *input_lengths, int training,
+                           ocr_tensor *log_probs) {
     const char *fn = "ocr_rec_forward";
     struct ocr__rec_state *S;
     ocr_conv_params cp = ocr_conv_params_make(1, 1, 1, 1);
     const ocr_tensor *h;
-    int64_t N, H, W, T, K, C2;
+    const int32_t *frames = NULL;
+    int64_t N, H, W, T, K, C2, shrink = 1;
     int b, l, rc, slot = 0;
     char d[200];
     if (!m || !m->state_ || !log_probs) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_rec_init and log_probs", fn);
@@ -771,6 +790,17 @@ OCRDEF int ocr_rec_forward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *x, 
         return ocr_error(ctx, OCR_ESHAPE, "%s: input %s must be [N, 3, %d, W] with W a positive multiple of 4", fn,
                          ocr_tensor_describe(x, d, sizeof d), m->cfg.height);
     N = x->shape.dim[0]; H = x->shape.dim[2]; W = x->shape.dim[3]; T = W / 4; K = m->cfg.n_classes; C2 = 2 * m->cfg.hidden;
+    if (input_lengths) {
+        int64_t n;
+        if ((rc = ocr_check_dtype(ctx, fn, input_lengths, OCR_I32)) || (rc = ocr_check_device(ctx, fn, input_lengths, OCR_DEVICE_CPU)) ||
+            (rc = ocr_check_shape(ctx, fn, input_lengths, ocr_shape1(N))))
+            return rc;
+        frames = (const int32_t *)input_lengths->data;
+        for (n = 0; n < N; n++)
+            if (frames[n] < 1 || frames[n] > T)
+                return ocr_error(ctx, OCR_EINVAL, "%s: tensor '%s': crop %lld has %d frames, must be in [1, W/4 = %lld]", fn,
+                                 input_lengths->name, (long long)n, (int)frames[n], (long long)T);
+    }
     S->N = N; S->W = W; S->T = T;
     if ((rc = ocr__rec_view(ctx, S, slot++, "rec.x", OCR_F32, x->shape, &S->x)) || (rc = ocr_tensor_copy(ctx, &S->x, x))) return rc;
     h = &S->x;
@@ -788,6 +818,8 @@ OCRDEF int ocr_rec_forward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *x, 
             (rc = ocr_nn_batchnorm2d_relu_forward(ctx, &S->conv[b], &g, &be, &rm, &rv, training, m->cfg.bn_momentum, m->cfg.bn_eps,
                                                   &S->mean[b], &S->invstd[b], &S->act[b])))
             return rc;
+        /* zeroed activations also stop the gradient: the BN-ReLU backward passes it only where the output is > 0 */
+        if (frames) ocr__rec_mask_columns(&S->act[b], frames, shrink);
         h = &S->act[b];
         if (ocr__rec_pool_h[b]) {
             ocr_shape ps = ocr_shape4(N, c, H / 2, W / ocr__rec_pool_w[b]);
@@ -800,6 +832,7 @@ OCRDEF int ocr_rec_forward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *x, 
             h = &S->pool[b];
             H /= 2;
             W /= ocr__rec_pool_w[b];
+            shrink *= ocr__rec_pool_w[b];
         } else {
             slot += 2; /* slots stay fixed per activation */
         }
@@ -817,7 +850,7 @@ OCRDEF int ocr_rec_forward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *x, 
         /* the gates and cells are kept for the backward only */
         if (training && (rc = ocr__rec_view(ctx, S, slot + 1, "rec.lstm_saved", OCR_F32, ss, &S->saved[l]))) return rc;
         slot += 2;
-        if ((rc = ocr_nn_lstm_forward(ctx, h, &lw, &S->y[l], training ? &S->saved[l] : NULL))) return rc;
+        if ((rc = ocr_nn_lstm_forward(ctx, h, &lw, input_lengths, &S->y[l], training ? &S->saved[l] : NULL))) return rc;
         h = &S->y[l];
     }
     {
@@ -1729,7 +1762,7 @@ static int ocr__rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *c
             rc = ocr_rec_crop_to_input(ctx, c, &row);
             ((int32_t *)il.data)[j] = c->width / 4;
         }
-        if (rc || (rc = ocr_rec_forward(ctx, m, &x, 0, &lp)) || (rc = ocr_rec_decode(ctx, m, &lp, &il, beam_width, bt, bs))) break;
+        if (rc || (rc = ocr_rec_forward(ctx, m, &x, &il, 0, &lp)) || (rc = ocr_rec_decode(ctx, m, &lp, &il, beam_width, bt, bs))) break;
         for (j = 0; j < nb; j++) {
             texts[order[i + j].index] = bt[j];
             if (scores) scores[order[i + j].index] = bs[j];

@@ -97,11 +97,11 @@ static double ours_run(ocr_ctx *ctx, const config *c, ours *o) {
     ocr_ctc_result res;
     double t0 = now();
     if (!c->train) {
-        if (ocr_rec_forward(ctx, &o->m, &o->x, 0, &lp)) die(ctx, "inference");
+        if (ocr_rec_forward(ctx, &o->m, &o->x, &o->ilens, 0, &lp)) die(ctx, "inference");
         return now() - t0;
     }
     ocr_params_zero_grad(&o->m.params);
-    if (ocr_rec_forward(ctx, &o->m, &o->x, 1, &lp) || ocr_tensor_zero(ctx, &o->d_lp) ||
+    if (ocr_rec_forward(ctx, &o->m, &o->x, &o->ilens, 1, &lp) || ocr_tensor_zero(ctx, &o->d_lp) ||
         ocr_loss_ctc(ctx, &cc, &lp, &o->targets, &o->tlens, &o->ilens, &res, NULL, &o->d_lp) || ocr_rec_backward(ctx, &o->m, &o->d_lp) ||
         ocr_optim_step(ctx, &o->opt, &o->m.params, 1e-3f))
         die(ctx, "training step");

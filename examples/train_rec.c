@@ -769,7 +769,7 @@ int main(int argc, char **argv) {
                     }
                     xv = x; tv = targets; tlv = target_lengths; ilv = input_lengths; dv = d_lp;
                     cc.grad_scale = (float)gn / (float)n_all;
-                    if (ocr_rec_forward(&ctx, &model, &xv, 1, &lp) || ocr_tensor_zero(&ctx, &dv) ||
+                    if (ocr_rec_forward(&ctx, &model, &xv, &ilv, 1, &lp) || ocr_tensor_zero(&ctx, &dv) ||
                         ocr_loss_ctc(&ctx, &cc, &lp, &tv, &tlv, &ilv, &res, NULL, &dv) || ocr_rec_backward(&ctx, &model, &dv))
                         die(&ctx, "training step");
                     loss += res.loss * gn / n_all;

@@ -159,8 +159,11 @@ static void expect_close(const char *what, const float *got, const ocr_tensor *r
     OCR_CHECK_MSG(err <= tol, "%s: relative error %.3g above %g", what, err, tol);
 }
 
-/* Variant 0: 1 thread on the portable GEMM; 1: 2 threads on the best kernel; 2: the references. */
-static void parity_variant(int variant) {
+/* Variant 0: 1 thread on the portable GEMM; 1: 2 threads on the best kernel; 2: the references. masked: the batch's
+   input lengths given (padding masked, packed LSTM sequences), against the reference's "masked." tensors. */
+static void parity_variant(int variant, int masked) {
+    const char *pre = masked ? "masked." : "";
+    char key[OCR_NAME_MAX + 16];
     ocr_ctx ctx;
     ocr_rec_model m;
     ocr_safetensors io;
@@ -180,9 +183,11 @@ static void parity_variant(int variant) {
     }
     OCR_CHECK(m.cfg.n_classes == 7 && m.cfg.hidden == 6 && m.num_batches_tracked == 3 && m.charset.chars[1] == 'a');
     x = read_t(&ctx, &io, "x"); tg = read_t(&ctx, &io, "targets"); tl = read_t(&ctx, &io, "target_lengths");
-    il = read_t(&ctx, &io, "input_lengths"); ref_lp = read_t(&ctx, &io, "log_probs"); loss = read_t(&ctx, &io, "loss");
-    ref_eval = read_t(&ctx, &io, "eval_log_probs");
-    OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, 1, &lp));
+    il = read_t(&ctx, &io, "input_lengths");
+    snprintf(key, sizeof key, "%slog_probs", pre); ref_lp = read_t(&ctx, &io, key);
+    snprintf(key, sizeof key, "%sloss", pre); loss = read_t(&ctx, &io, key);
+    snprintf(key, sizeof key, "%seval_log_probs", pre); ref_eval = read_t(&ctx, &io, key);
+    OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, masked ? &il : NULL, 1, &lp));
     OCR_CHECK(lp.shape.ndim == 3 && lp.shape.dim[0] == 6 && lp.shape.dim[1] == 3 && lp.shape.dim[2] == 7);
     expect_close("train log_probs", (const float *)lp.data, &ref_lp, 1e-4);
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &d_lp, "d_lp", OCR_F32, OCR_DEVICE_CPU, lp.shape));
@@ -194,20 +199,21 @@ static void parity_variant(int variant) {
     OCR_CHECK_OK(&ctx, ocr_rec_backward(&ctx, &m, &d_lp));
     EXPECT_ERR(&ctx, ocr_rec_backward(&ctx, &m, &d_lp), OCR_ESTATE, "training forward");
     for (i = 0; i < m.params.count; i++) {
-        char name[OCR_NAME_MAX + 8];
+        char name[OCR_NAME_MAX + 16];
         ocr_tensor ref;
         const ocr_param_info *pi = &m.params.info[i];
-        snprintf(name, sizeof name, "%s.%s", pi->trainable ? "grad" : "after", pi->name);
+        snprintf(name, sizeof name, "%s%s.%s", pre, pi->trainable ? "grad" : "after", pi->name);
         ref = read_t(&ctx, &io, name);
         expect_close(name, pi->trainable ? m.params.grad + pi->offset : m.params.data + pi->offset, &ref, pi->trainable ? 1e-3 : 1e-4);
         ocr_tensor_free(&ref);
     }
     OCR_CHECK(m.num_batches_tracked == 4);
-    OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, 0, &lp));
+    OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, masked ? &il : NULL, 0, &lp));
     expect_close("eval log_probs", (const float *)lp.data, &ref_eval, 1e-4);
     EXPECT_ERR(&ctx, ocr_rec_backward(&ctx, &m, &d_lp), OCR_ESTATE, "training forward");
-    printf("     %s: worst relative error %.2e over log_probs, loss, %d parameter tensors, eval\n",
-           variant == 0 ? "portable/1 thread" : variant == 1 ? "best kernel/2 threads" : "references", worst_err, m.params.count);
+    printf("     %s%s: worst relative error %.2e over log_probs, loss, %d parameter tensors, eval\n",
+           variant == 0 ? "portable/1 thread" : variant == 1 ? "best kernel/2 threads" : "references", masked ? ", input lengths" : "",
+           worst_err, m.params.count);
     worst_err = 0;
     ocr_tensor_free(&x); ocr_tensor_free(&tg); ocr_tensor_free(&tl); ocr_tensor_free(&il); ocr_tensor_free(&ref_lp);
     ocr_tensor_free(&loss); ocr_tensor_free(&ref_eval); ocr_tensor_free(&d_lp);
@@ -216,9 +222,63 @@ static void parity_variant(int variant) {
     ocr_ctx_free(&ctx);
 }
 
+/* In eval mode with input lengths, a crop's log-probabilities are those it gets alone, whatever the wider crops
+   beside it; without them the padding changes them (BN's shift turns zero padding into activations the convs and
+   the reverse LSTM read), which is what the lengths are for. */
+static void test_batch_independence(void) {
+    ocr_ctx ctx;
+    ocr_rec_model m;
+    ocr_safetensors io;
+    ocr_tensor x, il, alone, il1, lp;
+    int64_t t, k, K, row = 3 * 32;
+    double worst_masked = 0, worst_plain = 0;
+    int plain, r;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 1));
+    OCR_CHECK_OK(&ctx, ocr_rec_init_from_file(&ctx, &m, FIXTURES "crnn_tiny_weights.safetensors"));
+    if (ocr_safetensors_open(&ctx, &io, FIXTURES "crnn_tiny_io.safetensors") != OCR_OK) {
+        OCR_CHECK_MSG(0, "%s", ocr_ctx_last_error(&ctx));
+        ocr_rec_free(&m); ocr_ctx_free(&ctx);
+        return;
+    }
+    x = read_t(&ctx, &io, "x");         /* [3, 3, 32, 24]; crop 1 is 16 wide (4 frames), zero beyond */
+    il = read_t(&ctx, &io, "input_lengths");
+    K = m.cfg.n_classes;
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &alone, "alone", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, 32, 16)));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &il1, "il1", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(1)));
+    if (!ocr_test__case_failed) {
+        float ref[4 * 16];
+        OCR_CHECK(((const int32_t *)il.data)[1] == 4 && K <= 16);
+        for (r = 0; r < (int)row; r++) memcpy((float *)alone.data + r * 16, (const float *)x.data + (row + r) * 24, 16 * sizeof(float));
+        ((int32_t *)il1.data)[0] = 4;
+        OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &alone, &il1, 0, &lp));
+        memcpy(ref, lp.data, (size_t)(4 * K) * sizeof(float));
+        for (plain = 0; plain < 2; plain++) {
+            OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, plain ? NULL : &il, 0, &lp));
+            for (t = 0; t < 4; t++)
+                for (k = 0; k < K; k++) {
+                    double d = fabs((double)((const float *)lp.data)[(t * 3 + 1) * K + k] - ref[t * K + k]);
+                    if (plain) worst_plain = d > worst_plain ? d : worst_plain;
+                    else worst_masked = d > worst_masked ? d : worst_masked;
+                }
+        }
+        OCR_CHECK_MSG(worst_masked < 1e-5, "crop 1 batched with wider crops differs from alone by %g with input lengths", worst_masked);
+        OCR_CHECK_MSG(worst_plain > 1e-3, "without input lengths the padding changed nothing (%g): the check above proves nothing",
+                      worst_plain);
+        printf("     crop alone vs batched: %.1e with input lengths, %.2f without\n", worst_masked, worst_plain);
+    }
+    if (il.data) {
+        ((int32_t *)il.data)[2] = 7;
+        EXPECT_ERR(&ctx, ocr_rec_forward(&ctx, &m, &x, &il, 0, &lp), OCR_EINVAL, "crop 2 has 7 frames", "[1, W/4 = 6]");
+    }
+    ocr_tensor_free(&x); ocr_tensor_free(&il); ocr_tensor_free(&alone); ocr_tensor_free(&il1);
+    ocr_safetensors_close(&io);
+    ocr_rec_free(&m);
+    ocr_ctx_free(&ctx);
+}
+
 static void test_model_parity_pytorch(void) {
     int v;
-    for (v = 0; v < 3; v++) parity_variant(v);
+    for (v = 0; v < 6; v++) parity_variant(v % 3, v / 3);
 }
 
 /* Our checkpoint (after a training step) loads into tools/crnn_ref.py's module with strict=True and gives our eval
@@ -245,7 +305,7 @@ static void test_checkpoint_pytorch_strict(void) {
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, 32, 40)));
     OCR_CHECK_OK(&ctx, ocr_tensor_fill_normal(&ctx, &x, 0.0f, 0.5f));
     /* a training step moves the BN statistics away from 0 and 1 */
-    OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, 1, &lp));
+    OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, NULL, 1, &lp));
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &d_lp, "d", OCR_F32, OCR_DEVICE_CPU, lp.shape));
     OCR_CHECK_OK(&ctx, ocr_tensor_fill_normal(&ctx, &d_lp, 0.0f, 0.1f));
     ocr_params_zero_grad(&m.params);
@@ -254,7 +314,7 @@ static void test_checkpoint_pytorch_strict(void) {
     OCR_CHECK_OK(&ctx, ocr_rec_save(&ctx, &m, ckpt, NULL, NULL, 0));
     xs[0] = &x;
     OCR_CHECK_OK(&ctx, ocr_safetensors_save(&ctx, io, xs, 1, NULL, NULL, 0));
-    OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, 0, &lp));
+    OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, NULL, 0, &lp));
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/crnn_ref.py check %s %s %s", ckpt, io, out);
     rc = system(cmd);
     OCR_CHECK_MSG(rc == 0, "the PyTorch reference failed (status %d): %s (needs /usr/bin/python3 with python3-torch)", rc, cmd);
@@ -307,7 +367,7 @@ static void test_model_refusals(void) {
     cfg.channels[0] = 4; cfg.channels[1] = 4; cfg.channels[2] = 4; cfg.channels[3] = 4; cfg.channels[4] = 4; cfg.channels[5] = 4; cfg.hidden = 4;
     OCR_CHECK_OK(&ctx, ocr_rec_init(&ctx, &m, &cfg, &cs));
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, 32, 30)));
-    EXPECT_ERR(&ctx, ocr_rec_forward(&ctx, &m, &x, 1, &lp), OCR_ESHAPE, "multiple of 4");
+    EXPECT_ERR(&ctx, ocr_rec_forward(&ctx, &m, &x, NULL, 1, &lp), OCR_ESHAPE, "multiple of 4");
     ocr_tensor_free(&x);
     ocr_rec_free(&m);
     ocr_charset_free(&cs);
@@ -557,9 +617,8 @@ static double now_s(void) {
 
 /* Four words rendered on plain backgrounds, learned by a small model (one LSTM layer: it leaves CTC's all-blank phase
    soonest) until every one reads back through the inference path: crops of any size, sorted by width and batched
-   (here one batch of all four, padded as in training: the reverse LSTM reads the padding after a shorter crop first,
-   and a model fitted to four crops depends on it), BN on its running statistics. Checked every 25 steps; with the
-   seeds tried it takes 175 to 300. */
+   (here one batch of all four, with their input lengths as in training), BN on its running statistics. Checked every
+   25 steps; with the seeds tried it takes 175 to 300. */
 static void test_overfit_words(void) {
     enum { WORDS = 4, MAX_STEPS = 600 };
     ocr_ctx ctx;
@@ -641,7 +700,7 @@ static void test_overfit_words(void) {
     memcpy(ilt.data, il, sizeof il);
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &d_lp, "d_lp", OCR_F32, OCR_DEVICE_CPU, ocr_shape3(W / 4, WORDS, cs.n_classes)));
     for (step = 1; step <= MAX_STEPS && right < WORDS; step++) {
-        OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, 1, &lp));
+        OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, &ilt, 1, &lp));
         OCR_CHECK_OK(&ctx, ocr_tensor_zero(&ctx, &d_lp));
         OCR_CHECK_OK(&ctx, ocr_loss_ctc(&ctx, NULL, &lp, &tg, &tlt, &ilt, &res, NULL, &d_lp));
         if (step == 1) loss0 = res.loss;
@@ -867,6 +926,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_charset_keyfile_hangul);
     OCR_TEST_RUN(test_utf8);
     OCR_TEST_RUN(test_model_parity_pytorch);
+    OCR_TEST_RUN(test_batch_independence);
     OCR_TEST_RUN(test_checkpoint_pytorch_strict);
     OCR_TEST_RUN(test_model_refusals);
     OCR_TEST_RUN(test_crop_geometry);

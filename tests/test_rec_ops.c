@@ -143,11 +143,13 @@ static void lstm_case(ocr_ctx *ctx, const ocr_safetensors *st, int k, const char
     pool p = {NULL, {{0}}, 0};
     int layers = (int)meta(st, k, "layers"), D = (int)meta(st, k, "directions"), bias = meta(st, k, "bias") != 0.0, l, d, i;
     ocr_tensor *w[2][2][4], *g[2][2][4], *y[2] = {NULL, NULL}, *saved[2] = {NULL, NULL}, *dxs[2] = {NULL, NULL}, *in[2];
-    ocr_tensor *x, *dy;
-    char what[160], name[64];
+    ocr_tensor *x, *dy, *lengths = NULL;
+    char what[160], name[64], key[32];
     p.ctx = ctx;
     x = pool_read(&p, st, k, "x");
     dy = pool_read(&p, st, k, "dy");
+    snprintf(key, sizeof key, "case%d.lengths", k);
+    if (ocr_safetensors_meta(st, key)) lengths = pool_read(&p, st, k, "lengths"); /* packed-sequence cases */
     if (ocr_test__case_failed || layers < 1 || layers > 2) { OCR_CHECK(layers >= 1 && layers <= 2); pool_free(&p); return; }
     for (l = 0; l < layers; l++) {
         ocr_lstm_weights lw;
@@ -164,9 +166,9 @@ static void lstm_case(ocr_ctx *ctx, const ocr_safetensors *st, int k, const char
         OCR_CHECK_OK(ctx, ocr_nn_lstm_shapes(ctx, in[l]->shape, &lw, &ys, &ss));
         y[l] = pool_f32(&p, "y", ys);
         saved[l] = pool_f32(&p, "saved", ss);
-        OCR_CHECK_OK(ctx, ocr_nn_lstm_forward(ctx, in[l], &lw, y[l], saved[l]));
+        OCR_CHECK_OK(ctx, ocr_nn_lstm_forward(ctx, in[l], &lw, lengths, y[l], saved[l]));
         snprintf(name, sizeof name, "y_l%d", l);
-        snprintf(what, sizeof what, "lstm case%d (%s) layer %d output", k, variant, l);
+        snprintf(what, sizeof what, "lstm case%d (%s%s) layer %d output", k, variant, lengths ? ", lengths" : "", l);
         expect_close(what, y[l], pool_read(&p, st, k, name), OUT_TOL);
     }
     snprintf(what, sizeof what, "lstm case%d (%s) output", k, variant);
@@ -263,13 +265,13 @@ static void test_lstm_fast_vs_reference(void) {
     for (d = 0; d < 2; d++) for (i = 0; i < 4; i++) g_ref[d][i] = pool_f32(&q, "g_ref", s.g[d][i]->shape);
     if (!ocr_test__case_failed) {
         ocr_lstm_grads lg_ref;
-        OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, s.y, s.saved));
+        OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, NULL, s.y, s.saved));
         OCR_CHECK_OK(&ctx, ocr_nn_lstm_backward(&ctx, s.x, &s.lw, s.y, s.saved, s.dy, s.dx, &s.lg));
-        OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, y_inf, NULL));
+        OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, NULL, y_inf, NULL));
         OCR_CHECK_MSG(!memcmp(y_inf->data, s.y->data, ocr_tensor_bytes(y_inf)), "inference forward (saved NULL) differs from training");
         ctx.debug_flags |= OCR_DEBUG_REFERENCE;
         lstm_bind(2, 1, s.w, g_ref, &s.lw, &lg_ref);
-        OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, y_ref, saved_ref));
+        OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, NULL, y_ref, saved_ref));
         OCR_CHECK_OK(&ctx, ocr_nn_lstm_backward(&ctx, s.x, &s.lw, y_ref, saved_ref, s.dy, dx_ref, &lg_ref));
         expect_close("lstm fast y", s.y, y_ref, 1e-5);
         expect_close("lstm fast saved", s.saved, saved_ref, 1e-5);
@@ -298,7 +300,7 @@ static void lstm_fd(int variant) {
     if (ocr_test__case_failed) { pool_free(&s.p); ocr_ctx_free(&ctx); return; }
     in[n_in++] = s.x;
     for (d = 0; d < 2; d++) for (i = 0; i < 4; i++) in[n_in++] = s.w[d][i];
-    OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, s.y, s.saved));
+    OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, NULL, s.y, s.saved));
     lstm_zero_grads(&ctx, &s);
     OCR_CHECK_OK(&ctx, ocr_nn_lstm_backward(&ctx, s.x, &s.lw, s.y, s.saved, s.dy, s.dx, &s.lg));
     for (m = 0; m < n_in; m++) {
@@ -336,10 +338,10 @@ static void lstm_fd(int variant) {
             float orig = v[e];
             double lp, lm, fd, an = g1[m][e];
             v[e] = orig + (float)FD_STEP;
-            OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, s.y, NULL));
+            OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, NULL, s.y, NULL));
             lp = dot(s.y, s.dy);
             v[e] = orig - (float)FD_STEP;
-            OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, s.y, NULL));
+            OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, NULL, s.y, NULL));
             lm = dot(s.y, s.dy);
             v[e] = orig;
             fd = (lp - lm) / ((double)(orig + (float)FD_STEP) - (double)(orig - (float)FD_STEP));
@@ -368,9 +370,9 @@ static void test_lstm_amp(void) {
     q.ctx = &ctx; q.n = 0;
     y32 = pool_f32(&q, "y32", s.y->shape);
     if (!ocr_test__case_failed) {
-        OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, y32, s.saved));
+        OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, NULL, y32, s.saved));
         ctx.amp = OCR_AMP_BF16;
-        OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, s.y, s.saved));
+        OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, NULL, s.y, s.saved));
         OCR_CHECK_OK(&ctx, ocr_nn_lstm_backward(&ctx, s.x, &s.lw, s.y, s.saved, s.dy, s.dx, &s.lg));
         expect_close("lstm bf16 y", s.y, y32, 3e-2);
         OCR_CHECK(ocr_find_nonfinite(s.dx) < 0);
@@ -412,7 +414,7 @@ static void test_lstm_params(void) {
         for (i = 0; i < 36; i++) xv[i] = (float)(i % 7) * 0.1f - 0.3f;
         x = ocr_tensor_f32("x", ocr_shape3(2, 3, 6), xv);
         y = ocr_tensor_f32("y", ocr_shape3(2, 3, 10), yv);
-        OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, &x, &lw, &y, NULL));
+        OCR_CHECK_OK(&ctx, ocr_nn_lstm_forward(&ctx, &x, &lw, NULL, &y, NULL));
         (void)gr;
     }
     EXPECT_ERR(&ctx, ocr_lstm_params_add(&ctx, &P, "rnn.", 0, 6, 5, 3, NULL), OCR_EINVAL, "directions = 3");
@@ -432,26 +434,26 @@ static void test_lstm_errors(void) {
     ocr_tensor_fill(&ctx, s.y, 5.0);
     /* x of the wrong width: names the weight it disagrees with */
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &bad, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape3(3, 2, 5)));
-    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, &bad, &s.lw, s.y, s.saved), OCR_ESHAPE, "ocr_nn_lstm_forward", "weight_ih_l0", "[12,5]");
+    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, &bad, &s.lw, NULL, s.y, s.saved), OCR_ESHAPE, "ocr_nn_lstm_forward", "weight_ih_l0", "[12,5]");
     ocr_tensor_free(&bad);
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &bad, "x2d", OCR_F32, OCR_DEVICE_CPU, ocr_shape2(3, 4)));
-    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, &bad, &s.lw, s.y, s.saved), OCR_ESHAPE, "ocr_nn_lstm_forward", "[3,4]", "[T, N, I]");
+    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, &bad, &s.lw, NULL, s.y, s.saved), OCR_ESHAPE, "ocr_nn_lstm_forward", "[3,4]", "[T, N, I]");
     ocr_tensor_free(&bad);
     /* y of the wrong shape */
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &bad, "y_small", OCR_F32, OCR_DEVICE_CPU, ocr_shape3(3, 2, 3)));
-    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, &bad, s.saved), OCR_ESHAPE, "y_small", "[3,2,6]");
+    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, NULL, &bad, s.saved), OCR_ESHAPE, "y_small", "[3,2,6]");
     ocr_tensor_free(&bad);
     /* a missing reverse weight, a bad direction count, a bad bias */
     w_ih1 = s.lw.w_ih[1];
     s.lw.w_ih[1] = NULL;
-    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, s.y, s.saved), OCR_EINVAL, "w_ih[1] is NULL", "_reverse");
+    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, NULL, s.y, s.saved), OCR_EINVAL, "w_ih[1] is NULL", "_reverse");
     s.lw.w_ih[1] = w_ih1;
     s.lw.directions = 3;
-    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, s.y, s.saved), OCR_EINVAL, "directions = 3");
+    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, NULL, s.y, s.saved), OCR_EINVAL, "directions = 3");
     s.lw.directions = 2;
     keep = s.w[1][3];
     s.lw.b_hh[1] = s.w[0][0];
-    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, s.y, s.saved), OCR_ESHAPE, "weight_ih_l0", "[12]");
+    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, NULL, s.y, s.saved), OCR_ESHAPE, "weight_ih_l0", "[12]");
     s.lw.b_hh[1] = keep;
     /* a gradient of the wrong shape, y overlapping x, a dtype */
     s.lg.w_hh[0] = s.g[0][0];
@@ -460,7 +462,20 @@ static void test_lstm_errors(void) {
     EXPECT_ERR(&ctx, ocr_nn_lstm_backward(&ctx, s.x, &s.lw, s.y, s.saved, s.dy, s.x, &s.lg), OCR_EINVAL, "shares memory");
     EXPECT_ERR(&ctx, ocr_nn_lstm_backward(&ctx, s.x, &s.lw, s.y, NULL, s.dy, s.dx, &s.lg), OCR_EINVAL, "saved");
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &bad, "x_i32", OCR_I32, OCR_DEVICE_CPU, ocr_shape3(3, 2, 4)));
-    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, &bad, &s.lw, s.y, s.saved), OCR_EDTYPE, "x_i32", "F32");
+    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, &bad, &s.lw, NULL, s.y, s.saved), OCR_EDTYPE, "x_i32", "F32");
+    ocr_tensor_free(&bad);
+    /* lengths: a length beyond T or below 1 names the sample; the wrong count or dtype names the tensor */
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &bad, "lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(2)));
+    ((int32_t *)bad.data)[0] = 3; ((int32_t *)bad.data)[1] = 4;
+    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, &bad, s.y, s.saved), OCR_EINVAL, "lengths[1] = 4", "[1, T = 3]");
+    ((int32_t *)bad.data)[1] = 0;
+    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, &bad, s.y, s.saved), OCR_EINVAL, "lengths[1] = 0");
+    ocr_tensor_free(&bad);
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &bad, "lengths3", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(3)));
+    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, &bad, s.y, s.saved), OCR_ESHAPE, "lengths3");
+    ocr_tensor_free(&bad);
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &bad, "lengths_f32", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(2)));
+    EXPECT_ERR(&ctx, ocr_nn_lstm_forward(&ctx, s.x, &s.lw, &bad, s.y, s.saved), OCR_EDTYPE, "lengths_f32");
     ocr_tensor_free(&bad);
     OCR_CHECK_MSG(((const float *)s.y->data)[0] == 5.0f, "a refused forward wrote y");
     pool_free(&s.p);

@@ -23,6 +23,7 @@ Usage (from the repository root, with Debian's python3-torch):
         OUT gets log_probs, the 'mean' CTC loss and grad.<name> of every parameter.
 """
 import collections
+import copy
 import os
 import sys
 
@@ -54,10 +55,28 @@ class CRNN(nn.Module):
         self.rnn = nn.LSTM(cin, hidden, num_layers=layers, bidirectional=True)
         self.fc = nn.Linear(2 * hidden, n_classes)
 
-    def forward(self, x):
-        f = self.cnn(x)                                   # [N, C, 1, W/4]
+    def forward(self, x, lengths=None):
+        """lengths (frames per crop, its width / 4) or None: with them the columns beyond each crop are zeroed after
+        every ReLU and the LSTM reads packed sequences, as ocr_rec_forward's input_lengths"""
+        if lengths is None:
+            f = self.cnn(x)                               # [N, C, 1, W/4]
+        else:
+            f, shrink = x, 1
+            for name, mod in self.cnn.named_children():
+                f = mod(f)
+                if name.startswith("relu"):
+                    mask = torch.ones_like(f)
+                    for n, frames in enumerate(lengths.tolist()):
+                        mask[n, :, :, frames * 4 // shrink:] = 0
+                    f = f * mask
+                elif name.startswith("pool"):
+                    shrink *= mod.kernel_size[1] if isinstance(mod.kernel_size, tuple) else mod.kernel_size
         seq = f.permute(3, 0, 1, 2).flatten(2)            # [T, N, C]
-        y, _ = self.rnn(seq)
+        if lengths is None:
+            y, _ = self.rnn(seq)
+        else:
+            packed = nn.utils.rnn.pack_padded_sequence(seq, lengths.long(), enforce_sorted=False)
+            y, _ = nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], total_length=seq.shape[0])
         return F.log_softmax(self.fc(y), dim=2)           # [T, N, classes]
 
 
@@ -96,6 +115,7 @@ def fixtures():
                 mod.running_var.copy_(f32(torch.rand_like(mod.running_var) + 0.5))
                 mod.num_batches_tracked.fill_(3)
     weights = {k: (v.float() if v.is_floating_point() else v) for k, v in m.state_dict().items()}
+    masked = copy.deepcopy(m)
     os.makedirs(OUT, exist_ok=True)
     ocr_st.save(os.path.join(OUT, "crnn_tiny_weights.safetensors"), weights,
                 config_meta(n_classes, channels, hidden, layers, charset))
@@ -123,6 +143,20 @@ def fixtures():
     m.eval()
     with torch.no_grad():
         io["eval_log_probs"] = m(x)
+    # the same from the same weights with the input lengths given: padding masked, packed LSTM sequences
+    masked.train()
+    lp = masked(x, il)
+    loss = F.ctc_loss(lp, flat.long(), il.long(), tl.long(), blank=0, reduction="mean")
+    loss.backward()
+    io["masked.log_probs"] = lp.detach()
+    io["masked.loss"] = loss.detach().reshape(1)
+    for name, p in masked.named_parameters():
+        io["masked.grad." + name] = p.grad
+    for name, b in masked.named_buffers():
+        io["masked.after." + name] = b
+    masked.eval()
+    with torch.no_grad():
+        io["masked.eval_log_probs"] = masked(x, il)
     ocr_st.save(os.path.join(OUT, "crnn_tiny_io.safetensors"), io, {"charset": charset})
 
 

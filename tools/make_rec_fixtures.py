@@ -56,6 +56,36 @@ def lstm():
             t[name] = p
             t["grad." + name] = p.grad
         fx.case({"T": T, "N": N, "I": I, "H": H, "layers": layers, "directions": 2 if bidir else 1, "bias": bias}, t)
+    # per-sample lengths, as pack_padded_sequence (unsorted) and pad_packed_sequence back to T: padded outputs are 0,
+    # the reverse direction starts at each sample's last step; x beyond a sample's length is random and must not matter
+    pack = torch.nn.utils.rnn.pack_padded_sequence
+    unpack = torch.nn.utils.rnn.pad_packed_sequence
+    for T, N, I, H, layers, bidir, lengths in [(6, 4, 3, 4, 2, True, [3, 6, 1, 5]), (5, 3, 2, 3, 1, False, [5, 2, 4])]:
+        m = torch.nn.LSTM(I, H, num_layers=layers, bidirectional=bidir)
+        with torch.no_grad():
+            for p in m.parameters():
+                p.copy_(f32(p * 1.5))
+        lens = torch.tensor(lengths)
+        x = randn(T, N, I).requires_grad_(True)
+        y, _ = m(pack(x, lens, enforce_sorted=False))
+        y, _ = unpack(y, total_length=T)
+        dy = randn(*y.shape)
+        y.backward(dy)
+        t = {"x": x, "y": y, "dy": dy, "dx": x.grad, "lengths": lens.to(torch.int32)}
+        h = x.detach()
+        for k in range(layers):
+            sub = torch.nn.LSTM(h.shape[2], H, num_layers=1, bidirectional=bidir)
+            with torch.no_grad():
+                for name, p in sub.named_parameters():
+                    p.copy_(getattr(m, name.replace("_l0", "_l%d" % k)))
+            h, _ = unpack(sub(pack(h, lens, enforce_sorted=False))[0], total_length=T)
+            t["y_l%d" % k] = h.detach()
+            h = f32(h.detach())
+            t["x_l%d" % (k + 1)] = h
+        for name, p in m.named_parameters():
+            t[name] = p
+            t["grad." + name] = p.grad
+        fx.case({"T": T, "N": N, "I": I, "H": H, "layers": layers, "directions": 2 if bidir else 1, "bias": True, "lengths": 1}, t)
     fx.save()
 
 
