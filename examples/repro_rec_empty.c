@@ -226,7 +226,7 @@ int main(int argc, char **argv) {
     }
     for (step = 1; step <= steps; step++) {
         ocr_ctc_result res;
-        if (ocr_rec_forward(&ctx, &m, &x, &il, 1, &lp) || ocr_tensor_zero(&ctx, &d_lp) ||
+        if (ocr_rec_forward(&ctx, &m, &x, NULL, 1, &lp) || ocr_tensor_zero(&ctx, &d_lp) ||
             ocr_loss_ctc(&ctx, NULL, &lp, &tg, &tl, &il, &res, NULL, &d_lp))
             die(&ctx, "training");
         ocr_params_zero_grad(&m.params);

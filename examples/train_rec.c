@@ -769,7 +769,9 @@ int main(int argc, char **argv) {
                     }
                     xv = x; tv = targets; tlv = target_lengths; ilv = input_lengths; dv = d_lp;
                     cc.grad_scale = (float)gn / (float)n_all;
-                    if (ocr_rec_forward(&ctx, &model, &xv, &ilv, 1, &lp) || ocr_tensor_zero(&ctx, &dv) ||
+                    /* trained on the padded group (no input lengths to the forward), read with them (ocr_rec_recognize):
+                       measured better end to end than training with them too (docs/RECOGNITION.md, "Padding") */
+                    if (ocr_rec_forward(&ctx, &model, &xv, NULL, 1, &lp) || ocr_tensor_zero(&ctx, &dv) ||
                         ocr_loss_ctc(&ctx, &cc, &lp, &tv, &tlv, &ilv, &res, NULL, &dv) || ocr_rec_backward(&ctx, &model, &dv))
                         die(&ctx, "training step");
                     loss += res.loss * gn / n_all;
