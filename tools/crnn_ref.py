@@ -130,33 +130,27 @@ def fixtures():
     flat = torch.tensor([c for t in targets for c in t], dtype=torch.int32)
     tl = torch.tensor([len(t) for t in targets], dtype=torch.int32)
     il = torch.tensor(input_lengths, dtype=torch.int32)
-    m.train()
-    lp = m(x)
-    loss = F.ctc_loss(lp, flat.long(), il.long(), tl.long(), blank=0, reduction="mean")
-    loss.backward()
-    io = {"x": x, "targets": flat, "target_lengths": tl, "input_lengths": il, "log_probs": lp.detach(),
-          "loss": loss.detach().reshape(1)}
-    for name, p in m.named_parameters():
-        io["grad." + name] = p.grad
-    for name, b in m.named_buffers():
-        io["after." + name] = b
-    m.eval()
-    with torch.no_grad():
-        io["eval_log_probs"] = m(x)
+    io = {"x": x, "targets": flat, "target_lengths": tl, "input_lengths": il}
+
+    def step(model, prefix, lengths):
+        """a training step's log_probs, 'mean' CTC loss, gradients and BN buffers, then the eval log_probs"""
+        model.train()
+        lp = model(x, lengths)
+        loss = F.ctc_loss(lp, flat.long(), il.long(), tl.long(), blank=0, reduction="mean")
+        loss.backward()
+        io[prefix + "log_probs"] = lp.detach()
+        io[prefix + "loss"] = loss.detach().reshape(1)
+        for name, p in model.named_parameters():
+            io[prefix + "grad." + name] = p.grad
+        for name, b in model.named_buffers():
+            io[prefix + "after." + name] = b
+        model.eval()
+        with torch.no_grad():
+            io[prefix + "eval_log_probs"] = model(x, lengths)
+
+    step(m, "", None)
     # the same from the same weights with the input lengths given: padding masked, packed LSTM sequences
-    masked.train()
-    lp = masked(x, il)
-    loss = F.ctc_loss(lp, flat.long(), il.long(), tl.long(), blank=0, reduction="mean")
-    loss.backward()
-    io["masked.log_probs"] = lp.detach()
-    io["masked.loss"] = loss.detach().reshape(1)
-    for name, p in masked.named_parameters():
-        io["masked.grad." + name] = p.grad
-    for name, b in masked.named_buffers():
-        io["masked.after." + name] = b
-    masked.eval()
-    with torch.no_grad():
-        io["masked.eval_log_probs"] = masked(x, il)
+    step(masked, "masked.", il)
     ocr_st.save(os.path.join(OUT, "crnn_tiny_io.safetensors"), io, {"charset": charset})
 
 
