@@ -190,6 +190,8 @@ int main(int argc, char **argv) {
         {"train r18 w0.25 320x320 b8 t2 bf16", 1, 0.25f, 8, 320, 320, 2, OCR_AMP_BF16},
         {"train r18 w1 640x640 b4 t2 bf16", 1, 1.0f, 4, 640, 640, 2, OCR_AMP_BF16},
         {"infer r18 w1 736x1280 b1 t2 bf16", 0, 1.0f, 1, 736, 1280, 2, OCR_AMP_BF16},
+        /* bench_infer's width-0.25 config, here for its per-op times (--layers) */
+        {"infer r18 w0.25 736x1280 b1 t2", 0, 0.25f, 1, 736, 1280, 2, OCR_AMP_OFF},
     };
     const char *jemalloc_paths[] = {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"};
     int reps = 5, issue = 0, use_torch = 1, layers = 0, n_configs, i, c, r, n_peers = 0, mem_child = -1, n_done = 0, measured[16] = {0};
