@@ -5234,61 +5234,8 @@ OCRDEF int ocr_nn_batchnorm2d_relu_backward(ocr_ctx *ctx, const ocr_tensor *x, c
 
 /* ---------------------------------------------------------------- pointwise */
 
-typedef struct { const float *a, *b; float *y; int op, simd; /* simd: OCR_CPU_KERNEL_AVX512, _AVX2 or 0 */ } ocr__pw_job;
+typedef struct { const float *a, *b; float *y; int op; } ocr__pw_job;
 enum { OCR__PW_RELU, OCR__PW_RELU_BWD, OCR__PW_SIGMOID, OCR__PW_SIGMOID_BWD, OCR__PW_ADD, OCR__PW_ACC, OCR__PW_COPY };
-
-/* sigmoid(x) as 1 / (1 + z) for x >= 0 and z / (1 + z) below, z = exp(-|x|), so no exp can overflow (NaN stays NaN) */
-static float ocr__sigmoid1(float x) {
-    float z = expf(-fabsf(x));
-    return x >= 0.0f ? 1.0f / (1.0f + z) : z / (1.0f + z);
-}
-
-#ifdef OCR__HAVE_AVX2
-/* The same sigmoid with a vector exp, which the scalar expf made the slowest pointwise op (the probability map of
-   one 736x1280 image: 3.8 ms). exp(t), t = -|x| clamped at -104 (where sigmoid already rounds to 0): t = k ln2 + r
-   with k = round(t log2 e) and |r| <= ln2 / 2 (ln2 split in two so k ln2 is exact), exp(r) by its Taylor series to
-   r^7 (truncation 5e-9 relative, under a tenth of an ulp), then times 2^k, which may be subnormal. The clamp is
-   max(-104, t), which returns t when t is NaN. */
-#define OCR__EXP_SERIES(fma, set1, r)                                                                                   \
-    fma(fma(fma(fma(fma(fma(fma(set1(1.0f / 5040.0f), r, set1(1.0f / 720.0f)), r, set1(1.0f / 120.0f)), r, set1(1.0f / 24.0f)), \
-                    r, set1(1.0f / 6.0f)), r, set1(0.5f)), r, set1(1.0f)), r, set1(1.0f))
-__attribute__((target("avx512f")))
-static void ocr__sigmoid_row_avx512(const float *x, float *y, int64_t n) {
-    int64_t i;
-    for (i = 0; i < n; i += 16) {
-        __mmask16 m = ocr__lanes(n - i);
-        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-        __m512 t = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(v)));
-        __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), t));
-        __m512 z = _mm512_scalef_ps(OCR__EXP_SERIES(_mm512_fmadd_ps, _mm512_set1_ps, r), k);
-        __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GE_OQ), z, _mm512_set1_ps(1.0f));
-        _mm512_mask_storeu_ps(y + i, m, _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), z)));
-    }
-}
-
-__attribute__((target("avx2,fma")))
-static void ocr__sigmoid_row_avx2(const float *x, float *y, int64_t n) {
-    const __m256i bias = _mm256_set1_epi32(127);
-    int64_t i;
-    for (i = 0; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i), zero = _mm256_setzero_ps();
-        __m256 t = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_sub_ps(zero, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)));
-        __m256 k = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), t));
-        /* 2^k in two normal halves (k >= -151): the second product rounds once into the subnormals */
-        __m256i ki = _mm256_cvtps_epi32(k), k1 = _mm256_srai_epi32(ki, 1), k2 = _mm256_sub_epi32(ki, k1);
-        __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
-        __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
-        __m256 z = _mm256_mul_ps(_mm256_mul_ps(OCR__EXP_SERIES(_mm256_fmadd_ps, _mm256_set1_ps, r), s1), s2);
-        __m256 num = _mm256_blendv_ps(z, _mm256_set1_ps(1.0f), _mm256_cmp_ps(v, zero, _CMP_GE_OQ));
-        /* NaN: k's conversion gives INT_MIN, but r and so z are NaN all the same */
-        _mm256_storeu_ps(y + i, _mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), z)));
-    }
-    for (; i < n; i++) y[i] = ocr__sigmoid1(x[i]);
-}
-#undef OCR__EXP_SERIES
-#endif
 
 static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__pw_job *j = (const ocr__pw_job *)arg;
@@ -5319,11 +5266,11 @@ static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
         break;
     }
     case OCR__PW_SIGMOID:
-#ifdef OCR__HAVE_AVX2
-        if (j->simd == OCR_CPU_KERNEL_AVX512) { ocr__sigmoid_row_avx512(a + begin, y + begin, end - begin); break; }
-        if (j->simd == OCR_CPU_KERNEL_AVX2) { ocr__sigmoid_row_avx2(a + begin, y + begin, end - begin); break; }
-#endif
-        for (i = begin; i < end; i++) y[i] = ocr__sigmoid1(a[i]);
+        /* exp of a non-positive number only, so neither branch can overflow */
+        for (i = begin; i < end; i++) {
+            float z = expf(-fabsf(a[i]));
+            y[i] = a[i] >= 0.0f ? 1.0f / (1.0f + z) : z / (1.0f + z);
+        }
         break;
     case OCR__PW_SIGMOID_BWD: for (i = begin; i < end; i++) y[i] += b[i] * a[i] * (1.0f - a[i]); break;
     case OCR__PW_ADD:
@@ -5342,13 +5289,7 @@ static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
 /* y[i] = op(a[i], b[i]) for i < n, spread over the threads in runs of at least 32K floats */
 static void ocr__pw_floats(ocr_ctx *ctx, int op, const float *a, const float *b, float *y, int64_t n) {
     ocr__pw_job j;
-    j.a = a; j.b = b; j.y = y; j.op = op; j.simd = 0;
-#ifdef OCR__HAVE_AVX2
-    if (ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE && ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 && __builtin_cpu_supports("avx512f"))
-        j.simd = OCR_CPU_KERNEL_AVX512;
-    else if (ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        j.simd = OCR_CPU_KERNEL_AVX2;
-#endif
+    j.a = a; j.b = b; j.y = y; j.op = op;
     ocr_parallel_for(ctx, n, 1 << 15, ocr__pw_part, &j);
 }
 static void ocr__pw(ocr_ctx *ctx, int op, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y) {
