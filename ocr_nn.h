@@ -6614,8 +6614,10 @@ static void ocr__lstm_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
-/* Rows per dispatch so that a piece has some 8K gate values: small batches stay on one thread. */
-static int64_t ocr__lstm_min_rows(int64_t H) { return (8192 + 4 * H - 1) / (4 * H); }
+/* Rows per dispatch so that a piece has some 1K gate values: each costs tens of nanoseconds (libm's expf and tanhf),
+   so even a batch of 32 rows is worth sharing out (with 8K, train_rec's LSTM ran its gates on one thread while the
+   other spun: its forward took half as long again) */
+static int64_t ocr__lstm_min_rows(int64_t H) { return (1024 + 4 * H - 1) / (4 * H); }
 
 /* One direction on the fast path: every step's input projection in one GEMM, then per step the recurrent GEMM
    (h_prev W_hh^T added to the step's rows) and the pointwise part. */

@@ -160,7 +160,7 @@ static void arena_mib(const ocr_dbnet *m, double mib[4]) {
 }
 
 /* Per op: times per step and, for the convolutions, GFLOP/s (the backward counted as twice the forward, bench_model.h). */
-static void print_layers(const ours *o, int steps, int images) {
+static void print_layers(const ours *o, int train, int steps, int images) {
     const ocr_dbnet *m = &o->m;
     double tf = 0, tb = 0;
     int i;
@@ -169,6 +169,7 @@ static void print_layers(const ours *o, int steps, int images) {
         ocr_dbnet_op_info op = ocr_dbnet_op(m, i);
         double gflop = 2e-9 * bench_dbnet_op_macs(m, &op) * images * steps;
         char shape[64];
+        if (op.runs_in == (train ? OCR_DBNET_RUNS_EVAL : OCR_DBNET_RUNS_TRAINING)) continue; /* not in this graph */
         snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)op.channels, (long long)op.height, (long long)op.width);
         printf("  %-34s %-8s %-18s %10.2f %10.2f %10.1f %10.1f\n", op.name, op.kind, shape, 1e3 * op.seconds_forward / steps,
                1e3 * op.seconds_backward / steps, op.seconds_forward > 0 ? gflop / op.seconds_forward : 0.0,
@@ -333,7 +334,7 @@ int main(int argc, char **argv) {
                                best > 0 ? med_ours / best : 0.0, mem_ours[c], mem_peer[c][0], mem_peer[c][1],
                                best_mem > 0 ? mem_ours[c] / best_mem : 0.0, arena[0], arena[1], 1e-9 * flops, peak, gf[0],
                                share[0], gf[1], share[1], gf[2], share[2]);
-        if (layers) print_layers(&o, reps, cf->N);
+        if (layers) print_layers(&o, cf->train, reps, cf->N);
         ours_free(&o);
     }
     for (i = 0; i < n_peers; i++) bench_peer_stop(&peers[i], 1, NULL, 0);
