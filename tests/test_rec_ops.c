@@ -287,6 +287,48 @@ static void test_lstm_fast_vs_reference(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* The fast path gives the same bits on one thread and on two, where the gates of a step are shared out in pieces
+   of rows (33 rows of 4 x 24 gates: several pieces) and with per-sample lengths that end inside a piece. */
+static void test_lstm_threads_same_bits(void) {
+    ocr_ctx ctx[2];
+    lstm_setup s;
+    ocr_tensor lengths;
+    ocr_tensor *outs[3 + 8];
+    void *first[3 + 8];
+    int t, i, d, n_out = 0;
+    memset(&lengths, 0, sizeof lengths);
+    memset(first, 0, sizeof first);
+    for (t = 0; t < 2; t++) {
+        OCR_CHECK_OK(&ctx[t], ocr_ctx_init(&ctx[t], t + 1, 7));
+        ctx[t].debug_flags &= ~(unsigned)OCR_DEBUG_REFERENCE;
+    }
+    lstm_setup_make(&ctx[0], &s, 7, 33, 20, 24, 2);
+    OCR_CHECK_OK(&ctx[0], ocr_tensor_alloc(&ctx[0], &lengths, "lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(33)));
+    if (ocr_test__case_failed) goto done;
+    for (i = 0; i < 33; i++) ((int32_t *)lengths.data)[i] = 1 + (i * 5) % 7;
+    outs[n_out++] = s.y; outs[n_out++] = s.saved; outs[n_out++] = s.dx;
+    for (d = 0; d < 2; d++) for (i = 0; i < 4; i++) outs[n_out++] = s.g[d][i];
+    for (t = 0; t < 2; t++) {
+        for (i = 2; i < n_out; i++) OCR_CHECK_OK(&ctx[t], ocr_tensor_zero(&ctx[t], outs[i])); /* the backward accumulates */
+        OCR_CHECK_OK(&ctx[t], ocr_nn_lstm_forward(&ctx[t], s.x, &s.lw, &lengths, s.y, s.saved));
+        OCR_CHECK_OK(&ctx[t], ocr_nn_lstm_backward(&ctx[t], s.x, &s.lw, s.y, s.saved, s.dy, s.dx, &s.lg));
+        for (i = 0; i < n_out; i++) {
+            if (t == 0) {
+                if (!(first[i] = malloc(ocr_tensor_bytes(outs[i])))) { OCR_CHECK(0); goto done; }
+                memcpy(first[i], outs[i]->data, ocr_tensor_bytes(outs[i]));
+            } else
+                OCR_CHECK_MSG(!memcmp(first[i], outs[i]->data, ocr_tensor_bytes(outs[i])), "lstm %s: two threads differ from one",
+                              outs[i]->name);
+        }
+    }
+done:
+    for (i = 0; i < n_out; i++) free(first[i]);
+    ocr_tensor_free(&lengths);
+    pool_free(&s.p);
+    ocr_ctx_free(&ctx[0]);
+    ocr_ctx_free(&ctx[1]);
+}
+
 /* Finite differences of L = sum(r * y) against the backward, for x and every weight of both directions, on the fast
    path and on the reference; backward accumulates (twice gives double) and a NULL gradient is skipped. */
 static void lstm_fd(int variant) {
@@ -1157,6 +1199,7 @@ int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
     OCR_TEST_RUN(test_lstm_parity);
     OCR_TEST_RUN(test_lstm_fast_vs_reference);
+    OCR_TEST_RUN(test_lstm_threads_same_bits);
     OCR_TEST_RUN(test_lstm_grad_fd);
     OCR_TEST_RUN(test_lstm_amp);
     OCR_TEST_RUN(test_lstm_params);
