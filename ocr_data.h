@@ -270,6 +270,8 @@ typedef struct {
     int64_t epoch, batches_total, batches_done;   /* of the current epoch */
     int64_t samples_done, samples_failed;         /* since creation */
     int64_t cache_hits, cache_misses;
+    double wait_seconds;                          /* the caller's time in ocr_loader_next waiting for a batch
+                                                     not ready yet, since creation: a trainer short of data */
 } ocr_loader_progress;
 
 typedef struct ocr_loader ocr_loader;
@@ -2869,6 +2871,7 @@ OCRDEF int ocr_loader_start_epoch_at(ocr_ctx *ctx, ocr_loader *L, int64_t epoch,
 
 OCRDEF int ocr_loader_next(ocr_ctx *ctx, ocr_loader *L, ocr_batch **batch) {
     int rc = OCR_OK;
+    double wait_from = -1.0;
     *batch = NULL;
     if (!L) return ocr_error(ctx, OCR_EINVAL, "ocr_loader_next: loader is NULL");
     pthread_mutex_lock(&L->mu);
@@ -2900,8 +2903,10 @@ OCRDEF int ocr_loader_next(ocr_ctx *ctx, ocr_loader *L, ocr_batch **batch) {
             rc = ocr_error(ctx, OCR_ESTATE, "ocr_loader_next: the caller holds %d batches; release them with ocr_loader_release", L->n_slots);
             break;
         }
+        if (wait_from < 0) wait_from = ocr__monotonic_seconds();
         pthread_cond_wait(&L->ready_cv, &L->mu);
     }
+    if (wait_from >= 0) L->prog.wait_seconds += ocr__monotonic_seconds() - wait_from;
     pthread_mutex_unlock(&L->mu);
     return rc;
 }

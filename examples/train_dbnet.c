@@ -1198,6 +1198,7 @@ int main(int argc, char **argv) {
             }
             if (is_root && (st.step % a.log_every == 0 || st.step == total_steps)) {
                 double el = ocr_ex_now() - t_start, ips = t_images / (el > 0 ? el : 1);
+                double data_wait = ocr_loader_get_progress(loader).wait_seconds / (el > 0 ? el : 1); /* share of the time */
                 char line[512];
                 if (ocr_metrics_scalar(&ctx, &metrics, st.step, "train/loss", terms.total) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/bce", terms.bce) ||
@@ -1206,10 +1207,11 @@ int main(int argc, char **argv) {
                     (a.prob_dice > 0 && ocr_metrics_scalar(&ctx, &metrics, st.step, "train/dice_prob", terms.dice_prob)) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/lr", lr) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/grad_norm", norm) ||
-                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/images_per_second", ips))
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/images_per_second", ips) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/data_wait_fraction", data_wait))
                     die(&ctx, "metrics");
-                snprintf(line, sizeof line, "loss %.4f (bce %.4f dice %.4f l1 %.4f dice(P) %.4f) lr %.2e %.1f img/s", terms.total,
-                         terms.bce, terms.dice, terms.l1, terms.dice_prob, lr, ips);
+                snprintf(line, sizeof line, "loss %.4f (bce %.4f dice %.4f l1 %.4f dice(P) %.4f) lr %.2e %.1f img/s, data wait %.0f%%",
+                         terms.total, terms.bce, terms.dice, terms.l1, terms.dice_prob, lr, ips, 100.0 * data_wait);
                 if (ctx.amp != OCR_AMP_OFF) { /* the half type's losses in this step: gradients flushed to zero, values turned Inf */
                     const ocr_amp_layer_stats *worst;
                     ocr_amp_layer_stats tot = ocr_amp_stats_total(&amp_stats, &worst);

@@ -793,15 +793,18 @@ int main(int argc, char **argv) {
 
             if (is_root && (st.step % a.log_every == 0 || st.step == total_steps)) {
                 double el = ocr_ex_now() - t_start, cps = (double)crops_total / (el > 0 ? el : 1);
+                double data_wait = ocr_loader_get_progress(loader).wait_seconds / (el > 0 ? el : 1); /* share of the time */
                 char line[512];
                 if (ocr_metrics_scalar(&ctx, &metrics, st.step, "train/loss", loss) || ocr_metrics_scalar(&ctx, &metrics, st.step, "train/lr", lr) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/grad_norm", norm) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/crops", n_all) ||
                     ocr_metrics_scalar(&ctx, &metrics, st.step, "train/crops_per_second", cps) ||
-                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/words_skipped", (double)st.words_skipped))
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/words_skipped", (double)st.words_skipped) ||
+                    ocr_metrics_scalar(&ctx, &metrics, st.step, "train/data_wait_fraction", data_wait))
                     die(&ctx, "metrics");
-                snprintf(line, sizeof line, "loss %.4f lr %.2e grad %.2f | %d crops, %.1f crops/s | left out %lld outside the charset, %lld too long",
-                         loss, lr, norm, n_all, cps, (long long)st.words_skipped, (long long)st.words_too_long);
+                snprintf(line, sizeof line,
+                         "loss %.4f lr %.2e grad %.2f | %d crops, %.1f crops/s, data wait %.0f%% | left out %lld outside the charset, %lld too long",
+                         loss, lr, norm, n_all, cps, 100.0 * data_wait, (long long)st.words_skipped, (long long)st.words_too_long);
                 if (tty) ocr_ex_progress(stderr, (long)st.step, (long)total_steps, el, line);
                 else { printf("step %lld/%lld %s\n", (long long)st.step, (long long)total_steps, line); fflush(stdout); }
             }

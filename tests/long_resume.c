@@ -237,7 +237,12 @@ static int read_metrics(const char *run, char **text, const char **lines, size_t
     }
     return n;
 }
-/* Every number of line a also in line b, equal (both NaN counts as equal); and no other keys in b. */
+/* The metrics that measure time (throughput, the data loader's wait): they differ between any two runs. */
+static int is_timing_key(const char *key) {
+    return strcmp(key, "train/images_per_second") == 0 || strcmp(key, "train/data_wait_fraction") == 0;
+}
+
+/* Every number of line a also in line b, equal (both NaN counts as equal); and no other keys in b (timing ones aside). */
 static int compare_metric_line(const char *a, size_t alen, const char *b, size_t blen, int64_t step, int quiet) {
     ocr_json_tok ta[2 * MAX_KEYS + 8], tb[2 * MAX_KEYS + 8];
     int na, nb, i, diffs = 0, keys_a = 0, keys_b = 0;
@@ -250,7 +255,7 @@ static int compare_metric_line(const char *a, size_t alen, const char *b, size_t
         int k = ocr_json_child(ta, 0, i), v = ta[k].next, vb;
         char key[128];
         double x, y;
-        if (!ocr_json_string(a, &ta[k], key, sizeof key) || strcmp(key, "train/images_per_second") == 0) continue;
+        if (!ocr_json_string(a, &ta[k], key, sizeof key) || is_timing_key(key)) continue;
         keys_a++;
         vb = ocr_json_find(b, tb, 0, key);
         if (vb < 0 || !ocr_json_number(a, &ta[v], &x) || !ocr_json_number(b, &tb[vb], &y) || !(x == y || (isnan(x) && isnan(y)))) {
@@ -262,7 +267,8 @@ static int compare_metric_line(const char *a, size_t alen, const char *b, size_t
     }
     for (i = 0; i < tb[0].size; i++) {
         int k = ocr_json_child(tb, 0, i);
-        if (!ocr_json_streq(b, &tb[k], "train/images_per_second")) keys_b++;
+        char key[128];
+        if (ocr_json_string(b, &tb[k], key, sizeof key) && !is_timing_key(key)) keys_b++;
     }
     if (keys_a != keys_b) {
         if (!quiet) fprintf(stderr, "  step %lld: %d metrics uninterrupted, %d interrupted and resumed\n", (long long)step, keys_a, keys_b);

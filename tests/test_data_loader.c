@@ -457,6 +457,49 @@ static void test_loader_cache(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* The caller's time waiting in ocr_loader_next is counted (what train_dbnet and train_rec log as "data wait"): a
+   transform that sleeps 25 ms per sample makes the first batch of two wait at least the 50 ms of its samples; a batch
+   already made when asked for adds almost nothing. */
+static int slow_transform(ocr_ctx *ctx, void *user, ocr_sample *s, int64_t index, ocr_rng *rng, ocr_tensor *fields) {
+    struct timespec t = {0, 25 * 1000 * 1000};
+    nanosleep(&t, NULL);
+    return noisy_transform(ctx, user, s, index, rng, fields);
+}
+static void test_loader_wait(void) {
+    ocr_ctx ctx;
+    ocr_dataset ds;
+    mem_ds m;
+    ocr_loader *L = NULL;
+    ocr_loader_config cfg = base_config(1, 2);
+    ocr_batch *b = NULL;
+    ocr_loader_progress p;
+    double before;
+    ocr_ctx_init(&ctx, 1, 0);
+    mem_open(&ds, &m, 8, -1);
+    cfg.transform = slow_transform;
+    OCR_CHECK_OK(&ctx, ocr_loader_create(&ctx, &L, &ds, &cfg));
+    if (!L) { ocr_ctx_free(&ctx); return; }
+    OCR_CHECK(ocr_loader_get_progress(L).wait_seconds == 0.0);
+    OCR_CHECK_OK(&ctx, ocr_loader_start_epoch(&ctx, L, 0));
+    OCR_CHECK_OK(&ctx, ocr_loader_next(&ctx, L, &b));
+    OCR_CHECK(b != NULL);
+    if (b) ocr_loader_release(L, b);
+    p = ocr_loader_get_progress(L);
+    OCR_CHECK_MSG(p.wait_seconds >= 0.04 && p.wait_seconds < 30.0, "waited %g s for a batch of two 25 ms samples", p.wait_seconds);
+    before = p.wait_seconds;
+    {
+        struct timespec t = {0, 400 * 1000 * 1000}; /* the next batch (50 ms of work) is made meanwhile */
+        nanosleep(&t, NULL);
+    }
+    OCR_CHECK_OK(&ctx, ocr_loader_next(&ctx, L, &b));
+    OCR_CHECK(b != NULL);
+    if (b) ocr_loader_release(L, b);
+    p = ocr_loader_get_progress(L);
+    OCR_CHECK_MSG(p.wait_seconds - before < 0.3, "waited %g s more for a batch made 400 ms before", p.wait_seconds - before);
+    ocr_loader_free(L);
+    ocr_ctx_free(&ctx);
+}
+
 static void test_loader_config_errors(void) {
     ocr_ctx ctx;
     ocr_dataset ds;
@@ -540,6 +583,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_loader_bad_sample);
     OCR_TEST_RUN(test_loader_shutdown);
     OCR_TEST_RUN(test_loader_cache);
+    OCR_TEST_RUN(test_loader_wait);
     OCR_TEST_RUN(test_loader_config_errors);
     OCR_TEST_RUN(test_loader_worker_nice);
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
