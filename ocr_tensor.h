@@ -40,9 +40,10 @@
 #ifndef OCR_TENSOR_H
 #define OCR_TENSOR_H
 
-/* The implementation uses POSIX (threads, fsync, clock_gettime). This must come before the first system header,
+/* The implementations use POSIX (threads, fsync, clock_gettime). This must come before the first system header,
    so an implementation file that includes system headers before ocr-c defines it itself. */
-#if (defined(OCR_IMPLEMENTATION) || defined(OCR_TENSOR_IMPLEMENTATION)) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
+#if (defined(OCR_IMPLEMENTATION) || defined(OCR_TENSOR_IMPLEMENTATION) || defined(OCR_DATA_IMPLEMENTATION)) && !defined(_POSIX_C_SOURCE) && \
+    !defined(_GNU_SOURCE)
 #define _POSIX_C_SOURCE 200809L
 #endif
 
@@ -610,8 +611,7 @@ OCRDEF void *ocr_ctx_scratch(ocr_ctx *ctx, int slot, size_t bytes) {
 #define OCR__SPIN_CHECK 256
 #define OCR__CPU_RELAX() __asm__ __volatile__("" ::: "memory")
 
-/* seconds on the monotonic clock (the thread pool's spin deadline, the loader's wait accounting) */
-static double ocr__monotonic_seconds(void) {
+static double ocr__pool_clock(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -627,7 +627,7 @@ static int ocr__pool_spin(const unsigned long *word, unsigned long value, int di
         if ((__atomic_load_n(word, __ATOMIC_ACQUIRE) != value) == differ) return 1;
         if (quit && __atomic_load_n(quit, __ATOMIC_ACQUIRE)) return 0;
         if (i % OCR__SPIN_CHECK == 0) {
-            double t = ocr__monotonic_seconds();
+            double t = ocr__pool_clock();
             if (deadline == 0) deadline = t + seconds;
             else if (t > deadline) return 0;
         }
