@@ -2473,13 +2473,6 @@ static void *ocr__d_zalloc(size_t size) {
     return p;
 }
 
-/* seconds on the monotonic clock: the caller's wait in ocr_loader_next */
-static double ocr__d_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 OCRDEF ocr_loader_config ocr_loader_config_default(void) {
     ocr_loader_config c;
     memset(&c, 0, sizeof c);
@@ -2910,10 +2903,10 @@ OCRDEF int ocr_loader_next(ocr_ctx *ctx, ocr_loader *L, ocr_batch **batch) {
             rc = ocr_error(ctx, OCR_ESTATE, "ocr_loader_next: the caller holds %d batches; release them with ocr_loader_release", L->n_slots);
             break;
         }
-        if (wait_from < 0) wait_from = ocr__d_seconds();
+        if (wait_from < 0) wait_from = ocr_monotonic_seconds();
         pthread_cond_wait(&L->ready_cv, &L->mu);
     }
-    if (wait_from >= 0) L->prog.wait_seconds += ocr__d_seconds() - wait_from;
+    if (wait_from >= 0) L->prog.wait_seconds += ocr_monotonic_seconds() - wait_from;
     pthread_mutex_unlock(&L->mu);
     return rc;
 }

@@ -1999,17 +1999,11 @@ OCRDEF int ocr_pipeline_open(ocr_ctx *ctx, ocr_pipeline *p, const char *det_path
     return OCR_OK;
 }
 
-static double ocr__rec_clock(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 OCRDEF int ocr_pipeline_read(ocr_ctx *ctx, ocr_pipeline *p, const ocr_image *img, ocr_reading *out) {
     const char *fn = "ocr_pipeline_read";
     ocr_tensor prob;
     int in_w, in_h, rc;
-    double t0 = ocr__rec_clock(), det_seconds;
+    double t0 = ocr_monotonic_seconds(), det_seconds;
     if (!p || !p->open_ || !img || !img->pixels || !out) return ocr_error(ctx, OCR_EINVAL, "%s: needs an open pipeline, an image and out", fn);
     if (p->cfg.det_short_side > 0 || p->cfg.det_long_side > 0) {
         if ((rc = ocr_infer_input_size(ctx, img->width, img->height, p->cfg.det_short_side, p->cfg.det_long_side, &in_w, &in_h))) return rc;
@@ -2024,7 +2018,7 @@ OCRDEF int ocr_pipeline_read(ocr_ctx *ctx, ocr_pipeline *p, const ocr_image *img
         (rc = ocr_dbnet_forward(ctx, &p->det, &p->input_, 0, &prob, NULL)) ||
         (rc = ocr_postprocess(ctx, &p->cfg.post, &prob, img->width, img->height, &p->dets_)))
         return rc;
-    det_seconds = ocr__rec_clock() - t0;
+    det_seconds = ocr_monotonic_seconds() - t0;
     rc = ocr_pipeline_read_regions(ctx, p, img, p->dets_.polys, p->dets_.scores, p->dets_.n, out);
     out->det_seconds = det_seconds;
     return rc;
@@ -2068,12 +2062,12 @@ OCRDEF int ocr_pipeline_read_regions(ocr_ctx *ctx, ocr_pipeline *p, const ocr_im
     float *scores = NULL, *scores2 = NULL, *conf = NULL, *conf2 = NULL;
     ocr_text_line *lines = NULL;
     ocr__rec_place *place = NULL;
-    double t0 = ocr__rec_clock();
+    double t0 = ocr_monotonic_seconds();
     if (!p || !p->open_ || !img || !img->pixels || !out || n < 0 || (n && !regions))
         return ocr_error(ctx, OCR_EINVAL, "%s: needs an open pipeline, an image, regions and out", fn);
     ocr_reading_free(out);
     out->detections = n;
-    if (!n) { out->rec_seconds = ocr__rec_clock() - t0; return OCR_OK; }
+    if (!n) { out->rec_seconds = ocr_monotonic_seconds() - t0; return OCR_OK; }
     crops = (ocr_image *)OCR_MALLOC((size_t)n * sizeof *crops);
     quads = (ocr_point(*)[4])OCR_MALLOC((size_t)n * sizeof *quads);
     rotation = (int *)OCR_MALLOC((size_t)n * 3 * sizeof *rotation);
@@ -2193,7 +2187,7 @@ done:
     if (crops) for (i = 0; i < n; i++) ocr_image_free(&crops[i]);
     if (texts) for (i = 0; i < 2 * n; i++) OCR_FREE(texts[i]);
     OCR_FREE(crops); OCR_FREE(quads); OCR_FREE(rotation); OCR_FREE(texts); OCR_FREE(scores); OCR_FREE(place);
-    out->rec_seconds = ocr__rec_clock() - t0;
+    out->rec_seconds = ocr_monotonic_seconds() - t0;
     return rc;
 }
 

@@ -40,10 +40,9 @@
 #ifndef OCR_TENSOR_H
 #define OCR_TENSOR_H
 
-/* The implementations use POSIX (threads, fsync, clock_gettime). This must come before the first system header,
+/* The implementation uses POSIX (threads, fsync, clock_gettime). This must come before the first system header,
    so an implementation file that includes system headers before ocr-c defines it itself. */
-#if (defined(OCR_IMPLEMENTATION) || defined(OCR_TENSOR_IMPLEMENTATION) || defined(OCR_DATA_IMPLEMENTATION)) && !defined(_POSIX_C_SOURCE) && \
-    !defined(_GNU_SOURCE)
+#if (defined(OCR_IMPLEMENTATION) || defined(OCR_TENSOR_IMPLEMENTATION)) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
 #define _POSIX_C_SOURCE 200809L
 #endif
 
@@ -188,6 +187,8 @@ OCRDEF void ocr_log_stderr(void *user, int level, const char *message); /* a rea
 /* Per-slot scratch memory that only grows; NULL (with an error) on failure. */
 OCRDEF void *ocr_ctx_scratch(ocr_ctx *ctx, int slot, size_t bytes);
 OCRDEF int ocr_cpu_count(void);
+/* Seconds on the monotonic clock, for intervals (the thread pool's spin, the data loader's wait). */
+OCRDEF double ocr_monotonic_seconds(void);
 
 /* ---- threads: fn(arg, begin, end, thread_index) over a static, deterministic split of [0, n) ---- */
 typedef void (*ocr_range_fn)(void *arg, int64_t begin, int64_t end, int thread_index);
@@ -611,7 +612,7 @@ OCRDEF void *ocr_ctx_scratch(ocr_ctx *ctx, int slot, size_t bytes) {
 #define OCR__SPIN_CHECK 256
 #define OCR__CPU_RELAX() __asm__ __volatile__("" ::: "memory")
 
-static double ocr__pool_clock(void) {
+OCRDEF double ocr_monotonic_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -627,7 +628,7 @@ static int ocr__pool_spin(const unsigned long *word, unsigned long value, int di
         if ((__atomic_load_n(word, __ATOMIC_ACQUIRE) != value) == differ) return 1;
         if (quit && __atomic_load_n(quit, __ATOMIC_ACQUIRE)) return 0;
         if (i % OCR__SPIN_CHECK == 0) {
-            double t = ocr__pool_clock();
+            double t = ocr_monotonic_seconds();
             if (deadline == 0) deadline = t + seconds;
             else if (t > deadline) return 0;
         }

@@ -266,7 +266,7 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
     ocr_tensor x;
     int64_t i;
     int rc = 0, progress = isatty(fileno(stderr)) && !per_image;
-    double start = ocr_ex_now();
+    double start = ocr_monotonic_seconds();
     if (ocr_dbnet_init_from_file(ctx, &model, model_path)) {
         fprintf(stderr, "%s: cannot load the model '%s': %s\n", prog, model_path, ocr_ctx_last_error(ctx));
         return 1;
@@ -299,7 +299,7 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
         } else if (progress) {
             char fields[64];
             snprintf(fields, sizeof fields, "images");
-            ocr_ex_progress(stderr, (long)i + 1, (long)ds.count, ocr_ex_now() - start, fields);
+            ocr_ex_progress(stderr, (long)i + 1, (long)ds.count, ocr_monotonic_seconds() - start, fields);
         }
         ocr_sample_free(&s);
     }
@@ -322,7 +322,7 @@ static int eval_pipeline(ocr_ctx *ctx, const char *det_path, const char *rec_pat
     ocr_reading reading;
     int64_t i;
     int rc = 0, progress = isatty(fileno(stderr)) && !per_image;
-    double start = ocr_ex_now(), seconds[2] = {0, 0};
+    double start = ocr_monotonic_seconds(), seconds[2] = {0, 0};
     if (ocr_pipeline_open(ctx, &pipe, det_path, rec_path, pc)) {
         fprintf(stderr, "%s: %s\n", prog, ocr_ctx_last_error(ctx));
         return 1;
@@ -361,7 +361,7 @@ static int eval_pipeline(ocr_ctx *ctx, const char *det_path, const char *rec_pat
             } else if (per_image) {
                 print_image(s.id, &counts, correct);
             } else if (progress) {
-                ocr_ex_progress(stderr, (long)i + 1, (long)ds.count, ocr_ex_now() - start, "images");
+                ocr_ex_progress(stderr, (long)i + 1, (long)ds.count, ocr_monotonic_seconds() - start, "images");
             }
         }
         free(polys);

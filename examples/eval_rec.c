@@ -132,9 +132,9 @@ int main(int argc, char **argv) {
     if (!set.n) { fprintf(stderr, "eval_rec: %s holds no word the model's charset encodes\n", data); return 1; }
 
     if (!(texts = (char **)calloc((size_t)set.n, sizeof(char *)))) { fprintf(stderr, "eval_rec: out of memory\n"); return 1; }
-    t0 = ocr_ex_now();
+    t0 = ocr_monotonic_seconds();
     if (ocr_rec_recognize(&ctx, &m, set.crops, set.n, batch, beam, texts, NULL)) die(&ctx, "recognition");
-    seconds = ocr_ex_now() - t0;
+    seconds = ocr_monotonic_seconds() - t0;
     ocr_rec_eval_init(&e);
     for (i = 0; i < set.n; i++) {
         ocr_rec_eval_add(&e, set.labels[i], texts[i]);

@@ -199,7 +199,7 @@ static void *worker(void *arg) {
             snprintf(j->error, sizeof j->error, "scene %lld: %s", i + 1, ocr_ctx_last_error(&ctx));
         }
         if (rc == OCR_OK && (++j->done % j->progress_every == 0 || j->done == j->s->count)) {
-            double t = ocr_ex_now() - j->t0;
+            double t = ocr_monotonic_seconds() - j->t0;
             fprintf(stderr, "make_synth: %lld/%d scenes, %.0f s, %.1f scenes/s\n", j->done, j->s->count, t,
                     t > 0 ? (double)j->done / t : 0.0);
         }
@@ -353,7 +353,7 @@ int main(int argc, char **argv) {
     j.s = &s;
     j.synth = &synth;
     j.out = argv[1];
-    j.t0 = ocr_ex_now();
+    j.t0 = ocr_monotonic_seconds();
     j.progress_every = s.count <= 1000 ? 50 : s.count / 50;
     pthread_mutex_init(&j.lock, NULL);
     for (i = 0; !rc && i < s.threads; i++) {

@@ -281,13 +281,6 @@ OCR_EX_UNUSED static int ocr_ex_settings_from_meta(const char *prog, const char 
 
 /* ---------------------------------------------------------------- progress */
 
-/* Seconds on the monotonic clock. */
-OCR_EX_UNUSED static double ocr_ex_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* "1m23s" */
 OCR_EX_UNUSED static const char *ocr_ex_duration(double seconds, char *buf, size_t cap) {
     long s = seconds > 0 && seconds < 1e8 ? (long)(seconds + 0.5) : 0;

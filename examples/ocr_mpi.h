@@ -66,12 +66,6 @@ static OCR_DIST_UNUSED void ocr_dist__sleep(double seconds) {
     nanosleep(&ts, NULL);
 }
 
-static OCR_DIST_UNUSED double ocr_dist__now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* The number of processes a launcher says this one belongs to (Open MPI, PMI/PMIx as Slurm and MPICH set them),
    and the variable that said it; 0 when none did. */
 static OCR_DIST_UNUSED int ocr_dist__launcher_size(const char **var) {
@@ -100,10 +94,10 @@ static OCR_DIST_UNUSED void *ocr_dist__watch(void *arg) {
         since = d->waiting_since;
         if (d->stopping) { pthread_mutex_unlock(&d->mu); return NULL; }
         pthread_mutex_unlock(&d->mu);
-        if (what && since > 0 && ocr_dist__now() - since > d->timeout) {
+        if (what && since > 0 && ocr_monotonic_seconds() - since > d->timeout) {
             fprintf(stderr, "%s: rank %d of %d: %s at step %lld has waited %.0f s for the other ranks: one of them died or hangs "
                             "(--dist-timeout %g); exiting\n", d->prog, d->rank, d->world, what, (long long)d->step,
-                    ocr_dist__now() - since, d->timeout);
+                    ocr_monotonic_seconds() - since, d->timeout);
             fflush(stderr);
             _exit(1); /* the launcher ends the others */
         }
@@ -115,7 +109,7 @@ static OCR_DIST_UNUSED void ocr_dist__enter(ocr_dist *d, const char *what) {
     if (!d->watchdog_running) return;
     pthread_mutex_lock(&d->mu);
     d->waiting_in = what;
-    d->waiting_since = ocr_dist__now();
+    d->waiting_since = ocr_monotonic_seconds();
     pthread_mutex_unlock(&d->mu);
 }
 static OCR_DIST_UNUSED void ocr_dist__leave(ocr_dist *d) {

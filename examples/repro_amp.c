@@ -165,7 +165,6 @@ int main(int argc, char **argv) {
         int rc;
         char *args[40];
         int na = 0;
-        struct timespec ts;
         snprintf(run_dir, sizeof run_dir, "%s/%s%s", dir, v->amp, strcmp(v->loss_scale, "off") == 0 ? "_unscaled" : "");
         snprintf(log, sizeof log, "%s.log", run_dir);
 #define ARG(s) args[na++] = (char *)(s)
@@ -176,11 +175,9 @@ int main(int argc, char **argv) {
 #undef ARG
         printf("  %-28s ", v->name);
         fflush(stdout);
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        t0 = (double)ts.tv_sec + 1e-9 * ts.tv_nsec;
+        t0 = ocr_monotonic_seconds();
         rc = run(args, log);
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        v->seconds = (double)ts.tv_sec + 1e-9 * ts.tv_nsec - t0;
+        v->seconds = ocr_monotonic_seconds() - t0;
         if (rc != 0) {
             printf("train_dbnet exited %d: see %s\n", rc, log);
             failed = 1;

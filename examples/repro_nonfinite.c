@@ -242,13 +242,13 @@ int main(int argc, char **argv) {
         for (on = 0; on < 2; on++) {
             if (on) ctx.debug_flags |= OCR_DEBUG_CHECK_NUMERICS;
             else ctx.debug_flags &= ~(unsigned)OCR_DEBUG_CHECK_NUMERICS;
-            t0 = ocr_ex_now();
+            t0 = ocr_monotonic_seconds();
             if (ocr_dbnet_forward(&ctx, &m, &x, 1, &prob, &thresh) || ocr_dbnet_backward(&ctx, &m, &d_prob, &d_thresh) ||
                 ocr_ex_on_host(&ctx, &g, &staging, &seen)) { /* the download waits for the device to finish the step */
                 printf("clean step failed: %s\n", ocr_ctx_last_error(&ctx));
                 bad = 1;
             }
-            if (r) *(on ? &t_on : &t_off) += ocr_ex_now() - t0; /* round 0 warms up */
+            if (r) *(on ? &t_on : &t_off) += ocr_monotonic_seconds() - t0; /* round 0 warms up */
         }
     }
     if (reps)

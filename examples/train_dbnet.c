@@ -1114,7 +1114,7 @@ int main(int argc, char **argv) {
     loss_cfg.prob_dice_weight = a.prob_dice; /* sharpens P between neighbouring words: see ocr_loss.h */
     memset(&last_eval, 0, sizeof last_eval);
     memset(&last_heldout, 0, sizeof last_heldout);
-    t_start = ocr_ex_now();
+    t_start = ocr_monotonic_seconds();
     steps_before = st.step;
     {
         int64_t epoch = -1;
@@ -1125,7 +1125,7 @@ int main(int argc, char **argv) {
             float lr, norm = 0;
             int skip = 0;
             int64_t want_epoch = st.step / batches_per_epoch, want_number = st.step % batches_per_epoch;
-            double t_step0 = ocr_ex_now();
+            double t_step0 = ocr_monotonic_seconds();
             if (want_epoch != epoch) {
                 /* a resumed run starts mid-epoch, with exactly the batch the interrupted run would have used next */
                 if (ocr_loader_start_epoch_at(&ctx, loader, want_epoch, want_number)) die(&ctx, "data loader");
@@ -1152,20 +1152,20 @@ int main(int argc, char **argv) {
                 die(&ctx, "gradients");
             loss_targets(&ctx, batch, targets_dev, targets);
             g_dist.step = st.step + 1;
-            t_comm = ocr_ex_now();
+            t_comm = ocr_monotonic_seconds();
             if (global_loss) step_images = dist_global_loss(&ctx, &db, &loss_cfg, &logits, &thresh, targets, &terms, &dl, &dt);
             else if (ocr_loss_db(&ctx, &loss_cfg, &logits, &thresh, &targets[F_GT_SHRINK], &targets[F_MASK_SHRINK], &targets[F_GT_THRESH],
                                  &targets[F_MASK_THRESH], &terms, &dl, &dt))
                 die(&ctx, "loss");
             else step_images = batch->size * g_dist.world;
-            if (global_loss) t_gather += ocr_ex_now() - t_comm; /* the gathers and the whole batch's loss */
+            if (global_loss) t_gather += ocr_monotonic_seconds() - t_comm; /* the gathers and the whole batch's loss */
             ocr_params_zero_grad(&model.params);
             if (ocr_grad_scaler_scale(&ctx, &scaler, &dl) || ocr_grad_scaler_scale(&ctx, &scaler, &dt)) die(&ctx, "loss scaling");
             if (ocr_dbnet_backward(&ctx, &model, &dl, &dt)) die(&ctx, "backward");
             if (g_dist.world > 1) {
-                t_comm = ocr_ex_now();
+                t_comm = ocr_monotonic_seconds();
                 dist_reduce_gradients(&model, !global_loss);
-                t_allreduce += ocr_ex_now() - t_comm;
+                t_allreduce += ocr_monotonic_seconds() - t_comm;
             }
             lr = ocr_lr_poly(a.lr, st.step, total_steps, 0.9f);
             /* fp16: a non-finite gradient skips the step and halves the scale (GradScaler); elsewhere it stays an error,
@@ -1186,7 +1186,7 @@ int main(int argc, char **argv) {
             t_images += step_images;
             ocr_loader_release(loader, batch);
             st.step++;
-            t_steps += ocr_ex_now() - t_step0;
+            t_steps += ocr_monotonic_seconds() - t_step0;
 
             if (g_dist.world > 1 && !global_loss && (st.step % a.log_every == 0 || st.step == total_steps)) {
                 /* --dist-loss local: the logged loss is the ranks' mean */
@@ -1197,7 +1197,7 @@ int main(int argc, char **argv) {
                 terms.l1 = v[3] / g_dist.world; terms.bce_binary = v[4] / g_dist.world; terms.dice_prob = v[5] / g_dist.world;
             }
             if (is_root && (st.step % a.log_every == 0 || st.step == total_steps)) {
-                double el = ocr_ex_now() - t_start, ips = t_images / (el > 0 ? el : 1);
+                double el = ocr_monotonic_seconds() - t_start, ips = t_images / (el > 0 ? el : 1);
                 double data_wait = ocr_loader_get_progress(loader).wait_seconds / (el > 0 ? el : 1); /* share of the time */
                 char line[512];
                 if (ocr_metrics_scalar(&ctx, &metrics, st.step, "train/loss", terms.total) ||
@@ -1265,7 +1265,7 @@ int main(int argc, char **argv) {
                 if (last_eval.r.hmean > st.best_hmean || st.best_step == 0) {
                     st.best_hmean = last_eval.r.hmean;
                     st.best_step = st.step;
-                    st.seconds = seconds_before + ocr_ex_now() - t_start;
+                    st.seconds = seconds_before + ocr_monotonic_seconds() - t_start;
                     snprintf(path, sizeof path, "%s/best.safetensors", run_dir);
                     snprintf(best_optim, sizeof best_optim, "%s/best.optim.safetensors", run_dir);
                     write_checkpoint(&ctx, path, best_optim, &model, &opt, NULL, &scaler, &a, &st, 0);
@@ -1273,7 +1273,7 @@ int main(int argc, char **argv) {
                 swap_weights(&model, &ema);
             }
             if (st.step % a.save_every == 0 || st.step == a.stop_at || st.step == total_steps) {
-                st.seconds = seconds_before + ocr_ex_now() - t_start;
+                st.seconds = seconds_before + ocr_monotonic_seconds() - t_start;
                 if (is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &scaler, &a, &st);
                 saved_step = st.step;
             }
@@ -1286,7 +1286,7 @@ int main(int argc, char **argv) {
         }
     }
     if (tty) fputc('\n', stderr);
-    st.seconds = seconds_before + ocr_ex_now() - t_start;
+    st.seconds = seconds_before + ocr_monotonic_seconds() - t_start;
     if (saved_step != st.step && is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, ema, &scaler, &a, &st);
     if (is_root && g_dist.world > 1 && st.step > steps_before) /* what overlapping the exchanges with compute could hide at most */
         fprintf(stderr, "train_dbnet: rank 0 per step: gradient all-reduce %.2f ms, loss maps gathered and the whole batch's loss %.2f ms "
@@ -1297,7 +1297,7 @@ int main(int argc, char **argv) {
                 (long long)st.step, run_dir, run_dir);
     if (is_root && ocr_metrics_close(&ctx, &metrics)) die(&ctx, "metrics");
     {
-        double el = ocr_ex_now() - t_start;
+        double el = ocr_monotonic_seconds() - t_start;
         printf("{\"hmean\":%.4f,\"precision\":%.4f,\"recall\":%.4f", last_eval.r.hmean, last_eval.r.precision, last_eval.r.recall);
         print_figures_json("", &last_eval, 0);
         print_figures_json("heldout_", &last_heldout, 1);

@@ -693,7 +693,7 @@ int main(int argc, char **argv) {
 
     memset(&last_val, 0, sizeof last_val);
     memset(&last_heldout, 0, sizeof last_heldout);
-    t_start = ocr_ex_now();
+    t_start = ocr_monotonic_seconds();
     {
         int64_t epoch = -1;
         while (st.step < total_steps && !ocr_ex_stop) {
@@ -792,7 +792,7 @@ int main(int argc, char **argv) {
             st.step++;
 
             if (is_root && (st.step % a.log_every == 0 || st.step == total_steps)) {
-                double el = ocr_ex_now() - t_start, cps = (double)crops_total / (el > 0 ? el : 1);
+                double el = ocr_monotonic_seconds() - t_start, cps = (double)crops_total / (el > 0 ? el : 1);
                 double data_wait = ocr_loader_get_progress(loader).wait_seconds / (el > 0 ? el : 1); /* share of the time */
                 char line[512];
                 if (ocr_metrics_scalar(&ctx, &metrics, st.step, "train/loss", loss) || ocr_metrics_scalar(&ctx, &metrics, st.step, "train/lr", lr) ||
@@ -835,13 +835,13 @@ int main(int argc, char **argv) {
                 if (last_val.r.accuracy > st.best_accuracy || st.best_step == 0) {
                     st.best_accuracy = last_val.r.accuracy;
                     st.best_step = st.step;
-                    st.seconds = seconds_before + ocr_ex_now() - t_start;
+                    st.seconds = seconds_before + ocr_monotonic_seconds() - t_start;
                     snprintf(path, sizeof path, "%s/best.safetensors", run_dir);
                     write_checkpoint(&ctx, path, NULL, &model, &opt, &a, &st);
                 }
             }
             if (st.step % a.save_every == 0 || st.step == a.stop_at || st.step == total_steps) {
-                st.seconds = seconds_before + ocr_ex_now() - t_start;
+                st.seconds = seconds_before + ocr_monotonic_seconds() - t_start;
                 if (is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, &a, &st);
                 saved_step = st.step;
             }
@@ -854,14 +854,14 @@ int main(int argc, char **argv) {
         }
     }
     if (tty) fputc('\n', stderr);
-    st.seconds = seconds_before + ocr_ex_now() - t_start;
+    st.seconds = seconds_before + ocr_monotonic_seconds() - t_start;
     if (saved_step != st.step && is_root) commit_state(&ctx, run_dir, &rf, &metrics, &model, &opt, &a, &st);
     if (ocr_ex_stop && st.step < total_steps && is_root)
         fprintf(stderr, "train_rec: interrupted at step %lld; saved %s/last.safetensors; continue with --resume %s\n", (long long)st.step,
                 run_dir, run_dir);
     if (is_root && ocr_metrics_close(&ctx, &metrics)) die(&ctx, "metrics");
     {
-        double el = ocr_ex_now() - t_start;
+        double el = ocr_monotonic_seconds() - t_start;
         printf("{");
         printf("\"steps\":%lld", (long long)st.step);
         print_figures_json("", &last_val);
