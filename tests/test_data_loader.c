@@ -9,6 +9,7 @@
 #include "ocr_data.h"
 #include "ocr_test.h"
 #include <sys/resource.h>
+#include <time.h>
 
 static char g_tmp[256];
 
