@@ -237,9 +237,12 @@ static int read_metrics(const char *run, char **text, const char **lines, size_t
     }
     return n;
 }
-/* The metrics that measure time (throughput, the data loader's wait): they differ between any two runs. */
 static int is_timing_key(const char *key) {
-    return strcmp(key, "train/images_per_second") == 0 || strcmp(key, "train/data_wait_fraction") == 0;
+    const char *name;
+    int k;
+    for (k = 0; (name = ocr_test_timing_metric(k)) != NULL; k++)
+        if (strcmp(key, name) == 0) return 1;
+    return 0;
 }
 
 /* Every number of line a also in line b, equal (both NaN counts as equal); and no other keys in b (timing ones aside). */

@@ -9,6 +9,13 @@ static char ocr_test_cli_dir[64];   /* a short mkdtemp path */
 static ocr_ctx *ocr_test_cli_ctx;
 
 /* The whole file as a NUL-terminated string (free it), or NULL. */
+/* The trainers' metrics that measure time (throughput, the data loader's wait): they differ between any two runs, so
+   comparisons of runs leave them aside. The i-th name, NULL past the last. */
+OCR_TEST__UNUSED static const char *ocr_test_timing_metric(int i) {
+    static const char *const names[] = {"train/images_per_second", "train/data_wait_fraction", NULL};
+    return i >= 0 && i < 2 ? names[i] : NULL;
+}
+
 OCR_TEST__UNUSED static char *ocr_test_read_text(const char *path) {
     unsigned char *bytes = NULL;
     size_t size = 0;

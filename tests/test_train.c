@@ -616,12 +616,13 @@ static int compare_tensors(const char *pa, const char *pb) {
 
 /* Blanks the values of the metrics that measure time (throughput, the data loader's wait) in one JSON line. */
 static void drop_timing_values(char *line) {
-    static const char *const keys[] = {"\"train/images_per_second\":", "\"train/data_wait_fraction\":"};
+    const char *name;
     int k;
-    for (k = 0; k < 2; k++) {
-        char *v = strstr(line, keys[k]);
-        if (v) {
-            char *val = v + strlen(keys[k]);
+    for (k = 0; (name = ocr_test_timing_metric(k)) != NULL; k++) {
+        char key[96], *v;
+        snprintf(key, sizeof key, "\"%s\":", name);
+        if ((v = strstr(line, key)) != NULL) {
+            char *val = v + strlen(key);
             size_t n = strcspn(val, ",}");
             memmove(val, val + n, strlen(val + n) + 1);
         }
