@@ -107,15 +107,18 @@ OCRDEF int ocr_dbnet_load_backbone(ocr_ctx *ctx, ocr_dbnet *m, const char *path)
 
 /* ---- options, memory and profiling: for tests and benchmarks ---- */
 
-/* Flags of ocr_dbnet_set_options, for tests and benchmarks: each turns off one saving of memory or time. The first two
-   change no result, bit for bit (the tests check it), only the memory grows; the third changes results by rounding. */
+/* Flags of ocr_dbnet_set_options, for tests and benchmarks: each turns off one saving of memory or time. All but
+   OCR_DBNET_NO_BN_FOLD change no result, bit for bit (the tests check it); that one changes results by rounding. */
 enum {
     OCR_DBNET_NO_SHARING = 1,   /* every activation value and gradient gets a range of its own instead of sharing memory
                                    with those whose lifetimes do not overlap */
     OCR_DBNET_NO_RECOMPUTE = 2, /* a training step keeps everything its backward reads instead of computing some BN+ReLU and
                                    convolution outputs again in the backward (CPU) */
-    OCR_DBNET_NO_BN_FOLD = 4    /* eval runs each BN as its own op instead of folding it into the convolution before it (CPU;
+    OCR_DBNET_NO_BN_FOLD = 4,   /* eval runs each BN as its own op instead of folding it into the convolution before it (CPU;
                                    the same up to rounding, not bit for bit) */
+    OCR_DBNET_NO_FUSION = 8     /* eval runs each addition, the ReLU after it and each upsampling as ops of their own instead
+                                   of in one pass with a neighbour (a residual block's end inside its folded convolution,
+                                   add + ReLU, upsample + add, upsamplings + concat; CPU) */
 };
 /* Sets the OCR_DBNET_NO_* flags (0: the defaults); they take effect at the next forward. */
 OCRDEF int ocr_dbnet_set_options(ocr_ctx *ctx, ocr_dbnet *m, unsigned flags);
@@ -132,7 +135,8 @@ OCRDEF ocr_dbnet_memory_info ocr_dbnet_memory(const ocr_dbnet *m);
 
 /* Per-op timing. With a clock (seconds; NULL turns profiling off) each forward adds every op's time to its
    seconds_forward and each backward to its seconds_backward, from zero at this call. The ops run in ocr_dbnet_op's
-   order (a BN folded into its convolution in eval counts under the convolution). On a device the ops run
+   order (an op that eval runs inside another's pass, a folded BN or a fused addition, ReLU or upsampling, counts
+   under that op: OCR_DBNET_NO_FUSION and OCR_DBNET_NO_BN_FOLD time each alone). On a device the ops run
    asynchronously: time there only with a clock that waits for the device. */
 OCRDEF int ocr_dbnet_profile(ocr_ctx *ctx, ocr_dbnet *m, double (*clock)(void));
 typedef struct {
@@ -361,6 +365,7 @@ struct ocr__dbnet_state {
     float *bn_folded;             /* eval on the CPU: one convolution's weights and bias with its BN folded in */
     size_t bn_folded_cap;
     int bn_fold_off;              /* OCR_DBNET_NO_BN_FOLD: eval runs each BN as its own op */
+    int fusion_off;               /* OCR_DBNET_NO_FUSION: eval runs each addition, ReLU and upsampling as its own op */
     int64_t N, H, W;              /* input of the last forward */
     int phase;                    /* OCR__DB_IDLE, _AFTER_TRAIN, _AFTER_EVAL or _AFTER_BACKWARD */
     int act_input, act_prob_logits, act_thresh, act_prob;
@@ -769,6 +774,65 @@ static int ocr__db_producer(const ocr_dbnet *m, int a) {
     return -1;
 }
 
+static int ocr__db_readers(const ocr_dbnet *m, int a) {
+    const ocr__dbnet_state *S = m->state_;
+    int i, k, n = 0;
+    for (i = 0; i < S->n_ops; i++) for (k = 0; k < S->ops[i].n_in; k++) n += S->ops[i].in[k] == a;
+    return n;
+}
+
+static int ocr__db_root(const ocr_dbnet *m, int a) {
+    while (m->state_->acts[a].alias >= 0) a = m->state_->acts[a].alias;
+    return a;
+}
+
+/* Eval fusions (patterns only; ocr_dbnet_forward decides whether they run). Op i a convolution + BN pair whose BN
+   output only an addition right after reads, whose sum only the ReLU right after that reads (a ResNet block's end):
+   the addition's other input, computed before op i, which the folded convolution then adds itself; else -1. */
+static int ocr__db_residual_pattern(const ocr_dbnet *m, int i) {
+    const ocr__dbnet_state *S = m->state_;
+    const ocr__dbnet_op *bn = &S->ops[i + 1], *add, *relu;
+    int other, p;
+    if (i + 3 >= S->n_ops || !ocr__db_conv_bn_pair(m, i) || bn->relu || S->ops[i].kind != OCR__DB_CONV) return -1;
+    add = &S->ops[i + 2]; relu = &S->ops[i + 3];
+    if (add->kind != OCR__DB_ADD || relu->kind != OCR__DB_RELU || relu->in[0] != add->out || add->mode != OCR__DB_BOTH ||
+        relu->mode != OCR__DB_BOTH || (add->in[0] == bn->out) == (add->in[1] == bn->out) || ocr__db_readers(m, bn->out) != 1 ||
+        ocr__db_readers(m, add->out) != 1)
+        return -1;
+    other = add->in[0] == bn->out ? add->in[1] : add->in[0];
+    p = ocr__db_producer(m, other);
+    if ((p < 0 && other != S->act_input) || p >= i) return -1;
+    if (ocr__db_root(m, relu->out) == ocr__db_root(m, other) || ocr__db_root(m, relu->out) == ocr__db_root(m, S->ops[i].in[0])) return -1;
+    return other;
+}
+
+/* Op i an upsampling whose output only a concatenation reads: the index of that op, which then upsamples the part
+   itself (reading op i's input, kept alive until then), or -1. */
+static int ocr__db_concat_up_pattern(const ocr_dbnet *m, int i) {
+    const ocr__dbnet_state *S = m->state_;
+    const ocr__dbnet_op *op = &S->ops[i];
+    int j, k;
+    if (op->kind != OCR__DB_UPSAMPLE || op->mode != OCR__DB_BOTH || ocr__db_readers(m, op->out) != 1) return -1;
+    for (j = i + 1; j < S->n_ops; j++)
+        for (k = 0; k < S->ops[j].n_in; k++)
+            if (S->ops[j].in[k] == op->out)
+                return S->ops[j].kind == OCR__DB_CONCAT && S->ops[j].mode == OCR__DB_BOTH && ocr__db_root(m, S->ops[j].out) != ocr__db_root(m, op->in[0]) ? j : -1;
+    return -1;
+}
+
+/* Op i an addition whose sum only the ReLU right after reads, or an upsampling whose output only the addition right
+   after reads (which does not write in place of the upsampling's input): the two run as one pass. */
+static int ocr__db_pair_pattern(const ocr_dbnet *m, int i) {
+    const ocr__dbnet_state *S = m->state_;
+    const ocr__dbnet_op *op = &S->ops[i], *next;
+    if (i + 1 >= S->n_ops) return 0;
+    next = &S->ops[i + 1];
+    if (op->mode != OCR__DB_BOTH || next->mode != OCR__DB_BOTH || ocr__db_readers(m, op->out) != 1) return 0;
+    if (op->kind == OCR__DB_ADD) return next->kind == OCR__DB_RELU && next->in[0] == op->out;
+    return op->kind == OCR__DB_UPSAMPLE && next->kind == OCR__DB_ADD && (next->in[0] == op->out) != (next->in[1] == op->out) &&
+           ocr__db_root(m, next->out) != ocr__db_root(m, op->in[0]);
+}
+
 /* Whether this layout computes activation a again for the backward instead of keeping it: in a training step on the
    CPU, a BN+ReLU output or a convolution output marked OCR__DB_ACT_RECOMPUTE that nothing computes in place into. */
 static int ocr__db_recomputable(const ocr_dbnet *m, int a, int training) {
@@ -832,9 +896,13 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
             int bwd_reads[2] = {-1, -1}; /* activations op's backward reads (besides the argmax) */
             if (!ocr__db_runs(op->mode, training)) continue;
             if (r[op->out].t0 > i) r[op->out].t0 = i;
-            if (op->aux >= 0) r[op->aux].t0 = i;
-            /* an eval convolution may write the output of the BN after it (ocr__db_fold_forward), whether it folds or not */
+            if (op->aux >= 0 && training) r[op->aux].t0 = i; /* eval pools without the argmax */
+            /* an eval convolution may write the output of the BN after it (ocr__db_fold_forward), or of the ReLU ending its
+               residual block, and an op the output of the op it fuses with, whether they fuse or not */
             if (!training && ocr__db_conv_bn_pair(m, i)) r[S->ops[i + 1].out].t0 = i;
+            if (!training && ocr__db_residual_pattern(m, i) >= 0) r[S->ops[i + 3].out].t0 = i;
+            if (!training && ocr__db_pair_pattern(m, i)) r[S->ops[i + 1].out].t0 = i;
+            if (!training && (k = ocr__db_concat_up_pattern(m, i)) >= 0 && r[op->in[0]].t1 < k) r[op->in[0]].t1 = k;
             for (k = 0; k < op->n_in; k++) if (r[op->in[k]].t1 < i) r[op->in[k]].t1 = i;
             if (!training) continue;
             if (op->kind == OCR__DB_CONV || op->kind == OCR__DB_CONVT || op->kind == OCR__DB_BN) bwd_reads[0] = op->in[0];
@@ -1035,9 +1103,9 @@ static int ocr__db_op_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *o
     }
     case OCR__DB_RELU: return ocr_nn_relu_forward(ctx, &x, &y);
     case OCR__DB_SIGMOID: return ocr_nn_sigmoid_forward(ctx, &x, &y);
-    case OCR__DB_MAXPOOL: {
+    case OCR__DB_MAXPOOL: { /* the argmax only for the backward */
         ocr_tensor idx = ocr__db_val(m, op->aux);
-        return ocr_nn_maxpool2d_forward(ctx, &x, op->kernel, op->stride, op->pad, &y, &idx);
+        return ocr_nn_maxpool2d_forward(ctx, &x, op->kernel, op->stride, op->pad, &y, training ? &idx : NULL);
     }
     case OCR__DB_UPSAMPLE: return ocr_nn_upsample_nearest_forward(ctx, &x, op->factor, &y);
     case OCR__DB_ADD: {
@@ -1158,9 +1226,11 @@ static void ocr__db_fold_part(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
-static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *conv, const ocr__dbnet_op *bn) {
+/* residual >= 0: the folded convolution also adds that activation and applies the ReLU, writing act out (the end of a
+   residual block, ocr__db_residual_pattern); else it writes the BN's output. */
+static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *conv, const ocr__dbnet_op *bn, int residual, int out) {
     ocr__dbnet_state *S = m->state_;
-    ocr_tensor x = ocr__db_val(m, conv->in[0]), y = ocr__db_val(m, bn->out), w = ocr_params_value(&m->params, conv->w), wf, bf;
+    ocr_tensor x = ocr__db_val(m, conv->in[0]), y = ocr__db_val(m, out), w = ocr_params_value(&m->params, conv->w), wf, bf;
     const float *gamma = (const float *)ocr_params_value(&m->params, bn->w).data, *beta = (const float *)ocr_params_value(&m->params, bn->b).data;
     const float *mean = (const float *)ocr_params_value(&m->params, bn->mean).data, *var = (const float *)ocr_params_value(&m->params, bn->var).data;
     const float *bias = conv->b >= 0 ? (const float *)ocr_params_value(&m->params, conv->b).data : NULL;
@@ -1191,10 +1261,13 @@ static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op 
     }
     wf = ocr_tensor_f32("bn_folded.weight", w.shape, wd);
     bf = ocr_tensor_f32("bn_folded.bias", ocr_shape1(cout), wd + n_w);
+    if (residual >= 0) {
+        ocr_tensor res = ocr__db_val(m, residual);
+        return ocr_nn_conv2d_add_relu_forward(ctx, &x, &wf, &bf, cp, &res, &y);
+    }
     if (conv->kind == OCR__DB_CONV)
         return bn->relu ? ocr_nn_conv2d_relu_forward(ctx, &x, &wf, &bf, cp, &y) : ocr_nn_conv2d_forward(ctx, &x, &wf, &bf, cp, &y);
-    if ((rc = ocr_nn_conv_transpose2d_forward(ctx, &x, &wf, &bf, cp, &y)) || !bn->relu) return rc;
-    return ocr_nn_relu_forward(ctx, &y, &y);
+    return bn->relu ? ocr_nn_conv_transpose2d_relu_forward(ctx, &x, &wf, &bf, cp, &y) : ocr_nn_conv_transpose2d_forward(ctx, &x, &wf, &bf, cp, &y);
 }
 
 /* Puts "fn: layer 'name': " in front of the message an ocr_nn op left. */
@@ -1244,9 +1317,42 @@ OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, in
         const ocr__dbnet_op *op = &S->ops[i];
         double t0 = S->op_seconds && S->op_clock ? S->op_clock() : 0.0;
         if (ocr__db_runs(op->mode, training) && ocr__db_foldable(m, i, training)) {
-            if ((rc = ocr__db_fold_forward(ctx, m, op, &S->ops[i + 1]))) return ocr__db_layer_error(ctx, fn, m, op, rc);
+            int res = S->fusion_off ? -1 : ocr__db_residual_pattern(m, i);
+            if ((rc = ocr__db_fold_forward(ctx, m, op, &S->ops[i + 1], res, S->ops[i + (res >= 0 ? 3 : 1)].out)))
+                return ocr__db_layer_error(ctx, fn, m, op, rc);
             if (S->op_seconds && S->op_clock) S->op_seconds[i] += S->op_clock() - t0;
-            i++; /* the BN ran inside the convolution */
+            i += res >= 0 ? 3 : 1; /* the BN (and addition and ReLU) ran inside the convolution */
+            continue;
+        }
+        if (!training && !S->fusion_off && m->params.device == OCR_DEVICE_CPU && ocr__db_concat_up_pattern(m, i) >= 0) continue;
+        if (!training && !S->fusion_off && m->params.device == OCR_DEVICE_CPU && op->kind == OCR__DB_CONCAT) {
+            /* parts whose upsampling was left to it (above) are read before it */
+            ocr_tensor parts[4], y1 = ocr__db_val(m, op->out);
+            const ocr_tensor *ptrs[4];
+            int factors[4], k;
+            for (k = 0; k < op->n_in; k++) {
+                int p = ocr__db_producer(m, op->in[k]), up = p >= 0 && ocr__db_concat_up_pattern(m, p) == i;
+                parts[k] = ocr__db_val(m, up ? S->ops[p].in[0] : op->in[k]);
+                factors[k] = up ? S->ops[p].factor : 1;
+                ptrs[k] = &parts[k];
+            }
+            if ((rc = ocr_nn_concat_upsampled_forward(ctx, ptrs, factors, op->n_in, &y1))) return ocr__db_layer_error(ctx, fn, m, op, rc);
+            if (S->op_seconds && S->op_clock) S->op_seconds[i] += S->op_clock() - t0;
+            continue;
+        }
+        if (!training && !S->fusion_off && m->params.device == OCR_DEVICE_CPU && ocr__db_pair_pattern(m, i)) {
+            const ocr__dbnet_op *next = &S->ops[i + 1];
+            ocr_tensor x1 = ocr__db_val(m, op->in[0]), y1 = ocr__db_val(m, next->out);
+            if (op->kind == OCR__DB_ADD) {
+                ocr_tensor x2 = ocr__db_val(m, op->in[1]);
+                rc = ocr_nn_add_relu_forward(ctx, &x1, &x2, &y1);
+            } else {
+                ocr_tensor a = ocr__db_val(m, next->in[0] == op->out ? next->in[1] : next->in[0]);
+                rc = ocr_nn_add_upsampled_forward(ctx, &a, &x1, op->factor, &y1);
+            }
+            if (rc) return ocr__db_layer_error(ctx, fn, m, op, rc);
+            if (S->op_seconds && S->op_clock) S->op_seconds[i] += S->op_clock() - t0;
+            i++; /* the op after ran in the same pass */
             continue;
         }
         if (ocr__db_runs(op->mode, training) && (rc = ocr__db_op_forward(ctx, m, op, training))) return ocr__db_layer_error(ctx, fn, m, op, rc);
@@ -1325,7 +1431,7 @@ OCRDEF int ocr_dbnet_backward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *d_pr
 /* ---- options, memory and profiling ---- */
 
 OCRDEF int ocr_dbnet_set_options(ocr_ctx *ctx, ocr_dbnet *m, unsigned flags) {
-    const unsigned known = OCR_DBNET_NO_SHARING | OCR_DBNET_NO_RECOMPUTE | OCR_DBNET_NO_BN_FOLD;
+    const unsigned known = OCR_DBNET_NO_SHARING | OCR_DBNET_NO_RECOMPUTE | OCR_DBNET_NO_BN_FOLD | OCR_DBNET_NO_FUSION;
     ocr__dbnet_state *S;
     if (!m || !m->state_) return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_set_options: needs a model from ocr_dbnet_init");
     if (flags & ~known) return ocr_error(ctx, OCR_EINVAL, "ocr_dbnet_set_options: unknown flags 0x%x", flags & ~known);
@@ -1334,6 +1440,7 @@ OCRDEF int ocr_dbnet_set_options(ocr_ctx *ctx, ocr_dbnet *m, unsigned flags) {
     S->share_off = (flags & OCR_DBNET_NO_SHARING) != 0;
     S->recompute_off = (flags & OCR_DBNET_NO_RECOMPUTE) != 0;
     S->bn_fold_off = (flags & OCR_DBNET_NO_BN_FOLD) != 0;
+    S->fusion_off = (flags & OCR_DBNET_NO_FUSION) != 0;
     return OCR_OK;
 }
 

@@ -73,12 +73,21 @@ OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_t
    in cache (inference with BatchNorm folded into w and b). Equal to conv2d_forward then relu_forward. */
 OCRDEF int ocr_nn_conv2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
                                       ocr_conv_params p, ocr_tensor *y);
+/* y = max(conv2d(x, w) + b + residual, 0), residual of y's shape added and the ReLU applied to each piece of the output
+   while it is still in cache (a ResNet block's end at inference, BatchNorm folded). Equal to conv2d_forward, then
+   add_forward of residual, then relu_forward. CPU only; y must not alias x or residual. */
+OCRDEF int ocr_nn_conv2d_add_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                          ocr_conv_params p, const ocr_tensor *residual, ocr_tensor *y);
 /* x [N,Cin,H,W], w [Cin,Cout/groups,kh,kw], b [Cout] or NULL -> y [N,Cout,OH,OW] (as torch.nn.ConvTranspose2d) */
 OCRDEF int ocr_nn_conv_transpose2d_out_shape(ocr_ctx *ctx, ocr_shape x, ocr_shape w, ocr_conv_params p, ocr_shape *y);
 OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
                                            ocr_conv_params p, ocr_tensor *y);
 OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
                                             ocr_conv_params p, ocr_tensor *dx, ocr_tensor *dw, ocr_tensor *db);
+/* y = max(conv_transpose2d(x, w) + b, 0), the ReLU applied as each output value is written (inference with BatchNorm
+   folded into w and b). Equal to conv_transpose2d_forward then relu_forward. */
+OCRDEF int ocr_nn_conv_transpose2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                                ocr_conv_params p, ocr_tensor *y);
 
 /* ---- mixed precision (ctx->amp: OCR_AMP_OFF, OCR_AMP_BF16, OCR_AMP_F16) ----
    Which op runs in which precision, in one place. With ctx->amp set to a half type h:
@@ -152,6 +161,11 @@ OCRDEF int ocr_nn_sigmoid_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor 
 OCRDEF int ocr_nn_sigmoid_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx);
 OCRDEF int ocr_nn_add_forward(ocr_ctx *ctx, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y);
 OCRDEF int ocr_nn_add_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *da, ocr_tensor *db);
+/* Inference fusions, CPU only, each equal bit for bit to the ops it names run one after the other, in one pass:
+   y = max(a + b, 0) (add_forward, relu_forward); y = a + upsample_nearest(x, factor) with a and y
+   [N,C,H*factor,W*factor] (upsample_nearest_forward, add_forward). y may be a. */
+OCRDEF int ocr_nn_add_relu_forward(ocr_ctx *ctx, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y);
+OCRDEF int ocr_nn_add_upsampled_forward(ocr_ctx *ctx, const ocr_tensor *a, const ocr_tensor *x, int factor, ocr_tensor *y);
 /* max pooling with -inf padding; argmax [N,C,OH,OW] I32 holds the winning h*W+w of each output */
 OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kernel, int stride, int pad,
                                     ocr_tensor *y, ocr_tensor *argmax);
@@ -161,6 +175,9 @@ OCRDEF int ocr_nn_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, 
 /* concatenation along channels (dim 1) */
 OCRDEF int ocr_nn_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int n, ocr_tensor *y);
 OCRDEF int ocr_nn_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *const *dxs, int n);
+/* y = concat(upsample_nearest(xs[i], factors[i]) for i < n) (factor 1: the part itself), each part [N, Ci, H/f, W/f],
+   written in one pass: upsample_nearest_forward and concat_forward fused (inference). CPU only. */
+OCRDEF int ocr_nn_concat_upsampled_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, const int *factors, int n, ocr_tensor *y);
 
 /* ---- parameters: one contiguous value buffer and one gradient buffer, with a table of named views ---- */
 typedef struct {
@@ -1925,17 +1942,26 @@ static void ocr__conv_items(void *arg, int64_t begin, int64_t end, int tid) {
 }
 
 /* What a forward convolution does to each finished piece of its output while the piece is still in cache: add the
-   bias of its channel, then clamp at 0 (relu). Same results as a separate bias pass and ReLU op. */
-typedef struct { const float *bias; int relu; } ocr__conv_epilogue;
+   bias of its channel, then clamp at 0 (relu), or add the residual and then clamp (res). Same results as a separate
+   bias pass, addition and ReLU op. */
+typedef struct {
+    const float *bias;
+    int relu;
+    const float *res, *y0;  /* residual of the output's shape, and the output's first value: p's residual is res[p - y0] */
+} ocr__conv_epilogue;
 
 static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, float shift, int relu);
+static void ocr__add_relu_row(const float *a, const float *b, float *y, int64_t n);
 
 /* rows channels (first one first_channel) of cols outputs each, ld apart */
 static void ocr__conv_epilogue_apply(const ocr__conv_epilogue *ep, float *y, int64_t ld, int64_t first_channel, int64_t rows, int64_t cols) {
     int64_t r;
-    if (!ep->bias && !ep->relu) return;
-    for (r = 0; r < rows; r++)
-        ocr__affine_row(y + r * ld, y + r * ld, cols, 1.0f, ep->bias ? ep->bias[first_channel + r] : 0.0f, ep->relu);
+    if (!ep->bias && !ep->relu && !ep->res) return;
+    for (r = 0; r < rows; r++) {
+        float *yr = y + r * ld;
+        if (ep->bias || (ep->relu && !ep->res)) ocr__affine_row(yr, yr, cols, 1.0f, ep->bias ? ep->bias[first_channel + r] : 0.0f, ep->relu && !ep->res);
+        if (ep->res) ocr__add_relu_row(yr, ep->res + (yr - ep->y0), yr, cols);
+    }
 }
 
 /* One output-row segment of a B panel: panel columns [q, q+len) are output pixels (oh, ow0..ow0+len). */
@@ -2314,6 +2340,11 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
 #define OCR__WINO_MIN_IN 16
 #define OCR__WINO_MIN_OUT 32
 #define OCR__WINO_MIN_TILES 64
+/* 512 channels in and out (ResNet-18's layer4 at the official width): the direct path streams 9.4 MB of weights per
+   48-pixel block, and F(4x4, 3x3) pays with fewer tiles (two threads: layer4's 3x3 convolutions at 736x1280, 60 tiles,
+   about 40 ms less together; a 640x640 training step's layer4 forward 71 -> 45-51 ms, its backward no slower) */
+#define OCR__WINO_WIDE 512
+#define OCR__WINO_MIN_TILES_WIDE 16
 #define OCR__WINO_BAND_BYTES ((int64_t)2 << 20)        /* an item's V and M stay in L2 */
 /* the weight gradient's GEMMs run along an item's tiles, so it takes twice the bands: fewer, longer sums (l1, l2, l3
    and the decoder's 3x3 weight gradients 7% faster together than at 2 MB, 6 of 6 alternating runs) */
@@ -2596,7 +2627,9 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
                             if (j->accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, yr + 16 * i));
                             else {
                                 if (j->ep.bias) v = _mm512_add_ps(v, _mm512_set1_ps(j->ep.bias[k]));
-                                if (j->ep.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+                                if (j->ep.res) /* as the ReLU op: max(0, v) keeps a NaN */
+                                    v = _mm512_max_ps(_mm512_setzero_ps(), _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, j->ep.res + (yr + 16 * i - j->ep.y0))));
+                                else if (j->ep.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
                             }
                             _mm512_mask_storeu_ps(yr + 16 * i, mk, v);
                         }
@@ -2628,7 +2661,9 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
                     if (j->accumulate) v = _mm512_add_ps(v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, yk, 4));
                     else {
                         if (j->ep.bias) v = _mm512_add_ps(v, _mm512_set1_ps(j->ep.bias[k]));
-                        if (j->ep.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+                        if (j->ep.res)
+                            v = _mm512_max_ps(_mm512_setzero_ps(), _mm512_add_ps(v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, j->ep.res + (yk - j->ep.y0), 4)));
+                        else if (j->ep.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
                     }
                     _mm512_mask_i32scatter_ps(yk, mk, idx, v, 4);
                 }
@@ -2755,7 +2790,8 @@ static void ocr__wino_output_part(void *arg, int64_t b, int64_t e, int tid) { co
 static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, const ocr__ukernel *uk) {
     return uk->fn == ocr__ukernel_avx512 && !(ctx->debug_flags & OCR_DEBUG_NO_WINOGRAD) && g->groups == 1 && g->kh == 3 &&
            g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->C >= OCR__WINO_MIN_IN &&
-           g->K >= OCR__WINO_MIN_OUT && g->N * ((g->OH + 3) / 4) * ((g->OW + 3) / 4) >= OCR__WINO_MIN_TILES &&
+           g->K >= OCR__WINO_MIN_OUT &&
+           g->N * ((g->OH + 3) / 4) * ((g->OW + 3) / 4) >= (g->C >= OCR__WINO_WIDE && g->K >= OCR__WINO_WIDE ? OCR__WINO_MIN_TILES_WIDE : OCR__WINO_MIN_TILES) &&
            g->OH * (g->OW + 8) < ((int64_t)1 << 30);
 }
 
@@ -4388,9 +4424,10 @@ static int ocr__amp_inputs(ocr_ctx *ctx, const char *layer, const float **dy, in
     return OCR_OK;
 }
 
-/* conv2d forward, the bias and the ReLU (when relu) applied by the convolution itself as each piece completes */
+/* conv2d forward, the bias and the ReLU (when relu) applied by the convolution itself as each piece completes, the
+   residual (when given; CPU only) added before the ReLU */
 static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
-                               ocr_conv_params p, int relu, ocr_tensor *y) {
+                               ocr_conv_params p, int relu, const ocr_tensor *res, ocr_tensor *y) {
     ocr__conv_geom g;
     ocr__conv_epilogue ep;
     ocr_shape ys;
@@ -4399,6 +4436,13 @@ static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x
     if ((rc = ocr__conv_check(ctx, fn, x, w, b, p, 0, &g, &ys)) || (rc = ocr_check_f32(ctx, fn, y)) ||
         (rc = ocr_check_shape(ctx, fn, y, ys)))
         return rc;
+    if (res) {
+        if ((rc = ocr_check_f32(ctx, fn, res)) || (rc = ocr_check_same_shape(ctx, fn, res, y))) return rc;
+        if (res->data == y->data || x->data == y->data)
+            return ocr_error(ctx, OCR_EINVAL, "%s: output '%s' must not alias input '%s' or residual '%s'", fn, y->name, x->name, res->name);
+        if (ctx->device != OCR_DEVICE_CPU)
+            return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: CPU only; on %s call the conv2d, add and relu ops", fn, ocr_device_name(ctx->device));
+    }
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) {
         if ((rc = ocr__cuda_done(ctx, ocr_cuda_conv2d_forward(ctx, x, w, b, p, y), fn, "forward", y, NULL, NULL)) || !relu) return rc;
@@ -4407,6 +4451,8 @@ static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x
 #endif
     ep.bias = b ? (const float *)b->data : NULL;
     ep.relu = relu;
+    ep.res = res ? (const float *)res->data : NULL;
+    ep.y0 = (const float *)y->data;
     if (ocr__amp_bf16_fast_conv(ctx, &g, 0)) {
         if ((rc = ocr__amp_count(ctx, xd, ocr_tensor_numel(x), w->name, 0)) || (rc = ocr__amp_count(ctx, wd, ocr_tensor_numel(w), w->name, 0)) ||
             (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_FWD, (float *)xd, (float *)wd, (float *)y->data, 0, &ep)))
@@ -4417,7 +4463,11 @@ static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x
                                     !(wd = ocr__amp_input(ctx, wd, ocr_tensor_numel(w), 1, w->name, 0))))
         return ctx->last_status;
     if (ocr__use_ref(ctx)) {
-        if ((rc = ocr__ref_conv2d_forward(ctx, &g, xd, wd, b ? (const float *)b->data : NULL, relu, (float *)y->data))) return rc;
+        if ((rc = ocr__ref_conv2d_forward(ctx, &g, xd, wd, b ? (const float *)b->data : NULL, relu && !res, (float *)y->data))) return rc;
+        if (res) {
+            ocr__ref_add_forward((const float *)y->data, ep.res, (float *)y->data, ocr_tensor_numel(y));
+            ocr__ref_relu_forward((const float *)y->data, (float *)y->data, ocr_tensor_numel(y));
+        }
         return ocr__watch(ctx, fn, "forward", y);
     }
     if ((rc = ocr__conv_forward(ctx, &g, xd, wd, (float *)y->data, 0, &ep))) return rc;
@@ -4426,12 +4476,18 @@ static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x
 
 OCRDEF int ocr_nn_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
                                  ocr_conv_params p, ocr_tensor *y) {
-    return ocr__conv2d_forward(ctx, "ocr_nn_conv2d_forward", x, w, b, p, 0, y);
+    return ocr__conv2d_forward(ctx, "ocr_nn_conv2d_forward", x, w, b, p, 0, NULL, y);
 }
 
 OCRDEF int ocr_nn_conv2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
                                       ocr_conv_params p, ocr_tensor *y) {
-    return ocr__conv2d_forward(ctx, "ocr_nn_conv2d_relu_forward", x, w, b, p, 1, y);
+    return ocr__conv2d_forward(ctx, "ocr_nn_conv2d_relu_forward", x, w, b, p, 1, NULL, y);
+}
+
+OCRDEF int ocr_nn_conv2d_add_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                          ocr_conv_params p, const ocr_tensor *residual, ocr_tensor *y) {
+    if (!residual) return ocr_error(ctx, OCR_EINVAL, "ocr_nn_conv2d_add_relu_forward: needs a residual");
+    return ocr__conv2d_forward(ctx, "ocr_nn_conv2d_add_relu_forward", x, w, b, p, 1, residual, y);
 }
 
 OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
@@ -4489,6 +4545,7 @@ typedef struct {
     float *y;
     int64_t rows, n_chunks;     /* input rows per chunk */
     int interleave2;            /* kernel and stride 2 wide on AVX-512: rows written by ocr__interleave2_avx512 */
+    int relu;                   /* each output value clamped at 0 as it is written */
     ocr__ukernel uk;
     size_t pa_floats, pb_floats;
     const float *wt_packed;          /* W^T packed once for every chunk when the input has <= OCR__KC channels, else NULL */
@@ -4501,10 +4558,11 @@ static int ocr__convt_is_unfold(const ocr__conv_geom *g) {
 }
 
 #ifdef OCR__HAVE_AVX2
-/* y[2q] = (0 + a[q]) + b, y[2q+1] = (0 + c[q]) + b for q < n: the two kernel columns of a 2-wide, stride-2 transposed
-   convolution written as one contiguous row (the same arithmetic as the strided loop it replaces). */
+/* y[2q] = (0 + a[q]) + b, y[2q+1] = (0 + c[q]) + b for q < n, then max(0, y) when relu: the two kernel columns of a
+   2-wide, stride-2 transposed convolution written as one contiguous row (the same arithmetic as the strided loop it
+   replaces, and the same clamp as the ReLU op). */
 __attribute__((target("avx512f")))
-static void ocr__interleave2_avx512(const float *a, const float *c, int64_t n, float b, float *y) {
+static void ocr__interleave2_avx512(const float *a, const float *c, int64_t n, float b, int relu, float *y) {
     const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
     const __m512 vb = _mm512_set1_ps(b), zero = _mm512_setzero_ps();
@@ -4513,6 +4571,7 @@ static void ocr__interleave2_avx512(const float *a, const float *c, int64_t n, f
         __mmask16 m = ocr__lanes(n - q);
         __m512 va = _mm512_add_ps(_mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, a + q)), vb);
         __m512 vc = _mm512_add_ps(_mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, c + q)), vb);
+        if (relu) { va = _mm512_max_ps(zero, va); vc = _mm512_max_ps(zero, vc); }
         _mm512_mask_storeu_ps(y + 2 * q, ocr__lanes(2 * (n - q)), _mm512_permutex2var_ps(va, lo, vc));
         _mm512_mask_storeu_ps(y + 2 * q + 16, ocr__lanes(2 * (n - q) - 16), _mm512_permutex2var_ps(va, hi, vc));
     }
@@ -4536,26 +4595,69 @@ static void ocr__convt_items(void *arg, int64_t begin, int64_t end, int tid) {
                     float *yrow = j->y + ((n * g->C + co) * g->H + r * g->sh + i) * g->W;
                     const float *src0 = col + (co * g->kh + i) * g->kw * cols + (r - oh0) * g->OW;
 #ifdef OCR__HAVE_AVX2
-                    if (j->interleave2) { ocr__interleave2_avx512(src0, src0 + cols, g->OW, b, yrow); continue; }
+                    if (j->interleave2) { ocr__interleave2_avx512(src0, src0 + cols, g->OW, b, j->relu, yrow); continue; }
 #endif
                     for (jj = 0; jj < g->kw; jj++) {
                         const float *src = src0 + jj * cols;
-                        for (q = 0; q < g->OW; q++) yrow[q * g->sw + jj] = (0.0f + src[q]) + b;
+                        for (q = 0; q < g->OW; q++) {
+                            float v = (0.0f + src[q]) + b;
+                            yrow[q * g->sw + jj] = j->relu && v < 0.0f ? 0.0f : v;
+                        }
                     }
                 }
         }
     }
 }
 
-static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, const float *bias, float *y) {
+#ifdef OCR__HAVE_AVX2
+/* One output channel, 2x2 / stride 2 (DBNet's last head layer), on AVX-512: per input row, 16 pixels at a time, the
+   four taps' sums over the input channels in registers, read straight from the input planes. The same sums as the
+   GEMM path (a fused multiply-add chain over the channels from zero, one K block), without packing the whole input
+   into B panels for a 4-row product. Work items are (image, input row). */
+__attribute__((target("avx512f")))
+static void ocr__convt_c1_rows(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__convt_job *j = (const ocr__convt_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t item, q, k, P = g->OH * g->OW;
+    const float b = j->bias ? j->bias[0] : 0.0f;
+    (void)tid;
+    for (item = begin; item < end; item++) {
+        int64_t n = item / g->OH, r = item % g->OH;
+        const float *xr = j->x + n * g->K * P + r * g->OW;
+        float *y0 = j->y + (n * g->H + 2 * r) * g->W;
+        for (q = 0; q < g->OW; q += 16) {
+            __mmask16 m = ocr__lanes(g->OW - q);
+            __m512 a00 = _mm512_setzero_ps(), a01 = _mm512_setzero_ps(), a10 = _mm512_setzero_ps(), a11 = _mm512_setzero_ps();
+            float t00[16], t01[16], t10[16], t11[16];
+            for (k = 0; k < g->K; k++) {
+                __m512 xv = _mm512_maskz_loadu_ps(m, xr + k * P + q);
+                const float *wk = j->w + k * 4;
+                a00 = _mm512_fmadd_ps(_mm512_set1_ps(wk[0]), xv, a00);
+                a01 = _mm512_fmadd_ps(_mm512_set1_ps(wk[1]), xv, a01);
+                a10 = _mm512_fmadd_ps(_mm512_set1_ps(wk[2]), xv, a10);
+                a11 = _mm512_fmadd_ps(_mm512_set1_ps(wk[3]), xv, a11);
+            }
+            _mm512_storeu_ps(t00, a00); _mm512_storeu_ps(t01, a01); _mm512_storeu_ps(t10, a10); _mm512_storeu_ps(t11, a11);
+            ocr__interleave2_avx512(t00, t01, g->OW - q < 16 ? g->OW - q : 16, b, j->relu, y0 + 2 * q);
+            ocr__interleave2_avx512(t10, t11, g->OW - q < 16 ? g->OW - q : 16, b, j->relu, y0 + g->W + 2 * q);
+        }
+    }
+}
+#endif
+
+static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, const float *bias, int relu, float *y) {
     int64_t kdim = g->C * g->kh * g->kw, t;
     size_t bytes;
     ocr__convt_job j;
     memset(&j, 0, sizeof j);
-    j.g = g; j.x = x; j.w = w; j.bias = bias; j.y = y;
+    j.g = g; j.x = x; j.w = w; j.bias = bias; j.y = y; j.relu = relu;
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
     j.interleave2 = g->kw == 2 && g->sw == 2 && j.uk.fn == ocr__ukernel_avx512;
+    if (j.interleave2 && g->C == 1 && g->kh == 2 && g->K <= OCR__KC) {
+        ocr_parallel_for(ctx, g->N * g->OH, 1, ocr__convt_c1_rows, &j);
+        return OCR_OK;
+    }
 #endif
     /* chunks of input rows whose columns (kdim floats per input pixel) stay near 512 KB, at least one per thread */
     j.rows = ((int64_t)1 << 17) / (kdim * g->OW);
@@ -4582,9 +4684,9 @@ static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     return OCR_OK;
 }
 
-OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
-                                           ocr_conv_params p, ocr_tensor *y) {
-    const char *fn = "ocr_nn_conv_transpose2d_forward";
+/* conv_transpose2d forward, then max(y, 0) when relu: in the pass that writes y where the path has one */
+static int ocr__conv_transpose2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                         ocr_conv_params p, int relu, ocr_tensor *y) {
     ocr__conv_geom g;
     ocr_shape ys;
     const float *xd = (const float *)x->data, *wd = (const float *)w->data;
@@ -4593,24 +4695,39 @@ OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, co
         (rc = ocr_check_shape(ctx, fn, y, ys)))
         return rc;
 #ifdef OCR_CUDA
-    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_forward(ctx, x, w, b, p, y), fn, "forward", y, NULL, NULL);
+    if (ctx->device == OCR_DEVICE_CUDA) {
+        if ((rc = ocr__cuda_done(ctx, ocr_cuda_conv_transpose2d_forward(ctx, x, w, b, p, y), fn, "forward", y, NULL, NULL)) || !relu) return rc;
+        return ocr__cuda_done(ctx, ocr_cuda_relu_forward(ctx, y, y), fn, "forward", y, NULL, NULL);
+    }
 #endif
     if (ctx->amp != OCR_AMP_OFF && (!(xd = ocr__amp_input(ctx, xd, ocr_tensor_numel(x), 0, w->name, 0)) ||
                                     !(wd = ocr__amp_input(ctx, wd, ocr_tensor_numel(w), 1, w->name, 0))))
         return ctx->last_status;
     if (ocr__use_ref(ctx)) {
         if ((rc = ocr__ref_conv_transpose2d_forward(ctx, &g, xd, wd, b ? (const float *)b->data : NULL, (float *)y->data))) return rc;
+        if (relu) ocr__ref_relu_forward((const float *)y->data, (float *)y->data, ocr_tensor_numel(y));
         return ocr__watch(ctx, fn, "forward", y);
     }
     if (ocr__convt_is_unfold(&g)) {
-        if ((rc = ocr__convt_unfold(ctx, &g, xd, wd, b ? (const float *)b->data : NULL, (float *)y->data))) return rc;
+        if ((rc = ocr__convt_unfold(ctx, &g, xd, wd, b ? (const float *)b->data : NULL, relu, (float *)y->data))) return rc;
         return ocr__watch(ctx, fn, "forward", y);
     }
     /* A transposed convolution is the data gradient of the convolution it transposes. */
     memset(y->data, 0, ocr_tensor_bytes(y));
     if ((rc = ocr__conv_run(ctx, &g, OCR__CONV_BWD_DATA, (float *)y->data, (float *)wd, (float *)xd, 1))) return rc;
     if (b) ocr__bias_add((float *)y->data, (const float *)b->data, g.N, g.C, g.H * g.W);
+    if (relu) ocr__ref_relu_forward((const float *)y->data, (float *)y->data, ocr_tensor_numel(y)); /* no DBNet shape comes here */
     return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                           ocr_conv_params p, ocr_tensor *y) {
+    return ocr__conv_transpose2d_forward(ctx, "ocr_nn_conv_transpose2d_forward", x, w, b, p, 0, y);
+}
+
+OCRDEF int ocr_nn_conv_transpose2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                                                ocr_conv_params p, ocr_tensor *y) {
+    return ocr__conv_transpose2d_forward(ctx, "ocr_nn_conv_transpose2d_relu_forward", x, w, b, p, 1, y);
 }
 
 OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
@@ -4727,6 +4844,14 @@ static int64_t ocr__affine_row_avx512(const float *x, float *y, int64_t n, float
 }
 
 __attribute__((target("avx512f")))
+static int64_t ocr__add_relu_row_avx512(const float *a, const float *b, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_max_ps(_mm512_setzero_ps(), _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i))));
+    return i;
+}
+
+__attribute__((target("avx512f")))
 static int64_t ocr__bn_dx_row_avx512(const float *x, const float *dy, const float *relu_y, float *dx, int64_t n, float k, float a,
                                      float m, float ib, int acc) {
     __m512 vk = _mm512_set1_ps(k), va = _mm512_set1_ps(a), vm = _mm512_set1_ps(m), vib = _mm512_set1_ps(ib);
@@ -4815,6 +4940,21 @@ static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, fl
     for (; i < n; i++) {
         float v = x[i] * scale + shift;
         y[i] = relu && v < 0.0f ? 0.0f : v;
+    }
+}
+
+/* y = max(a + b, 0) with the ReLU op's rule (a NaN stays NaN); y may be a or b */
+static void ocr__add_relu_row(const float *a, const float *b, float *y, int64_t n) {
+    int64_t i = 0;
+#ifdef OCR__HAVE_AVX2
+    if (ocr__rows_avx512()) i = ocr__add_relu_row_avx512(a, b, y, n);
+#endif
+#ifdef OCR__SSE
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_setzero_ps(), _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i))));
+#endif
+    for (; i < n; i++) {
+        float v = a[i] + b[i];
+        y[i] = v < 0.0f ? 0.0f : v;
     }
 }
 
@@ -5235,7 +5375,16 @@ OCRDEF int ocr_nn_batchnorm2d_relu_backward(ocr_ctx *ctx, const ocr_tensor *x, c
 /* ---------------------------------------------------------------- pointwise */
 
 typedef struct { const float *a, *b; float *y; int op; } ocr__pw_job;
-enum { OCR__PW_RELU, OCR__PW_RELU_BWD, OCR__PW_SIGMOID, OCR__PW_SIGMOID_BWD, OCR__PW_ADD, OCR__PW_ACC, OCR__PW_COPY };
+enum { OCR__PW_RELU, OCR__PW_RELU_BWD, OCR__PW_SIGMOID, OCR__PW_SIGMOID_BWD, OCR__PW_ADD, OCR__PW_ADD_RELU, OCR__PW_ACC, OCR__PW_COPY };
+
+/* y = a + b over n floats; y may be a or b */
+static void ocr__pw_part_add(const float *a, const float *b, float *y, int64_t n) {
+    int64_t i = 0;
+#ifdef OCR__SSE
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
+#endif
+    for (; i < n; i++) y[i] = a[i] + b[i];
+}
 
 static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__pw_job *j = (const ocr__pw_job *)arg;
@@ -5273,13 +5422,8 @@ static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
         }
         break;
     case OCR__PW_SIGMOID_BWD: for (i = begin; i < end; i++) y[i] += b[i] * a[i] * (1.0f - a[i]); break;
-    case OCR__PW_ADD:
-        i = begin;
-#ifdef OCR__SSE
-        for (; i + 4 <= end; i += 4) _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
-#endif
-        for (; i < end; i++) y[i] = a[i] + b[i];
-        break;
+    case OCR__PW_ADD: ocr__pw_part_add(a + begin, b + begin, y + begin, end - begin); break;
+    case OCR__PW_ADD_RELU: ocr__add_relu_row(a + begin, b + begin, y + begin, end - begin); break;
     case OCR__PW_ACC: ocr__axpy_row(a + begin, y + begin, end - begin, 1.0f); break;
     case OCR__PW_COPY: memcpy(y + begin, a + begin, (size_t)(end - begin) * sizeof(float)); break;
     default: break;
@@ -5359,6 +5503,21 @@ OCRDEF int ocr_nn_add_forward(ocr_ctx *ctx, const ocr_tensor *a, const ocr_tenso
 #endif
     if (ocr__use_ref(ctx)) ocr__ref_add_forward((const float *)a->data, (const float *)b->data, (float *)y->data, ocr_tensor_numel(y));
     else ocr__pw(ctx, OCR__PW_ADD, a, b, y);
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_add_relu_forward(ocr_ctx *ctx, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y) {
+    const char *fn = "ocr_nn_add_relu_forward";
+    int rc;
+    if ((rc = ocr__check_pair(ctx, fn, a, b)) || (rc = ocr__check_pair(ctx, fn, a, y))) return rc;
+    if (ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: CPU only; on %s call the add and relu ops", fn, ocr_device_name(ctx->device));
+    if (ocr__use_ref(ctx)) {
+        ocr__ref_add_forward((const float *)a->data, (const float *)b->data, (float *)y->data, ocr_tensor_numel(y));
+        ocr__ref_relu_forward((const float *)y->data, (float *)y->data, ocr_tensor_numel(y));
+    } else {
+        ocr__pw(ctx, OCR__PW_ADD_RELU, a, b, y);
+    }
     return ocr__watch(ctx, fn, "forward", y);
 }
 
@@ -5568,24 +5727,26 @@ OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const o
 
 /* Nearest upsampling by an integer factor, work items over planes: x [H, W] per plane, y [H*factor, W*factor]. */
 typedef struct { float *x, *y; int64_t H, W, factor; } ocr__upsample_job;
+/* one plane [H, W] upsampled into yp [H f, W f]: each input row widened once, then copied to the other f - 1 rows */
+static void ocr__upsample_plane(const float *xp, int64_t H, int64_t W, int64_t f, float *yp) {
+    int64_t h, w, k;
+    for (h = 0; h < H; h++) {
+        float *row = yp + h * f * W * f;
+        const float *xr = xp + h * W;
+        if (f == 2) for (w = 0; w < W; w++) row[2 * w] = row[2 * w + 1] = xr[w];
+        else
+            for (w = 0; w < W; w++)
+                for (k = 0; k < f; k++) row[w * f + k] = xr[w];
+        for (k = 1; k < f; k++) memcpy(row + k * W * f, row, (size_t)(W * f) * sizeof(float));
+    }
+}
+
 static void ocr__upsample_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__upsample_job *j = (const ocr__upsample_job *)arg;
-    int64_t f = j->factor, W = j->W, plane, h, w, k;
+    int64_t plane;
     (void)tid;
-    for (plane = begin; plane < end; plane++) {
-        const float *xp = j->x + plane * j->H * W;
-        float *yp = j->y + plane * j->H * W * f * f;
-        /* each input row is widened once, then copied to the other factor - 1 output rows */
-        for (h = 0; h < j->H; h++) {
-            float *row = yp + h * f * W * f;
-            const float *xr = xp + h * W;
-            if (f == 2) for (w = 0; w < W; w++) row[2 * w] = row[2 * w + 1] = xr[w];
-            else
-                for (w = 0; w < W; w++)
-                    for (k = 0; k < f; k++) row[w * f + k] = xr[w];
-            for (k = 1; k < f; k++) memcpy(row + k * W * f, row, (size_t)(W * f) * sizeof(float));
-        }
-    }
+    for (plane = begin; plane < end; plane++)
+        ocr__upsample_plane(j->x + plane * j->H * j->W, j->H, j->W, j->factor, j->y + plane * j->H * j->W * j->factor * j->factor);
 }
 static void ocr__upsample_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__upsample_job *j = (const ocr__upsample_job *)arg;
@@ -5621,6 +5782,58 @@ OCRDEF int ocr_nn_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, in
     j.x = (float *)x->data; j.y = (float *)y->data; j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.factor = factor;
     if (ocr__use_ref(ctx)) ocr__ref_upsample_forward(j.x, x->shape.dim[0] * x->shape.dim[1], j.H, j.W, j.factor, j.y);
     else ocr_parallel_for(ctx, x->shape.dim[0] * x->shape.dim[1], 1, ocr__upsample_fwd_part, &j);
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+/* y = a + upsample(x): per plane and input row, the row widened once into a buffer, then added to each of its output
+   rows */
+typedef struct { const float *a, *x; float *y; int64_t H, W, factor; float *row[OCR_MAX_THREADS]; } ocr__add_up_job;
+static void ocr__add_up_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__add_up_job *j = (const ocr__add_up_job *)arg;
+    int64_t f = j->factor, W = j->W, OW = W * f, plane, h, w, k;
+    float *wide = j->row[tid];
+    for (plane = begin; plane < end; plane++) {
+        const float *xp = j->x + plane * j->H * W, *ap = j->a + plane * j->H * W * f * f;
+        float *yp = j->y + plane * j->H * W * f * f;
+        for (h = 0; h < j->H; h++) {
+            const float *xr = xp + h * W;
+            for (w = 0; w < W; w++)
+                for (k = 0; k < f; k++) wide[w * f + k] = xr[w];
+            for (k = 0; k < f; k++) {
+                int64_t o = (h * f + k) * OW;
+                ocr__pw_part_add(ap + o, wide, yp + o, OW);
+            }
+        }
+    }
+}
+
+OCRDEF int ocr_nn_add_upsampled_forward(ocr_ctx *ctx, const ocr_tensor *a, const ocr_tensor *x, int factor, ocr_tensor *y) {
+    const char *fn = "ocr_nn_add_upsampled_forward";
+    ocr__add_up_job j;
+    int64_t t;
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr__check_pair(ctx, fn, a, y))) return rc;
+    if (factor < 1) return ocr_error(ctx, OCR_EINVAL, "%s: factor %d must be >= 1", fn, factor);
+    if (x->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: input '%s' must be 4-D", fn, x->name);
+    if ((rc = ocr_check_shape(ctx, fn, y, ocr_shape4(x->shape.dim[0], x->shape.dim[1], x->shape.dim[2] * factor, x->shape.dim[3] * factor))))
+        return rc;
+    if (x->data == y->data) return ocr_error(ctx, OCR_EINVAL, "%s: output '%s' must not alias input '%s'", fn, y->name, x->name);
+    if (ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: CPU only; on %s call the upsample_nearest and add ops", fn, ocr_device_name(ctx->device));
+    memset(&j, 0, sizeof j);
+    j.a = (const float *)a->data; j.x = (const float *)x->data; j.y = (float *)y->data;
+    j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.factor = factor;
+    if (ocr__use_ref(ctx)) {
+        int64_t n = ocr_tensor_numel(y);
+        float *up = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, (size_t)n * sizeof(float));
+        if (!up) return ctx->last_status;
+        ocr__ref_upsample_forward(j.x, x->shape.dim[0] * x->shape.dim[1], j.H, j.W, factor, up);
+        ocr__ref_add_forward(j.a, up, j.y, n);
+        return ocr__watch(ctx, fn, "forward", y);
+    }
+    for (t = 0; t < ctx->n_threads; t++)
+        if (!(j.row[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, (size_t)(j.W * factor) * sizeof(float)))) return ctx->last_status;
+    ocr_parallel_for(ctx, x->shape.dim[0] * x->shape.dim[1], 1, ocr__add_up_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
 }
 
@@ -5683,6 +5896,66 @@ OCRDEF int ocr_nn_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int 
             off += ci;
         }
     }
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+/* work items are the output's planes (image, channel): each finds its part and plane */
+typedef struct { const ocr_tensor *const *xs; const int *factors; int n; float *y; int64_t C, H, W; } ocr__concat_up_job;
+static void ocr__concat_up_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__concat_up_job *j = (const ocr__concat_up_job *)arg;
+    int64_t plane;
+    (void)tid;
+    for (plane = begin; plane < end; plane++) {
+        int64_t b = plane / j->C, c = plane % j->C, f, ci, h, w;
+        int i = 0;
+        while (c >= j->xs[i]->shape.dim[1]) c -= j->xs[i++]->shape.dim[1];
+        f = j->factors[i]; ci = j->xs[i]->shape.dim[1]; h = j->H / f; w = j->W / f;
+        ocr__upsample_plane((const float *)j->xs[i]->data + (b * ci + c) * h * w, h, w, f, j->y + plane * j->H * j->W);
+    }
+}
+
+OCRDEF int ocr_nn_concat_upsampled_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, const int *factors, int n, ocr_tensor *y) {
+    const char *fn = "ocr_nn_concat_upsampled_forward";
+    ocr__concat_up_job j;
+    int64_t c = 0;
+    int i, rc;
+    if ((rc = ocr_check_f32(ctx, fn, y))) return rc;
+    if (n < 1 || !xs || !factors) return ocr_error(ctx, OCR_EINVAL, "%s: needs at least one part and its factor", fn);
+    if (y->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: output '%s' must be 4-D", fn, y->name);
+    for (i = 0; i < n; i++) {
+        int f = factors[i];
+        if (f < 1 || y->shape.dim[2] % f || y->shape.dim[3] % f)
+            return ocr_error(ctx, OCR_EINVAL, "%s: factor %d of part '%s' must be >= 1 and divide the output's %lldx%lld", fn, f, xs[i]->name,
+                             (long long)y->shape.dim[2], (long long)y->shape.dim[3]);
+        if ((rc = ocr_check_f32(ctx, fn, xs[i]))) return rc;
+        if ((rc = ocr_check_shape(ctx, fn, xs[i], ocr_shape4(y->shape.dim[0], xs[i]->shape.ndim == 4 ? xs[i]->shape.dim[1] : -1,
+                                                             y->shape.dim[2] / f, y->shape.dim[3] / f))))
+            return rc;
+        if (xs[i]->data == y->data) return ocr_error(ctx, OCR_EINVAL, "%s: output '%s' must not alias part '%s'", fn, y->name, xs[i]->name);
+        c += xs[i]->shape.dim[1];
+    }
+    if (c != y->shape.dim[1])
+        return ocr_error(ctx, OCR_ESHAPE, "%s: parts have %lld channels in all but '%s' has %lld", fn, (long long)c, y->name,
+                         (long long)y->shape.dim[1]);
+    if (ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: CPU only; on %s call the upsample_nearest and concat ops", fn, ocr_device_name(ctx->device));
+    j.xs = xs; j.factors = factors; j.n = n; j.y = (float *)y->data;
+    j.C = y->shape.dim[1]; j.H = y->shape.dim[2]; j.W = y->shape.dim[3];
+    if (ocr__use_ref(ctx)) { /* the definition, one output value at a time */
+        int64_t b, ch, hh, ww;
+        for (b = 0; b < y->shape.dim[0]; b++)
+            for (ch = 0; ch < j.C; ch++) {
+                int64_t cc = ch;
+                i = 0;
+                while (cc >= xs[i]->shape.dim[1]) cc -= xs[i++]->shape.dim[1];
+                for (hh = 0; hh < j.H; hh++)
+                    for (ww = 0; ww < j.W; ww++)
+                        j.y[((b * j.C + ch) * j.H + hh) * j.W + ww] =
+                            ((const float *)xs[i]->data)[((b * xs[i]->shape.dim[1] + cc) * (j.H / factors[i]) + hh / factors[i]) * (j.W / factors[i]) + ww / factors[i]];
+            }
+        return ocr__watch(ctx, fn, "forward", y);
+    }
+    ocr_parallel_for(ctx, y->shape.dim[0] * j.C, 1, ocr__concat_up_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
 }
 

@@ -655,7 +655,7 @@ static void test_dbnet_options_and_profile(void) {
     int i, n, convs = 0, seen_prob = 0;
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 5));
     OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &m, &cfg));
-    OCR_CHECK_ERR(&ctx, ocr_dbnet_set_options(&ctx, &m, 8), OCR_EINVAL, "unknown flags 0x8");
+    OCR_CHECK_ERR(&ctx, ocr_dbnet_set_options(&ctx, &m, 16), OCR_EINVAL, "unknown flags 0x10");
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, 64, 96)));
     OCR_CHECK_OK(&ctx, ocr_tensor_fill_normal(&ctx, &x, 0.0f, 1.0f));
     OCR_CHECK(ocr_dbnet_memory(&m).values_bytes == 0 && ocr_dbnet_memory(&m).arena_allocations == 0);

@@ -29,11 +29,11 @@ typedef struct { const char *name; int N, C, K, H, W, kh, kw, sh, sw, ph, pw, di
 static int n_differing;
 
 /* The bias and ReLU applied by the convolution's own output pass equal conv2d_forward (bias added) then relu_forward,
-   bit for bit. */
+   bit for bit, and so does the residual added in that pass before the ReLU. */
 static void conv_relu_case(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, ocr_conv_params p, const char *what) {
-    ocr_tensor b, y1, y2;
+    ocr_tensor b, y1, y2, res;
     ocr_shape ys;
-    memset(&b, 0, sizeof b); y1 = y2 = b;
+    memset(&b, 0, sizeof b); y1 = y2 = res = b;
     OCR_CHECK_OK(ctx, ocr_nn_conv2d_out_shape(ctx, x->shape, w->shape, p, &ys));
     OCR_CHECK_OK(ctx, ocr_tensor_alloc(ctx, &b, "b", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(ys.dim[1])));
     OCR_CHECK_OK(ctx, ocr_tensor_alloc(ctx, &y1, "y1", OCR_F32, OCR_DEVICE_CPU, ys));
@@ -50,8 +50,20 @@ static void conv_relu_case(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *
         OCR_CHECK_OK(ctx, ocr_nn_conv2d_forward(ctx, x, w, NULL, p, &y1));
         OCR_CHECK_OK(ctx, ocr_nn_relu_forward(ctx, &y1, &y1));
         OCR_CHECK_MSG(memcmp(y1.data, y2.data, ocr_tensor_bytes(&y1)) == 0, "%s: conv2d_relu_forward without bias differs", what);
+        /* and with a residual added before the ReLU (the end of a ResNet block) */
+        OCR_CHECK_OK(ctx, ocr_tensor_alloc(ctx, &res, "res", OCR_F32, OCR_DEVICE_CPU, ys));
+        if (!ocr_test__case_failed) {
+            ocr_tensor_fill_uniform(ctx, &res, -0.5f, 0.5f);
+            OCR_CHECK_OK(ctx, ocr_nn_conv2d_add_relu_forward(ctx, x, w, &b, p, &res, &y2));
+            OCR_CHECK_OK(ctx, ocr_nn_conv2d_forward(ctx, x, w, &b, p, &y1));
+            OCR_CHECK_OK(ctx, ocr_nn_add_forward(ctx, &y1, &res, &y1));
+            OCR_CHECK_OK(ctx, ocr_nn_relu_forward(ctx, &y1, &y1));
+            OCR_CHECK_MSG(memcmp(y1.data, y2.data, ocr_tensor_bytes(&y1)) == 0, "%s: conv2d_add_relu_forward differs from conv2d_forward + "
+                          "add_forward + relu_forward", what);
+            OCR_CHECK_MSG(ocr_nn_conv2d_add_relu_forward(ctx, x, w, &b, p, &res, &res) == OCR_EINVAL, "%s: the residual as output accepted", what);
+        }
     }
-    ocr_tensor_free(&b); ocr_tensor_free(&y1); ocr_tensor_free(&y2);
+    ocr_tensor_free(&b); ocr_tensor_free(&y1); ocr_tensor_free(&y2); ocr_tensor_free(&res);
 }
 
 static void run_case(const geom *t, int threads, int kernel, double tol) {
@@ -227,7 +239,7 @@ static void test_bn_relu_fused(void) {
 }
 
 /* Transposed convolutions whose kernel equals the stride (one GEMM per chunk of input rows, each output written
-   once) and a general one, against the reference, with its backward. */
+   once) and a general one, against the reference, with its backward and the ReLU-fused forward. */
 static void test_conv_transpose_paths(void) {
     static const geom cases[] = {
         /* name, N, C = output channels, K = input channels, H, W (output), kernel, stride, pad, dilation, groups */
@@ -276,11 +288,85 @@ static void test_conv_transpose_paths(void) {
                     OCR_CHECK_MSG(ocr_test_rel_err((const float *)g[i].data, (const float *)g[i + 3].data, (long long)ocr_tensor_numel(&g[i]), 1e-6) <= 2e-6,
                                   "%s, %d thread(s): %s off by %g", t->name, threads, g[i].name,
                                   ocr_test_rel_err((const float *)g[i].data, (const float *)g[i + 3].data, (long long)ocr_tensor_numel(&g[i]), 1e-6));
+                /* the fused ReLU (inference with BN folded) equals the op then relu_forward, bit for bit */
+                ocr_tensor_fill(&ctx, &ry, 7.0);
+                OCR_CHECK_OK(&ctx, ocr_nn_conv_transpose2d_relu_forward(&ctx, &xin, &w, &b, p, &ry));
+                OCR_CHECK_OK(&ctx, ocr_nn_relu_forward(&ctx, &y, &y));
+                OCR_CHECK_MSG(memcmp(y.data, ry.data, ocr_tensor_bytes(&y)) == 0, "%s, %d thread(s): conv_transpose2d_relu_forward differs "
+                              "from conv_transpose2d_forward + relu_forward", t->name, threads);
             }
             ocr_tensor_free(&xin); ocr_tensor_free(&w); ocr_tensor_free(&b); ocr_tensor_free(&y); ocr_tensor_free(&ry); ocr_tensor_free(&dy);
             for (i = 0; i < 6; i++) ocr_tensor_free(&g[i]);
             ocr_ctx_free(&ctx);
         }
+}
+
+/* The one-output-channel 2x2/2 transposed convolution (DBNet's last head layer: sums in registers straight from the
+   input planes) against channel 0 of a two-channel one with the same weights there (the GEMM path): bit for bit, with
+   and without the fused ReLU, a row width that leaves a partial vector, 1 and 2 threads. */
+static void test_conv_transpose_one_channel(void) {
+    int threads, relu;
+    for (threads = 1; threads <= 2; threads++)
+        for (relu = 0; relu <= 1; relu++) {
+            enum { N = 2, K = 24, OH = 9, OW = 37 };
+            ocr_ctx ctx;
+            ocr_conv_params p = ocr_conv_params_make(2, 0, 1, 1);
+            ocr_tensor x, w1, w2, b1, b2, y1, y2;
+            memset(&x, 0, sizeof x); w1 = w2 = b1 = b2 = y1 = y2 = x;
+            OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, threads, 21));
+            ctx.debug_flags &= ~(unsigned)OCR_DEBUG_REFERENCE;
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, K, OH, OW)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w1, "w1", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(K, 1, 2, 2)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w2, "w2", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(K, 2, 2, 2)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &b1, "b1", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(1)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &b2, "b2", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(2)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y1, "y1", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, 1, 2 * OH, 2 * OW)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y2, "y2", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, 2, 2 * OH, 2 * OW)));
+            if (!ocr_test__case_failed) {
+                const float *w1d = (const float *)w1.data;
+                float *w2d = (float *)w2.data;
+                int k, t, n;
+                ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
+                ocr_tensor_fill_uniform(&ctx, &w1, -0.5f, 0.5f);
+                ocr_tensor_fill_uniform(&ctx, &w2, -0.5f, 0.5f);
+                ocr_tensor_fill_uniform(&ctx, &b2, -0.5f, 0.5f);
+                for (k = 0; k < K; k++) for (t = 0; t < 4; t++) w2d[k * 8 + t] = w1d[k * 4 + t]; /* output channel 0 */
+                ((float *)b1.data)[0] = ((const float *)b2.data)[0];
+                ocr_tensor_fill(&ctx, &y1, 7.0);
+                OCR_CHECK_OK(&ctx, relu ? ocr_nn_conv_transpose2d_relu_forward(&ctx, &x, &w1, &b1, p, &y1) : ocr_nn_conv_transpose2d_forward(&ctx, &x, &w1, &b1, p, &y1));
+                OCR_CHECK_OK(&ctx, relu ? ocr_nn_conv_transpose2d_relu_forward(&ctx, &x, &w2, &b2, p, &y2) : ocr_nn_conv_transpose2d_forward(&ctx, &x, &w2, &b2, p, &y2));
+                for (n = 0; n < N; n++)
+                    OCR_CHECK_MSG(memcmp((const float *)y1.data + n * 4 * OH * OW, (const float *)y2.data + n * 8 * OH * OW, (size_t)(4 * OH * OW) * sizeof(float)) == 0,
+                                  "%d thread(s), relu %d, image %d: the one-channel path differs from channel 0 of the GEMM path", threads, relu, n);
+            }
+            ocr_tensor_free(&x); ocr_tensor_free(&w1); ocr_tensor_free(&w2); ocr_tensor_free(&b1); ocr_tensor_free(&b2);
+            ocr_tensor_free(&y1); ocr_tensor_free(&y2);
+            ocr_ctx_free(&ctx);
+        }
+}
+
+/* Every BN's affine parameters and running statistics drawn away from their initial values (found by the running
+   mean's public name), so that every fold does something. */
+static void randomize_bns(ocr_ctx *ctx, ocr_dbnet *m) {
+    int i;
+    for (i = 0; i < m->params.count; i++) {
+        const char *name = m->params.info[i].name, *suffix = strstr(name, ".running_mean");
+        static const char *const parts[4] = {"weight", "bias", "running_mean", "running_var"};
+        static const float lo[4] = {0.5f, -0.2f, -0.2f, 0.5f}, hi[4] = {1.5f, 0.2f, 0.2f, 2.0f};
+        int k;
+        if (!suffix || suffix[13] != 0) continue;
+        for (k = 0; k < 4; k++) {
+            char full[256];
+            ocr_tensor t;
+            int j;
+            snprintf(full, sizeof full, "%.*s.%s", (int)(suffix - name), name, parts[k]);
+            j = ocr_params_find(&m->params, full);
+            OCR_CHECK_MSG(j >= 0, "no parameter %s", full);
+            if (j < 0) continue;
+            t = ocr_params_value(&m->params, j);
+            ocr_tensor_fill_uniform(ctx, &t, lo[k], hi[k]);
+        }
+    }
 }
 
 /* Eval forward with BN folded into the convolutions against the unfolded one, with BN statistics and affine
@@ -291,7 +377,7 @@ static void test_dbnet_bn_fold(void) {
     ocr_dbnet_config cfg = ocr_dbnet_config_default();
     ocr_tensor x, prob;
     float *ref_prob = NULL;
-    int i, threads;
+    int threads;
     memset(&ctx, 0, sizeof ctx);
     memset(&x, 0, sizeof x);
     memset(&m, 0, sizeof m);
@@ -302,24 +388,7 @@ static void test_dbnet_bn_fold(void) {
         OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, 64, 96)));
         if (ocr_test__case_failed) break;
         ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
-        for (i = 0; i < m.params.count; i++) { /* every BN, found by its running mean (public names only) */
-            const char *name = m.params.info[i].name, *suffix = strstr(name, ".running_mean");
-            static const char *const parts[4] = {"weight", "bias", "running_mean", "running_var"};
-            static const float lo[4] = {0.5f, -0.2f, -0.2f, 0.5f}, hi[4] = {1.5f, 0.2f, 0.2f, 2.0f};
-            int k;
-            if (!suffix || suffix[13] != 0) continue;
-            for (k = 0; k < 4; k++) {
-                char full[256];
-                ocr_tensor t;
-                int j;
-                snprintf(full, sizeof full, "%.*s.%s", (int)(suffix - name), name, parts[k]);
-                j = ocr_params_find(&m.params, full);
-                OCR_CHECK_MSG(j >= 0, "no parameter %s", full);
-                if (j < 0) continue;
-                t = ocr_params_value(&m.params, j);
-                ocr_tensor_fill_uniform(&ctx, &t, lo[k], hi[k]);
-            }
-        }
+        randomize_bns(&ctx, &m);
         OCR_CHECK_OK(&ctx, ocr_dbnet_set_options(&ctx, &m, OCR_DBNET_NO_BN_FOLD));
         OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &m, &x, 0, &prob, NULL));
         if (ocr_test__case_failed) break;
@@ -350,6 +419,46 @@ static void test_dbnet_bn_fold(void) {
     ocr_tensor_free(&x);
     ocr_dbnet_free(&m);
     ocr_ctx_free(&ctx);
+}
+
+/* The eval fusions (a residual block's addition and ReLU inside its folded convolution, add + ReLU, upsample + add)
+   against the same forward with each op on its own: bit for bit, on shapes that take the convolution's Winograd
+   (whole rows of tiles and scattered tiles), implicit and im2col paths, a batch of 2, 1 and 2 threads. */
+static void test_dbnet_eval_fusion(void) {
+    static const float widths[2] = {0.25f, 0.5f};
+    int wi, threads;
+    for (wi = 0; wi < 2; wi++)
+        for (threads = 1; threads <= 2; threads++) {
+            ocr_ctx ctx;
+            ocr_dbnet m;
+            ocr_dbnet_config cfg = ocr_dbnet_config_default();
+            ocr_tensor x, prob;
+            float *ref = NULL;
+            memset(&m, 0, sizeof m);
+            memset(&x, 0, sizeof x);
+            cfg.width = widths[wi];
+            OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, threads, 12));
+            OCR_CHECK_OK(&ctx, ocr_dbnet_init(&ctx, &m, &cfg));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, 128, 256)));
+            if (!ocr_test__case_failed) {
+                ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
+                randomize_bns(&ctx, &m);
+                OCR_CHECK_OK(&ctx, ocr_dbnet_set_options(&ctx, &m, OCR_DBNET_NO_FUSION));
+                OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &m, &x, 0, &prob, NULL));
+            }
+            if (!ocr_test__case_failed && (ref = (float *)malloc(ocr_tensor_bytes(&prob))) != NULL) {
+                memcpy(ref, prob.data, ocr_tensor_bytes(&prob));
+                OCR_CHECK_OK(&ctx, ocr_dbnet_set_options(&ctx, &m, 0));
+                OCR_CHECK_OK(&ctx, ocr_dbnet_forward(&ctx, &m, &x, 0, &prob, NULL));
+                OCR_CHECK_MSG(memcmp(prob.data, ref, ocr_tensor_bytes(&prob)) == 0, "width %g, %d thread(s): the fused eval forward differs "
+                              "from the unfused one (relative %g)", widths[wi], threads,
+                              ocr_test_rel_err((const float *)prob.data, ref, (long long)ocr_tensor_numel(&prob), 1e-6));
+            }
+            free(ref);
+            ocr_tensor_free(&x);
+            ocr_dbnet_free(&m);
+            ocr_ctx_free(&ctx);
+        }
 }
 
 /* The stem's 3x3 / stride 2 / pad 1 max pooling on the AVX-512 path against the per-output path (forced with the
@@ -448,8 +557,8 @@ static void test_ops_vs_reference(void) {
     /* pointwise: y, dx (accumulated) and add's second gradient */
     for (r = 0; r < 2; r++) p[r][0] = op_tensor(&ctx, "db", OCR_F32, xs);
     if (ocr_test__case_failed) goto done;
-    for (i = 0; i < 3; i++) {
-        static const char *const ops[3] = {"relu", "sigmoid", "add"};
+    for (i = 0; i < 4; i++) {
+        static const char *const ops[4] = {"relu", "sigmoid", "add", "add_relu (forward)"};
         for (r = 0; r < 2; r++) {
             ocr_tensor *y = t[r][0], *dx = t[r][1], *dx2 = p[r][0];
             ctx.debug_flags = flags | (r ? (unsigned)OCR_DEBUG_REFERENCE : 0u);
@@ -457,6 +566,7 @@ static void test_ops_vs_reference(void) {
             if (i == 0) { OCR_CHECK_OK(&ctx, ocr_nn_relu_forward(&ctx, x, y)); OCR_CHECK_OK(&ctx, ocr_nn_relu_backward(&ctx, y, dy, dx)); }
             if (i == 1) { OCR_CHECK_OK(&ctx, ocr_nn_sigmoid_forward(&ctx, x, y)); OCR_CHECK_OK(&ctx, ocr_nn_sigmoid_backward(&ctx, y, dy, dx)); }
             if (i == 2) { OCR_CHECK_OK(&ctx, ocr_nn_add_forward(&ctx, x, dy, y)); OCR_CHECK_OK(&ctx, ocr_nn_add_backward(&ctx, dy, dx, dx2)); }
+            if (i == 3) OCR_CHECK_OK(&ctx, ocr_nn_add_relu_forward(&ctx, x, dy, y));
         }
         op_close(ops[i], t[0][0], t[1][0], 1e-6);
         op_close(ops[i], t[0][1], t[1][1], 1e-6);
@@ -484,21 +594,26 @@ static void test_ops_vs_reference(void) {
             for (r = 0; r < 3; r++) op_close(what, p[0][r], p[1][r], 0.0);
         }
     }
-    /* nearest upsampling by 2 and 3 and concat, forward and backward */
+    /* nearest upsampling by 2 and 3 and concat, forward and backward, and the upsampling added to another tensor */
     for (i = 2; i <= 3; i++) {
         ocr_shape us = ocr_shape4(N, C, H * i, W * i);
         for (r = 0; r < 2; r++) {
-            ocr_tensor *y = op_tensor(&ctx, "upsampled", OCR_F32, us);
-            p[r][0] = y; p[r][1] = t[r][1];
+            ocr_tensor *y = op_tensor(&ctx, "upsampled", OCR_F32, us), *a = op_tensor(&ctx, "a", OCR_F32, us);
+            int64_t k;
+            p[r][0] = y; p[r][1] = t[r][1]; p[r][2] = a;
             if (ocr_test__case_failed) goto done;
             ctx.debug_flags = flags | (r ? (unsigned)OCR_DEBUG_REFERENCE : 0u);
             ocr_tensor_fill(&ctx, t[r][1], 0.5);
             OCR_CHECK_OK(&ctx, ocr_nn_upsample_nearest_forward(&ctx, dy, i, y));
             OCR_CHECK_OK(&ctx, ocr_nn_upsample_nearest_backward(&ctx, y, i, t[r][1]));
+            for (k = 0; k < ocr_tensor_numel(a); k++) ((float *)a->data)[k] = (float)sin(0.37 * (double)k);
+            OCR_CHECK_OK(&ctx, ocr_nn_add_upsampled_forward(&ctx, a, dy, i, a)); /* in place over a */
         }
         snprintf(what, sizeof what, "upsample_nearest x%d", i);
         op_close(what, p[0][0], p[1][0], 0.0);
         op_close(what, p[0][1], p[1][1], 0.0);
+        snprintf(what, sizeof what, "add_upsampled x%d", i);
+        op_close(what, p[0][2], p[1][2], 0.0);
     }
     for (r = 0; r < 2; r++) {
         const ocr_tensor *parts[3];
@@ -518,6 +633,30 @@ static void test_ops_vs_reference(void) {
     op_close("concat", t[0][1], t[1][1], 0.0);
     op_close("concat", p[0][1], p[1][1], 0.0);
     op_close("concat", p[0][2], p[1][2], 0.0);
+    /* the fused upsampling + concat: factors 1 (the concat above) and 2, 1, 3 */
+    for (r = 0; r < 2; r++) {
+        static const int ones[3] = {1, 1, 1}, mixed[3] = {2, 1, 3};
+        const ocr_tensor *parts[3];
+        ocr_tensor *y = op_tensor(&ctx, "concat_up1", OCR_F32, ocr_shape4(N, 3 * C, H, W));
+        ocr_tensor *small2 = op_tensor(&ctx, "small2", OCR_F32, ocr_shape4(N, C, 3 * H, 3 * W));
+        ocr_tensor *mid = op_tensor(&ctx, "mid", OCR_F32, ocr_shape4(N, C, 6 * H, 6 * W));
+        ocr_tensor *small3 = op_tensor(&ctx, "small3", OCR_F32, ocr_shape4(N, C, 2 * H, 2 * W));
+        ocr_tensor *y3 = op_tensor(&ctx, "concat_up", OCR_F32, ocr_shape4(N, 3 * C, 6 * H, 6 * W));
+        int64_t k;
+        t[r][2] = y; t[r][3] = y3;
+        if (ocr_test__case_failed) goto done;
+        ctx.debug_flags = flags | (r ? (unsigned)OCR_DEBUG_REFERENCE : 0u);
+        parts[0] = x; parts[1] = dy; parts[2] = x;
+        OCR_CHECK_OK(&ctx, ocr_nn_concat_upsampled_forward(&ctx, parts, ones, 3, y));
+        for (k = 0; k < ocr_tensor_numel(small2); k++) ((float *)small2->data)[k] = (float)sin(0.29 * (double)k);
+        for (k = 0; k < ocr_tensor_numel(mid); k++) ((float *)mid->data)[k] = (float)sin(0.53 * (double)k);
+        for (k = 0; k < ocr_tensor_numel(small3); k++) ((float *)small3->data)[k] = (float)cos(0.41 * (double)k);
+        parts[0] = small2; parts[1] = mid; parts[2] = small3;
+        OCR_CHECK_OK(&ctx, ocr_nn_concat_upsampled_forward(&ctx, parts, mixed, 3, y3));
+    }
+    op_close("concat_upsampled x1", t[0][2], p[0][0], 0.0);
+    op_close("concat_upsampled x1", t[1][2], p[0][0], 0.0);
+    op_close("concat_upsampled x2, x1, x3", t[0][3], t[1][3], 0.0);
     /* ocr_gemm: C = 0.7 op(A) op(B) + 0.3 C for the four transpose forms */
     for (i = 0; i < 4; i++) {
         enum { M = 37, NN = 29, K = 53 };
@@ -548,7 +687,9 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_conv_paths);
     OCR_TEST_RUN(test_bn_relu_fused);
     OCR_TEST_RUN(test_conv_transpose_paths);
+    OCR_TEST_RUN(test_conv_transpose_one_channel);
     OCR_TEST_RUN(test_dbnet_bn_fold);
+    OCR_TEST_RUN(test_dbnet_eval_fusion);
     OCR_TEST_RUN(test_maxpool_stem_path);
     OCR_TEST_RUN(test_ops_vs_reference);
     return ocr_test_finish();
