@@ -2320,7 +2320,7 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     pk.uk = ocr__pick_ukernel(ctx); pk.lda = kdim; pk.A = w;
     ocr__pack_a(&pk, 0, g->K, 0, kdim, pa);
     j.pa = pa;
-    ocr_parallel_for(ctx, g->N * j.n_bands, 1, ocr__conv_implicit_items, &j);
+    ocr_parallel_for_dynamic(ctx, g->N * j.n_bands, 1, ocr__conv_implicit_items, &j);
     return OCR_OK;
 }
 #endif
@@ -2841,7 +2841,7 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
         if (!(j.buf[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
     ocr_parallel_for(ctx, j.Kp / 8, 1, ocr__wino_filter_part, &j);
     if (parallel_items) {
-        ocr_parallel_for(ctx, n_items, 1, ocr__wino_items, &j);
+        ocr_parallel_for_dynamic(ctx, n_items, 1, ocr__wino_items, &j);
         return OCR_OK;
     }
     for (item = 0; item < n_items; item++) {
@@ -2922,7 +2922,7 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     j.w = w; j.kdim = kdim; j.Kg = Kg; j.kg_pad = kg_pad;
     /* the weights are packed by all threads: layer4's 9 MB took a serial 2-3 ms of a 10 ms convolution */
     ocr_parallel_for(ctx, g->groups * (kg_pad / j.uk.mr), 4, ocr__conv_pack_weights_part, &j);
-    ocr_parallel_for(ctx, g->N * g->groups * j.n_chunks, 1, ocr__conv_fwd_items, &j);
+    ocr_parallel_for_dynamic(ctx, g->N * g->groups * j.n_chunks, 1, ocr__conv_fwd_items, &j);
     return OCR_OK;
 }
 
@@ -4655,7 +4655,7 @@ static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
 #ifdef OCR__HAVE_AVX2
     j.interleave2 = g->kw == 2 && g->sw == 2 && j.uk.fn == ocr__ukernel_avx512;
     if (j.interleave2 && g->C == 1 && g->kh == 2 && g->K <= OCR__KC) {
-        ocr_parallel_for(ctx, g->N * g->OH, 1, ocr__convt_c1_rows, &j);
+        ocr_parallel_for_dynamic(ctx, g->N * g->OH, 1, ocr__convt_c1_rows, &j);
         return OCR_OK;
     }
 #endif
@@ -4680,7 +4680,7 @@ static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
         ocr__pack_a(&pk, 0, kdim, 0, g->K, wt);
         j.wt_packed = wt;
     }
-    ocr_parallel_for(ctx, g->N * j.n_chunks, 1, ocr__convt_items, &j);
+    ocr_parallel_for_dynamic(ctx, g->N * j.n_chunks, 1, ocr__convt_items, &j);
     return OCR_OK;
 }
 
@@ -5434,7 +5434,7 @@ static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
 static void ocr__pw_floats(ocr_ctx *ctx, int op, const float *a, const float *b, float *y, int64_t n) {
     ocr__pw_job j;
     j.a = a; j.b = b; j.y = y; j.op = op;
-    ocr_parallel_for(ctx, n, 1 << 15, ocr__pw_part, &j);
+    ocr_parallel_for_dynamic(ctx, n, 1 << 15, ocr__pw_part, &j);
 }
 static void ocr__pw(ocr_ctx *ctx, int op, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y) {
     ocr__pw_floats(ctx, op, (const float *)a->data, b ? (const float *)b->data : NULL, (float *)y->data, ocr_tensor_numel(y));

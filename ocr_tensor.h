@@ -193,6 +193,11 @@ OCRDEF double ocr_monotonic_seconds(void);
 /* ---- threads: fn(arg, begin, end, thread_index) over a static, deterministic split of [0, n) ---- */
 typedef void (*ocr_range_fn)(void *arg, int64_t begin, int64_t end, int thread_index);
 OCRDEF void ocr_parallel_for(ocr_ctx *ctx, int64_t n, int64_t min_chunk, ocr_range_fn fn, void *arg);
+/* The same, with the range handed out in chunks of `chunk` to whichever thread asks next (the whole range at once when
+   one thread runs it): a thread the host holds up for a moment leaves its share to the others. Which thread runs an
+   item varies from run to run, so only for items whose results do not depend on it (thread_index then picks scratch
+   memory, never a partial sum). */
+OCRDEF void ocr_parallel_for_dynamic(ocr_ctx *ctx, int64_t n, int64_t chunk, ocr_range_fn fn, void *arg);
 
 /* ---- sizes ---- */
 OCRDEF int ocr_size_mul(size_t a, size_t b, size_t *out);           /* 1 ok, 0 overflow */
@@ -650,10 +655,20 @@ struct ocr__pool {
     void *arg;
     int64_t n;
     int n_parts;
+    int64_t chunk;            /* > 0: dynamic, chunks claimed from next */
+    int64_t next;             /* atomic */
 };
 
 static void ocr__pool_run_part(ocr__pool *p, int part) {
-    int64_t begin = p->n * part / p->n_parts, end = p->n * (part + 1) / p->n_parts;
+    int64_t begin, end;
+    if (p->chunk > 0) {
+        while ((begin = __atomic_fetch_add(&p->next, p->chunk, __ATOMIC_RELAXED)) < p->n) {
+            end = begin + p->chunk < p->n ? begin + p->chunk : p->n;
+            p->fn(p->arg, begin, end, part);
+        }
+        return;
+    }
+    begin = p->n * part / p->n_parts; end = p->n * (part + 1) / p->n_parts;
     if (begin < end) p->fn(p->arg, begin, end, part);
 }
 
@@ -722,7 +737,7 @@ static int ocr__pool_create(ocr_ctx *ctx, int n_threads, ocr__pool **out) {
     return OCR_OK;
 }
 
-OCRDEF void ocr_parallel_for(ocr_ctx *ctx, int64_t n, int64_t min_chunk, ocr_range_fn fn, void *arg) {
+static void ocr__parallel_run(ocr_ctx *ctx, int64_t n, int64_t min_chunk, int64_t chunk, ocr_range_fn fn, void *arg) {
     ocr__pool *p = ctx->pool;
     int64_t parts = ctx->n_threads;
     if (n <= 0) return;
@@ -734,6 +749,8 @@ OCRDEF void ocr_parallel_for(ocr_ctx *ctx, int64_t n, int64_t min_chunk, ocr_ran
     p->arg = arg;
     p->n = n;
     p->n_parts = (int)parts;
+    p->chunk = chunk;
+    __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&p->pending, (unsigned long)p->n_workers, __ATOMIC_RELAXED);
     __atomic_store_n(&p->generation, p->generation + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->work_cv);
@@ -747,6 +764,15 @@ OCRDEF void ocr_parallel_for(ocr_ctx *ctx, int64_t n, int64_t min_chunk, ocr_ran
         while (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE)) pthread_cond_wait(&p->done_cv, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }
+}
+
+OCRDEF void ocr_parallel_for(ocr_ctx *ctx, int64_t n, int64_t min_chunk, ocr_range_fn fn, void *arg) {
+    ocr__parallel_run(ctx, n, min_chunk, 0, fn, arg);
+}
+
+OCRDEF void ocr_parallel_for_dynamic(ocr_ctx *ctx, int64_t n, int64_t chunk, ocr_range_fn fn, void *arg) {
+    if (chunk < 1) chunk = 1;
+    ocr__parallel_run(ctx, n, chunk, chunk, fn, arg);
 }
 
 OCRDEF int ocr_cpu_count(void) {

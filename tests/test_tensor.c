@@ -115,6 +115,44 @@ static void test_parallel_for_cover(void) {
     }
 }
 
+/* The dynamic variant: every index exactly once, in chunks of the size asked (the last may be shorter) or, where one
+   thread runs the job, the whole range at once, from valid thread indexes; many jobs back to back. */
+typedef struct { int *hits; int bad; int64_t chunk, n; long calls; } dyn_arg;
+static void dyn_fn(void *argp, int64_t begin, int64_t end, int thread_index) {
+    dyn_arg *a = (dyn_arg *)argp;
+    int64_t i;
+    int whole = begin == 0 && end == a->n && thread_index == 0; /* one thread's job: the range at once */
+    if (thread_index < 0 || thread_index >= OCR_MAX_THREADS || (!whole && (begin % a->chunk || (end - begin != a->chunk && end != a->n)))) a->bad = 1;
+    __atomic_add_fetch(&a->calls, 1, __ATOMIC_RELAXED);
+    for (i = begin; i < end; i++) __atomic_add_fetch(&a->hits[i], 1, __ATOMIC_RELAXED);
+}
+
+static void test_parallel_for_dynamic(void) {
+    static const int64_t ns[] = {0, 1, 2, 7, 64, 1000, 4097};
+    static const int64_t chunks[] = {1, 3, 100};
+    int threads, ni, ci, rep;
+    for (threads = 1; threads <= 4; threads++) {
+        ocr_ctx ctx;
+        OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, threads, 1));
+        for (ni = 0; ni < (int)(sizeof ns / sizeof ns[0]); ni++)
+            for (ci = 0; ci < (int)(sizeof chunks / sizeof chunks[0]); ci++)
+                for (rep = 0; rep < 20; rep++) {
+                    dyn_arg a;
+                    int64_t i, missed = 0;
+                    memset(&a, 0, sizeof a);
+                    a.n = ns[ni]; a.chunk = chunks[ci];
+                    a.hits = (int *)calloc((size_t)a.n + 1, sizeof(int));
+                    ocr_parallel_for_dynamic(&ctx, a.n, a.chunk, dyn_fn, &a);
+                    for (i = 0; i < a.n; i++) missed += a.hits[i] != 1;
+                    OCR_CHECK_MSG(!a.bad && missed == 0 && (a.calls == (a.n + a.chunk - 1) / a.chunk || (a.calls == 1 && (threads == 1 || a.n < 2 * a.chunk))),
+                                  "threads=%d n=%lld chunk=%lld: bad %d, %lld indexes not run once, %ld calls", threads, (long long)a.n,
+                                  (long long)a.chunk, a.bad, (long long)missed, a.calls);
+                    free(a.hits);
+                }
+        ocr_ctx_free(&ctx);
+    }
+}
+
 /* A pool must survive many short jobs back to back (generation counting, wakeups). */
 static void sum_fn(void *argp, int64_t begin, int64_t end, int thread_index) {
     int64_t *partial = (int64_t *)argp, i, s = 0;
@@ -934,6 +972,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_debug_env);
     OCR_TEST_RUN(test_parallel_for_cover);
     OCR_TEST_RUN(test_parallel_for_many_jobs);
+    OCR_TEST_RUN(test_parallel_for_dynamic);
     OCR_TEST_RUN(test_scratch);
     OCR_TEST_RUN(test_sizes_and_names);
     OCR_TEST_RUN(test_errors_and_log);
