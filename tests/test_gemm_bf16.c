@@ -341,6 +341,7 @@ static float *conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, const co
     int64_t n = mode == M_DATA ? d->nx : mode == M_WEIGHT ? d->nw : d->ny;
     float *out = dup_map(init, n, 0), *x = dup_map(d->x, d->nx, 0), *w = dup_map(d->w, d->nw, 0), *y = dup_map(d->y, d->ny, 0);
     ocr__conv_epilogue ep;
+    memset(&ep, 0, sizeof ep);
     ep.bias = d->b; ep.relu = 1;
     if (mode == M_FWD) OCR_CHECK_OK(ctx, ocr__conv_bf16_run(ctx, g, OCR__CONV_FWD, x, w, out, 0, &ep));
     if (mode == M_FWD_ACC) OCR_CHECK_OK(ctx, ocr__conv_bf16_run(ctx, g, OCR__CONV_FWD, x, w, out, 1, NULL));
