@@ -3756,7 +3756,7 @@ static int ocr__bf16_conv_lowered(ocr_ctx *ctx, const ocr__conv_geom *g, int mod
         j.pb_elems = (size_t)((j.chunk + nr - 1) / nr * nr * j.kp);
         j.col_floats = j.pointwise ? 0 : (size_t)(j.kdim * j.chunk);
         if ((rc = ocr__bf16_conv_buffers(ctx, &j))) return rc;
-        ocr_parallel_for(ctx, g->N * g->groups * j.n_chunks, 1, ocr__bf16_conv_fwd_part, &j);
+        ocr_parallel_for_dynamic(ctx, g->N * g->groups * j.n_chunks, 1, ocr__bf16_conv_fwd_part, &j);
         return OCR_OK;
     }
     j.n_chunks = (j.P + j.chunk - 1) / j.chunk;
@@ -3765,7 +3765,7 @@ static int ocr__bf16_conv_lowered(ocr_ctx *ctx, const ocr__conv_geom *g, int mod
     if ((rc = ocr__bf16_conv_buffers(ctx, &j))) return rc;
     n_items = g->N * g->groups;
     if (n_items >= ctx->n_threads) {
-        ocr_parallel_for(ctx, n_items, 1, ocr__bf16_conv_dx_part, &j);
+        ocr_parallel_for_dynamic(ctx, n_items, 1, ocr__bf16_conv_dx_part, &j);
         return OCR_OK;
     }
     j.cur_pb = (uint16_t *)j.buf[0];
@@ -4041,7 +4041,7 @@ static int ocr__bf16_conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const 
         j.bofs[s] = (a * j.pw_phases + b) * j.phase_elems + ro * j.row_stride + c0 / 2 * j.pair_stride + co * 2;
     }
     ocr_parallel_for(ctx, g->groups * j.a_panels, 1, ocr__bf16_implicit_pack_w_part, &j);
-    ocr_parallel_for(ctx, g->N * g->groups * j.bands, 1, ocr__bf16_implicit_part, &j);
+    ocr_parallel_for_dynamic(ctx, g->N * g->groups * j.bands, 1, ocr__bf16_implicit_part, &j);
     return OCR_OK;
 }
 
