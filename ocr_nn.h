@@ -6,8 +6,8 @@
    tuning macros OCR__KC, OCR__NC, OCR__MC_PANELS, OCR__WGRAD_*), convolution lowering (im2col and packed GEMM, the
    AVX-512 implicit path, Winograd F(4x4, 3x3) with OCR__WINO_*, the data gradient as a flipped-kernel convolution;
    ocr__conv_forward and ocr__conv_run choose among them), the bf16 GEMM and convolutions on AMX-BF16 / AVX512_BF16
-   (ocr__gemm_bf16, ocr__conv_bf16_run), the public convolutions, row helpers and batch normalisation, pointwise ops,
-   pooling / upsampling / concat, parameters, optimizers and their state files, loss scaling, and last the ops of a
+   (ocr__gemm_bf16, ocr__conv_bf16_run), the public convolutions (and their inference fusions), row helpers and batch
+   normalisation, pointwise ops, pooling / upsampling / concat (and the fused upsample + add, upsamplings + concat), parameters, optimizers and their state files, loss scaling, and last the ops of a
    recognizer (LSTM, log_softmax, rectangular max pooling, map-to-sequence; CPU only for now). Each public ocr_nn_*
    function validates, then goes to CUDA (ctx->device), to its reference (OCR_DEBUG_REFERENCE) or to its fast path.
 
@@ -1959,8 +1959,10 @@ static void ocr__conv_epilogue_apply(const ocr__conv_epilogue *ep, float *y, int
     if (!ep->bias && !ep->relu && !ep->res) return;
     for (r = 0; r < rows; r++) {
         float *yr = y + r * ld;
-        if (ep->bias || (ep->relu && !ep->res)) ocr__affine_row(yr, yr, cols, 1.0f, ep->bias ? ep->bias[first_channel + r] : 0.0f, ep->relu && !ep->res);
-        if (ep->res) ocr__add_relu_row(yr, ep->res + (yr - ep->y0), yr, cols);
+        float shift = ep->bias ? ep->bias[first_channel + r] : 0.0f;
+        if (!ep->res) { ocr__affine_row(yr, yr, cols, 1.0f, shift, ep->relu); continue; }
+        if (ep->bias) ocr__affine_row(yr, yr, cols, 1.0f, shift, 0);
+        ocr__add_relu_row(yr, ep->res + (yr - ep->y0), yr, cols); /* a residual always comes with the ReLU */
     }
 }
 
@@ -5727,16 +5729,21 @@ OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const o
 
 /* Nearest upsampling by an integer factor, work items over planes: x [H, W] per plane, y [H*factor, W*factor]. */
 typedef struct { float *x, *y; int64_t H, W, factor; } ocr__upsample_job;
+/* row [W f] = each of xr's W values f times */
+static void ocr__widen_row(const float *xr, int64_t W, int64_t f, float *row) {
+    int64_t w, k;
+    if (f == 2) for (w = 0; w < W; w++) row[2 * w] = row[2 * w + 1] = xr[w];
+    else
+        for (w = 0; w < W; w++)
+            for (k = 0; k < f; k++) row[w * f + k] = xr[w];
+}
+
 /* one plane [H, W] upsampled into yp [H f, W f]: each input row widened once, then copied to the other f - 1 rows */
 static void ocr__upsample_plane(const float *xp, int64_t H, int64_t W, int64_t f, float *yp) {
-    int64_t h, w, k;
+    int64_t h, k;
     for (h = 0; h < H; h++) {
         float *row = yp + h * f * W * f;
-        const float *xr = xp + h * W;
-        if (f == 2) for (w = 0; w < W; w++) row[2 * w] = row[2 * w + 1] = xr[w];
-        else
-            for (w = 0; w < W; w++)
-                for (k = 0; k < f; k++) row[w * f + k] = xr[w];
+        ocr__widen_row(xp + h * W, W, f, row);
         for (k = 1; k < f; k++) memcpy(row + k * W * f, row, (size_t)(W * f) * sizeof(float));
     }
 }
@@ -5790,15 +5797,13 @@ OCRDEF int ocr_nn_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, in
 typedef struct { const float *a, *x; float *y; int64_t H, W, factor; float *row[OCR_MAX_THREADS]; } ocr__add_up_job;
 static void ocr__add_up_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__add_up_job *j = (const ocr__add_up_job *)arg;
-    int64_t f = j->factor, W = j->W, OW = W * f, plane, h, w, k;
+    int64_t f = j->factor, W = j->W, OW = W * f, plane, h, k;
     float *wide = j->row[tid];
     for (plane = begin; plane < end; plane++) {
         const float *xp = j->x + plane * j->H * W, *ap = j->a + plane * j->H * W * f * f;
         float *yp = j->y + plane * j->H * W * f * f;
         for (h = 0; h < j->H; h++) {
-            const float *xr = xp + h * W;
-            for (w = 0; w < W; w++)
-                for (k = 0; k < f; k++) wide[w * f + k] = xr[w];
+            ocr__widen_row(xp + h * W, W, f, wide);
             for (k = 0; k < f; k++) {
                 int64_t o = (h * f + k) * OW;
                 ocr__pw_part_add(ap + o, wide, yp + o, OW);
@@ -5855,17 +5860,22 @@ OCRDEF int ocr_nn_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, 
     return ocr__watch(ctx, fn, "backward", dx);
 }
 
-/* Shared check for concat: every part 4-D with y's N, H, W and channels summing to y's. */
-static int ocr__concat_check(ocr_ctx *ctx, const char *fn, const ocr_tensor *const *xs, int n, const ocr_tensor *y) {
+/* Shared check for concat: every part 4-D with y's N and H, W (divided by the part's factor when factors is given,
+   which must divide them) and channels summing to y's. */
+static int ocr__concat_check(ocr_ctx *ctx, const char *fn, const ocr_tensor *const *xs, const int *factors, int n, const ocr_tensor *y) {
     int64_t c = 0;
     int i, rc;
     if ((rc = ocr_check_f32(ctx, fn, y))) return rc;
     if (n < 1 || !xs) return ocr_error(ctx, OCR_EINVAL, "%s: needs at least one part", fn);
     if (y->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: output '%s' must be 4-D", fn, y->name);
     for (i = 0; i < n; i++) {
+        int f = factors ? factors[i] : 1;
+        if (f < 1 || y->shape.dim[2] % f || y->shape.dim[3] % f)
+            return ocr_error(ctx, OCR_EINVAL, "%s: factor %d of part '%s' must be >= 1 and divide the output's %lldx%lld", fn, f, xs[i]->name,
+                             (long long)y->shape.dim[2], (long long)y->shape.dim[3]);
         if ((rc = ocr_check_f32(ctx, fn, xs[i]))) return rc;
         if ((rc = ocr_check_shape(ctx, fn, xs[i], ocr_shape4(y->shape.dim[0], xs[i]->shape.ndim == 4 ? xs[i]->shape.dim[1] : -1,
-                                                             y->shape.dim[2], y->shape.dim[3]))))
+                                                             y->shape.dim[2] / f, y->shape.dim[3] / f))))
             return rc;
         c += xs[i]->shape.dim[1];
     }
@@ -5878,7 +5888,7 @@ static int ocr__concat_check(ocr_ctx *ctx, const char *fn, const ocr_tensor *con
 OCRDEF int ocr_nn_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int n, ocr_tensor *y) {
     const char *fn = "ocr_nn_concat_forward";
     int64_t b, P, off;
-    int i, rc = ocr__concat_check(ctx, fn, xs, n, y);
+    int i, rc = ocr__concat_check(ctx, fn, xs, NULL, n, y);
     if (rc) return rc;
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_concat_forward(ctx, xs, n, y), fn, "forward", y, NULL, NULL);
@@ -5900,7 +5910,7 @@ OCRDEF int ocr_nn_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int 
 }
 
 /* work items are the output's planes (image, channel): each finds its part and plane */
-typedef struct { const ocr_tensor *const *xs; const int *factors; int n; float *y; int64_t C, H, W; } ocr__concat_up_job;
+typedef struct { const ocr_tensor *const *xs; const int *factors; float *y; int64_t C, H, W; } ocr__concat_up_job;
 static void ocr__concat_up_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__concat_up_job *j = (const ocr__concat_up_job *)arg;
     int64_t plane;
@@ -5917,29 +5927,14 @@ static void ocr__concat_up_part(void *arg, int64_t begin, int64_t end, int tid) 
 OCRDEF int ocr_nn_concat_upsampled_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, const int *factors, int n, ocr_tensor *y) {
     const char *fn = "ocr_nn_concat_upsampled_forward";
     ocr__concat_up_job j;
-    int64_t c = 0;
     int i, rc;
-    if ((rc = ocr_check_f32(ctx, fn, y))) return rc;
-    if (n < 1 || !xs || !factors) return ocr_error(ctx, OCR_EINVAL, "%s: needs at least one part and its factor", fn);
-    if (y->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: output '%s' must be 4-D", fn, y->name);
-    for (i = 0; i < n; i++) {
-        int f = factors[i];
-        if (f < 1 || y->shape.dim[2] % f || y->shape.dim[3] % f)
-            return ocr_error(ctx, OCR_EINVAL, "%s: factor %d of part '%s' must be >= 1 and divide the output's %lldx%lld", fn, f, xs[i]->name,
-                             (long long)y->shape.dim[2], (long long)y->shape.dim[3]);
-        if ((rc = ocr_check_f32(ctx, fn, xs[i]))) return rc;
-        if ((rc = ocr_check_shape(ctx, fn, xs[i], ocr_shape4(y->shape.dim[0], xs[i]->shape.ndim == 4 ? xs[i]->shape.dim[1] : -1,
-                                                             y->shape.dim[2] / f, y->shape.dim[3] / f))))
-            return rc;
+    if (!factors) return ocr_error(ctx, OCR_EINVAL, "%s: needs a factor per part", fn);
+    if ((rc = ocr__concat_check(ctx, fn, xs, factors, n, y))) return rc;
+    for (i = 0; i < n; i++)
         if (xs[i]->data == y->data) return ocr_error(ctx, OCR_EINVAL, "%s: output '%s' must not alias part '%s'", fn, y->name, xs[i]->name);
-        c += xs[i]->shape.dim[1];
-    }
-    if (c != y->shape.dim[1])
-        return ocr_error(ctx, OCR_ESHAPE, "%s: parts have %lld channels in all but '%s' has %lld", fn, (long long)c, y->name,
-                         (long long)y->shape.dim[1]);
     if (ctx->device != OCR_DEVICE_CPU)
         return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: CPU only; on %s call the upsample_nearest and concat ops", fn, ocr_device_name(ctx->device));
-    j.xs = xs; j.factors = factors; j.n = n; j.y = (float *)y->data;
+    j.xs = xs; j.factors = factors; j.y = (float *)y->data;
     j.C = y->shape.dim[1]; j.H = y->shape.dim[2]; j.W = y->shape.dim[3];
     if (ocr__use_ref(ctx)) { /* the definition, one output value at a time */
         int64_t b, ch, hh, ww;
@@ -5962,7 +5957,7 @@ OCRDEF int ocr_nn_concat_upsampled_forward(ocr_ctx *ctx, const ocr_tensor *const
 OCRDEF int ocr_nn_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *const *dxs, int n) {
     const char *fn = "ocr_nn_concat_backward";
     int64_t b, P, off;
-    int i, rc = ocr__concat_check(ctx, fn, (const ocr_tensor *const *)dxs, n, dy);
+    int i, rc = ocr__concat_check(ctx, fn, (const ocr_tensor *const *)dxs, NULL, n, dy);
     if (rc) return rc;
 #ifdef OCR_CUDA
     if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_concat_backward(ctx, dy, dxs, n), fn, "backward", NULL, NULL, NULL);

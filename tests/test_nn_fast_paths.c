@@ -7,11 +7,13 @@
    tiles, partial tiles, pads 0-2, several K blocks, one work item per image or the phases spread over the threads);
    each on 1 and 2 threads and with every micro-kernel this CPU runs.
    And the fused BatchNorm + ReLU against the two ops it replaces (bit for bit, NaN and Inf included), the convolution
-   with its bias and ReLU in the output pass against conv then ReLU (bit for bit), transposed convolutions with
-   kernel = stride (and one general) against the reference, and DBNet's eval forward with every
-   BN folded into its convolution against the same forward running each BN as its own op (1e-4 relative), and the
-   stem's vectorised 3x3/2 max pooling against the per-output loop (bit for bit, ties and NaN included). And every other
-   op (BatchNorm, pointwise, pooling, upsampling, concat, ocr_gemm) against its reference. */
+   with its bias and ReLU (or a residual and the ReLU) in the output pass against the separate ops (bit for bit),
+   transposed convolutions with kernel = stride (and one general) against the reference, their fused ReLU and the
+   one-output-channel path against the GEMM path (bit for bit), DBNet's eval forward with every BN folded into its
+   convolution against the same forward running each BN as its own op (1e-4 relative) and with its fusions against
+   the unfused forward (bit for bit), and the stem's vectorised 3x3/2 max pooling against the per-output loop (bit for
+   bit, ties and NaN included). And every other op (BatchNorm, pointwise and add + ReLU, pooling, upsampling and
+   upsample + add, concat and upsamplings + concat, ocr_gemm) against its reference. */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
