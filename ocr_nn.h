@@ -3850,15 +3850,23 @@ static void ocr__bf16_implicit_pack_w_part(void *arg, int64_t begin, int64_t end
     }
 }
 
+/* The output columns wq whose input column wq sw + off lies in [0, W): [first, last]. */
+typedef struct { int64_t first, last, off; } ocr__bf16_cols;
+static ocr__bf16_cols ocr__bf16_valid_cols(const ocr__conv_geom *g, int64_t off) {
+    ocr__bf16_cols c;
+    c.off = off;
+    c.first = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+    c.last = g->W - 1 - off < 0 ? -1 : (g->W - 1 - off) / g->sw;
+    return c;
+}
+
 /* 16 lanes of row ih of a channel plane xc: lane l holds x[ih][(w0 + l) sw + off] (zero outside the image) */
-OCR__BF16_TARGET static inline __m512 ocr__bf16_lanes16(const ocr__conv_geom *g, const float *xc, int64_t ih, int64_t w0, int64_t off) {
-    /* lanes whose column (w0 + l) sw + off lies in [0, W) */
-    int64_t first = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw, last = g->W - 1 - off < 0 ? -1 : (g->W - 1 - off) / g->sw;
-    int64_t lo = first - w0 > 0 ? first - w0 : 0, hi = last + 1 - w0 < 16 ? last + 1 - w0 : 16, iw0;
+OCR__BF16_TARGET static inline __m512 ocr__bf16_lanes16(const ocr__conv_geom *g, const float *xc, int64_t ih, int64_t w0, const ocr__bf16_cols *cv) {
+    int64_t lo = cv->first - w0 > 0 ? cv->first - w0 : 0, hi = cv->last + 1 - w0 < 16 ? cv->last + 1 - w0 : 16, iw0;
     __mmask16 m;
     if (hi <= lo) return _mm512_setzero_ps();
     m = (__mmask16)(ocr__lanes(hi) & ~ocr__lanes(lo));
-    iw0 = (w0 + lo) * g->sw + off; /* the first valid column */
+    iw0 = (w0 + lo) * g->sw + cv->off; /* the first valid column */
     if (g->sw == 1) return m == 0xFFFF ? _mm512_loadu_ps(xc + ih * g->W + iw0) : _mm512_maskz_expandloadu_ps(m, xc + ih * g->W + iw0);
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m,
                                     _mm512_mullo_epi32(_mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
@@ -3866,28 +3874,29 @@ OCR__BF16_TARGET static inline __m512 ocr__bf16_lanes16(const ocr__conv_geom *g,
                                     xc + ih * g->W + iw0, 4);
 }
 
-/* Band rows [oh0, oh0 + Hb) of (n, group) into xv, 16 columns of a channel pair at a time. */
+/* Band rows [oh0, oh0 + Hb) of (n, group) into xv, 16 columns of a channel pair at a time. The valid columns of each
+   channel's column offset are found once per pair, not per 16 lanes (their divisions took longer than the loads). */
 OCR__BF16_TARGET static void ocr__bf16_implicit_convert(const ocr__bf16_implicit_job *j, int64_t n, int64_t gr, int64_t oh0, uint16_t *xv) {
     const ocr__conv_geom *g = j->g;
     int64_t a, b, r, q, h, w0, HW = g->H * g->W;
     const float *xg = j->x + (n * g->C + gr * j->Cg) * HW;
     for (a = 0; a < g->sh; a++)
         for (b = 0; b < j->pw_phases; b++)
-            for (r = 0; r < j->Hb; r++) {
-                int64_t ih = (oh0 + r) * g->sh + a - g->ph;
-                for (q = 0; q < j->pairs; q++) {
+            for (q = 0; q < j->pairs; q++) {
+                const float *xc[2];
+                ocr__bf16_cols cv[2];
+                for (h = 0; h < 2; h++) { /* channel e = 2q + h: image channel and column offset */
+                    int64_t e = 2 * q + h, c = j->fold ? e / g->kw : e;
+                    xc[h] = e < j->Ce ? xg + c * HW : NULL;
+                    cv[h] = ocr__bf16_valid_cols(g, b - g->pw + (j->fold ? e % g->kw * g->dw : 0));
+                }
+                for (r = 0; r < j->Hb; r++) {
+                    int64_t ih = (oh0 + r) * g->sh + a - g->ph;
                     uint16_t *d = xv + (a * j->pw_phases + b) * j->phase_elems + r * j->row_stride + q * j->pair_stride;
-                    const float *xc[2];
-                    int64_t off[2];
-                    if (ih < 0 || ih >= g->H || 2 * q >= j->Ce) { memset(d, 0, (size_t)j->Wq * 4); continue; }
-                    for (h = 0; h < 2; h++) { /* channel e = 2q + h: image channel and column offset */
-                        int64_t e = 2 * q + h, c = j->fold ? e / g->kw : e;
-                        xc[h] = e < j->Ce ? xg + c * HW : NULL;
-                        off[h] = b - g->pw + (j->fold ? e % g->kw * g->dw : 0);
-                    }
+                    if (ih < 0 || ih >= g->H || !xc[0]) { memset(d, 0, (size_t)j->Wq * 4); continue; }
                     for (w0 = 0; w0 < j->Wq; w0 += 16) {
-                        __m512 lo = ocr__bf16_lanes16(g, xc[0], ih, w0, off[0]);
-                        __m512 hi = xc[1] ? ocr__bf16_lanes16(g, xc[1], ih, w0, off[1]) : _mm512_setzero_ps();
+                        __m512 lo = ocr__bf16_lanes16(g, xc[0], ih, w0, &cv[0]);
+                        __m512 hi = xc[1] ? ocr__bf16_lanes16(g, xc[1], ih, w0, &cv[1]) : _mm512_setzero_ps();
                         _mm512_mask_storeu_epi32(d + 2 * w0, ocr__lanes(j->Wq - w0), ocr__bf16_pairs(lo, hi));
                     }
                 }
