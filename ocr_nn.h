@@ -3868,6 +3868,11 @@ OCR__BF16_TARGET static inline __m512 ocr__bf16_lanes16(const ocr__conv_geom *g,
     m = (__mmask16)(ocr__lanes(hi) & ~ocr__lanes(lo));
     iw0 = (w0 + lo) * g->sw + cv->off; /* the first valid column */
     if (g->sw == 1) return m == 0xFFFF ? _mm512_loadu_ps(xc + ih * g->W + iw0) : _mm512_maskz_expandloadu_ps(m, xc + ih * g->W + iw0);
+    if (g->sw == 2 && m == 0xFFFF) { /* the even ones of 31 consecutive columns: two loads and a permute, not a gather */
+        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const float *src = xc + ih * g->W + iw0;
+        return _mm512_permutex2var_ps(_mm512_loadu_ps(src), even, _mm512_maskz_loadu_ps(0x7FFF, src + 16));
+    }
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m,
                                     _mm512_mullo_epi32(_mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                                                         _mm512_set1_epi32((int)lo)), _mm512_set1_epi32((int)g->sw)),
