@@ -4021,9 +4021,10 @@ static int ocr__bf16_conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const 
     j.virt = (j.segs_row * 16 - g->OW) * 8 > g->OW;
     if (!j.virt && j.Wq < j.segs_row * 16 + cmax) j.Wq = j.segs_row * 16 + cmax; /* what the last segment of a row reads */
     row_bytes = (int64_t)g->sh * j.pw_phases * j.pairs * j.Wq * 4;
-    /* bands of about 384 KB of planes (they stay in L2 while every A panel passes), in the virtual layout at most
-       4 KB per plane; fewer rows when that leaves a thread without two bands; the split changes no sum */
-    j.R = ((int64_t)384 << 10) / row_bytes;
+    /* bands of about 768 KB of planes (they stay in L2 while every A panel passes; with 384 KB, 256 channels of a
+       320-pixel row made 2-row bands that converted each input row twice: 5-10% slower), in the virtual layout at
+       most 4 KB per plane; fewer rows when that leaves a thread without two bands; the split changes no sum */
+    j.R = ((int64_t)768 << 10) / row_bytes;
     if (j.virt && j.R > 1024 / j.Wq - rmax - 2) j.R = 1024 / j.Wq - rmax - 2;
     if (j.R < 1) j.R = 1;
     if (j.R > g->OH) j.R = g->OH;
