@@ -2160,53 +2160,56 @@ static void ocr__conv_pad_band(const ocr__conv_implicit_job *j, int64_t n, int64
     int64_t rows = (oh1 - oh0) + (int64_t)(g->kh - 1) * g->dh / g->sh, c, r, py, px, q;
     /* every float the band reads is written once (no clearing pass first): rows outside the image and the border
        columns get zeros, and so does the slack after the last row */
-    for (c = 0; c < g->C && g->sw == 2; c++) /* stride 2: both phases of a row at once, the same values */
-        for (py = 0; py < g->sh; py++)
-            for (r = 0; r < j->band_rows; r++) {
-                int64_t ih = (oh0 + r) * g->sh + py - g->ph, lo[2], hi[2], L, nb;
-                const float *src = j->x + ((n * g->C + c) * g->H + ih) * g->W;
-                float *dst[2];
-                for (px = 0; px < 2; px++) {
-                    dst[px] = xp + ((c * g->sh + py) * 2 + px) * j->band_rows * j->Wp + r * j->Wp;
-                    lo[px] = (g->pw - px + 1) / 2;
-                    hi[px] = (g->W + g->pw - px + 1) / 2;
-                    hi[px] = hi[px] < j->Wp ? hi[px] : j->Wp;
-                }
-                if (r >= rows || ih < 0 || ih >= g->H) {
-                    for (px = 0; px < 2; px++) memset(dst[px], 0, (size_t)j->Wp * sizeof(float));
-                    continue;
-                }
-                /* [L, L + 16 nb): whole blocks inside both phases' columns; the rest by the gather */
-                L = lo[0] > lo[1] ? lo[0] : lo[1];
-                nb = (hi[0] < hi[1] ? hi[0] : hi[1]) - L;
-                nb = nb > 0 ? nb / 16 : 0;
-                if (nb) ocr__split_phases2_avx512(src, -(int64_t)g->pw, L, nb, dst[0], dst[1]);
-                for (px = 0; px < 2; px++) {
-                    float *d = dst[px];
-                    int64_t m = nb ? L : hi[px], m2 = nb ? L + 16 * nb : hi[px];
-                    for (q = 0; q < lo[px]; q++) d[q] = 0.0f;
-                    if (m > lo[px]) ocr__gather_even_avx512(src + lo[px] * 2 + px - g->pw, m - lo[px], d + lo[px]);
-                    if (hi[px] > m2) ocr__gather_even_avx512(src + m2 * 2 + px - g->pw, hi[px] - m2, d + m2);
-                    for (q = hi[px]; q < j->Wp; q++) d[q] = 0.0f;
-                }
-            }
-    for (c = 0; c < g->C && g->sw != 2; c++)
-        for (py = 0; py < g->sh; py++)
-            for (px = 0; px < g->sw; px++)
+    if (g->sw == 2) { /* both column phases of a row at once: the same values */
+        for (c = 0; c < g->C; c++)
+            for (py = 0; py < g->sh; py++)
                 for (r = 0; r < j->band_rows; r++) {
-                    int64_t ih = (oh0 + r) * g->sh + py - g->ph, lo, hi;
+                    int64_t ih = (oh0 + r) * g->sh + py - g->ph, lo[2], hi[2], L, nb;
                     const float *src = j->x + ((n * g->C + c) * g->H + ih) * g->W;
-                    float *dst = xp + ((c * g->sh + py) * g->sw + px) * j->band_rows * j->Wp + r * j->Wp;
-                    if (r >= rows || ih < 0 || ih >= g->H) { memset(dst, 0, (size_t)j->Wp * sizeof(float)); continue; }
-                    /* phase column q holds padded column q * sw + px, i.e. input column q * sw + px - pw */
-                    lo = (g->pw - px + g->sw - 1) / g->sw;
-                    hi = (g->W + g->pw - px + g->sw - 1) / g->sw;
-                    hi = hi < j->Wp ? hi : j->Wp;
-                    for (q = 0; q < lo; q++) dst[q] = 0.0f;
-                    if (g->sw == 1) memcpy(dst + lo, src + lo + px - g->pw, (size_t)(hi - lo) * sizeof(float));
-                    else for (q = lo; q < hi; q++) dst[q] = src[q * g->sw + px - g->pw];
-                    for (q = hi; q < j->Wp; q++) dst[q] = 0.0f;
+                    float *dst[2];
+                    for (px = 0; px < 2; px++) {
+                        dst[px] = xp + ((c * g->sh + py) * 2 + px) * j->band_rows * j->Wp + r * j->Wp;
+                        lo[px] = (g->pw - px + 1) / 2;
+                        hi[px] = (g->W + g->pw - px + 1) / 2;
+                        hi[px] = hi[px] < j->Wp ? hi[px] : j->Wp;
+                    }
+                    if (r >= rows || ih < 0 || ih >= g->H) {
+                        for (px = 0; px < 2; px++) memset(dst[px], 0, (size_t)j->Wp * sizeof(float));
+                        continue;
+                    }
+                    /* [L, L + 16 nb): whole blocks inside both phases' columns; the rest by the gather */
+                    L = lo[0] > lo[1] ? lo[0] : lo[1];
+                    nb = (hi[0] < hi[1] ? hi[0] : hi[1]) - L;
+                    nb = nb > 0 ? nb / 16 : 0;
+                    if (nb) ocr__split_phases2_avx512(src, -(int64_t)g->pw, L, nb, dst[0], dst[1]);
+                    for (px = 0; px < 2; px++) {
+                        float *d = dst[px];
+                        int64_t m = nb ? L : hi[px], m2 = nb ? L + 16 * nb : hi[px];
+                        for (q = 0; q < lo[px]; q++) d[q] = 0.0f;
+                        if (m > lo[px]) ocr__gather_even_avx512(src + lo[px] * 2 + px - g->pw, m - lo[px], d + lo[px]);
+                        if (hi[px] > m2) ocr__gather_even_avx512(src + m2 * 2 + px - g->pw, hi[px] - m2, d + m2);
+                        for (q = hi[px]; q < j->Wp; q++) d[q] = 0.0f;
+                    }
                 }
+    } else {
+        for (c = 0; c < g->C; c++)
+            for (py = 0; py < g->sh; py++)
+                for (px = 0; px < g->sw; px++)
+                    for (r = 0; r < j->band_rows; r++) {
+                        int64_t ih = (oh0 + r) * g->sh + py - g->ph, lo, hi;
+                        const float *src = j->x + ((n * g->C + c) * g->H + ih) * g->W;
+                        float *dst = xp + ((c * g->sh + py) * g->sw + px) * j->band_rows * j->Wp + r * j->Wp;
+                        if (r >= rows || ih < 0 || ih >= g->H) { memset(dst, 0, (size_t)j->Wp * sizeof(float)); continue; }
+                        /* phase column q holds padded column q * sw + px, i.e. input column q * sw + px - pw */
+                        lo = (g->pw - px + g->sw - 1) / g->sw;
+                        hi = (g->W + g->pw - px + g->sw - 1) / g->sw;
+                        hi = hi < j->Wp ? hi : j->Wp;
+                        for (q = 0; q < lo; q++) dst[q] = 0.0f;
+                        if (g->sw == 1) memcpy(dst + lo, src + lo + px - g->pw, (size_t)(hi - lo) * sizeof(float));
+                        else for (q = lo; q < hi; q++) dst[q] = src[q * g->sw + px - g->pw];
+                        for (q = hi; q < j->Wp; q++) dst[q] = 0.0f;
+                    }
+    }
     q = g->C * g->sh * g->sw * j->band_rows * j->Wp;
     memset(xp + q, 0, (size_t)(j->pad_floats - q) * sizeof(float));
 }
