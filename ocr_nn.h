@@ -2126,16 +2126,22 @@ typedef struct {
 /* a mask of the first n lanes (none for n <= 0, all for n >= 16) */
 static __mmask16 ocr__lanes(int64_t n) { return (__mmask16)(n <= 0 ? 0 : n >= 16 ? 0xFFFF : (1u << n) - 1u); }
 
-/* dst[q] = src[2 q] for q < n, 16 at a time from two masked loads (never reading past src[2 n - 2]): the column
-   phases of a stride-2 band, which element by element took most of a stride-2 data or weight gradient's copy. */
+/* src[0], src[2], ..., src[2 m - 2] (m <= 16) in lanes 0..m-1 from two masked loads, never reading past src[2 m - 2] */
+__attribute__((target("avx512f")))
+static inline __m512 ocr__even16_avx512(const float *src, int64_t m) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    int64_t need = 2 * m - 1; /* source floats the m outputs span */
+    return _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(ocr__lanes(need), src), even, _mm512_maskz_loadu_ps(ocr__lanes(need - 16), src + 16));
+}
+
+/* dst[q] = src[2 q] for q < n, 16 at a time: the column phases of a stride-2 band, which element by element took most
+   of a stride-2 data or weight gradient's copy. */
 __attribute__((target("avx512f")))
 static void ocr__gather_even_avx512(const float *src, int64_t n, float *dst) {
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     int64_t q;
     for (q = 0; q < n; q += 16) {
-        int64_t m = n - q < 16 ? n - q : 16, need = 2 * m - 1;   /* source floats the m outputs span */
-        __m512 lo = _mm512_maskz_loadu_ps(ocr__lanes(need), src + 2 * q), hi = _mm512_maskz_loadu_ps(ocr__lanes(need - 16), src + 2 * q + 16);
-        _mm512_mask_storeu_ps(dst + q, ocr__lanes(m), _mm512_permutex2var_ps(lo, even, hi));
+        int64_t m = n - q < 16 ? n - q : 16;
+        _mm512_mask_storeu_ps(dst + q, ocr__lanes(m), ocr__even16_avx512(src + 2 * q, m));
     }
 }
 
@@ -3915,11 +3921,7 @@ OCR__BF16_TARGET static inline __m512 ocr__bf16_lanes16(const ocr__conv_geom *g,
     m = (__mmask16)(ocr__lanes(hi) & ~ocr__lanes(lo));
     iw0 = (w0 + lo) * g->sw + cv->off; /* the first valid column */
     if (g->sw == 1) return m == 0xFFFF ? _mm512_loadu_ps(xc + ih * g->W + iw0) : _mm512_maskz_expandloadu_ps(m, xc + ih * g->W + iw0);
-    if (g->sw == 2 && m == 0xFFFF) { /* the even ones of 31 consecutive columns: two loads and a permute, not a gather */
-        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        const float *src = xc + ih * g->W + iw0;
-        return _mm512_permutex2var_ps(_mm512_loadu_ps(src), even, _mm512_maskz_loadu_ps(0x7FFF, src + 16));
-    }
+    if (g->sw == 2 && m == 0xFFFF) return ocr__even16_avx512(xc + ih * g->W + iw0, 16); /* two loads and a permute, not a gather */
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m,
                                     _mm512_mullo_epi32(_mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                                                         _mm512_set1_epi32((int)lo)), _mm512_set1_epi32((int)g->sw)),
