@@ -118,6 +118,10 @@ typedef struct ocr_amp_stats {
 } ocr_amp_stats;
 OCRDEF const char *ocr_amp_name(int amp);                 /* "fp32", "bf16", "fp16" */
 OCRDEF int ocr_amp_parse(const char *s, int *amp);        /* "fp32"/"off"/"none", "bf16", "fp16"/"f16"; 0 if unknown */
+/* The precision a training program defaults to: BF16 where ctx runs on a CPU that multiplies bf16 natively (AMX-BF16 or
+   AVX512_BF16, as ocr_gemm_bf16_kernel_name picks it), where it holds fp32's accuracy in less time (docs/TRAINING.md);
+   OCR_AMP_OFF elsewhere, where a half type would only add rounding (an AVX2 CPU, or a GPU until measured there). */
+OCRDEF int ocr_amp_default(ocr_ctx *ctx);
 OCRDEF void ocr_amp_stats_reset(ocr_amp_stats *s);        /* zeroes the counts, keeps the layers */
 OCRDEF void ocr_amp_stats_free(ocr_amp_stats *s);
 /* Totals over every layer; *worst gets the layer with the most underflowed gradients (NULL when none). */
@@ -3190,6 +3194,10 @@ static ocr__bf16_kernel ocr__bf16_pick(ocr_ctx *ctx) {
 }
 
 OCRDEF const char *ocr_gemm_bf16_kernel_name(ocr_ctx *ctx) { return ocr__bf16_pick(ctx).name; }
+
+OCRDEF int ocr_amp_default(ocr_ctx *ctx) {
+    return ctx->device == OCR_DEVICE_CPU && ocr__bf16_kind(ctx) != OCR__BF16_NONE ? OCR_AMP_BF16 : OCR_AMP_OFF;
+}
 
 /* Two arrays rounded to bf16 (ocr_f32_to_bf16's rounding, by the mixed-precision rounding pass, nothing counted) into
    one scratch buffer, slot OCR_SCRATCH_OP2, which the fp32 kernels leave alone: *a and *b are replaced by the copies. */

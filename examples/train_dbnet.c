@@ -81,8 +81,9 @@ static const ocr_ex_setting kSettings[] = {
     {"--synth-text-scale", FLOAT(synth_text_scale), "1", OCR_EX_STORED, "1",
      "text heights of synthetic training scenes times this (validation keeps the default)"},
     {"--clip", FLOAT(clip), "5", STORED, "global gradient-norm clip (0: none)"},
-    {"--amp", STRING(amp), "fp32", OCR_EX_STORED, "fp32",
-     "precision of the convolutions: fp32, bf16 or fp16 (with dynamic loss scaling); the rest stays fp32 (docs/TRAINING.md)"},
+    {"--amp", STRING(amp), "auto", OCR_EX_STORED, "fp32",
+     "precision of the convolutions: fp32, bf16 or fp16 (with dynamic loss scaling); the rest stays fp32 (docs/TRAINING.md); "
+     "auto: bf16 on a CPU that multiplies bf16 natively (AMX or AVX512_BF16), fp32 elsewhere (kept resolved in checkpoints)"},
     {"--loss-scale", STRING(loss_scale), "dynamic", OCR_EX_STORED, "dynamic",
      "with --amp fp16: dynamic (GradScaler's rule) or off (to see what fp16 loses without it; examples/repro_amp)"},
     {"--threads", INT(threads), "0", RUNTIME, "compute threads (0: all cores)"},
@@ -140,7 +141,7 @@ static const char *settings_problem(const train_args *a) {
     if (strcmp(a->backbone, "resnet18") != 0 && strcmp(a->backbone, "resnet34") != 0) return "--backbone must be resnet18 or resnet34";
     {
         int amp;
-        if (!ocr_amp_parse(a->amp, &amp)) return "--amp must be fp32, bf16 or fp16";
+        if (strcmp(a->amp, "auto") != 0 && !ocr_amp_parse(a->amp, &amp)) return "--amp must be fp32, bf16, fp16 or auto";
         if (strcmp(a->loss_scale, "dynamic") != 0 && strcmp(a->loss_scale, "off") != 0) return "--loss-scale must be dynamic or off";
     }
     return NULL;
@@ -862,7 +863,7 @@ int main(int argc, char **argv) {
     int eval_done_at_end = 0;
     int64_t saved_step = -1, optim_step = 0, steps_before = 0;
     run_files rf;
-    int is_root, global_loss;
+    int is_root, global_loss, amp_chosen;
     dist_buffers db;
 
     memset(targets_dev, 0, sizeof targets_dev);
@@ -963,6 +964,8 @@ int main(int argc, char **argv) {
         return a.resume ? 1 : 2;
     }
     if (a.val_scale == 0) a.val_scale = is_synth_spec(a.val) ? 1.4f : 1.0f; /* stored resolved in checkpoints */
+    amp_chosen = strcmp(a.amp, "auto") == 0; /* so is the precision: a resume elsewhere keeps the run's */
+    if (amp_chosen) a.amp = ocr_amp_name(ocr_amp_default(&ctx));
     if (a.fonts && !a.fonts[0]) a.fonts = NULL;    /* empty: the declared set */
     if (a.photos && !a.photos[0]) a.photos = NULL;
     heldout_count = !is_synth_spec(a.val) ? 0 : a.heldout_count < 0 ? a.val_count : a.heldout_count;
@@ -1096,11 +1099,13 @@ int main(int argc, char **argv) {
 
     if (heldout.count) snprintf(held, sizeof held, " and %d held-out", heldout.count);
     if (is_root) fprintf(stderr, "train_dbnet: %s DB-ResNet-%d width %g, %zu parameters, %lld steps of %d x %dx%d on %d threads (GEMM %s), "
-                    "precision %s%s%s%s, validation %d images run at %dx%d%s, run %s\n",
+                    "precision %s%s%s%s%s, validation %d images run at %dx%d%s, run %s\n",
             a.resume ? "resuming" : "training", mcfg.depth, a.width, ocr_params_trainable_count(&model.params),
             (long long)total_steps, a.batch, a.size, a.size, ctx.n_threads, ocr_gemm_kernel_name(&ctx), a.amp,
             ctx.amp == OCR_AMP_BF16 ? " on " : "", ctx.amp == OCR_AMP_BF16 ? ocr_gemm_bf16_kernel_name(&ctx) : "",
-            scaler.enabled ? " with dynamic loss scaling" : "", val.count, val.input, val.input, held, run_dir);
+            scaler.enabled ? " with dynamic loss scaling" : "",
+            !amp_chosen ? "" : ctx.amp == OCR_AMP_BF16 ? " (the default where the CPU multiplies bf16; --amp fp32 for fp32)"
+                                                       : " (the default: this device has no native bf16)", val.count, val.input, val.input, held, run_dir);
     if (is_root) print_assets(&st);
     if (is_root && g_dist.world > 1)
         fprintf(stderr, "train_dbnet: data parallel over %d ranks (MPI%s, %d on this host): batch %d per rank, %d in total; learning rate %g "
