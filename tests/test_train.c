@@ -380,6 +380,38 @@ static void test_help_lists_every_setting(void) {
     free(err);
 }
 
+/* --amp auto, the default, is bf16 where the CPU multiplies bf16 natively and fp32 elsewhere (OCR_BF16_KERNEL=none
+   plays a CPU without the instructions); the start line says it was the default, and the checkpoint stores the
+   precision picked, so a resume where the other one would be picked continues in the run's. */
+static void test_amp_default(void) {
+    const char *want = ocr_amp_name(ocr_amp_default(&ctx));
+    char args[1024], run[256], path[300], line[128], *out, *err;
+    int rc, k;
+    for (k = 0; k < 2; k++) {
+        const char *env = k ? "OCR_BF16_KERNEL=none " : "", *expect = k ? "fp32" : want, *got;
+        ocr_safetensors st;
+        snprintf(run, sizeof run, "%s/amp_default_%d", dir, k);
+        snprintf(args, sizeof args, "%s%s %s --steps 3 --stop-at 1 --eval-every 0 --out %s", env, TRAIN, TINY, run);
+        rc = ocr_test_run(args, &out, &err);
+        snprintf(line, sizeof line, "precision %s", expect);
+        OCR_CHECK_MSG(rc == 130 && strstr(err, line) && strstr(err, "(the default"), "'%s' exited %d (expected 130) without '%s "
+                      "... (the default': %s", args, rc, line, err);
+        free(out); free(err);
+        snprintf(path, sizeof path, "%s/last.safetensors", run);
+        OCR_CHECK_OK(&ctx, ocr_safetensors_open(&ctx, &st, path));
+        if (ocr_test__case_failed) return;
+        got = ocr_safetensors_meta(&st, "train.amp");
+        OCR_CHECK_MSG(got && strcmp(got, expect) == 0, "train.amp is '%s', expected '%s'", got ? got : "(missing)", expect);
+        ocr_safetensors_close(&st);
+        /* resumed the other way round: the run's precision, not the one this CPU (or setting) would pick */
+        snprintf(args, sizeof args, "%s%s --resume %s --threads 2 --workers 1", k ? "" : "OCR_BF16_KERNEL=none ", TRAIN, run);
+        rc = ocr_test_run(args, &out, &err);
+        OCR_CHECK_MSG(rc == 0 && strstr(err, line) && !strstr(err, "(the default"), "'%s' exited %d or left '%s': %s", args, rc,
+                      line, err);
+        free(out); free(err);
+    }
+}
+
 /* A run stopped with a non-default value for every stored setting, resumed with no flags but --resume (and the ones a
    resume may change), writes every one of them back: the resumed run used them. */
 static void test_resume_restores_settings(void) {
@@ -1071,6 +1103,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_resume_exact);
     OCR_TEST_RUN(test_resume_exact_fp16);
     OCR_TEST_RUN(test_resume_restores_settings);
+    OCR_TEST_RUN(test_amp_default);
     OCR_TEST_RUN(test_resume_changed_fonts);
     OCR_TEST_RUN(test_val_scale_mapping);
     OCR_TEST_RUN(test_full_disk);
