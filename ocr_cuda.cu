@@ -109,9 +109,7 @@ struct ocr__emu_launch {
     int n_threads, n_groups;
     void (*fn)(void *);
     void *arg;
-    pthread_mutex_t mu;
-    pthread_cond_t start_cv;
-    int start;                       /* 0: lanes wait, 1: run, -1: the launch could not start every lane */
+    pthread_mutex_t mu;              /* guards message */
     int failed;
     char message[900];
     ocr__emu_block groups[2];
@@ -445,10 +443,6 @@ static void *ocr__emu_lane_main(void *argp) {
     blockDim = L->block;
     gridDim = L->grid;
     threadIdx = dim3((unsigned)tid % L->block.x, (unsigned)tid / L->block.x % L->block.y, (unsigned)tid / (L->block.x * L->block.y));
-    pthread_mutex_lock(&L->mu);
-    while (L->start == 0) pthread_cond_wait(&L->start_cv, &L->mu);
-    pthread_mutex_unlock(&L->mu);
-    if (L->start < 0) return NULL;
     for (b = a->group; b < L->n_blocks; b += L->n_groups) {
         int aborted = 0;
         ocr__emu_block_index = b;
@@ -471,7 +465,7 @@ template <typename F> static void ocr__emu_call(void *f) { (*(F *)f)(); }
    a pool of its own. */
 #define OCR__EMU_MAX_LANES 2048 /* two blocks of 1024 threads */
 static pthread_mutex_t ocr__emu_launch_mu = PTHREAD_MUTEX_INITIALIZER; /* one launch at a time; guards the pool */
-static pthread_mutex_t ocr__emu_pool_mu = PTHREAD_MUTEX_INITIALIZER;   /* guards ocr__emu_pool_busy */
+static pthread_mutex_t ocr__emu_pool_mu = PTHREAD_MUTEX_INITIALIZER;   /* with ocr__emu_pool_idle: the launch waits for the last lane */
 static pthread_cond_t ocr__emu_pool_idle = PTHREAD_COND_INITIALIZER;
 static int ocr__emu_pool_size, ocr__emu_pool_busy;
 static pid_t ocr__emu_pool_pid;
@@ -483,9 +477,12 @@ static void *ocr__emu_pool_main(void *argp) {
     for (;;) {
         while (sem_wait(&ocr__emu_pool_wake[i]) != 0) {}
         ocr__emu_lane_main(ocr__emu_pool_lane[i]);
-        pthread_mutex_lock(&ocr__emu_pool_mu);
-        if (--ocr__emu_pool_busy == 0) pthread_cond_signal(&ocr__emu_pool_idle);
-        pthread_mutex_unlock(&ocr__emu_pool_mu);
+        /* only the last lane takes the mutex: a thousand lanes queueing on it cost more than the kernels */
+        if (__atomic_sub_fetch(&ocr__emu_pool_busy, 1, __ATOMIC_ACQ_REL) == 0) {
+            pthread_mutex_lock(&ocr__emu_pool_mu);
+            pthread_cond_signal(&ocr__emu_pool_idle);
+            pthread_mutex_unlock(&ocr__emu_pool_mu);
+        }
     }
     return NULL;
 }
@@ -542,13 +539,10 @@ static int ocr__emu_run(ocr__emu_launch *L) {
             /* no lane runs: a missing one would hang the others at the first barrier */
             ocr__emu_fail(L, "kernel '%s': the emulator could start only %d of %d threads", L->kernel, have, n);
         } else {
-            L->start = 1;
-            pthread_mutex_lock(&ocr__emu_pool_mu);
-            ocr__emu_pool_busy = n;
-            pthread_mutex_unlock(&ocr__emu_pool_mu);
+            __atomic_store_n(&ocr__emu_pool_busy, n, __ATOMIC_RELEASE);
             for (t = 0; t < n; t++) { ocr__emu_pool_lane[t] = &lanes[t]; sem_post(&ocr__emu_pool_wake[t]); }
             pthread_mutex_lock(&ocr__emu_pool_mu);
-            while (ocr__emu_pool_busy > 0) pthread_cond_wait(&ocr__emu_pool_idle, &ocr__emu_pool_mu);
+            while (__atomic_load_n(&ocr__emu_pool_busy, __ATOMIC_ACQUIRE) > 0) pthread_cond_wait(&ocr__emu_pool_idle, &ocr__emu_pool_mu);
             pthread_mutex_unlock(&ocr__emu_pool_mu);
         }
         pthread_mutex_unlock(&ocr__emu_launch_mu);
@@ -573,8 +567,6 @@ template <typename F> static int ocr__emu_launch_fn(char *message, size_t cap, c
     L = new ocr__emu_launch();
     memset(L->groups, 0, sizeof L->groups);
     pthread_mutex_init(&L->mu, NULL);
-    pthread_cond_init(&L->start_cv, NULL);
-    L->start = 0;
     L->kernel = kernel;
     L->grid = grid;
     L->block = block;
@@ -585,7 +577,6 @@ template <typename F> static int ocr__emu_launch_fn(char *message, size_t cap, c
     rc = ocr__emu_run(L);
     if (rc) snprintf(message, cap, "%s", L->message);
     pthread_mutex_destroy(&L->mu);
-    pthread_cond_destroy(&L->start_cv);
     delete L;
     return rc;
 }

@@ -4360,11 +4360,16 @@ static int ocr__amp_bf16_fast(ocr_ctx *ctx) {
 }
 
 /* The same for a convolution of geometry g in a forward (backward 0) or backward pass: only where the bf16 kernels
-   win (bench_train --layers, DBNet at 640x640): every forward, and the backward of convolutions with at least 16 input
-   channels per group (the stem's weight gradient gains nothing). The transposed convolutions (DBNet's 2x2 heads, whose
-   fp32 path writes each output once without im2col) stay on the rounding path. */
+   win (bench_train --layers, DBNet at 640x640 and at train_dbnet's width 0.25). On AMX: every forward, and the
+   backward of convolutions with at least 16 input channels per group (the stem's weight gradient gains nothing).
+   On AVX512_BF16 alone the products are only about 1.8x fp32's, too little to pay for rearranging small inputs in
+   the gradients: there backward only from 32 input channels per group, and never for a 1x1 convolution. The transposed convolutions
+   (DBNet's 2x2 heads, whose fp32 path writes each output once without im2col) stay on the rounding path. */
 static int ocr__amp_bf16_fast_conv(ocr_ctx *ctx, const ocr__conv_geom *g, int backward) {
-    return (!backward || g->C / g->groups >= 16) && ocr__amp_bf16_fast(ctx);
+    int64_t cin = g->C / g->groups;
+    if (!ocr__amp_bf16_fast(ctx)) return 0;
+    if (ocr__bf16_kind(ctx) == OCR__BF16_AVX512) return !backward || (cin >= 32 && !(g->kh == 1 && g->kw == 1));
+    return !backward || cin >= 16;
 }
 
 OCRDEF ocr_conv_params ocr_conv_params_make(int stride, int pad, int dilation, int groups) {
