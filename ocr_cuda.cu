@@ -477,7 +477,7 @@ static void *ocr__emu_pool_main(void *argp) {
     for (;;) {
         while (sem_wait(&ocr__emu_pool_wake[i]) != 0) {}
         ocr__emu_lane_main(ocr__emu_pool_lane[i]);
-        /* only the last lane takes the mutex: a thousand lanes queueing on it cost more than the kernels */
+        /* only the last lane takes the mutex: the others would queue on it for nothing */
         if (__atomic_sub_fetch(&ocr__emu_pool_busy, 1, __ATOMIC_ACQ_REL) == 0) {
             pthread_mutex_lock(&ocr__emu_pool_mu);
             pthread_cond_signal(&ocr__emu_pool_idle);
