@@ -211,7 +211,8 @@ OCRDEF double ocr_dbnet_edge_distance(double px, double py, ocr_point a, ocr_poi
    PaddleOCR's DBPostProcess for the slow score): binarize (p > thresh), border following (cv2.findContours,
    RETR_LIST, CHAIN_APPROX_SIMPLE), minimum-area rectangle (get_mini_boxes), box score, unclip with
    ocr_poly_offset, size filters, then mapping to the original image size with round-half-to-even and
-   clipping to [0, size]. */
+   clipping to [0, size]. ocr_post_config_official gives their constants; ocr_post_config_default adds the split
+   of joined regions (split_thresh) and scores inside the contour, which ocr-c's programs use. */
 enum { OCR_POST_BOX = 0, OCR_POST_POLYGON = 1 };      /* output: 4-point boxes or approximated polygons */
 enum { OCR_SCORE_FAST = 0, OCR_SCORE_SLOW = 1 };      /* mean inside the rectangle/polygon, or inside the contour */
 typedef struct {
@@ -223,7 +224,16 @@ typedef struct {
     int min_size;          /* 3: rectangles with a shorter side are dropped; min_size + 2 after unclipping */
     int mode;              /* OCR_POST_BOX or OCR_POST_POLYGON */
     int score_mode;        /* OCR_SCORE_FAST or OCR_SCORE_SLOW */
+    float split_thresh;    /* 0 (official): off. Else a region above thresh that holds two or more cores above
+                              split_thresh (each at least min_size^2 pixels) is split between them, each pixel going
+                              to the nearest core, so that words joined by a faint bridge come out as one box each */
 } ocr_post_config;
+/* The official constants (thresh 0.3, box_thresh 0.6, unclip 1.5 or 2.0, the fast score, no split), for parity
+   with the Python pipelines. */
+OCRDEF ocr_post_config ocr_post_config_official(int mode);
+/* ocr-c's default: the official one with split_thresh 0.8, the slow score (inside the contour) and box_thresh 0.8.
+   A word whose region tapers or bends scores low inside its rectangle though the map is sure of it, and words
+   joined by a faint bridge otherwise come out as one box, which matches neither (docs/TRAINING.md measures both). */
 OCRDEF ocr_post_config ocr_post_config_default(int mode);
 
 /* Detections in original-image pixels (integer coordinates). polys[i].points point into storage owned by the
@@ -1925,6 +1935,14 @@ done:
 /* ================================================================ [postprocess] implementation */
 
 OCRDEF ocr_post_config ocr_post_config_default(int mode) {
+    ocr_post_config c = ocr_post_config_official(mode);
+    c.split_thresh = 0.8f;
+    c.score_mode = OCR_SCORE_SLOW;
+    c.box_thresh = 0.8;
+    return c;
+}
+
+OCRDEF ocr_post_config ocr_post_config_official(int mode) {
     ocr_post_config c;
     memset(&c, 0, sizeof c);
     c.thresh = 0.3f;
@@ -2137,6 +2155,87 @@ static int ocr__binarize(const float *pred, int64_t W, int64_t H, float thresh, 
     return in_range;
 }
 
+/* ocr_post_config.split_thresh: cores are 8-connected pixels above split_thresh of at least min_seed pixels (smaller
+   ones are part of the region, not cores). Breadth-first growth from every core at once through the binarized region
+   (8-connected) gives each pixel the core nearest to it in steps (a tie goes to the core whose pixel was queued
+   first); then of every two 8-adjacent pixels of different cores the first in raster order is cleared (unless the
+   other was cleared already), so the border follower finds one region per core. A region with one core or none is
+   left as it is. img is the framed work image (ocr_contour_frame). Labels are written and read only inside the
+   regions, so a map with little text touches little of them. */
+static int ocr__split_regions(ocr_ctx *ctx, const char *fn, const float *pred, int64_t W, int64_t H, float split_thresh,
+                              int64_t min_seed, uint8_t *img) {
+    static const int dx[8] = {-1, 0, 1, -1, 1, -1, 0, 1}, dy[8] = {-1, -1, -1, 0, 0, 1, 1, 1};
+    const int64_t n = W * H;
+    int32_t *label, next = 1;
+    uint32_t *queue, tail = 0, head, grown;
+    int64_t x, y;
+    if (n >= (int64_t)INT32_MAX)
+        return ocr_error(ctx, OCR_EINVAL, "%s: split_thresh needs a map of under 2^31 pixels, got %lldx%lld", fn, (long long)W, (long long)H);
+    label = (int32_t *)OCR_MALLOC((size_t)n * sizeof *label);
+    queue = (uint32_t *)OCR_MALLOC((size_t)n * sizeof *queue);
+    if (!label || !queue) {
+        OCR_FREE(label);
+        OCR_FREE(queue);
+        return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate the split's %lld-pixel label image", fn, (long long)n);
+    }
+#define OCR__IN(px, py) (img[((py) + 1) * (W + 2) + (px) + 1])
+    for (y = 0; y < H; y++)
+        for (x = 0; x < W; x++)
+            if (OCR__IN(x, y)) label[y * W + x] = 0;
+    /* 1: cores, flood-filled one at a time; a small one is unlabelled again and its pixels leave the queue */
+    for (y = 0; y < H; y++)
+        for (x = 0; x < W; x++) {
+            uint32_t start = tail;
+            if (!(pred[y * W + x] > split_thresh) || !OCR__IN(x, y) || label[y * W + x]) continue;
+            label[y * W + x] = next;
+            queue[tail++] = (uint32_t)(y * W + x);
+            for (head = start; head < tail; head++) {
+                int64_t cx = queue[head] % W, cy = queue[head] / W;
+                int k;
+                for (k = 0; k < 8; k++) {
+                    int64_t nx = cx + dx[k], ny = cy + dy[k], j = ny * W + nx;
+                    if (nx < 0 || ny < 0 || nx >= W || ny >= H || !OCR__IN(nx, ny) || label[j] || !(pred[j] > split_thresh)) continue;
+                    label[j] = next;
+                    queue[tail++] = (uint32_t)j;
+                }
+            }
+            if ((int64_t)(tail - start) < min_seed) {
+                for (head = start; head < tail; head++) label[queue[head]] = -1; /* not a core; not to be filled again */
+                tail = start;
+            } else
+                next++;
+        }
+    if (next > 2) {
+        /* 2: growth from all cores at once: the queue holds every core pixel, then each ring around them */
+        for (head = 0; head < tail; head++) {
+            int64_t cx = queue[head] % W, cy = queue[head] / W;
+            int k;
+            for (k = 0; k < 8; k++) {
+                int64_t nx = cx + dx[k], ny = cy + dy[k], j = ny * W + nx;
+                if (nx < 0 || ny < 0 || nx >= W || ny >= H || !OCR__IN(nx, ny) || label[j] > 0) continue;
+                label[j] = label[queue[head]];
+                queue[tail++] = (uint32_t)j;
+            }
+        }
+        /* 3: the cut, over the labelled pixels only: a pixel goes when a later neighbour of another core is there */
+        for (grown = tail, head = 0; head < grown; head++) {
+            int64_t cx = queue[head] % W, cy = queue[head] / W;
+            int32_t a = label[queue[head]];
+            int k;
+            for (k = 4; k < 8; k++) {
+                int64_t nx = cx + dx[k], ny = cy + dy[k];
+                if (nx < 0 || nx >= W || ny >= H || !OCR__IN(nx, ny) || label[ny * W + nx] == a) continue;
+                OCR__IN(cx, cy) = 0;
+                break;
+            }
+        }
+    }
+#undef OCR__IN
+    OCR_FREE(label);
+    OCR_FREE(queue);
+    return OCR_OK;
+}
+
 OCRDEF int ocr_postprocess(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_tensor *prob, int dest_width, int dest_height,
                            ocr_detections *out) {
     const char *fn = "ocr_postprocess";
@@ -2158,12 +2257,13 @@ OCRDEF int ocr_postprocess(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_t
     if (!(cfg->thresh >= 0 && cfg->thresh <= 1) || !isfinite(cfg->box_thresh) || !(cfg->unclip_ratio > 0) ||
         !isfinite(cfg->unclip_ratio) || !(cfg->poly_epsilon >= 0) || !isfinite(cfg->poly_epsilon) || cfg->max_candidates < 0 ||
         cfg->min_size < 0 || (cfg->mode != OCR_POST_BOX && cfg->mode != OCR_POST_POLYGON) ||
-        (cfg->score_mode != OCR_SCORE_FAST && cfg->score_mode != OCR_SCORE_SLOW))
+        (cfg->score_mode != OCR_SCORE_FAST && cfg->score_mode != OCR_SCORE_SLOW) ||
+        !(cfg->split_thresh == 0 || (cfg->split_thresh > cfg->thresh && cfg->split_thresh <= 1)))
         return ocr_error(ctx, OCR_EINVAL,
                          "%s: bad config: thresh %g (0..1), box_thresh %g, unclip_ratio %g (> 0), poly_epsilon %g (>= 0), "
-                         "max_candidates %d, min_size %d (>= 0), mode %d, score_mode %d",
+                         "max_candidates %d, min_size %d (>= 0), mode %d, score_mode %d, split_thresh %g (0, or above thresh to 1)",
                          fn, cfg->thresh, cfg->box_thresh, cfg->unclip_ratio, cfg->poly_epsilon, cfg->max_candidates, cfg->min_size,
-                         cfg->mode, cfg->score_mode);
+                         cfg->mode, cfg->score_mode, cfg->split_thresh);
     if (dest_width < 1 || dest_height < 1 || dest_width > (1 << 24) || dest_height > (1 << 24))
         return ocr_error(ctx, OCR_EINVAL, "%s: original image size %dx%d must be 1..2^24 on each side", fn, dest_width, dest_height);
     pred = (const float *)prob->data;
@@ -2173,7 +2273,8 @@ OCRDEF int ocr_postprocess(ocr_ctx *ctx, const ocr_post_config *cfg, const ocr_t
     memset(&contours, 0, sizeof contours);
     memset(&w, 0, sizeof w);
     out->n = out->n_points = 0;
-    rc = ocr_find_contours_framed(ctx, img, (int)W, (int)H, &contours);
+    rc = cfg->split_thresh > 0 ? ocr__split_regions(ctx, fn, pred, W, H, cfg->split_thresh, (int64_t)cfg->min_size * cfg->min_size, img) : OCR_OK;
+    if (rc == OCR_OK) rc = ocr_find_contours_framed(ctx, img, (int)W, (int)H, &contours);
     n_cand = contours.n_polys < cfg->max_candidates ? contours.n_polys : cfg->max_candidates;
     for (c = 0; c < n_cand && rc == OCR_OK; first += contours.counts[c], c++) {
         const ocr_point *cpts = contours.pts + first;

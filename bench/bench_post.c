@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
     jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"post\",\"cpu\":\"%s\",\"fp32_peak_gflops\":%.1f,\"map\":[%d,%d],\"load\":%.2f,"
                           "\"reps\":%d,\"results\":[", cpu_name, peak, MAP_H, MAP_W, la[0], reps);
     for (m = 0; m < 2; m++) {
-        ocr_post_config cfg = ocr_post_config_default(m == 0 ? OCR_POST_BOX : OCR_POST_POLYGON);
+        ocr_post_config cfg = ocr_post_config_official(m == 0 ? OCR_POST_BOX : OCR_POST_POLYGON);
         double t_ours[MAX_REPS], t_py[MAX_REPS], c_ours[MAX_REPS], c_py[MAX_REPS], med_ours, med_py = 0, cpu_ours, cpu_py = 0, cpu;
         int py_dets = -1, ok = have_py && py.in;
         (void)ours_run(&ctx, &cfg, &prob, &d, &cpu);
@@ -147,6 +147,17 @@ int main(int argc, char **argv) {
                                "\"python_cpu_ms\":%.3f,\"cpu_ratio_ours_over_python\":%.4f,\"ours_dets\":%d,\"python_dets\":%d}",
                                m ? "," : "", modes[m], 1e3 * med_ours, 1e3 * med_py, med_py > 0 ? med_ours / med_py : 0.0, 1e3 * cpu_ours,
                                1e3 * cpu_py, cpu_py > 0 ? cpu_ours / cpu_py : 0.0, d.n, py_dets);
+    }
+    /* ocr-c's default config (split of joined regions, score inside the contour): no Python peer runs it */
+    for (m = 0; m < 2; m++) {
+        ocr_post_config cfg = ocr_post_config_default(m == 0 ? OCR_POST_BOX : OCR_POST_POLYGON);
+        double t_ours[MAX_REPS], c_ours[MAX_REPS], cpu;
+        (void)ours_run(&ctx, &cfg, &prob, &d, &cpu);
+        for (r = 0; r < reps; r++) t_ours[r] = ours_run(&ctx, &cfg, &prob, &d, &c_ours[r]);
+        printf("%-6s %9.3f ms, %d detections: ocr-c's default (ocr_post_config_default: split, slow score)\n", modes[m],
+               1e3 * median(t_ours, reps), d.n);
+        jl += (size_t)snprintf(json + jl, sizeof json - jl, ",{\"mode\":\"%s default\",\"ours_ms\":%.3f,\"ours_dets\":%d}", modes[m],
+                               1e3 * median(t_ours, reps), d.n);
     }
     if (have_py) bench_peer_stop(&py, 1, NULL, 0);
     if (use_python) unlink(map_path);

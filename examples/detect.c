@@ -78,14 +78,12 @@ static int write_dump(ocr_ctx *ctx, const char *dir, const char *stem, const cha
 
 int main(int argc, char **argv) {
     const char *model_path = NULL, *out_dir = NULL, *dump_dir = NULL, *device = "cpu", *amp_name = "fp32";
-    int poly = 0, short_side = 736, long_side = 0, threads = 0, n_images, i, failed = 0, amp = OCR_AMP_OFF;
-    float thresh = 0.3f, box_thresh = 0.6f, unclip = 0.0f;
+    int short_side = 736, long_side = 0, threads = 0, n_images, i, failed = 0, amp = OCR_AMP_OFF;
+    ocr_ex_post_flags pf = ocr_ex_post_flags_default();
+    const char *post_error;
     ocr_ex_flag flags[] = {
         {"--model", OCR_EX_STRING, &model_path, "checkpoint written by train_dbnet or ocr_dbnet_save (required)"},
-        {"--poly", OCR_EX_BOOL, &poly, "polygons (approximated contours) instead of 4-point boxes"},
-        {"--thresh", OCR_EX_FLOAT, &thresh, "a pixel is text when its probability exceeds this"},
-        {"--box-thresh", OCR_EX_FLOAT, &box_thresh, "detections whose mean probability is lower are dropped"},
-        {"--unclip", OCR_EX_FLOAT, &unclip, "unclip ratio; 0: the official 1.5 for boxes, 2.0 for polygons"},
+        OCR_EX_POST_FLAGS(pf, ""),
         {"--short-side", OCR_EX_INT, &short_side, "resize so the short side is this (rounded up to a multiple of 32)"},
         {"--long-side", OCR_EX_INT, &long_side, "resize so the long side is this instead (0: use --short-side)"},
         {"--out", OCR_EX_STRING, &out_dir, "write DIR/<stem>.png (detections drawn) and DIR/res_<stem>.txt (ICDAR format)"},
@@ -112,10 +110,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: --amp must be fp32, bf16 or fp16\n", argv[0]);
         return 2;
     }
-    if (!(thresh >= 0 && thresh <= 1) || !(box_thresh >= 0 && box_thresh <= 1) || unclip < 0 || short_side < 1 || long_side < 0 ||
-        threads < 0 || short_side > OCR_IMAGE_MAX_SIDE || long_side > OCR_IMAGE_MAX_SIDE) {
-        fprintf(stderr, "%s: out of range: --thresh and --box-thresh must be in [0, 1], --unclip >= 0, --short-side in [1, %d], "
-                        "--long-side in [0, %d], --threads >= 0\n", argv[0], OCR_IMAGE_MAX_SIDE, OCR_IMAGE_MAX_SIDE);
+    if ((post_error = ocr_ex_post_config(&pf, &post)) != NULL) {
+        fprintf(stderr, "%s: %s\n", argv[0], post_error);
+        return 2;
+    }
+    if (short_side < 1 || long_side < 0 || threads < 0 || short_side > OCR_IMAGE_MAX_SIDE || long_side > OCR_IMAGE_MAX_SIDE) {
+        fprintf(stderr, "%s: out of range: --short-side in [1, %d], --long-side in [0, %d], --threads >= 0\n", argv[0],
+                OCR_IMAGE_MAX_SIDE, OCR_IMAGE_MAX_SIDE);
         return 2;
     }
     /* Outputs are named after the image: two images with one stem would overwrite each other's. */
@@ -135,10 +136,6 @@ int main(int argc, char **argv) {
         ocr_ctx_free(&ctx);
         return 1;
     }
-    post = ocr_post_config_default(poly ? OCR_POST_POLYGON : OCR_POST_BOX);
-    post.thresh = thresh;
-    post.box_thresh = box_thresh;
-    if (unclip > 0) post.unclip_ratio = unclip;
     memset(&dets, 0, sizeof dets);
     memset(&x, 0, sizeof x);
     memset(&prob_host, 0, sizeof prob_host);

@@ -379,8 +379,9 @@ static int eval_pipeline(ocr_ctx *ctx, const char *det_path, const char *rec_pat
 int main(int argc, char **argv) {
     const char *model_path = NULL, *data = NULL, *gt_dir = NULL, *pred_dir = NULL, *gt_format_name = "icdar2015", *amp_name = "fp32";
     const char *rec_path = NULL;
-    int per_image = 0, poly = 0, short_side = 736, long_side = 0, threads = 0, gt_format, npos, rc, amp = OCR_AMP_OFF, e2e = 0, beam = 0;
-    float thresh = 0.3f, box_thresh = 0.6f, unclip = 0.0f, scale = 0.0f;
+    int per_image = 0, short_side = 736, long_side = 0, threads = 0, gt_format, npos, rc, amp = OCR_AMP_OFF, e2e = 0, beam = 0;
+    float scale = 0.0f;
+    ocr_ex_post_flags pf = ocr_ex_post_flags_default();
     float rotate_below = ocr_pipeline_config_default().rotate_below, min_confidence = ocr_pipeline_config_default().min_confidence;
     float margin = ocr_pipeline_config_default().crop.margin;
     ocr_ex_flag flags[] = {
@@ -397,10 +398,7 @@ int main(int argc, char **argv) {
         {"--margin", OCR_EX_FLOAT, &margin, "with --rec: each detection is cropped with this fraction of its height around it"},
         {"--gt-format", OCR_EX_STRING, &gt_format_name, "ground truth lines: icdar2015 (4 points, text) or polygon (n points, text)"},
         {"--per-image", OCR_EX_BOOL, &per_image, "print the figures of every image"},
-        {"--poly", OCR_EX_BOOL, &poly, "model: detect polygons instead of 4-point boxes"},
-        {"--thresh", OCR_EX_FLOAT, &thresh, "model: a pixel is text when its probability exceeds this"},
-        {"--box-thresh", OCR_EX_FLOAT, &box_thresh, "model: detections whose mean probability is lower are dropped"},
-        {"--unclip", OCR_EX_FLOAT, &unclip, "model: unclip ratio; 0: the official 1.5 for boxes, 2.0 for polygons"},
+        OCR_EX_POST_FLAGS(pf, "model: "),
         {"--short-side", OCR_EX_INT, &short_side, "model: resize so the short side is this (rounded up to a multiple of 32)"},
         {"--long-side", OCR_EX_INT, &long_side, "model: resize so the long side is this instead (0: use --short-side)"},
         {"--threads", OCR_EX_INT, &threads, "CPU threads; 0: all cores"},
@@ -426,10 +424,10 @@ int main(int argc, char **argv) {
         usage_error = "out of range: --scale 0 or in [0.1, 8], --rotate-below and --min-confidence in [0, 1], --beam >= 0, --margin in [0, 2)";
     else if (data && !ocr_ex_dataset_spec_ok(data))
         usage_error = "--data must be icdar:DIR, icdar:IMAGES,GTS or lmdb:PATH";
-    else if (!(thresh >= 0 && thresh <= 1) || !(box_thresh >= 0 && box_thresh <= 1) || unclip < 0 || short_side < 1 ||
-             short_side > OCR_IMAGE_MAX_SIDE || long_side < 0 || long_side > OCR_IMAGE_MAX_SIDE || threads < 0)
-        usage_error = "out of range: --thresh and --box-thresh must be in [0, 1], --unclip >= 0, --short-side in [1, 16384], "
-                      "--long-side in [0, 16384], --threads >= 0";
+    else if ((usage_error = ocr_ex_post_config(&pf, &post)) != NULL)
+        ;
+    else if (short_side < 1 || short_side > OCR_IMAGE_MAX_SIDE || long_side < 0 || long_side > OCR_IMAGE_MAX_SIDE || threads < 0)
+        usage_error = "out of range: --short-side in [1, 16384], --long-side in [0, 16384], --threads >= 0";
     if (usage_error) {
         fprintf(stderr, "%s: %s%s%s\n", prog, usage_error, npos ? ": " : "", npos ? argv[1] : "");
         ocr_ex_usage(stderr, prog, SYNOPSIS, flags, n_flags);
@@ -443,10 +441,6 @@ int main(int argc, char **argv) {
     if (gt_dir) {
         rc = eval_files(&ctx, gt_dir, pred_dir, gt_format, per_image, e2e);
     } else {
-        post = ocr_post_config_default(poly ? OCR_POST_POLYGON : OCR_POST_BOX);
-        post.thresh = thresh;
-        post.box_thresh = box_thresh;
-        if (unclip > 0) post.unclip_ratio = unclip;
         if (rec_path) {
             ocr_pipeline_config pc = ocr_pipeline_config_default();
             pc.post = post;

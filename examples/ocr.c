@@ -149,8 +149,10 @@ static int write_overlay(ocr_ctx *ctx, const ocr_painter *painter, const char *p
 int main(int argc, char **argv) {
     const char *det_path = NULL, *rec_path = NULL, *out_dir = NULL, *fonts = DEFAULT_FONTS, *charset = NULL;
     ocr_pipeline_config pc = ocr_pipeline_config_default();
-    int poly = 0, short_side = 0, long_side = 0, threads = 0, n_images, i, failed = 0, missing_total = 0;
-    float scale = pc.det_scale, thresh = pc.post.thresh, box_thresh = (float)pc.post.box_thresh, unclip = 0.0f;
+    int short_side = 0, long_side = 0, threads = 0, n_images, i, failed = 0, missing_total = 0;
+    float scale = pc.det_scale;
+    ocr_ex_post_flags pf = ocr_ex_post_flags_default();
+    const char *post_error;
     float rotate_below = pc.rotate_below, min_confidence = pc.min_confidence, margin = pc.crop.margin;
     int beam = pc.beam_width;
     int32_t first_missing = 0;
@@ -162,10 +164,7 @@ int main(int argc, char **argv) {
         {"--scale", OCR_EX_FLOAT, &scale, "the detector sees the image scaled by this (sides rounded up to multiples of 32)"},
         {"--short-side", OCR_EX_INT, &short_side, "instead, scale the short side to this (0: use --scale)"},
         {"--long-side", OCR_EX_INT, &long_side, "instead, scale the long side to this (0: use --scale)"},
-        {"--poly", OCR_EX_BOOL, &poly, "detect polygons (curved text is straightened) instead of 4-point boxes"},
-        {"--thresh", OCR_EX_FLOAT, &thresh, "detector: a pixel is text when its probability exceeds this"},
-        {"--box-thresh", OCR_EX_FLOAT, &box_thresh, "detector: detections whose mean probability is lower are dropped"},
-        {"--unclip", OCR_EX_FLOAT, &unclip, "detector: unclip ratio; 0: the official 1.5 for boxes, 2.0 for polygons"},
+        OCR_EX_POST_FLAGS(pf, "detector: "),
         {"--margin", OCR_EX_FLOAT, &margin, "each detection is cropped with this fraction of its height around it"},
         {"--rotate-below", OCR_EX_FLOAT, &rotate_below, "crops read with a lower confidence are also read turned 180 degrees (0: never)"},
         {"--min-confidence", OCR_EX_FLOAT, &min_confidence, "lines read with a lower confidence are dropped"},
@@ -187,12 +186,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!(scale >= 0.1f && scale <= 8) || short_side < 0 || long_side < 0 || short_side > OCR_IMAGE_MAX_SIDE ||
-        long_side > OCR_IMAGE_MAX_SIDE || !(thresh >= 0 && thresh <= 1) || !(box_thresh >= 0 && box_thresh <= 1) || unclip < 0 ||
-        !(margin >= 0 && margin < 2) || !(rotate_below >= 0 && rotate_below <= 1) || !(min_confidence >= 0 && min_confidence <= 1) ||
+        long_side > OCR_IMAGE_MAX_SIDE || !(margin >= 0 && margin < 2) || !(rotate_below >= 0 && rotate_below <= 1) || !(min_confidence >= 0 && min_confidence <= 1) ||
         beam < 0 || threads < 0) {
-        fprintf(stderr, "%s: out of range: --scale in [0.1, 8], --short-side and --long-side in [0, %d], --thresh, --box-thresh, "
-                        "--rotate-below and --min-confidence in [0, 1], --unclip >= 0, --margin in [0, 2), --beam >= 0, --threads >= 0\n",
+        fprintf(stderr, "%s: out of range: --scale in [0.1, 8], --short-side and --long-side in [0, %d], "
+                        "--rotate-below and --min-confidence in [0, 1], --margin in [0, 2), --beam >= 0, --threads >= 0\n",
                 prog, OCR_IMAGE_MAX_SIDE);
+        return 2;
+    }
+    if ((post_error = ocr_ex_post_config(&pf, &pc.post)) != NULL) {
+        fprintf(stderr, "%s: %s\n", prog, post_error);
         return 2;
     }
     /* Outputs are named after the image: two images with one stem would overwrite each other's. */
@@ -211,10 +213,6 @@ int main(int argc, char **argv) {
         ocr_ctx_free(&ctx);
         return 1;
     }
-    pc.post = ocr_post_config_default(poly ? OCR_POST_POLYGON : OCR_POST_BOX);
-    pc.post.thresh = thresh;
-    pc.post.box_thresh = box_thresh;
-    if (unclip > 0) pc.post.unclip_ratio = unclip;
     pc.det_scale = scale;
     pc.det_short_side = short_side;
     pc.det_long_side = long_side;

@@ -581,6 +581,50 @@ OCR_EX_UNUSED static int ocr_ex_state_read(const char *prog, ocr_ctx *ctx, const
 }
 #endif
 
+#ifdef OCR_DBNET_H
+/* The post-processing flags of detect, eval_dbnet and ocr, starting from ocr_post_config_default's values.
+   OCR_EX_POST_FLAGS(f, "detector: ") lists them in a program's flag table. */
+typedef struct {
+    float thresh, box_thresh, unclip, split_thresh;
+    const char *score;
+    int poly;
+} ocr_ex_post_flags;
+#define OCR_EX_POST_FLAGS(f, prefix)                                                                                        \
+    {"--poly", OCR_EX_BOOL, &(f).poly, prefix "polygons (approximated contours) instead of 4-point boxes"},                 \
+    {"--thresh", OCR_EX_FLOAT, &(f).thresh, prefix "a pixel is text when its probability exceeds this"},                    \
+    {"--box-thresh", OCR_EX_FLOAT, &(f).box_thresh, prefix "detections whose score is lower are dropped"},                  \
+    {"--score", OCR_EX_STRING, &(f).score, prefix "a detection's score: its mean probability inside its contour (slow) or its rectangle (fast, official)"}, \
+    {"--split-thresh", OCR_EX_FLOAT, &(f).split_thresh, prefix "a region holding several cores above this is split between them (0: off, official)"}, \
+    {"--unclip", OCR_EX_FLOAT, &(f).unclip, prefix "unclip ratio; 0: the official 1.5 for boxes, 2.0 for polygons"}
+
+OCR_EX_UNUSED static ocr_ex_post_flags ocr_ex_post_flags_default(void) {
+    ocr_post_config c = ocr_post_config_default(OCR_POST_BOX);
+    ocr_ex_post_flags f;
+    f.thresh = c.thresh;
+    f.box_thresh = (float)c.box_thresh;
+    f.unclip = 0;
+    f.split_thresh = c.split_thresh;
+    f.score = c.score_mode == OCR_SCORE_SLOW ? "slow" : "fast";
+    f.poly = 0;
+    return f;
+}
+
+/* The config the flags give, or NULL with the reason for a usage error. */
+OCR_EX_UNUSED static const char *ocr_ex_post_config(const ocr_ex_post_flags *f, ocr_post_config *out) {
+    *out = ocr_post_config_default(f->poly ? OCR_POST_POLYGON : OCR_POST_BOX);
+    if (strcmp(f->score, "slow") != 0 && strcmp(f->score, "fast") != 0) return "--score must be slow or fast";
+    if (!(f->thresh >= 0 && f->thresh <= 1) || !(f->box_thresh >= 0 && f->box_thresh <= 1) || !(f->unclip >= 0) ||
+        !(f->split_thresh == 0 || (f->split_thresh > f->thresh && f->split_thresh <= 1)))
+        return "out of range: --thresh and --box-thresh must be in [0, 1], --unclip >= 0, --split-thresh 0 or above --thresh up to 1";
+    out->thresh = f->thresh;
+    out->box_thresh = f->box_thresh;
+    out->split_thresh = f->split_thresh;
+    out->score_mode = strcmp(f->score, "slow") == 0 ? OCR_SCORE_SLOW : OCR_SCORE_FAST;
+    if (f->unclip > 0) out->unclip_ratio = f->unclip;
+    return NULL;
+}
+#endif
+
 #ifdef OCR_SYNTH_H
 /* One line per font (photos: photograph) of s, "<sha256>  <file>\n" as sha256sum prints it, in the order s uses them. */
 OCR_EX_UNUSED static char *ocr_ex_asset_list(const char *prog, const ocr_synth *s, int photos) {

@@ -187,10 +187,10 @@ static void check_help(const char *prog, const char *const *flags) {
 }
 
 static void test_help(void) {
-    static const char *const detect_flags[] = {"--model", "--poly", "--thresh", "--box-thresh", "--unclip", "--short-side",
+    static const char *const detect_flags[] = {"--model", "--poly", "--thresh", "--box-thresh", "--score", "--split-thresh", "--unclip", "--short-side",
                                                "--long-side", "--out", "--dump", "--threads", "--amp", "--help", NULL};
     static const char *const eval_flags[] = {"--model", "--data", "--gt", "--pred", "--gt-format", "--per-image", "--poly", "--thresh",
-                                             "--box-thresh", "--unclip", "--short-side", "--long-side", "--threads", "--amp", "--help", NULL};
+                                             "--box-thresh", "--score", "--split-thresh", "--unclip", "--short-side", "--long-side", "--threads", "--amp", "--help", NULL};
     check_help(DETECT, detect_flags);
     check_help(EVAL, eval_flags);
 }
@@ -206,6 +206,10 @@ static void test_usage_errors(void) {
     ocr_test_expect_exit(cmd, 2, "--short-side needs an integer");
     snprintf(cmd, sizeof cmd, "%s --model %s --thresh 1.5 %s", DETECT, model, img);
     ocr_test_expect_exit(cmd, 2, "out of range");
+    snprintf(cmd, sizeof cmd, "%s --model %s --score medium %s", DETECT, model, img);
+    ocr_test_expect_exit(cmd, 2, "--score must be slow or fast");
+    snprintf(cmd, sizeof cmd, "%s --model %s --split-thresh 0.2 %s", DETECT, model, img);
+    ocr_test_expect_exit(cmd, 2, "--split-thresh 0 or above --thresh");
     snprintf(cmd, sizeof cmd, "%s %s", DETECT, img);
     ocr_test_expect_exit(cmd, 2, "--model is required");
     snprintf(cmd, sizeof cmd, "%s --model %s", DETECT, model);

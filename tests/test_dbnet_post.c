@@ -404,7 +404,7 @@ static void test_approx_matches_opencv(void) {
     ocr_ctx ctx;
     int m, c, total = 0;
     /* the reference approximates with the official 0.002 * arcLength; so must polygon mode's default */
-    double eps = ocr_post_config_default(OCR_POST_POLYGON).poly_epsilon;
+    double eps = ocr_post_config_official(OCR_POST_POLYGON).poly_epsilon;
     if (!reference()) { OCR_CHECK_MSG(0, "no reference"); return; }
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
     for (m = 0; m < N_MAPS; m++) {
@@ -434,7 +434,7 @@ static double iou_of(ocr_ctx *ctx, const ocr_point *a, int na, const ocr_point *
    boxPoints do, so a corner meant to be an integer truncates as there in the score mask and the unclip. */
 static void check_run(int run) {
     ocr_ctx ctx;
-    ocr_post_config cfg = ocr_post_config_default(run < 2 ? OCR_POST_BOX : OCR_POST_POLYGON);
+    ocr_post_config cfg = ocr_post_config_official(run < 2 ? OCR_POST_BOX : OCR_POST_POLYGON);
     ocr_detections d;
     int m, total = 0, identical = 0, disagree = 0;
     double worst_iou = 1, worst_score = 0;
@@ -520,7 +520,7 @@ static void test_hand_block(void) {
     ocr_ctx ctx;
     static float p[64 * 64];
     ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape4(1, 1, 64, 64), p);
-    ocr_post_config cfg = ocr_post_config_default(OCR_POST_BOX);
+    ocr_post_config cfg = ocr_post_config_official(OCR_POST_BOX);
     ocr_detections d;
     static const float same[8] = {5, 7, 26, 7, 26, 18, 5, 18}, doubled[8] = {10, 14, 52, 14, 52, 36, 10, 36};
     /* halved: 5/64*32 = 2.5 -> 2 and 7/64*32 = 3.5 -> 4 (half to even), 13, 9 */
@@ -559,7 +559,7 @@ static void test_hand_candidates_and_min_size(void) {
     ocr_ctx ctx;
     static float p[64 * 64];
     ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape2(64, 64), p);
-    ocr_post_config cfg = ocr_post_config_default(OCR_POST_BOX);
+    ocr_post_config cfg = ocr_post_config_official(OCR_POST_BOX);
     ocr_detections d;
     memset(p, 0, sizeof p);
     memset(&d, 0, sizeof d);
@@ -589,7 +589,7 @@ static void test_hand_polygon(void) {
     ocr_ctx ctx;
     static float p[64 * 64];
     ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape2(64, 64), p);
-    ocr_post_config cfg = ocr_post_config_default(OCR_POST_POLYGON);
+    ocr_post_config cfg = ocr_post_config_official(OCR_POST_POLYGON);
     ocr_detections d;
     ocr_polyset ps;
     uint8_t bitmap[64 * 64];
@@ -621,11 +621,81 @@ static void test_hand_polygon(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* Two 16x6 blocks at 0.9 (x 8..23 and 28..43, y 10..15) joined by a 4x2 bridge at 0.5: one region above 0.3, so
+   the official post-processing gives one box over both. With split_thresh 0.8 each block is a core of 96 pixels:
+   the bridge's pixels go to the nearer core (x 24..25 left, 26..27 right) and the cut between them leaves two
+   boxes, one over each block. One core (the right block at 0.7) or a second core under min_size^2 pixels (a 2x2
+   patch at 0.9 in it) changes nothing, nor does a split threshold no pixel exceeds. */
+static void test_hand_split(void) {
+    ocr_ctx ctx;
+    static float p[64 * 64];
+    ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape2(64, 64), p);
+    ocr_post_config off = ocr_post_config_official(OCR_POST_BOX), on = off;
+    ocr_detections d, ref;
+    int x, y, k, mode;
+    memset(&d, 0, sizeof d);
+    memset(&ref, 0, sizeof ref);
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 1));
+    on.split_thresh = 0.8f;
+    on.box_thresh = 0.5;
+    off.box_thresh = 0.5;
+    memset(p, 0, sizeof p);
+    fill_block(p, 64, 8, 10, 23, 15);
+    fill_block(p, 64, 28, 10, 43, 15);
+    for (y = 10; y <= 15; y++)
+        for (x = 8; x <= 43; x++) p[y * 64 + x] *= 0.9f;
+    for (y = 12; y <= 13; y++)
+        for (x = 24; x <= 27; x++) p[y * 64 + x] = 0.5f;
+    OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &off, &prob, 64, 64, &d));
+    OCR_CHECK_MSG(d.n == 1 && d.polys[0].points[0].x < 8 && d.polys[0].points[1].x > 43, "official: %d detections", d.n);
+    OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &on, &prob, 64, 64, &d));
+    OCR_CHECK_MSG(d.n == 2, "split: %d detections", d.n);
+    if (d.n == 2) {
+        float lo[2] = {1e9f, 1e9f}, hi[2] = {-1e9f, -1e9f};
+        for (k = 0; k < 4; k++) {
+            int i;
+            for (i = 0; i < 2; i++) {
+                lo[i] = fminf(lo[i], d.polys[i].points[k].x);
+                hi[i] = fmaxf(hi[i], d.polys[i].points[k].x);
+            }
+        }
+        /* in OpenCV's order the right block's contour comes first (found later in the raster, listed first) */
+        if (lo[0] > lo[1]) {
+            float t = lo[0]; lo[0] = lo[1]; lo[1] = t;
+            t = hi[0]; hi[0] = hi[1]; hi[1] = t;
+        }
+        OCR_CHECK_MSG(lo[0] >= 4 && lo[0] <= 6 && hi[0] >= 26 && hi[0] <= 29 && lo[1] >= 23 && lo[1] <= 26 && hi[1] >= 45 && hi[1] <= 48,
+                      "boxes x %g..%g and %g..%g", lo[0], hi[0], lo[1], hi[1]);
+        OCR_CHECK(d.scores[0] > 0.8f && d.scores[1] > 0.8f);
+    }
+    for (mode = 0; mode < 3; mode++) {
+        ocr_post_config one = on;
+        if (mode == 0)
+            for (y = 10; y <= 15; y++)
+                for (x = 28; x <= 43; x++) p[y * 64 + x] = 0.7f;
+        if (mode == 1) p[12 * 64 + 35] = p[12 * 64 + 36] = p[13 * 64 + 35] = p[13 * 64 + 36] = 0.9f;
+        if (mode == 2) {
+            fill_block(p, 64, 28, 10, 43, 15);
+            one.split_thresh = 1.0f;
+        }
+        OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &off, &prob, 64, 64, &ref));
+        OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &one, &prob, 64, 64, &d));
+        OCR_CHECK_MSG(d.n == ref.n && d.n == 1 && d.n_points == ref.n_points &&
+                          memcmp(d.point_buf, ref.point_buf, sizeof(ocr_point) * (size_t)d.n_points) == 0 && d.scores[0] == ref.scores[0],
+                      "case %d: %d detections, official %d", mode, d.n, ref.n);
+    }
+    on.split_thresh = 0.2f;
+    OCR_CHECK_ERR(&ctx, ocr_postprocess(&ctx, &on, &prob, 64, 64, &d), OCR_EINVAL, "split_thresh 0.2");
+    ocr_detections_free(&d);
+    ocr_detections_free(&ref);
+    ocr_ctx_free(&ctx);
+}
+
 static void test_write_icdar(void) {
     ocr_ctx ctx;
     static float p[64 * 64];
     ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape2(64, 64), p);
-    ocr_post_config cfg = ocr_post_config_default(OCR_POST_BOX);
+    ocr_post_config cfg = ocr_post_config_official(OCR_POST_BOX);
     ocr_detections d;
     char dir[] = "/tmp/ocr_post_XXXXXX", path[256];
     unsigned char *text = NULL;
@@ -663,7 +733,7 @@ static void test_bad_inputs(void) {
     int32_t ints[64];
     ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape2(8, 8), p), batch = ocr_tensor_f32("prob", ocr_shape3(2, 4, 8), p);
     ocr_tensor wrong = ocr_tensor_view("prob", OCR_I32, OCR_DEVICE_CPU, ocr_shape2(8, 8), ints);
-    ocr_post_config cfg = ocr_post_config_default(OCR_POST_BOX), bad = cfg;
+    ocr_post_config cfg = ocr_post_config_official(OCR_POST_BOX), bad = cfg;
     ocr_detections d;
     memset(p, 0, sizeof p);
     memset(&d, 0, sizeof d);
@@ -701,6 +771,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_hand_block);
     OCR_TEST_RUN(test_hand_candidates_and_min_size);
     OCR_TEST_RUN(test_hand_polygon);
+    OCR_TEST_RUN(test_hand_split);
     OCR_TEST_RUN(test_write_icdar);
     OCR_TEST_RUN(test_bad_inputs);
     for (m = 0; m < N_MAPS; m++) {
