@@ -2160,79 +2160,75 @@ static int ocr__binarize(const float *pred, int64_t W, int64_t H, float thresh, 
    (8-connected) gives each pixel the core nearest to it in steps (a tie goes to the core whose pixel was queued
    first); then of every two 8-adjacent pixels of different cores the first in raster order is cleared (unless the
    other was cleared already), so the border follower finds one region per core. A region with one core or none is
-   left as it is. img is the framed work image (ocr_contour_frame). Labels are written and read only inside the
-   regions, so a map with little text touches little of them. */
+   left as it is. img is the framed work image (ocr_contour_frame): its zero frame bounds every step, core pixels
+   are marked 2 in it while the split runs, and labels (scratch slot OP1, framed too) are written and read only inside
+   the regions. */
 static int ocr__split_regions(ocr_ctx *ctx, const char *fn, const float *pred, int64_t W, int64_t H, float split_thresh,
                               int64_t min_seed, uint8_t *img) {
-    static const int dx[8] = {-1, 0, 1, -1, 1, -1, 0, 1}, dy[8] = {-1, -1, -1, 0, 0, 1, 1, 1};
-    const int64_t n = W * H;
+    const int64_t S = W + 2, n = S * (H + 2);
+    const int64_t step[8] = {-S - 1, -S, -S + 1, -1, 1, S - 1, S, S + 1}; /* the last four: later in raster order */
     int32_t *label, next = 1;
     uint32_t *queue, tail = 0, head, grown;
-    int64_t x, y;
+    int64_t x, y, i;
     if (n >= (int64_t)INT32_MAX)
         return ocr_error(ctx, OCR_EINVAL, "%s: split_thresh needs a map of under 2^31 pixels, got %lldx%lld", fn, (long long)W, (long long)H);
-    label = (int32_t *)OCR_MALLOC((size_t)n * sizeof *label);
-    queue = (uint32_t *)OCR_MALLOC((size_t)n * sizeof *queue);
-    if (!label || !queue) {
-        OCR_FREE(label);
-        OCR_FREE(queue);
-        return ocr_error(ctx, OCR_ENOMEM, "%s: cannot allocate the split's %lld-pixel label image", fn, (long long)n);
-    }
-#define OCR__IN(px, py) (img[((py) + 1) * (W + 2) + (px) + 1])
-    for (y = 0; y < H; y++)
-        for (x = 0; x < W; x++)
-            if (OCR__IN(x, y)) label[y * W + x] = 0;
-    /* 1: cores, flood-filled one at a time; a small one is unlabelled again and its pixels leave the queue */
-    for (y = 0; y < H; y++)
+    if (!(label = (int32_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP1, (size_t)n * sizeof *label)) ||
+        !(queue = (uint32_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP2, (size_t)n * sizeof *queue)))
+        return ctx->last_status;
+    for (y = 0; y < H; y++) {
+        const float *p = pred + y * W;
         for (x = 0; x < W; x++) {
-            uint32_t start = tail;
-            if (!(pred[y * W + x] > split_thresh) || !OCR__IN(x, y) || label[y * W + x]) continue;
-            label[y * W + x] = next;
-            queue[tail++] = (uint32_t)(y * W + x);
-            for (head = start; head < tail; head++) {
-                int64_t cx = queue[head] % W, cy = queue[head] / W;
-                int k;
-                for (k = 0; k < 8; k++) {
-                    int64_t nx = cx + dx[k], ny = cy + dy[k], j = ny * W + nx;
-                    if (nx < 0 || ny < 0 || nx >= W || ny >= H || !OCR__IN(nx, ny) || label[j] || !(pred[j] > split_thresh)) continue;
-                    label[j] = next;
-                    queue[tail++] = (uint32_t)j;
-                }
-            }
-            if ((int64_t)(tail - start) < min_seed) {
-                for (head = start; head < tail; head++) label[queue[head]] = -1; /* not a core; not to be filled again */
-                tail = start;
-            } else
-                next++;
+            i = (y + 1) * S + x + 1;
+            if (!img[i]) continue;
+            label[i] = 0;
+            img[i] = (uint8_t)(1 + (p[x] > split_thresh));
         }
+    }
+    /* 1: cores, flood-filled one at a time; a small one is marked -1 (not a core, not filled again) and its pixels
+       leave the queue */
+    for (i = S + 1; i < n - S - 1; i++) {
+        uint32_t start = tail;
+        if (img[i] != 2 || label[i]) continue;
+        label[i] = next;
+        queue[tail++] = (uint32_t)i;
+        for (head = start; head < tail; head++) {
+            int k;
+            for (k = 0; k < 8; k++) {
+                int64_t j = queue[head] + step[k];
+                if (img[j] != 2 || label[j]) continue;
+                label[j] = next;
+                queue[tail++] = (uint32_t)j;
+            }
+        }
+        if ((int64_t)(tail - start) < min_seed) {
+            for (head = start; head < tail; head++) label[queue[head]] = -1;
+            tail = start;
+        } else
+            next++;
+    }
     if (next > 2) {
         /* 2: growth from all cores at once: the queue holds every core pixel, then each ring around them */
         for (head = 0; head < tail; head++) {
-            int64_t cx = queue[head] % W, cy = queue[head] / W;
             int k;
             for (k = 0; k < 8; k++) {
-                int64_t nx = cx + dx[k], ny = cy + dy[k], j = ny * W + nx;
-                if (nx < 0 || ny < 0 || nx >= W || ny >= H || !OCR__IN(nx, ny) || label[j] > 0) continue;
+                int64_t j = queue[head] + step[k];
+                if (!img[j] || label[j] > 0) continue;
                 label[j] = label[queue[head]];
                 queue[tail++] = (uint32_t)j;
             }
         }
         /* 3: the cut, over the labelled pixels only: a pixel goes when a later neighbour of another core is there */
         for (grown = tail, head = 0; head < grown; head++) {
-            int64_t cx = queue[head] % W, cy = queue[head] / W;
-            int32_t a = label[queue[head]];
             int k;
             for (k = 4; k < 8; k++) {
-                int64_t nx = cx + dx[k], ny = cy + dy[k];
-                if (nx < 0 || nx >= W || ny >= H || !OCR__IN(nx, ny) || label[ny * W + nx] == a) continue;
-                OCR__IN(cx, cy) = 0;
+                int64_t j = queue[head] + step[k];
+                if (!img[j] || label[j] == label[queue[head]]) continue;
+                img[queue[head]] = 0;
                 break;
             }
         }
     }
-#undef OCR__IN
-    OCR_FREE(label);
-    OCR_FREE(queue);
+    for (i = 0; i < n; i++) img[i] = img[i] != 0; /* the border follower takes 0 and 1 only */
     return OCR_OK;
 }
 

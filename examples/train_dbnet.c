@@ -264,7 +264,7 @@ typedef struct {
     ocr_eval_counts total;
 } val_figures;
 
-/* Runs the model on every validation image: P/R/H with the official post-processing and ICDAR 2015 protocol. */
+/* Runs the model on every validation image: P/R/H with ocr-c's default post-processing (ocr_post_config_default) and the ICDAR 2015 protocol. */
 static val_figures validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metrics *metrics, const char *run_dir, int64_t step,
                             int n_overlays) {
     ocr_post_config post = ocr_post_config_default(OCR_POST_BOX);
