@@ -691,6 +691,57 @@ static void test_hand_split(void) {
     ocr_ctx_free(&ctx);
 }
 
+/* The split on random maps of text lines and blobs with noise and specks (what ASan and UBSan see it run on):
+   every detection of the default config scores at least its box threshold and lies in the image, and a split
+   threshold no pixel exceeds gives the unsplit config's detections exactly. */
+static void test_split_random_maps(void) {
+    ocr_ctx ctx;
+    ocr_detections d, ref;
+    float *p = (float *)malloc(200 * 200 * sizeof(float));
+    int m, mode, i, k, split_dets = 0, plain_dets = 0;
+    memset(&d, 0, sizeof d);
+    memset(&ref, 0, sizeof ref);
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 977));
+    for (m = 0; m < 60 && p; m++) {
+        int H = 24 + (int)ocr_rng_below(&ctx.rng, 176), W = 24 + (int)ocr_rng_below(&ctx.rng, 176);
+        ocr_tensor prob = ocr_tensor_f32("prob", ocr_shape2(H, W), p);
+        memset(p, 0, (size_t)(H * W) * sizeof(float));
+        for (k = 1 + (int)ocr_rng_below(&ctx.rng, 8); k > 0; k--)
+            if (m % 3) add_text_line(p, H, W, &ctx.rng);
+            else add_blob(p, H, W, &ctx.rng);
+        for (i = 0; i < H * W; i++) {
+            float v = p[i] + 0.08f * ocr_rng_uniform(&ctx.rng);
+            if (ocr_rng_below(&ctx.rng, 200) == 0) v = uni(&ctx.rng, 0.3f, 1.0f);
+            p[i] = v > 1 ? 1 : v;
+        }
+        for (mode = 0; mode < 2; mode++) {
+            ocr_post_config cfg = ocr_post_config_default(mode ? OCR_POST_POLYGON : OCR_POST_BOX), none = cfg, never = cfg;
+            none.split_thresh = 0;
+            never.split_thresh = 1.0f;
+            OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &cfg, &prob, W, H, &d));
+            for (i = 0; i < d.n; i++) {
+                OCR_CHECK_MSG(d.scores[i] >= cfg.box_thresh, "map %d: detection %d scores %g", m, i, d.scores[i]);
+                for (k = 0; k < d.polys[i].n_points; k++)
+                    OCR_CHECK(d.polys[i].points[k].x >= 0 && d.polys[i].points[k].x <= W && d.polys[i].points[k].y >= 0 &&
+                              d.polys[i].points[k].y <= H);
+            }
+            split_dets += d.n;
+            OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &none, &prob, W, H, &ref));
+            plain_dets += ref.n;
+            OCR_CHECK_OK(&ctx, ocr_postprocess(&ctx, &never, &prob, W, H, &d));
+            OCR_CHECK_MSG(d.n == ref.n && d.n_points == ref.n_points &&
+                              (d.n_points == 0 || memcmp(d.point_buf, ref.point_buf, sizeof(ocr_point) * (size_t)d.n_points) == 0),
+                          "map %d mode %d: split threshold 1 gives %d detections, no split %d", m, mode, d.n, ref.n);
+        }
+    }
+    /* the maps have lines that touch: the split must find some of them */
+    OCR_CHECK_MSG(split_dets > plain_dets, "%d detections with the split, %d without", split_dets, plain_dets);
+    free(p);
+    ocr_detections_free(&d);
+    ocr_detections_free(&ref);
+    ocr_ctx_free(&ctx);
+}
+
 static void test_write_icdar(void) {
     ocr_ctx ctx;
     static float p[64 * 64];
@@ -772,6 +823,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_hand_candidates_and_min_size);
     OCR_TEST_RUN(test_hand_polygon);
     OCR_TEST_RUN(test_hand_split);
+    OCR_TEST_RUN(test_split_random_maps);
     OCR_TEST_RUN(test_write_icdar);
     OCR_TEST_RUN(test_bad_inputs);
     for (m = 0; m < N_MAPS; m++) {
