@@ -264,6 +264,16 @@ typedef struct {
     ocr_eval_counts total;
 } val_figures;
 
+/* The validations' post-processing in words, as checkpoints keep it ("train.val_post"): figures under another are
+   not comparable, so a run resumed under another says so. */
+static const char *val_post_description(void) {
+    static char text[160];
+    ocr_post_config c = ocr_post_config_default(OCR_POST_BOX);
+    snprintf(text, sizeof text, "thresh %g, box_thresh %g, score %s, split_thresh %g, unclip %g", c.thresh, c.box_thresh,
+             c.score_mode == OCR_SCORE_SLOW ? "slow" : "fast", c.split_thresh, c.unclip_ratio);
+    return text;
+}
+
 /* Runs the model on every validation image: P/R/H with ocr-c's default post-processing (ocr_post_config_default) and the ICDAR 2015 protocol. */
 static val_figures validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metrics *metrics, const char *run_dir, int64_t step,
                             int n_overlays) {
@@ -394,6 +404,7 @@ static void write_checkpoint(ocr_ctx *ctx, const char *weights_path, const char 
         ocr_ex_meta_add(&meta, "train.best_step", "%lld", (long long)st->best_step) ||
         ocr_ex_meta_add(&meta, "train.seconds", "%.3f", st->seconds) ||
         ocr_ex_meta_add(&meta, "train.optim_step", "%lld", (long long)opt->step) ||
+        ocr_ex_meta_add(&meta, "train.val_post", "%s", val_post_description()) ||
         /* the data-parallel layout: --resume needs the same world size (its shards, batches and BN statistics) */
         ocr_ex_meta_add(&meta, "dist.world_size", "%d", g_dist.world) || ocr_ex_meta_add(&meta, "dist.sync_bn", "%d", a->sync_bn) ||
         ocr_ex_meta_add(&meta, "dist.loss", "%s", a->dist_loss)) {
@@ -927,6 +938,13 @@ int main(int argc, char **argv) {
         st.best_step = meta_count(&resume_st, rf.weights, "train.best_step");
         seconds_before = ocr_ex_meta_number("train_dbnet", &resume_st, rf.weights, "train.seconds", -HUGE_VAL);
         optim_step = meta_count(&resume_st, rf.weights, "train.optim_step");
+        {
+            const char *was = ocr_safetensors_meta(&resume_st, "train.val_post");
+            if (is_root && (!was || strcmp(was, val_post_description()) != 0))
+                fprintf(stderr, "train_dbnet: warning: the validations' post-processing is now '%s', the run's was '%s': the "
+                                "figures before and after (and the best checkpoint's choice) are not comparable\n",
+                        val_post_description(), was ? was : "the official one (thresh 0.3, box_thresh 0.6, score fast, no split)");
+        }
         if (rf.step >= 0 && rf.step != st.step) {
             fprintf(stderr, "train_dbnet: --resume: %s/state.json is at step %lld but %s at step %lld\n", run_dir, (long long)rf.step,
                     rf.weights, (long long)st.step);
