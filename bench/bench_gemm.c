@@ -11,7 +11,10 @@
    same shapes on 1 thread and on N, with each figure's share of the measured bf16 peak of its instruction and its
    speed against ocr_gemm's fp32 on N threads; and the 3x3 convolutions of layer1 and layer3 (batch 4 at 640x640)
    in all three modes, ocr__conv_run's fp32 against ocr__conv_bf16_run on N threads.
-   usage: bench_gemm [--threads N] [--reps N] */
+   --back-to-back times each side's calls one after another (a pause only between the two sides), as a training step
+   calls it: on some virtual machines a thread that slept for the pause comes back slowly, and the alternating
+   default then measures the wake-up as much as the GEMM.
+   usage: bench_gemm [--threads N] [--reps N] [--back-to-back] */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
@@ -139,7 +142,7 @@ typedef void (*set_threads_fn)(int);
 typedef char *(*corename_fn)(void);
 
 int main(int argc, char **argv) {
-    int threads = 2, reps = 7, i, r, s, n_shapes = (int)(sizeof shapes / sizeof shapes[0]);
+    int threads = 2, reps = 7, back_to_back = 0, i, r, s, n_shapes = (int)(sizeof shapes / sizeof shapes[0]);
     double fp32_gflops[16];
     ocr_ctx ctx1;
     char core[128] = "unknown";
@@ -152,7 +155,8 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
-        else { printf("usage: %s [--threads N] [--reps N]   (reps >= 5)\n", argv[0]); return strcmp(argv[i], "--help") == 0 ? 0 : 2; }
+        else if (strcmp(argv[i], "--back-to-back") == 0) back_to_back = 1;
+        else { printf("usage: %s [--threads N] [--reps N] [--back-to-back]   (reps >= 5)\n", argv[0]); return strcmp(argv[i], "--help") == 0 ? 0 : 2; }
     }
     if (reps < 5) reps = 5;
     if (threads < 1) threads = 1;
@@ -178,33 +182,38 @@ int main(int argc, char **argv) {
         if (st) st(threads);
     }
     peak = bench_print_peak(threads);
-    printf("bench_gemm: %d threads, ocr-c kernel %s, peer %s%s%s\n", threads, ocr_gemm_kernel_name(&ctx),
+    printf("bench_gemm: %d threads, %s, ocr-c kernel %s, peer %s%s%s\n", threads,
+           back_to_back ? "each side's calls back to back" : "the two alternating, a pause before each call", ocr_gemm_kernel_name(&ctx),
            blas ? "OpenBLAS cblas_sgemm, core " : "none (apt-get install libopenblas-dev)", blas ? core : "",
            getenv("OPENBLAS_CORETYPE") ? " (OPENBLAS_CORETYPE set)" : "");
     printf("%-36s %12s %12s %8s %10s %10s\n", "shape", "ocr GFLOP/s", "blas GFLOP/s", "ratio", "ocr %peak", "blas %peak");
-    jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"gemm\",\"threads\":%d,\"kernel\":\"%s\",\"blas_core\":\"%s\",\"fp32_peak_gflops\":%.1f,"
-                          "\"results\":[", threads, ocr_gemm_kernel_name(&ctx), core, peak);
+    jl = (size_t)snprintf(json, sizeof json, "{\"bench\":\"gemm\",\"back_to_back\":%d,\"threads\":%d,\"kernel\":\"%s\",\"blas_core\":\"%s\",\"fp32_peak_gflops\":%.1f,"
+                          "\"results\":[", back_to_back, threads, ocr_gemm_kernel_name(&ctx), core, peak);
     for (s = 0; s < n_shapes; s++) {
         int M = shapes[s].M, N = shapes[s].N, K = shapes[s].K, ta = shapes[s].ta, tb = shapes[s].tb;
         int lda = ta ? M : K, ldb = tb ? K : N;
         float *A = (float *)ocr_aligned_alloc(sizeof(float) * (size_t)M * K), *B = (float *)ocr_aligned_alloc(sizeof(float) * (size_t)K * N);
         float *C = (float *)ocr_aligned_alloc(sizeof(float) * (size_t)M * N);
         double t_ocr[64], t_blas[64], flops = 2.0 * M * N * K, g_ocr, g_blas = 0;
+        int side;
         for (i = 0; i < M * K; i++) A[i] = ocr_rng_uniform(&ctx.rng) - 0.5f;
         for (i = 0; i < K * N; i++) B[i] = ocr_rng_uniform(&ctx.rng) - 0.5f;
-        for (r = -1; r < reps && r < 64; r++) { /* r = -1 is the warm-up */
-            double t0;
-            bench_settle();
-            t0 = now();
-            ocr_gemm(&ctx, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
-            if (r >= 0) t_ocr[r] = now() - t0;
-            if (blas) {
-                bench_settle();
-                t0 = now();
-                blas(101, ta ? 112 : 111, tb ? 112 : 111, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N); /* row-major */
-                if (r >= 0) t_blas[r] = now() - t0;
+        for (side = 0; side < (back_to_back ? 2 : 1); side++)
+            for (r = -1; r < reps && r < 64; r++) { /* r = -1 is the warm-up */
+                double t0;
+                if (!back_to_back || r == -1) bench_settle();
+                if (!back_to_back || side == 0) {
+                    t0 = now();
+                    ocr_gemm(&ctx, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
+                    if (r >= 0) t_ocr[r] = now() - t0;
+                }
+                if (blas && (!back_to_back || side == 1)) {
+                    if (!back_to_back) bench_settle();
+                    t0 = now();
+                    blas(101, ta ? 112 : 111, tb ? 112 : 111, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N); /* row-major */
+                    if (r >= 0) t_blas[r] = now() - t0;
+                }
             }
-        }
         qsort(t_ocr, (size_t)reps, sizeof(double), cmp_double);
         g_ocr = flops / t_ocr[reps / 2] * 1e-9;
         if (blas) { qsort(t_blas, (size_t)reps, sizeof(double), cmp_double); g_blas = flops / t_blas[reps / 2] * 1e-9; }
