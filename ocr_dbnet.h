@@ -2160,9 +2160,9 @@ static int ocr__binarize(const float *pred, int64_t W, int64_t H, float thresh, 
    (8-connected) gives each pixel the core nearest to it in steps (a tie goes to the core whose pixel was queued
    first); then of every two 8-adjacent pixels of different cores the first in raster order is cleared (unless the
    other was cleared already), so the border follower finds one region per core. A region with one core or none is
-   left as it is. img is the framed work image (ocr_contour_frame): its zero frame bounds every step, core pixels
-   are marked 2 in it while the split runs, and labels (scratch slot OP1, framed too) are written and read only inside
-   the regions. */
+   left as it is. img is the framed work image (ocr_contour_frame): its zero frame bounds every step. Labels
+   (scratch slot OP1, framed too) are written and read only inside the regions: -2 a core pixel not yet filled, -1 one
+   of a core too small, 0 none yet, > 0 the core's number. */
 static int ocr__split_regions(ocr_ctx *ctx, const char *fn, const float *pred, int64_t W, int64_t H, float split_thresh,
                               int64_t min_seed, uint8_t *img) {
     const int64_t S = W + 2, n = S * (H + 2);
@@ -2179,23 +2179,20 @@ static int ocr__split_regions(ocr_ctx *ctx, const char *fn, const float *pred, i
         const float *p = pred + y * W;
         for (x = 0; x < W; x++) {
             i = (y + 1) * S + x + 1;
-            if (!img[i]) continue;
-            label[i] = 0;
-            img[i] = (uint8_t)(1 + (p[x] > split_thresh));
+            if (img[i]) label[i] = p[x] > split_thresh ? -2 : 0;
         }
     }
-    /* 1: cores, flood-filled one at a time; a small one is marked -1 (not a core, not filled again) and its pixels
-       leave the queue */
+    /* 1: cores, flood-filled one at a time; a small one is marked -1 and its pixels leave the queue */
     for (i = S + 1; i < n - S - 1; i++) {
         uint32_t start = tail;
-        if (img[i] != 2 || label[i]) continue;
+        if (!img[i] || label[i] != -2) continue;
         label[i] = next;
         queue[tail++] = (uint32_t)i;
         for (head = start; head < tail; head++) {
             int k;
             for (k = 0; k < 8; k++) {
                 int64_t j = queue[head] + step[k];
-                if (img[j] != 2 || label[j]) continue;
+                if (!img[j] || label[j] != -2) continue;
                 label[j] = next;
                 queue[tail++] = (uint32_t)j;
             }
@@ -2228,7 +2225,6 @@ static int ocr__split_regions(ocr_ctx *ctx, const char *fn, const float *pred, i
             }
         }
     }
-    for (i = 0; i < n; i++) img[i] = img[i] != 0; /* the border follower takes 0 and 1 only */
     return OCR_OK;
 }
 
