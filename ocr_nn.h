@@ -1231,6 +1231,7 @@ typedef struct { ocr__ukernel_fn fn; int mr, nr; const char *name; } ocr__ukerne
    counts (measured on DBNet's shapes) the packed GEMM amortises its packing better. */
 #define OCR__WGRAD_DOT_MAX_K 32       /* from an im2col buffer */
 #define OCR__WGRAD_IMPLICIT_MAX_K 64  /* straight from the padded image */
+#define OCR__IMPLICIT_AVX2_MIN_OW 16
 #define OCR__WGRAD_PARTIAL_MAX ((size_t)1 << 18) /* floats of a per-thread weight-gradient partial (1 MB) */
 
 static void ocr__ukernel_portable(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
@@ -2112,9 +2113,45 @@ static void ocr__ukernel_avx512_implicit(int64_t kc, const float *a, const float
 #undef OCR__STORE
 }
 
+/* first n of 8 lanes set (none for n <= 0, all for n >= 8): AVX2's maskload / maskstore masks */
+__attribute__((target("avx2")))
+static inline __m256i ocr__lanes8(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n <= 0 ? 0 : n >= 8 ? 8 : n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The AVX2 twin of the kernel above (the CPUs without AVX-512, such as Zen 3): 6 x 16, B read at b + off[k]. Without
+   it those CPUs lowered every convolution to im2col, whose copy cost more than the products in the convolutions with
+   few output channels (train_dbnet's decoder and stem: 4x the AVX-512 path's time on the same CPU). */
+__attribute__((target("avx2,fma")))
+static void ocr__ukernel_avx2_implicit(int64_t kc, const float *a, const float *b, const int64_t *off, float *c, int64_t ldc,
+                                       int64_t rows, int64_t cols, int accumulate) {
+#define OCR__DECL(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps();
+#define OCR__FMA(i) { __m256 x = _mm256_broadcast_ss(a + i); c##i##0 = _mm256_fmadd_ps(x, b0, c##i##0); \
+                      c##i##1 = _mm256_fmadd_ps(x, b1, c##i##1); }
+#define OCR__PUT(i, v) { float *cp = c + i * ldc + 8 * v;                                                           \
+                         if (full) _mm256_storeu_ps(cp, accumulate ? _mm256_add_ps(c##i##v, _mm256_loadu_ps(cp)) : c##i##v); \
+                         else _mm256_maskstore_ps(cp, m##v, accumulate ? _mm256_add_ps(c##i##v, _mm256_maskload_ps(cp, m##v)) : c##i##v); }
+#define OCR__STORE(i) if (i < rows) { OCR__PUT(i, 0) OCR__PUT(i, 1) }
+    __m256i m0 = ocr__lanes8(cols), m1 = ocr__lanes8(cols - 8);
+    int full = cols >= 16;
+    int64_t k;
+    OCR__ROWS6(OCR__DECL)
+    for (k = 0; k < kc; k++, a += 6) {
+        const float *bk = b + off[k];
+        __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
+        OCR__ROWS6(OCR__FMA)
+    }
+    OCR__ROWS6(OCR__STORE)
+#undef OCR__DECL
+#undef OCR__FMA
+#undef OCR__PUT
+#undef OCR__STORE
+}
+
 typedef struct {
     const ocr__conv_geom *g;
-    const float *x, *pa;     /* pa: the weights packed into 8-row panels over the whole kdim */
+    int wide;                /* the AVX-512 kernels (8 x 48 blocks); else the AVX2 ones (6 x 16) */
+    const float *x, *pa;     /* pa: the weights packed into the micro-kernel's row panels over the whole kdim */
     float *y;
     const int64_t *off;      /* per k step: offset of its pixels in the padded band */
     int accumulate;
@@ -2170,7 +2207,7 @@ static void ocr__conv_pad_band(const ocr__conv_implicit_job *j, int64_t n, int64
     int64_t rows = (oh1 - oh0) + (int64_t)(g->kh - 1) * g->dh / g->sh, c, r, py, px, q;
     /* every float the band reads is written once (no clearing pass first): rows outside the image and the border
        columns get zeros, and so does the slack after the last row */
-    if (g->sw == 2) { /* both column phases of a row at once: the same values */
+    if (g->sw == 2 && j->wide) { /* both column phases of a row at once: the same values */
         for (c = 0; c < g->C; c++)
             for (py = 0; py < g->sh; py++)
                 for (r = 0; r < j->band_rows; r++) {
@@ -2236,12 +2273,20 @@ static void ocr__conv_implicit_items(void *arg, int64_t begin, int64_t end, int 
         int64_t oh, ow, ip;
         ocr__conv_pad_band(j, n, oh0, oh1, xp);
         for (oh = oh0; oh < oh1; oh++)
-            for (ow = 0; ow < g->OW; ow += 48) {
-                const float *b = xp + (oh - oh0) * Wp + ow;
-                for (ip = 0; ip < g->K; ip += 8)
-                    ocr__ukernel_avx512_implicit(kdim, j->pa + ip * kdim, b, j->off, j->y + (n * g->K + ip) * P + oh * g->OW + ow, P,
-                                                 g->K - ip < 8 ? g->K - ip : 8, g->OW - ow, j->accumulate);
-            }
+            if (j->wide)
+                for (ow = 0; ow < g->OW; ow += 48) {
+                    const float *b = xp + (oh - oh0) * Wp + ow;
+                    for (ip = 0; ip < g->K; ip += 8)
+                        ocr__ukernel_avx512_implicit(kdim, j->pa + ip * kdim, b, j->off, j->y + (n * g->K + ip) * P + oh * g->OW + ow, P,
+                                                     g->K - ip < 8 ? g->K - ip : 8, g->OW - ow, j->accumulate);
+                }
+            else
+                for (ow = 0; ow < g->OW; ow += 16) {
+                    const float *b = xp + (oh - oh0) * Wp + ow;
+                    for (ip = 0; ip < g->K; ip += 6)
+                        ocr__ukernel_avx2_implicit(kdim, j->pa + ip * kdim, b, j->off, j->y + (n * g->K + ip) * P + oh * g->OW + ow, P,
+                                                   g->K - ip < 6 ? g->K - ip : 6, g->OW - ow, j->accumulate);
+                }
         if (!j->accumulate) ocr__conv_epilogue_apply(&j->ep, j->y + n * g->K * P + oh0 * g->OW, P, 0, g->K, (oh1 - oh0) * g->OW);
     }
 }
@@ -2307,6 +2352,70 @@ static void ocr__wgrad_band_avx512(const ocr__conv_implicit_job *j, const float 
     }
 }
 
+__attribute__((target("avx2")))
+static inline float ocr__hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* The AVX2 twin of ocr__wgrad_band_avx512: blocks of 3 x 4 (12 accumulators, 3 rows of dy and one of x in flight). */
+__attribute__((target("avx2,fma")))
+static void ocr__wgrad_band_avx2(const ocr__conv_implicit_job *j, const float *dyn, int64_t oh0, int64_t oh1, const float *xp, float *dw) {
+    const ocr__conv_geom *g = j->g;
+    int64_t kdim = g->C * g->kh * g->kw, P = g->OH * g->OW, OW = g->OW, Wp = j->Wp, m0, r0, oh, p, i, q;
+    int64_t pv = OW - OW % 8;
+    __m256i tail = ocr__lanes8(OW % 8);
+    for (r0 = 0; r0 < kdim; r0 += 4) {
+        int64_t rb = kdim - r0 < 4 ? kdim - r0 : 4;
+        for (m0 = 0; m0 < g->K; m0 += 3) {
+            int64_t mb = g->K - m0 < 3 ? g->K - m0 : 3;
+            if (mb == 3 && rb == 4) {
+#define OCR__WG_Q(X, i) X(i, 0) X(i, 1) X(i, 2) X(i, 3)
+#define OCR__WG_ALL(X) OCR__WG_Q(X, 0) OCR__WG_Q(X, 1) OCR__WG_Q(X, 2)
+#define OCR__WG_DECL(i, q) __m256 a##i##q = _mm256_setzero_ps();
+#define OCR__WG_COL(q) { __m256 x = OCR__WG_LOAD(xr + o##q + p); a0##q = _mm256_fmadd_ps(d0, x, a0##q); \
+                         a1##q = _mm256_fmadd_ps(d1, x, a1##q); a2##q = _mm256_fmadd_ps(d2, x, a2##q); }
+#define OCR__WG_SUM(i, q) dw[(m0 + i) * kdim + r0 + q] += ocr__hsum8(a##i##q);
+#define OCR__WG_STEP                                                                                              \
+                    {                                                                                            \
+                        __m256 d0 = OCR__WG_LOAD(y0 + p), d1 = OCR__WG_LOAD(y0 + P + p), d2 = OCR__WG_LOAD(y0 + 2 * P + p); \
+                        OCR__WG_COL(0) OCR__WG_COL(1) OCR__WG_COL(2) OCR__WG_COL(3)                              \
+                    }
+                const int64_t o0 = j->off[r0], o1 = j->off[r0 + 1], o2 = j->off[r0 + 2], o3 = j->off[r0 + 3];
+                OCR__WG_ALL(OCR__WG_DECL)
+                for (oh = oh0; oh < oh1; oh++) {
+                    const float *y0 = dyn + m0 * P + oh * OW, *xr = xp + (oh - oh0) * Wp;
+#define OCR__WG_LOAD(a) _mm256_loadu_ps(a)
+                    for (p = 0; p < pv; p += 8) OCR__WG_STEP
+#undef OCR__WG_LOAD
+#define OCR__WG_LOAD(a) _mm256_maskload_ps(a, tail)
+                    if (pv < OW) OCR__WG_STEP
+#undef OCR__WG_LOAD
+                }
+                OCR__WG_ALL(OCR__WG_SUM)
+#undef OCR__WG_Q
+#undef OCR__WG_ALL
+#undef OCR__WG_DECL
+#undef OCR__WG_COL
+#undef OCR__WG_SUM
+#undef OCR__WG_STEP
+            } else {
+                for (i = 0; i < mb; i++)
+                    for (q = 0; q < rb; q++) {
+                        __m256 a = _mm256_setzero_ps();
+                        for (oh = oh0; oh < oh1; oh++) {
+                            const float *yr = dyn + (m0 + i) * P + oh * OW, *xr = xp + (oh - oh0) * Wp + j->off[r0 + q];
+                            for (p = 0; p < pv; p += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(yr + p), _mm256_loadu_ps(xr + p), a);
+                            if (pv < OW) a = _mm256_fmadd_ps(_mm256_maskload_ps(yr + p, tail), _mm256_maskload_ps(xr + p, tail), a);
+                        }
+                        dw[(m0 + i) * kdim + r0 + q] += ocr__hsum8(a);
+                    }
+            }
+        }
+    }
+}
+
 static void ocr__conv_wgrad_implicit_items(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__conv_implicit_job *j = (const ocr__conv_implicit_job *)arg;
     const ocr__conv_geom *g = j->g;
@@ -2314,21 +2423,25 @@ static void ocr__conv_wgrad_implicit_items(void *arg, int64_t begin, int64_t end
     for (item = begin; item < end; item++) {
         int64_t n = item / j->n_bands, oh0 = (item % j->n_bands) * j->band, oh1 = oh0 + j->band < g->OH ? oh0 + j->band : g->OH;
         ocr__conv_pad_band(j, n, oh0, oh1, j->xpad[tid]);
-        ocr__wgrad_band_avx512(j, j->y + n * g->K * g->OH * g->OW, oh0, oh1, j->xpad[tid], j->dw[tid]);
+        if (j->wide) ocr__wgrad_band_avx512(j, j->y + n * g->K * g->OH * g->OW, oh0, oh1, j->xpad[tid], j->dw[tid]);
+        else ocr__wgrad_band_avx2(j, j->y + n * g->K * g->OH * g->OW, oh0, oh1, j->xpad[tid], j->dw[tid]);
     }
 }
 
-/* The implicit path pays where im2col would cost more than the GEMM: output rows at least 32 wide, so the 48-pixel
-   blocks are mostly full. */
+/* The implicit path pays where im2col would cost more than the GEMM: output rows at least 32 wide (16 for the AVX2
+   kernels), so the pixel blocks are mostly full. */
 static int ocr__conv_implicit_ok(const ocr__conv_geom *g, const ocr__ukernel *uk) {
-    return uk->fn == ocr__ukernel_avx512 && g->groups == 1 && g->OW >= 32;
+    if (g->groups != 1) return 0;
+    if (uk->fn == ocr__ukernel_avx512) return g->OW >= 32;
+    return uk->fn == ocr__ukernel_avx2 && g->OW >= OCR__IMPLICIT_AVX2_MIN_OW;
 }
 
 /* Stride-1 convolution without im2col: forward (w given: y = or += conv(x, w)) or weight gradient (dw given:
    dw += dy (x) x, with y holding dy), over (image, band of output rows) items. */
 static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *dw, float *y, int accumulate,
                               const ocr__conv_epilogue *ep) {
-    int64_t kdim = g->C * g->kh * g->kw, kpad = (g->K + 7) / 8 * 8, r, c, i, kk, t, rows, dw_floats = 0;
+    ocr__ukernel uk = ocr__pick_ukernel(ctx);
+    int64_t kdim = g->C * g->kh * g->kw, kpad = (g->K + uk.mr - 1) / uk.mr * uk.mr, r, c, i, kk, t, rows, dw_floats = 0;
     ocr__conv_implicit_job j;
     ocr__gemm_job pk;
     float *pa = NULL;
@@ -2336,6 +2449,7 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     size_t bytes;
     memset(&j, 0, sizeof j);
     j.g = g; j.x = x; j.y = y; j.accumulate = accumulate;
+    j.wide = uk.fn == ocr__ukernel_avx512;
     if (ep) j.ep = *ep;
     j.Wp = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
     /* bands of output rows whose outputs (forward) or output gradients (weight gradient, whose 16-lane partial
@@ -2376,7 +2490,7 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
         return OCR_OK;
     }
     memset(&pk, 0, sizeof pk);
-    pk.uk = ocr__pick_ukernel(ctx); pk.lda = kdim; pk.A = w;
+    pk.uk = uk; pk.lda = kdim; pk.A = w;
     ocr__pack_a(&pk, 0, g->K, 0, kdim, pa);
     j.pa = pa;
     ocr_parallel_for_dynamic(ctx, g->N * j.n_bands, 1, ocr__conv_implicit_items, &j);

@@ -131,8 +131,11 @@ static void test_conv_paths(void) {
         {"3x2 s1 x2, pad 3x1, dilation 2, 33 wide", 2, 3, 5, 8, 33, 3, 2, 1, 2, 3, 1, 2, 1},
         {"3x3 s1 p2 (pad past the flipped kernel's reach), 40 wide", 1, 4, 8, 5, 36, 3, 3, 1, 1, 2, 2, 1, 1},
         {"3x3 s1 p1, 4->40 outputs, 48 wide (im2col dot off, implicit dot on)", 1, 4, 40, 4, 48, 3, 3, 1, 1, 1, 1, 1, 1},
-        /* packed im2col path (rows under 32 wide) */
+        /* rows of 16 to 31: the AVX2 kernels' implicit path (16-pixel blocks, 6-row panels), AVX-512's packed im2col */
         {"3x3 s1 p1, 16->16, 20 wide", 3, 16, 16, 20, 20, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"3x3 s1 p1, 5->7 (a partial 6-row panel), 17 wide (one column past a block)", 2, 5, 7, 6, 17, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"3x3 s2 p1, 6->9, 35 wide input (17 output columns)", 1, 6, 9, 9, 35, 3, 3, 2, 2, 1, 1, 1, 1},
+        /* packed im2col path (rows under 16 wide) */
         {"3x3 s2 p1, 8->16, 19 wide", 2, 8, 16, 11, 19, 3, 3, 2, 2, 1, 1, 1, 1},
         {"3x3 s1 p1, 8->48 outputs (weight gradient through the GEMM), 10 wide", 2, 8, 48, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1},
         {"3x3 groups 2, 40 wide", 1, 4, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 2},
