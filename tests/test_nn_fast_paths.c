@@ -4,7 +4,8 @@
    flipped-kernel convolution, the weight gradient from dot products (implicit and from im2col) and from the packed
    GEMM, the packed im2col path, 1x1 convolutions, groups, output-channel counts that leave partial 8-row panels and
    widths that leave partial 48-pixel blocks, Winograd F(4x4, 3x3) forward, data and weight gradients (gathered and row-loaded
-   tiles, partial tiles, pads 0-2, several K blocks, one work item per image or the phases spread over the threads);
+   tiles, partial tiles, pads 0-2, several K blocks, one work item per image or the phases spread over the threads)
+   and the shapes it is chosen for (and not);
    each on 1 and 2 threads and with every micro-kernel this CPU runs.
    And the fused BatchNorm + ReLU against the two ops it replaces (bit for bit, NaN and Inf included), the convolution
    with its bias and ReLU (or a residual and the ReLU) in the output pass against the separate ops (bit for bit),
@@ -119,6 +120,35 @@ done:
     ocr_ctx_free(&ctx);
 }
 
+/* Whether the forward of t takes Winograd on this CPU's default kernel: its sums round differently from the direct
+   path's (OCR_DEBUG_NO_WINOGRAD), so the outputs differ in some bit when it does and are equal when it does not.
+   Checked against what the case's name says ("Winograd: ..." or "no Winograd: ..."); AVX-512 CPUs only. */
+static void check_takes_winograd(const geom *t) {
+    ocr_ctx ctx;
+    ocr_tensor x, w, y1, y2;
+    int expect = strncmp(t->name, "Winograd", 8) == 0, took;
+    memset(&x, 0, sizeof x); w = y1 = y2 = x;
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 7));
+    ctx.debug_flags &= ~(unsigned)(OCR_DEBUG_REFERENCE | OCR_DEBUG_NO_WINOGRAD);
+    if (strncmp(ocr_gemm_kernel_name(&ctx), "avx512", 6) != 0) { ocr_ctx_free(&ctx); return; }
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->C, t->H, t->W)));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->K, t->C, 3, 3)));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y1, "y1", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->K, t->H + 2 * t->ph - 2, t->W + 2 * t->pw - 2)));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y2, "y2", OCR_F32, OCR_DEVICE_CPU, y1.shape));
+    if (!ocr_test__case_failed) {
+        ocr_conv_params p = ocr_conv_params_make(1, t->ph, 1, 1);
+        ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
+        ocr_tensor_fill_uniform(&ctx, &w, -0.2f, 0.2f);
+        OCR_CHECK_OK(&ctx, ocr_nn_conv2d_forward(&ctx, &x, &w, NULL, p, &y1));
+        ctx.debug_flags |= OCR_DEBUG_NO_WINOGRAD;
+        OCR_CHECK_OK(&ctx, ocr_nn_conv2d_forward(&ctx, &x, &w, NULL, p, &y2));
+        took = memcmp(y1.data, y2.data, ocr_tensor_bytes(&y1)) != 0;
+        OCR_CHECK_MSG(took == expect, "%s: %s Winograd", t->name, took ? "took" : "did not take");
+    }
+    ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&y1); ocr_tensor_free(&y2);
+    ocr_ctx_free(&ctx);
+}
+
 static void test_conv_paths(void) {
     static const geom cases[] = {
         /* implicit path (rows >= 32 wide) */
@@ -144,13 +174,18 @@ static void test_conv_paths(void) {
        than a direct sum, so y, dx and dw get 2e-5 (measured: under 1e-5) */
     static const geom winograd[] = {
         {"Winograd: 16->32, 30x70 (rows of 18 tiles: partial groups, groups across 48-tile panels)", 1, 16, 32, 30, 70, 3, 3, 1, 1, 1, 1, 1, 1},
-        {"Winograd: 32->40 (a partial 8-row panel; data gradient too), 2 images 21x27 (gathered tiles)", 2, 32, 40, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"Winograd: 64->68 (a partial 8-row panel; data gradient too), 2 images 21x27 (gathered tiles)", 2, 64, 68, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: pad 0, 24->32, 40x75", 1, 24, 32, 40, 75, 3, 3, 1, 1, 0, 0, 1, 1},
         {"Winograd: pad 2, 16->32, 17x66 (85 tiles)", 1, 16, 32, 17, 66, 3, 3, 1, 1, 2, 2, 1, 1},
         {"Winograd: 264->32 (two K blocks; weight gradient over two work items), 16x68", 1, 264, 32, 16, 68, 3, 3, 1, 1, 1, 1, 1, 1},
-        {"Winograd: 64->40 (weight gradient from gathered tiles), 2 images 21x27", 2, 64, 40, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"Winograd: 64->64 (weight gradient from gathered tiles), 2 images 21x27", 2, 64, 64, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 8 images 12x64 (one work item each)", 8, 16, 32, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 400->64, 44x28 (bands widened to fill a 48-tile panel: 6 + 5 rows of 7 tiles)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
+    };
+    static const geom no_winograd[] = {
+        {"no Winograd: the recognizer's 64->128 at height 4 (8 tiles an image, a 48-column panel each)", 32, 64, 128, 4, 32, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"no Winograd: 32->32 at 40x40 (rows of 10 gathered tiles with 32 channels)", 2, 32, 32, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"no Winograd: 128->128 at 10x10", 8, 128, 128, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1},
     };
     static const int kernels[3] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2, OCR_CPU_KERNEL_PORTABLE};
     /* under the sanitizers the Winograd shapes run on two threads only (their work split, hence their edges, is what
@@ -160,8 +195,12 @@ static void test_conv_paths(void) {
     for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
         for (t = 1; t <= 2; t++)
             for (k = 0; k < 3; k++) run_case(&cases[c], t, kernels[k], 2e-6);
-    for (c = 0; c < (int)(sizeof winograd / sizeof winograd[0]); c++) /* the default kernel: the only one that takes it */
+    for (c = 0; c < (int)(sizeof winograd / sizeof winograd[0]); c++) { /* the default kernel: the only one that takes it */
         for (t = t_first; t <= 2; t++) run_case(&winograd[c], t, OCR_CPU_KERNEL_AUTO, 2e-5);
+        check_takes_winograd(&winograd[c]);
+    }
+    /* and shapes where it does not pay (ocr__conv_winograd_ok) stay on the direct paths */
+    for (c = 0; c < (int)(sizeof no_winograd / sizeof no_winograd[0]); c++) check_takes_winograd(&no_winograd[c]);
     OCR_CHECK_MSG(n_differing > 0, "every fast output equals the reference bit for bit: OCR_DEBUG_REFERENCE did not route");
 }
 
