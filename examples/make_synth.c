@@ -28,7 +28,7 @@
 #define TRAIN_SEED(run) ((uint64_t)(run) * 7919u + 1u)
 #define VAL_SEED(run) ((uint64_t)(run) * 7919u + 1000003u)
 #define HELDOUT_SEED(run) ((uint64_t)(run) * 7919u + 2000003u)
-enum { TRAIN_SIZE = 256, TRAIN_COUNT = 3000 * 4, VAL_SIZE = 320, VAL_COUNT = 200 };
+enum { TRAIN_SIZE = 256, TRAIN_COUNT = 6000 * 4, VAL_SIZE = 320, VAL_COUNT = 200 };
 static const float TRAIN_LINES = 90.0f, TRAIN_TEXT_SCALE = 1.0f;
 
 typedef struct {

@@ -7,7 +7,7 @@
    that reached a convolution in the half type and were flushed to zero, the steps the scaler skipped, the loss curve
    and the final validation H-mean:
 
-       repro_amp                         3000 steps each, train_dbnet's default (about 6 minutes apiece on two cores)
+       repro_amp                         3000 steps each, half train_dbnet's default (4 to 9 minutes apiece on two cores)
        repro_amp --steps 1000            shorter, where run-to-run spread alone can exceed the tolerance
        repro_amp --steps 20 --size 64 --batch 2 --width 0.05 --val-count 4 --val-size 64      a smoke test
 

@@ -59,7 +59,7 @@ static const ocr_ex_setting kSettings[] = {
      "fonts of the synthetic scenes: DIR|FILE,... (symbol, icon and math fonts refused); empty: the declared training set"},
     {"--photos", STRING(photos), NULL, OCR_EX_STORED, "none",
      "photographs under synthetic text: DIR|FILE,..., or none (procedural backgrounds only); empty: the declared training set"},
-    {"--steps", INT(steps), "3000", STORED, "optimizer steps"},
+    {"--steps", INT(steps), "6000", STORED, "optimizer steps"},
     {"--epochs", INT(epochs), "0", STORED, "for icdar/lmdb data: train this many epochs instead of --steps"},
     {"--batch", INT(batch), "4", STORED, "images per step"},
     {"--size", INT(size), "256", STORED, "training crop size in pixels (multiple of 32)"},

@@ -374,7 +374,7 @@ static void test_help_lists_every_setting(void) {
                           (int)strcspn(at, "\n"), at);
         }
     }
-    OCR_CHECK_MSG(strstr(out, "(default 0.002)") && strstr(out, "(default 3000)") && strstr(out, "(default adamw)"),
+    OCR_CHECK_MSG(strstr(out, "(default 0.002)") && strstr(out, "(default 6000)") && strstr(out, "(default adamw)"),
                   "--help lost the defaults of --lr, --steps or --optimizer:\n%s", out);
     free(out);
     free(err);
