@@ -2960,11 +2960,15 @@ static void ocr__wino_input_part(void *arg, int64_t b, int64_t e, int tid) { con
 static void ocr__wino_gemm_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; ocr__wino_gemm(j, j->item, j->buf[0], b, e); }
 static void ocr__wino_output_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; ocr__wino_output(j, j->item, j->buf[0], b, e); }
 
+/* bench_winograd sets this to time Winograd on every shape it can run, whether or not the rule below picks it. */
+static int ocr__winograd_force = 0;
+
 static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, const ocr__ukernel *uk) {
     int64_t TH = (g->OH + 3) / 4, TW = (g->OW + 3) / 4, gemm_cols = (TH * TW + 47) / 48 * 48;
-    return uk->fn == ocr__ukernel_avx512 && !(ctx->debug_flags & OCR_DEBUG_NO_WINOGRAD) && g->groups == 1 && g->kh == 3 &&
-           g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->C >= OCR__WINO_MIN_IN &&
-           g->K >= OCR__WINO_MIN_OUT &&
+    int can = uk->fn == ocr__ukernel_avx512 && !(ctx->debug_flags & OCR_DEBUG_NO_WINOGRAD) && g->groups == 1 && g->kh == 3 &&
+              g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->OH * (g->OW + 8) < ((int64_t)1 << 30);
+    if (!can || ocr__winograd_force) return can;
+    return g->C >= OCR__WINO_MIN_IN && g->K >= OCR__WINO_MIN_OUT &&
            g->N * TH * TW >= (g->C >= OCR__WINO_WIDE && g->K >= OCR__WINO_WIDE ? OCR__WINO_MIN_TILES_WIDE : OCR__WINO_MIN_TILES) &&
            /* an image's tiles fill whole 48-column panels of the 36 GEMMs: with few tiles per image the padding
               cancels the saving (36 products per tile for 16 outputs against 9 per output: at most half the direct
@@ -2972,8 +2976,7 @@ static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, co
               64 channels each way to pay. Measured per shape against the direct paths, two threads: the
               recognizer's 3x3 convolutions at heights 8, 4 and 2 took 1.1-3.1x, DBNet's 128 channels at 10x10
               1.5-1.9x and 32 at 40x40 1.2-1.4x longer on Winograd. */
-           8 * gemm_cols <= g->OH * g->OW && (TW >= 16 || (g->C >= 64 && g->K >= 64)) &&
-           g->OH * (g->OW + 8) < ((int64_t)1 << 30);
+           8 * gemm_cols <= g->OH * g->OW && (TW >= 16 || (g->C >= 64 && g->K >= 64));
 }
 
 /* The work split shared by both drivers: tiles, the padded band's row length, bands of tile rows sized so an item's V

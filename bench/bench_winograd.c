@@ -1,8 +1,8 @@
 /* bench_winograd - where Winograd F(4x4, 3x3) pays: each 3x3 stride-1 convolution shape of the models (DBNet at
    train_dbnet's width 0.25 and at the official width, the recognizer's blocks) timed forward and backward (data and
-   weight gradients) on the Winograd path and on the direct paths (OCR_DEBUG_NO_WINOGRAD), alternating, median of
-   the runs, with the path ocr_nn.h's rule (ocr__conv_winograd_ok) picks for it: a shape picked for Winograd should be
-   faster there, one left on the direct paths should not. Winograd runs on AVX-512 kernels only; elsewhere the
+   weight gradients) on the Winograd path (forced, ocr__winograd_force) and on the direct paths
+   (OCR_DEBUG_NO_WINOGRAD), alternating, median of the runs, with the path ocr_nn.h's rule (ocr__conv_winograd_ok)
+   picks for it: a shape picked for Winograd should be faster there, one left on the direct paths should not. Winograd runs on AVX-512 kernels only; elsewhere the
    program says so and exits 0. The last line is JSON.
    usage: bench_winograd [--threads N] [--reps N] */
 #define OCR_IMPLEMENTATION
@@ -28,12 +28,16 @@ static const struct { const char *name; int N, C, K, H, W; } shapes[] = {
     {"w1 decoder 3x3 (b1 640x640)", 1, 256, 64, 160, 160},
 };
 
-/* Times one forward and one backward (data and weight gradients) with Winograd allowed (no_wino 0) or not; 1 on an
-   error (in ctx). */
+/* Times one forward and one backward (data and weight gradients) on Winograd wherever it can run (no_wino 0; the
+   weight gradient still only from OCR__WINO_WGRAD_MIN_IN input channels) or on the direct paths; 1 on an error (in
+   ctx). */
 static int time_shape(ocr_ctx *ctx, int no_wino, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
                       ocr_tensor *y, ocr_tensor *dx, ocr_tensor *dw, double *fwd, double *bwd) {
     ocr_conv_params p = ocr_conv_params_make(1, 1, 1, 1);
     double t0, t1, t2;
+#ifdef OCR__HAVE_AVX2
+    ocr__winograd_force = !no_wino;
+#endif
     if (no_wino) ctx->debug_flags |= OCR_DEBUG_NO_WINOGRAD;
     else ctx->debug_flags &= ~(unsigned)OCR_DEBUG_NO_WINOGRAD;
     t0 = now();
@@ -89,9 +93,13 @@ int main(int argc, char **argv) {
         ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
         ocr_tensor_fill_uniform(&ctx, &w, -0.1f, 0.1f);
         ocr_tensor_fill_uniform(&ctx, &dy, -1.0f, 1.0f);
-        /* the path taken: Winograd's sums round differently from the direct ones */
-        bad |= time_shape(&ctx, 0, &x, &w, &dy, &y, &dx, &dw, &mf[0], &mb[0]);
+        /* the path the rule picks: Winograd's sums round differently from the direct ones */
         bad |= time_shape(&ctx, 1, &x, &w, &dy, &y2, &dx, &dw, &mf[1], &mb[1]);
+        ctx.debug_flags &= ~(unsigned)OCR_DEBUG_NO_WINOGRAD;
+#ifdef OCR__HAVE_AVX2
+        ocr__winograd_force = 0;
+#endif
+        bad |= ocr_nn_conv2d_forward(&ctx, &x, &w, NULL, ocr_conv_params_make(1, 1, 1, 1), &y);
         picked = memcmp(y.data, y2.data, ocr_tensor_bytes(&y)) != 0;
         for (r = 0; r < (reps < 64 ? reps : 64) && !bad; r++)
             for (m = 0; m < 2; m++) bad |= time_shape(&ctx, m, &x, &w, &dy, &y, &dx, &dw, &f[m][r], &b[m][r]);
