@@ -2973,9 +2973,9 @@ static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, co
            /* an image's tiles fill whole 48-column panels of the 36 GEMMs: with few tiles per image the padding
               cancels the saving (36 products per tile for 16 outputs against 9 per output: at most half the direct
               products, counting the padded columns); rows under 16 tiles take the gathered transforms, which need
-              64 channels each way to pay. Measured per shape against the direct paths, two threads: the
-              recognizer's 3x3 convolutions at heights 8, 4 and 2 took 1.1-3.1x, DBNet's 128 channels at 10x10
-              1.5-1.9x and 32 at 40x40 1.2-1.4x longer on Winograd. */
+              64 channels each way to pay. build/bench_winograd times both paths on the models' shapes: the
+              recognizer's 3x3 convolutions at heights 8, 4 and 2 took 1.1-3.5x longer on Winograd, DBNet's
+              128 channels at 10x10 1.6-1.9x and 32 at 40x40 1.2-1.3x. */
            8 * gemm_cols <= g->OH * g->OW && (TW >= 16 || (g->C >= 64 && g->K >= 64));
 }
 
