@@ -2974,8 +2974,8 @@ static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, co
               cancels the saving (36 products per tile for 16 outputs against 9 per output: at most half the direct
               products, counting the padded columns); rows under 16 tiles take the gathered transforms, which need
               64 channels each way to pay. build/bench_winograd times both paths on the models' shapes: the
-              recognizer's 3x3 convolutions at heights 8, 4 and 2 took 1.1-3.5x longer on Winograd, DBNet's
-              128 channels at 10x10 1.6-1.9x and 32 at 40x40 1.2-1.3x. */
+              recognizer's 3x3 convolutions at heights 8, 4 and 2 took 1.1-4.0x longer on Winograd, DBNet's
+              128 channels at 10x10 1.5-2.0x and 32 at 40x40 1.2-1.3x. */
            8 * gemm_cols <= g->OH * g->OW && (TW >= 16 || (g->C >= 64 && g->K >= 64));
 }
 
