@@ -2524,31 +2524,31 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
 #define OCR__WINO_WGRAD_BAND_BYTES ((int64_t)4 << 20)
 #define OCR__WINO_WGRAD_MIN_IN 64  /* the weight gradient's GEMMs run over the tiles: with few input channels they are thin */
 
-
-/* out[r] = sum_i Bt[r][i] x_i for Bt = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
-   0 4 0 -5 0 1] */
-#define OCR__WINO_BT(x0, x1, x2, x3, x4, x5, o)                                                                  \
+/* The transforms are written once for both vector widths: P is the intrinsics' prefix (_mm512 or _mm256), T the
+   vector type. out[r] = sum_i Bt[r][i] x_i for Bt = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
+   0 2 -1 -2 1 0; 0 4 0 -5 0 1] */
+#define OCR__WINO_BT(P, T, x0, x1, x2, x3, x4, x5, o)                                                            \
     do {                                                                                                         \
-        __m512 f4_ = _mm512_set1_ps(4.0f), f5_ = _mm512_set1_ps(5.0f), f2_ = _mm512_set1_ps(2.0f);               \
-        __m512 a_ = _mm512_fnmadd_ps(f4_, x2, x4), b_ = _mm512_fnmadd_ps(f4_, x1, x3);                           \
-        __m512 c_ = _mm512_sub_ps(x4, x2), d_ = _mm512_mul_ps(f2_, _mm512_sub_ps(x3, x1));                       \
-        (o)[0] = _mm512_fmadd_ps(f4_, x0, _mm512_fnmadd_ps(f5_, x2, x4));                                        \
-        (o)[1] = _mm512_add_ps(a_, b_); (o)[2] = _mm512_sub_ps(a_, b_);                                          \
-        (o)[3] = _mm512_add_ps(c_, d_); (o)[4] = _mm512_sub_ps(c_, d_);                                          \
-        (o)[5] = _mm512_fmadd_ps(f4_, x1, _mm512_fnmadd_ps(f5_, x3, x5));                                        \
+        T f4_ = P##_set1_ps(4.0f), f5_ = P##_set1_ps(5.0f), f2_ = P##_set1_ps(2.0f);                             \
+        T a_ = P##_fnmadd_ps(f4_, x2, x4), b_ = P##_fnmadd_ps(f4_, x1, x3);                                      \
+        T c_ = P##_sub_ps(x4, x2), d_ = P##_mul_ps(f2_, P##_sub_ps(x3, x1));                                     \
+        (o)[0] = P##_fmadd_ps(f4_, x0, P##_fnmadd_ps(f5_, x2, x4));                                              \
+        (o)[1] = P##_add_ps(a_, b_); (o)[2] = P##_sub_ps(a_, b_);                                                \
+        (o)[3] = P##_add_ps(c_, d_); (o)[4] = P##_sub_ps(c_, d_);                                                \
+        (o)[5] = P##_fmadd_ps(f4_, x1, P##_fnmadd_ps(f5_, x3, x5));                                              \
     } while (0)
 /* out[r] = sum_i At[r][i] m_i for At = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1] */
-#define OCR__WINO_AT(m0, m1, m2, m3, m4, m5, o)                                                                  \
+#define OCR__WINO_AT(P, T, m0, m1, m2, m3, m4, m5, o)                                                            \
     do {                                                                                                         \
-        __m512 s12_ = _mm512_add_ps(m1, m2), d12_ = _mm512_sub_ps(m1, m2);                                       \
-        __m512 s34_ = _mm512_add_ps(m3, m4), d34_ = _mm512_sub_ps(m3, m4);                                       \
-        (o)[0] = _mm512_add_ps(_mm512_add_ps(m0, s12_), s34_);                                                   \
-        (o)[1] = _mm512_fmadd_ps(_mm512_set1_ps(2.0f), d34_, d12_);                                              \
-        (o)[2] = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), s34_, s12_);                                              \
-        (o)[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.0f), d34_, d12_), m5);                           \
+        T s12_ = P##_add_ps(m1, m2), d12_ = P##_sub_ps(m1, m2);                                                  \
+        T s34_ = P##_add_ps(m3, m4), d34_ = P##_sub_ps(m3, m4);                                                  \
+        (o)[0] = P##_add_ps(P##_add_ps(m0, s12_), s34_);                                                         \
+        (o)[1] = P##_fmadd_ps(P##_set1_ps(2.0f), d34_, d12_);                                                    \
+        (o)[2] = P##_fmadd_ps(P##_set1_ps(4.0f), s34_, s12_);                                                    \
+        (o)[3] = P##_add_ps(P##_fmadd_ps(P##_set1_ps(8.0f), d34_, d12_), m5);                                    \
     } while (0)
 
-typedef struct {
+typedef struct ocr__wino_job_ {
     const ocr__conv_geom *g;
     const float *x, *w;
     float *u;                /* 36 blocks of the transformed weights, each packed into 8-row panels of Kp x C */
@@ -2565,20 +2565,23 @@ typedef struct {
     float *mw, *dw;          /* weight gradient: the 36 sums [36][K][C], then dw += Gt (sums) G */
     float *gemm_buf;         /* weight gradient: per thread, GEMM packing buffers of gemm_pa + gemm_pb floats */
     size_t gemm_pa, gemm_pb;
+    /* the transforms of the vector width in use (the micro-kernel's: AVX-512 or AVX2) */
+    void (*input)(const struct ocr__wino_job_ *j, int64_t item, float *buf, int64_t c0, int64_t c1);
+    void (*output)(const struct ocr__wino_job_ *j, int64_t item, float *buf, int64_t k0, int64_t k1);
 } ocr__wino_job;
 
 /* G w Gt, written straight into the packed A layout: element (k, c) of point xi is at
    u[xi*Kp*C + (k - k%8)*C + c*8 + k%8]. Work items are panels of 8 output channels; a vector holds 2 input x 8
    output channels, so each point's 16 results are one contiguous store. Lanes of channels past K get zeros (the
    panel's padding rows). G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1] */
-#define OCR__WINO_G(g0, g1, g2, o)                                                                               \
+#define OCR__WINO_G(P, T, g0, g1, g2, o)                                                                         \
     do {                                                                                                         \
-        __m512 s02_ = _mm512_add_ps(g0, g2), e_ = _mm512_fmadd_ps(_mm512_set1_ps(1.0f / 24), g0, _mm512_mul_ps(_mm512_set1_ps(1.0f / 6), g2)); \
-        __m512 f_ = _mm512_mul_ps(_mm512_set1_ps(1.0f / 12), g1);                                                \
-        (o)[0] = _mm512_mul_ps(_mm512_set1_ps(0.25f), g0);                                                       \
-        (o)[1] = _mm512_mul_ps(_mm512_set1_ps(-1.0f / 6), _mm512_add_ps(s02_, g1));                              \
-        (o)[2] = _mm512_mul_ps(_mm512_set1_ps(-1.0f / 6), _mm512_sub_ps(s02_, g1));                              \
-        (o)[3] = _mm512_add_ps(e_, f_); (o)[4] = _mm512_sub_ps(e_, f_); (o)[5] = g2;                               \
+        T s02_ = P##_add_ps(g0, g2), e_ = P##_fmadd_ps(P##_set1_ps(1.0f / 24), g0, P##_mul_ps(P##_set1_ps(1.0f / 6), g2)); \
+        T f_ = P##_mul_ps(P##_set1_ps(1.0f / 12), g1);                                                           \
+        (o)[0] = P##_mul_ps(P##_set1_ps(0.25f), g0);                                                             \
+        (o)[1] = P##_mul_ps(P##_set1_ps(-1.0f / 6), P##_add_ps(s02_, g1));                                       \
+        (o)[2] = P##_mul_ps(P##_set1_ps(-1.0f / 6), P##_sub_ps(s02_, g1));                                       \
+        (o)[3] = P##_add_ps(e_, f_); (o)[4] = P##_sub_ps(e_, f_); (o)[5] = g2;                                   \
     } while (0)
 __attribute__((target("avx512f")))
 static void ocr__wino_filter_part(void *arg, int64_t begin, int64_t end, int tid) {
@@ -2602,11 +2605,11 @@ static void ocr__wino_filter_part(void *arg, int64_t begin, int64_t end, int tid
             __m512 gv[9], t[18], col[6];
             for (i = 0; i < 9; i++) gv[i] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)(kmask & cm), idx, w0 + i, 4);
             for (i = 0; i < 3; i++) {  /* column i of G w */
-                OCR__WINO_G(gv[i], gv[3 + i], gv[6 + i], col);
+                OCR__WINO_G(_mm512, __m512, gv[i], gv[3 + i], gv[6 + i], col);
                 for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
             }
             for (r = 0; r < 6; r++) {  /* row r of (G w) Gt */
-                OCR__WINO_G(t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
+                OCR__WINO_G(_mm512, __m512, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
                 for (s = 0; s < 6; s++) _mm512_mask_storeu_ps(dst + (r * 6 + s) * j->Kp * C, cm, col[s]);
             }
         }
@@ -2619,7 +2622,21 @@ static void ocr__wino_item_range(const ocr__wino_job *j, int64_t item, int64_t *
     *th0 = (item % j->n_bands) * j->band;
     th1 = *th0 + j->band < j->TH ? *th0 + j->band : j->TH;
     *T = (th1 - *th0) * j->TW;
-    *Tp = (*T + 47) / 48 * 48;
+    *Tp = (*T + j->uk.nr - 1) / j->uk.nr * j->uk.nr;
+}
+
+/* Channel c's rows of the band starting at tile row th0, zero-padded, into its slot of xp; returns the slot. */
+static float *ocr__wino_pad_rows(const ocr__wino_job *j, float *xp, int64_t n, int64_t th0, int64_t rows, int64_t c) {
+    const ocr__conv_geom *g = j->g;
+    float *src = xp + c * rows * j->Wp;
+    int64_t r;
+    for (r = 0; r < rows; r++) {
+        int64_t ih = th0 * 4 + r - g->ph;
+        float *dst = src + r * j->Wp;
+        memset(dst, 0, (size_t)j->Wp * sizeof(float));
+        if (ih >= 0 && ih < g->H) memcpy(dst + g->pw, j->x + ((n * g->C + c) * g->H + ih) * g->W, (size_t)g->W * sizeof(float));
+    }
+    return src;
 }
 
 /* Input channels [c0, c1) of an item: zero-padded copy of the band's rows, then Bt d B of every tile, 16 tiles per
@@ -2631,16 +2648,10 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
     int64_t n, th0, T, Tp, c, r, t0, i, rows, pw, Wp = j->Wp;
     float *xp = buf, *V = buf + j->pad_floats;
     ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
-    pw = j->wgrad ? Tp : 48;
+    pw = j->wgrad ? Tp : j->uk.nr;
     rows = T / j->TW * 4 + 2;
     for (c = c0; c < c1; c++) {
-        float *src = xp + c * rows * Wp;
-        for (r = 0; r < rows; r++) {
-            int64_t ih = th0 * 4 + r - g->ph;
-            float *dst = src + r * Wp;
-            memset(dst, 0, (size_t)Wp * sizeof(float));
-            if (ih >= 0 && ih < g->H) memcpy(dst + g->pw, j->x + ((n * g->C + c) * g->H + ih) * g->W, (size_t)g->W * sizeof(float));
-        }
+        float *src = ocr__wino_pad_rows(j, xp, n, th0, rows, c);
         if (j->TW < 16) {
             for (t0 = 0; t0 < Tp; t0 += 16) {
                 __m512 e[36], o[6];
@@ -2656,11 +2667,11 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
                     __m512 d0 = _mm512_i32gather_ps(base, row, 4), d1 = _mm512_i32gather_ps(base, row + 1, 4);
                     __m512 d2 = _mm512_i32gather_ps(base, row + 2, 4), d3 = _mm512_i32gather_ps(base, row + 3, 4);
                     __m512 d4 = _mm512_i32gather_ps(base, row + 4, 4), d5 = _mm512_i32gather_ps(base, row + 5, 4);
-                    OCR__WINO_BT(d0, d1, d2, d3, d4, d5, e + i * 6);
+                    OCR__WINO_BT(_mm512, __m512, d0, d1, d2, d3, d4, d5, e + i * 6);
                 }
                 for (i = 0; i < 6; i++) {
                     float *v = V + (t0 / pw) * g->C * pw + c * pw + t0 % pw + i * Tp * g->C;
-                    OCR__WINO_BT(e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
+                    OCR__WINO_BT(_mm512, __m512, e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
                     for (r = 0; r < 6; r++) _mm512_storeu_ps(v + r * 6 * Tp * g->C, o[r]);
                 }
             }
@@ -2688,10 +2699,10 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
                         d[4] = _mm512_permutex2var_ps(d[0], up, a4);
                         d[5] = _mm512_permutex2var_ps(d[1], up, _mm512_permutexvar_ps(_mm512_set1_epi32(1), a4));
                     }
-                    OCR__WINO_BT(d[0], d[1], d[2], d[3], d[4], d[5], e + i * 6);
+                    OCR__WINO_BT(_mm512, __m512, d[0], d[1], d[2], d[3], d[4], d[5], e + i * 6);
                 }
                 for (i = 0; i < 6; i++) {
-                    OCR__WINO_BT(e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
+                    OCR__WINO_BT(_mm512, __m512, e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
                     for (r = 0; r < 6; r++) {
                         float *plane = V + (r * 6 + i) * Tp * g->C, *dst = plane + (t / pw) * g->C * pw + c * pw + q;
                         if (q + nl <= pw) _mm512_mask_storeu_ps(dst, ocr__lanes(nl), o[r]);
@@ -2723,8 +2734,9 @@ static void ocr__wino_gemm(const ocr__wino_job *j, int64_t item, float *buf, int
         memset(m, 0, (size_t)(j->Kp * Tp) * sizeof(float));
         for (pc = 0; pc < C; pc += OCR__KC) {
             int64_t kc = C - pc < OCR__KC ? C - pc : OCR__KC;
-            for (jp = 0; jp < Tp; jp += 48)
-                for (ip = 0; ip < j->Kp; ip += 8) j->uk.fn(kc, u + ip * C + pc * 8, v + jp * C + pc * 48, m + ip * Tp + jp, Tp, 1.0f);
+            for (jp = 0; jp < Tp; jp += j->uk.nr)
+                for (ip = 0; ip < j->Kp; ip += j->uk.mr)
+                    j->uk.fn(kc, u + ip * C + pc * j->uk.mr, v + jp * C + pc * j->uk.nr, m + ip * Tp + jp, Tp, 1.0f);
         }
     }
 }
@@ -2777,14 +2789,14 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
                     for (i = 0; i < 6; i++) {
                         const float *mi = m + i * j->Kp * Tp;
                         int64_t st = 6 * j->Kp * Tp;
-                        OCR__WINO_AT(_mm512_maskz_loadu_ps(lm, mi), _mm512_maskz_loadu_ps(lm, mi + st), _mm512_maskz_loadu_ps(lm, mi + 2 * st),
+                        OCR__WINO_AT(_mm512, __m512, _mm512_maskz_loadu_ps(lm, mi), _mm512_maskz_loadu_ps(lm, mi + st), _mm512_maskz_loadu_ps(lm, mi + 2 * st),
                                      _mm512_maskz_loadu_ps(lm, mi + 3 * st), _mm512_maskz_loadu_ps(lm, mi + 4 * st),
                                      _mm512_maskz_loadu_ps(lm, mi + 5 * st), q + i * 4);
                     }
                     for (a = 0; a < 4 && oh0 + a < g->OH; a++) {
                         __m512 lo01, hi01, lo23, hi23, rv[4];
                         float *yr = yk + (oh0 + a) * g->OW;
-                        OCR__WINO_AT(q[a], q[4 + a], q[8 + a], q[12 + a], q[16 + a], q[20 + a], o);
+                        OCR__WINO_AT(_mm512, __m512, q[a], q[4 + a], q[8 + a], q[12 + a], q[16 + a], q[20 + a], o);
                         lo01 = _mm512_permutex2var_ps(o[0], pair, o[1]);
                         hi01 = _mm512_permutex2var_ps(o[0], _mm512_add_epi32(pair, eight), o[1]);
                         lo23 = _mm512_permutex2var_ps(o[2], pair, o[3]);
@@ -2821,12 +2833,12 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
             __m512 q[24], o[4];
             for (i = 0; i < 6; i++) {
                 const float *mi = m + i * j->Kp * Tp; /* column i of the 6x6 point grid: points i, 6+i, ... */
-                OCR__WINO_AT(_mm512_loadu_ps(mi), _mm512_loadu_ps(mi + 6 * j->Kp * Tp), _mm512_loadu_ps(mi + 12 * j->Kp * Tp),
+                OCR__WINO_AT(_mm512, __m512, _mm512_loadu_ps(mi), _mm512_loadu_ps(mi + 6 * j->Kp * Tp), _mm512_loadu_ps(mi + 12 * j->Kp * Tp),
                              _mm512_loadu_ps(mi + 18 * j->Kp * Tp), _mm512_loadu_ps(mi + 24 * j->Kp * Tp),
                              _mm512_loadu_ps(mi + 30 * j->Kp * Tp), q + i * 4);
             }
             for (a = 0; a < 4; a++) {
-                OCR__WINO_AT(q[a], q[4 + a], q[8 + a], q[12 + a], q[16 + a], q[20 + a], o);
+                OCR__WINO_AT(_mm512, __m512, q[a], q[4 + a], q[8 + a], q[12 + a], q[16 + a], q[20 + a], o);
                 for (i = 0; i < 4; i++) {
                     __mmask16 mk = valid[a * 4 + i];
                     __m512i idx = _mm512_add_epi32(base, _mm512_set1_epi32((int)(a * g->OW + i)));
@@ -2839,6 +2851,145 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
                         else if (j->ep.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
                     }
                     _mm512_mask_i32scatter_ps(yk, mk, idx, v, 4);
+                }
+            }
+        }
+    }
+}
+
+/* ---- The same transforms on AVX2 (8 lanes, the 6 x 16 micro-kernel), for the CPUs without AVX-512: forward, hence
+   data gradients too; weight gradients stay on the direct paths. Tiles go 8 at a time along a tile row. A tile's 4
+   columns are 4 floats, so the vector of the halves at tiles (t, t+4) transposes per 128-bit lane with those at
+   (t+1, t+5), (t+2, t+6) and (t+3, t+7) into columns 0-3 of tiles t..t+7 in order, and back the same way. */
+
+/* lo's 4 floats in lanes 0-3, hi's in 4-7 */
+__attribute__((target("avx2")))
+static inline __m256 ocr__halves(const float *lo, const float *hi) {
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)), _mm_loadu_ps(hi), 1);
+}
+/* in each 128-bit lane, the 4x4 transpose of (a, b, c, d) into o[0..3] */
+#define OCR__TRANSPOSE4_LANES(a, b, c, d, o)                                                                     \
+    do {                                                                                                         \
+        __m256 t0_ = _mm256_unpacklo_ps(a, b), t1_ = _mm256_unpacklo_ps(c, d);                                   \
+        __m256 t2_ = _mm256_unpackhi_ps(a, b), t3_ = _mm256_unpackhi_ps(c, d);                                   \
+        (o)[0] = _mm256_shuffle_ps(t0_, t1_, 0x44); (o)[1] = _mm256_shuffle_ps(t0_, t1_, 0xEE);                  \
+        (o)[2] = _mm256_shuffle_ps(t2_, t3_, 0x44); (o)[3] = _mm256_shuffle_ps(t2_, t3_, 0xEE);                  \
+    } while (0)
+
+/* G w Gt into the 6-row A panels: element (k, c) of point xi at u[xi*Kp*C + (k - k%6)*C + c*6 + k%6]. Work items
+   are panels; a vector holds a panel's 6 output channels of one input channel (rows past K get zeros). */
+__attribute__((target("avx2,fma")))
+static void ocr__wino_filter_part_avx2(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__wino_job *j = (const ocr__wino_job *)arg;
+    int64_t C = j->g->C, K = j->g->K, p, c, i, r, s;
+    const __m256i store6 = ocr__lanes8(6), idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 0, 0), _mm256_set1_epi32((int)(C * 9)));
+    (void)tid;
+    for (p = begin; p < end; p++) {
+        __m256 valid = _mm256_castsi256_ps(ocr__lanes8(K - p * 6 < 6 ? K - p * 6 : 6));
+        for (c = 0; c < C; c++) {
+            const float *w0 = j->w + (p * 6 * C + c) * 9;
+            float *dst = j->u + p * 6 * C + c * 6;
+            __m256 gv[9], t[18], col[6];
+            for (i = 0; i < 9; i++) gv[i] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), w0 + i, idx, valid, 4);
+            for (i = 0; i < 3; i++) {  /* column i of G w */
+                OCR__WINO_G(_mm256, __m256, gv[i], gv[3 + i], gv[6 + i], col);
+                for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
+            }
+            for (r = 0; r < 6; r++) {  /* row r of (G w) Gt */
+                OCR__WINO_G(_mm256, __m256, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
+                for (s = 0; s < 6; s++) _mm256_maskstore_ps(dst + (r * 6 + s) * j->Kp * C, store6, col[s]);
+            }
+        }
+    }
+}
+
+/* Input channels [c0, c1) of an item: Bt d B of every tile into V's 16-tile B panels [36][Tp/16][C][16]. */
+__attribute__((target("avx2,fma")))
+static void ocr__wino_input_avx2(const ocr__wino_job *j, int64_t item, float *buf, int64_t c0, int64_t c1) {
+    const ocr__conv_geom *g = j->g;
+    int64_t n, th0, T, Tp, c, r, t0, tc0, i, rows, Wp = j->Wp;
+    float *V = buf + j->pad_floats;
+    ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
+    rows = T / j->TW * 4 + 2;
+    for (c = c0; c < c1; c++) {
+        const float *src = ocr__wino_pad_rows(j, buf, n, th0, rows, c);
+        for (t0 = 0; t0 < T; t0 += j->TW)
+            for (tc0 = 0; tc0 < j->TW; tc0 += 8) {
+                /* a partial group's loads run past its row (at most into the band's slack): those lanes are not stored */
+                int64_t nl = j->TW - tc0 < 8 ? j->TW - tc0 : 8, t = t0 + tc0, q = t % 16;
+                __m256 e[36], o[6];
+                for (i = 0; i < 6; i++) {
+                    const float *row = src + ((t0 / j->TW) * 4 + i) * Wp + tc0 * 4;
+                    __m256 h0 = ocr__halves(row, row + 16), h1 = ocr__halves(row + 4, row + 20), h2 = ocr__halves(row + 8, row + 24);
+                    __m256 h3 = ocr__halves(row + 12, row + 28), h4 = ocr__halves(row + 16, row + 32), d[4], d45[4];
+                    OCR__TRANSPOSE4_LANES(h0, h1, h2, h3, d);
+                    OCR__TRANSPOSE4_LANES(h1, h2, h3, h4, d45); /* columns 4 and 5 are the next tile's 0 and 1 */
+                    OCR__WINO_BT(_mm256, __m256, d[0], d[1], d[2], d[3], d45[0], d45[1], e + i * 6);
+                }
+                for (i = 0; i < 6; i++) {
+                    OCR__WINO_BT(_mm256, __m256, e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
+                    for (r = 0; r < 6; r++) {
+                        float *plane = V + (r * 6 + i) * Tp * g->C, *dst = plane + (t / 16) * g->C * 16 + c * 16 + q;
+                        if (q + nl <= 16) _mm256_maskstore_ps(dst, ocr__lanes8(nl), o[r]);
+                        else { /* the group crosses into the next panel: its last lanes go to that panel's first columns */
+                            int first = (int)(16 - q);
+                            __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(first));
+                            _mm256_maskstore_ps(dst, ocr__lanes8(first), o[r]);
+                            _mm256_maskstore_ps(plane + (t / 16 + 1) * g->C * 16 + c * 16, ocr__lanes8(nl - first), _mm256_permutevar8x32_ps(o[r], shift));
+                        }
+                    }
+                }
+            }
+        if (T < Tp) /* the last panel's unused columns: zeros, not whatever the buffer held */
+            for (i = 0; i < OCR__WINO_POINTS; i++) {
+                float *dst = V + i * Tp * g->C + (T / 16) * g->C * 16 + c * 16 + T % 16;
+                for (r = 0; r < Tp - T; r += 8) _mm256_maskstore_ps(dst + r, ocr__lanes8(Tp - T - r), _mm256_setzero_ps());
+            }
+    }
+}
+
+/* Output channels [k0, k1) of an item: At M A of every tile, bias and ReLU (when not accumulating), row stores into y. */
+__attribute__((target("avx2,fma")))
+static void ocr__wino_output_avx2(const ocr__wino_job *j, int64_t item, float *buf, int64_t k0, int64_t k1) {
+    const ocr__conv_geom *g = j->g;
+    int64_t n, th0, T, Tp, k, t0, tc0, i, a, P = g->OH * g->OW, st;
+    const float *M = buf + j->pad_floats + j->v_floats;
+    ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
+    st = 6 * j->Kp * Tp;
+    for (t0 = 0; t0 < T; t0 += j->TW) {
+        int64_t oh0 = (th0 + t0 / j->TW) * 4;
+        for (tc0 = 0; tc0 < j->TW; tc0 += 8) {
+            int64_t nl = j->TW - tc0 < 8 ? j->TW - tc0 : 8, t = t0 + tc0, cols = g->OW - tc0 * 4;
+            __m256i lm = ocr__lanes8(nl);
+            cols = cols < 4 * nl ? cols : 4 * nl;
+            for (k = k0; k < k1; k++) {
+                const float *m = M + k * Tp + t;
+                float *yk = j->y + (n * g->K + k) * P + tc0 * 4;
+                __m256 q[24], o[4];
+                for (i = 0; i < 6; i++) {
+                    const float *mi = m + i * j->Kp * Tp; /* column i of the 6x6 point grid: points i, 6+i, ... */
+                    OCR__WINO_AT(_mm256, __m256, _mm256_maskload_ps(mi, lm), _mm256_maskload_ps(mi + st, lm), _mm256_maskload_ps(mi + 2 * st, lm),
+                                 _mm256_maskload_ps(mi + 3 * st, lm), _mm256_maskload_ps(mi + 4 * st, lm), _mm256_maskload_ps(mi + 5 * st, lm), q + i * 4);
+                }
+                for (a = 0; a < 4 && oh0 + a < g->OH; a++) {
+                    __m256 r[4], rv[4];
+                    float *yr = yk + (oh0 + a) * g->OW;
+                    OCR__WINO_AT(_mm256, __m256, q[a], q[4 + a], q[8 + a], q[12 + a], q[16 + a], q[20 + a], o);
+                    OCR__TRANSPOSE4_LANES(o[0], o[1], o[2], o[3], r); /* r[i]: tiles i and i+4, 4 outputs each */
+                    rv[0] = _mm256_permute2f128_ps(r[0], r[1], 0x20); rv[1] = _mm256_permute2f128_ps(r[2], r[3], 0x20);
+                    rv[2] = _mm256_permute2f128_ps(r[0], r[1], 0x31); rv[3] = _mm256_permute2f128_ps(r[2], r[3], 0x31);
+                    for (i = 0; i < 4 && cols > 8 * i; i++) {
+                        __m256i mk = ocr__lanes8(cols - 8 * i);
+                        __m256 v = rv[i];
+                        if (j->accumulate) v = _mm256_add_ps(v, _mm256_maskload_ps(yr + 8 * i, mk));
+                        else {
+                            if (j->ep.bias) v = _mm256_add_ps(v, _mm256_set1_ps(j->ep.bias[k]));
+                            if (j->ep.res) /* as the ReLU op: max(0, v) keeps a NaN */
+                                v = _mm256_max_ps(_mm256_setzero_ps(), _mm256_add_ps(v, _mm256_maskload_ps(j->ep.res + (yr + 8 * i - j->ep.y0), mk)));
+                            else if (j->ep.relu) v = _mm256_max_ps(v, _mm256_setzero_ps());
+                        }
+                        _mm256_maskstore_ps(yr + 8 * i, mk, v);
+                    }
                 }
             }
         }
@@ -2951,25 +3102,31 @@ static void ocr__wino_items(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__wino_job *j = (const ocr__wino_job *)arg;
     int64_t item;
     for (item = begin; item < end; item++) {
-        ocr__wino_input(j, item, j->buf[tid], 0, j->g->C);
+        j->input(j, item, j->buf[tid], 0, j->g->C);
         ocr__wino_gemm(j, item, j->buf[tid], 0, OCR__WINO_POINTS);
-        ocr__wino_output(j, item, j->buf[tid], 0, j->g->K);
+        j->output(j, item, j->buf[tid], 0, j->g->K);
     }
 }
-static void ocr__wino_input_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; ocr__wino_input(j, j->item, j->buf[0], b, e); }
+static void ocr__wino_input_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; j->input(j, j->item, j->buf[0], b, e); }
 static void ocr__wino_gemm_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; ocr__wino_gemm(j, j->item, j->buf[0], b, e); }
-static void ocr__wino_output_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; ocr__wino_output(j, j->item, j->buf[0], b, e); }
+static void ocr__wino_output_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; j->output(j, j->item, j->buf[0], b, e); }
 
 /* bench_winograd sets this to time Winograd on every shape it can run, whether or not the rule below picks it. */
 static int ocr__winograd_force = 0;
 
 static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, const ocr__ukernel *uk) {
-    int64_t TH = (g->OH + 3) / 4, TW = (g->OW + 3) / 4, gemm_cols = (TH * TW + 47) / 48 * 48;
-    int can = uk->fn == ocr__ukernel_avx512 && !(ctx->debug_flags & OCR_DEBUG_NO_WINOGRAD) && g->groups == 1 && g->kh == 3 &&
+    int64_t TH = (g->OH + 3) / 4, TW = (g->OW + 3) / 4, gemm_cols = (TH * TW + uk->nr - 1) / uk->nr * uk->nr;
+    int can = (uk->fn == ocr__ukernel_avx512 || uk->fn == ocr__ukernel_avx2) && !(ctx->debug_flags & OCR_DEBUG_NO_WINOGRAD) && g->groups == 1 && g->kh == 3 &&
               g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->OH * (g->OW + 8) < ((int64_t)1 << 30);
     if (!can || ocr__winograd_force) return can;
-    return g->C >= OCR__WINO_MIN_IN && g->K >= OCR__WINO_MIN_OUT &&
-           g->N * TH * TW >= (g->C >= OCR__WINO_WIDE && g->K >= OCR__WINO_WIDE ? OCR__WINO_MIN_TILES_WIDE : OCR__WINO_MIN_TILES) &&
+    can = g->C >= OCR__WINO_MIN_IN && g->K >= OCR__WINO_MIN_OUT &&
+          g->N * TH * TW >= (g->C >= OCR__WINO_WIDE && g->K >= OCR__WINO_WIDE ? OCR__WINO_MIN_TILES_WIDE : OCR__WINO_MIN_TILES);
+    /* AVX2: its transforms take any row as groups of 8 tiles and its direct paths are slower (the 6x16 micro-kernel;
+       im2col under 16 columns), so F(4x4, 3x3) pays down to two thirds of the direct products, padded columns counted
+       (bench_winograd under OCR_CPU_KERNEL=avx2: 0.49-0.87x the direct forward wherever this picks it; the
+       recognizer's 128 channels at height 2, 100% of the products, 1.35x) */
+    if (uk->fn == ocr__ukernel_avx2) return can && 6 * gemm_cols <= g->OH * g->OW;
+    return can &&
            /* an image's tiles fill whole 48-column panels of the 36 GEMMs: with few tiles per image the padding
               cancels the saving (36 products per tile for 16 outputs against 9 per output: at most half the direct
               products, counting the padded columns); rows under 16 tiles take the gathered transforms, which need
@@ -2986,17 +3143,27 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
     int64_t band_tiles_pad;
     j->g = g;
     j->uk = ocr__pick_ukernel(ctx);
+    j->input = j->uk.fn == ocr__ukernel_avx512 ? ocr__wino_input : ocr__wino_input_avx2;
+    j->output = j->uk.fn == ocr__ukernel_avx512 ? ocr__wino_output : ocr__wino_output_avx2;
     j->TH = (g->OH + 3) / 4; j->TW = (g->OW + 3) / 4;
     j->Kp = Kp;
     j->Wp = j->TW * 4 + 2;
     j->band = budget / (OCR__WINO_POINTS * (g->C + Kp) * j->TW * (int64_t)sizeof(float));
     j->band = j->band < 1 ? 1 : j->band > j->TH ? j->TH : j->band;
-    /* the GEMMs run over 48-tile panels whatever the band: fill the last one (layer3's 10-tile rows: 4 rows, 40 of
-       48 columns used, instead of 2 rows and 20) */
-    band_tiles_pad = (j->band * j->TW + 47) / 48 * 48;
+    /* AVX2's 16-tile panels: up to three rows more can end the band at (or near) a panel's edge (736x1280's
+       layer4, 10-tile rows: 3 rows in 32 columns instead of 1 row in 16) */
+    if (j->uk.nr == 16) {
+        int64_t b;
+        for (b = j->band; b <= j->TH && b < j->band + 4; b++)
+            if (8 * ((b * j->TW + 15) / 16 * 16 - b * j->TW) <= b * j->TW) { j->band = b; break; }
+    }
+    /* the GEMMs run over whole panels whatever the band: fill the last one (AVX-512's 48-tile panels, layer3's
+       10-tile rows: 4 rows, 40 of 48 columns used, instead of 2 rows and 20) */
+    band_tiles_pad = (j->band * j->TW + j->uk.nr - 1) / j->uk.nr * j->uk.nr;
     j->band = band_tiles_pad / j->TW > j->TH ? j->TH : band_tiles_pad / j->TW;
     j->n_bands = (j->TH + j->band - 1) / j->band;
-    j->pad_floats = (size_t)((g->C * (j->band * 4 + 2) * j->Wp + 15) & ~(int64_t)15);
+    /* 32 floats past the band: the AVX2 input transform loads 8 tiles' 36 floats whatever the row has left */
+    j->pad_floats = (size_t)((g->C * (j->band * 4 + 2) * j->Wp + 32 + 15) & ~(int64_t)15);
     j->v_floats = (size_t)(OCR__WINO_POINTS * g->C * band_tiles_pad);
     if (!ocr_size_mul(j->pad_floats + j->v_floats + (size_t)(OCR__WINO_POINTS * Kp * band_tiles_pad), sizeof(float), bytes)) {
         ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
@@ -3013,17 +3180,18 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     ocr__wino_job j;
     int64_t n_items, item, t, parallel_items;
     size_t bytes, u_bytes;
+    int mr = ocr__pick_ukernel(ctx).mr; /* M's rows: whole A panels */
     memset(&j, 0, sizeof j);
     j.x = x; j.w = w; j.y = y; j.accumulate = accumulate;
     if (ep) j.ep = *ep;
-    if ((n_items = ocr__wino_plan(ctx, &j, g, (g->K + 7) / 8 * 8, OCR__WINO_BAND_BYTES, &bytes)) < 0) return ctx->last_status;
+    if ((n_items = ocr__wino_plan(ctx, &j, g, (g->K + mr - 1) / mr * mr, OCR__WINO_BAND_BYTES, &bytes)) < 0) return ctx->last_status;
     parallel_items = ctx->n_threads == 1 || n_items >= 4 * ctx->n_threads;
     if (!ocr_size_mul((size_t)(OCR__WINO_POINTS * j.Kp), (size_t)g->C * sizeof(float), &u_bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
     if (!(j.u = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, u_bytes))) return ctx->last_status;
     for (t = 0; t < (parallel_items ? ctx->n_threads : 1); t++)
         if (!(j.buf[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
-    ocr_parallel_for(ctx, j.Kp / 8, 1, ocr__wino_filter_part, &j);
+    ocr_parallel_for(ctx, j.Kp / j.uk.mr, 1, j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_filter_part : ocr__wino_filter_part_avx2, &j);
     if (parallel_items) {
         ocr_parallel_for_dynamic(ctx, n_items, 1, ocr__wino_items, &j);
         return OCR_OK;
@@ -3125,7 +3293,7 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float 
     memset(&j, 0, sizeof j);
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
-    if (mode == OCR__CONV_BWD_WEIGHT && ocr__conv_winograd_ok(ctx, g, &j.uk) && g->C >= OCR__WINO_WGRAD_MIN_IN)
+    if (mode == OCR__CONV_BWD_WEIGHT && j.uk.fn == ocr__ukernel_avx512 && ocr__conv_winograd_ok(ctx, g, &j.uk) && g->C >= OCR__WINO_WGRAD_MIN_IN)
         return ocr__conv_winograd_wgrad(ctx, g, x, y, w);
     if (mode == OCR__CONV_BWD_WEIGHT && g->K <= OCR__WGRAD_IMPLICIT_MAX_K && ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1, NULL);
 #endif

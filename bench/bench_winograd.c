@@ -2,8 +2,9 @@
    train_dbnet's width 0.25 and at the official width, the recognizer's blocks) timed forward and backward (data and
    weight gradients) on the Winograd path (forced, ocr__winograd_force) and on the direct paths
    (OCR_DEBUG_NO_WINOGRAD), alternating, median of the runs, with the path ocr_nn.h's rule (ocr__conv_winograd_ok)
-   picks for it: a shape picked for Winograd should be faster there, one left on the direct paths should not. Winograd runs on AVX-512 kernels only; elsewhere the
-   program says so and exits 0. The last line is JSON.
+   picks for it: a shape picked for Winograd should be faster there, one left on the direct paths should not.
+   Winograd runs on the AVX-512 and AVX2 kernels (OCR_CPU_KERNEL=avx2 times the latter on an AVX-512 CPU), its weight
+   gradient on AVX-512 only; on the portable kernel the program says so and exits 0. The last line is JSON.
    usage: bench_winograd [--threads N] [--reps N] */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -26,6 +27,8 @@ static const struct { const char *name; int N, C, K, H, W; } shapes[] = {
     {"w1 layer3", 1, 256, 256, 40, 40},
     {"w1 layer4", 1, 512, 512, 20, 20},
     {"w1 decoder 3x3 (b1 640x640)", 1, 256, 64, 160, 160},
+    {"w1 layer3 (736x1280 inference)", 1, 256, 256, 46, 80},
+    {"w1 layer4 (736x1280 inference)", 1, 512, 512, 23, 40},
 };
 
 /* Times one forward and one backward (data and weight gradients) on Winograd wherever it can run (no_wino 0; the
@@ -64,8 +67,8 @@ int main(int argc, char **argv) {
     (void)bench_print_peak(threads);
     if (ocr_ctx_init(&ctx, threads, 1)) { fprintf(stderr, "bench_winograd: %s\n", ctx.last_error); return 1; }
     ctx.debug_flags &= ~(unsigned)OCR_DEBUG_REFERENCE;
-    if (strncmp(ocr_gemm_kernel_name(&ctx), "avx512", 6) != 0) {
-        printf("bench_winograd: skipped: Winograd runs on the AVX-512 kernels only (kernel here: %s)\n", ocr_gemm_kernel_name(&ctx));
+    if (strncmp(ocr_gemm_kernel_name(&ctx), "portable", 8) == 0) {
+        printf("bench_winograd: skipped: Winograd runs on the AVX-512 and AVX2 kernels only (kernel here: %s)\n", ocr_gemm_kernel_name(&ctx));
         ocr_ctx_free(&ctx);
         return 0;
     }

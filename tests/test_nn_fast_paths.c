@@ -120,17 +120,21 @@ done:
     ocr_ctx_free(&ctx);
 }
 
-/* Whether the forward of t takes Winograd on this CPU's default kernel: its sums round differently from the direct
-   path's (OCR_DEBUG_NO_WINOGRAD), so the outputs differ in some bit when it does and are equal when it does not.
-   Checked against what the case's name says ("Winograd: ..." or "no Winograd: ..."); AVX-512 CPUs only. */
-static void check_takes_winograd(const geom *t) {
+/* Whether the forward of t takes Winograd on the given kernel (AVX-512's or AVX2's; skipped where the CPU lacks it),
+   against expect: its sums round differently from the direct path's (OCR_DEBUG_NO_WINOGRAD), so the outputs differ
+   in some bit when it does and are equal when it does not. */
+static void check_takes_winograd(const geom *t, int kernel, int expect) {
     ocr_ctx ctx;
     ocr_tensor x, w, y1, y2;
-    int expect = strncmp(t->name, "Winograd", 8) == 0, took;
+    int took;
     memset(&x, 0, sizeof x); w = y1 = y2 = x;
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 7));
+    ctx.cpu_kernel = kernel;
     ctx.debug_flags &= ~(unsigned)(OCR_DEBUG_REFERENCE | OCR_DEBUG_NO_WINOGRAD);
-    if (strncmp(ocr_gemm_kernel_name(&ctx), "avx512", 6) != 0) { ocr_ctx_free(&ctx); return; }
+    if (strncmp(ocr_gemm_kernel_name(&ctx), kernel == OCR_CPU_KERNEL_AVX2 ? "avx2" : "avx512", kernel == OCR_CPU_KERNEL_AVX2 ? 4 : 6) != 0) {
+        ocr_ctx_free(&ctx);
+        return;
+    }
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->C, t->H, t->W)));
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->K, t->C, 3, 3)));
     OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y1, "y1", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->K, t->H + 2 * t->ph - 2, t->W + 2 * t->pw - 2)));
@@ -143,7 +147,7 @@ static void check_takes_winograd(const geom *t) {
         ctx.debug_flags |= OCR_DEBUG_NO_WINOGRAD;
         OCR_CHECK_OK(&ctx, ocr_nn_conv2d_forward(&ctx, &x, &w, NULL, p, &y2));
         took = memcmp(y1.data, y2.data, ocr_tensor_bytes(&y1)) != 0;
-        OCR_CHECK_MSG(took == expect, "%s: %s Winograd", t->name, took ? "took" : "did not take");
+        OCR_CHECK_MSG(took == expect, "%s: %s Winograd on %s", t->name, took ? "took" : "did not take", ocr_gemm_kernel_name(&ctx));
     }
     ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&y1); ocr_tensor_free(&y2);
     ocr_ctx_free(&ctx);
@@ -170,8 +174,9 @@ static void test_conv_paths(void) {
         {"3x3 s1 p1, 8->48 outputs (weight gradient through the GEMM), 10 wide", 2, 8, 48, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1},
         {"3x3 groups 2, 40 wide", 1, 4, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 2},
     };
-    /* Winograd F(4x4, 3x3) (AVX-512 only; elsewhere these shapes take the direct paths above): its transforms round more
-       than a direct sum, so y, dx and dw get 2e-5 (measured: under 1e-5) */
+    /* Winograd F(4x4, 3x3) on the AVX-512 and AVX2 kernels (the latter: forward and data gradient; the portable
+       kernel takes the direct paths above): its transforms round more than a direct sum, so y, dx and dw get 2e-5
+       (measured: under 1e-5) */
     static const geom winograd[] = {
         {"Winograd: 16->32, 30x70 (rows of 18 tiles: partial groups, groups across 48-tile panels)", 1, 16, 32, 30, 70, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 64->68 (a partial 8-row panel; data gradient too), 2 images 21x27 (gathered tiles)", 2, 64, 68, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
@@ -182,11 +187,15 @@ static void test_conv_paths(void) {
         {"Winograd: 8 images 12x64 (one work item each)", 8, 16, 32, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 400->64, 44x28 (bands widened to fill a 48-tile panel: 6 + 5 rows of 7 tiles)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
     };
+    /* shapes where it does not pay on AVX-512; on AVX2, whose direct paths are slower and whose transforms do not
+       gather, the first three pay (ocr__conv_winograd_ok) */
     static const geom no_winograd[] = {
-        {"no Winograd: the recognizer's 64->128 at height 4 (8 tiles an image, a 48-column panel each)", 32, 64, 128, 4, 32, 3, 3, 1, 1, 1, 1, 1, 1},
-        {"no Winograd: 32->32 at 40x40 (rows of 10 gathered tiles with 32 channels)", 2, 32, 32, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1},
-        {"no Winograd: 128->128 at 10x10", 8, 128, 128, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"no Winograd on AVX-512: the recognizer's 64->128 at height 4 (8 tiles an image, a 48-column panel each)", 32, 64, 128, 4, 32, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"no Winograd on AVX-512: 32->32 at 40x40 (rows of 10 gathered tiles with 32 channels)", 2, 32, 32, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"no Winograd on AVX-512: 128->128 at 10x10", 8, 128, 128, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"no Winograd: the recognizer's 128->128 at height 2 (8 tiles an image: a 16-column panel each on AVX2)", 32, 128, 128, 2, 32, 3, 3, 1, 1, 1, 1, 1, 1},
     };
+    static const int avx2_takes[] = {1, 1, 1, 0};
     static const int kernels[3] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2, OCR_CPU_KERNEL_PORTABLE};
     /* under the sanitizers the Winograd shapes run on two threads only (their work split, hence their edges, is what
        differs with the thread count; one thread is the plain run's): the reference sums are most of the time there */
@@ -195,12 +204,14 @@ static void test_conv_paths(void) {
     for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
         for (t = 1; t <= 2; t++)
             for (k = 0; k < 3; k++) run_case(&cases[c], t, kernels[k], 2e-6);
-    for (c = 0; c < (int)(sizeof winograd / sizeof winograd[0]); c++) { /* the default kernel: the only one that takes it */
-        for (t = t_first; t <= 2; t++) run_case(&winograd[c], t, OCR_CPU_KERNEL_AUTO, 2e-5);
-        check_takes_winograd(&winograd[c]);
+    for (c = 0; c < (int)(sizeof winograd / sizeof winograd[0]); c++) { /* the AVX-512 and AVX2 kernels: those that take it */
+        for (t = t_first; t <= 2; t++)
+            for (k = 0; k < 2; k++) run_case(&winograd[c], t, kernels[k], 2e-5);
+        for (k = 0; k < 2; k++) check_takes_winograd(&winograd[c], kernels[k], 1);
     }
     /* and shapes where it does not pay (ocr__conv_winograd_ok) stay on the direct paths */
-    for (c = 0; c < (int)(sizeof no_winograd / sizeof no_winograd[0]); c++) check_takes_winograd(&no_winograd[c]);
+    for (c = 0; c < (int)(sizeof no_winograd / sizeof no_winograd[0]); c++)
+        for (k = 0; k < 2; k++) check_takes_winograd(&no_winograd[c], kernels[k], kernels[k] == OCR_CPU_KERNEL_AVX2 && avx2_takes[c]);
     OCR_CHECK_MSG(n_differing > 0, "every fast output equals the reference bit for bit: OCR_DEBUG_REFERENCE did not route");
 }
 
