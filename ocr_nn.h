@@ -2523,6 +2523,9 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
    and the decoder's 3x3 weight gradients 7% faster together than at 2 MB, 6 of 6 alternating runs) */
 #define OCR__WINO_WGRAD_BAND_BYTES ((int64_t)4 << 20)
 #define OCR__WINO_WGRAD_MIN_IN 64  /* the weight gradient's GEMMs run over the tiles: with few input channels they are thin */
+/* AVX2 (6x16 micro-kernel): with 64 input channels it was no faster (bench_winograd: the recognizer's 64-channel
+   blocks and the official width's layer1 0.5-1.1 ms slower per backward, its layer2 at 128 channels 24 -> 15 ms) */
+#define OCR__WINO_WGRAD_MIN_IN_AVX2 128
 
 /* The transforms are written once for both vector widths: P is the intrinsics' prefix (_mm512 or _mm256), T the
    vector type. out[r] = sum_i Bt[r][i] x_i for Bt = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
@@ -2857,8 +2860,8 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
     }
 }
 
-/* ---- The same transforms on AVX2 (8 lanes, the 6 x 16 micro-kernel), for the CPUs without AVX-512: forward, hence
-   data gradients too; weight gradients stay on the direct paths. Tiles go 8 at a time along a tile row. A tile's 4
+/* ---- The same transforms on AVX2 (8 lanes, the 6 x 16 micro-kernel), for the CPUs without AVX-512: forward, data
+   and weight gradients as above. Tiles go 8 at a time along a tile row. A tile's 4
    columns are 4 floats, so the vector of the halves at tiles (t, t+4) transposes per 128-bit lane with those at
    (t+1, t+5), (t+2, t+6) and (t+3, t+7) into columns 0-3 of tiles t..t+7 in order, and back the same way. */
 
@@ -2903,20 +2906,22 @@ static void ocr__wino_filter_part_avx2(void *arg, int64_t begin, int64_t end, in
     }
 }
 
-/* Input channels [c0, c1) of an item: Bt d B of every tile into V's 16-tile B panels [36][Tp/16][C][16]. */
+/* Input channels [c0, c1) of an item: Bt d B of every tile into V's 16-tile B panels [36][Tp/16][C][16], or for the
+   weight gradient plain rows [36][C][Tp]. */
 __attribute__((target("avx2,fma")))
 static void ocr__wino_input_avx2(const ocr__wino_job *j, int64_t item, float *buf, int64_t c0, int64_t c1) {
     const ocr__conv_geom *g = j->g;
-    int64_t n, th0, T, Tp, c, r, t0, tc0, i, rows, Wp = j->Wp;
+    int64_t n, th0, T, Tp, c, r, t0, tc0, i, rows, Wp = j->Wp, pw;
     float *V = buf + j->pad_floats;
     ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
+    pw = j->wgrad ? Tp : 16;
     rows = T / j->TW * 4 + 2;
     for (c = c0; c < c1; c++) {
         const float *src = ocr__wino_pad_rows(j, buf, n, th0, rows, c);
         for (t0 = 0; t0 < T; t0 += j->TW)
             for (tc0 = 0; tc0 < j->TW; tc0 += 8) {
                 /* a partial group's loads run past its row (at most into the band's slack): those lanes are not stored */
-                int64_t nl = j->TW - tc0 < 8 ? j->TW - tc0 : 8, t = t0 + tc0, q = t % 16;
+                int64_t nl = j->TW - tc0 < 8 ? j->TW - tc0 : 8, t = t0 + tc0, q = t % pw;
                 __m256 e[36], o[6];
                 for (i = 0; i < 6; i++) {
                     const float *row = src + ((t0 / j->TW) * 4 + i) * Wp + tc0 * 4;
@@ -2929,8 +2934,8 @@ static void ocr__wino_input_avx2(const ocr__wino_job *j, int64_t item, float *bu
                 for (i = 0; i < 6; i++) {
                     OCR__WINO_BT(_mm256, __m256, e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
                     for (r = 0; r < 6; r++) {
-                        float *plane = V + (r * 6 + i) * Tp * g->C, *dst = plane + (t / 16) * g->C * 16 + c * 16 + q;
-                        if (q + nl <= 16) _mm256_maskstore_ps(dst, ocr__lanes8(nl), o[r]);
+                        float *plane = V + (r * 6 + i) * Tp * g->C, *dst = plane + (t / pw) * g->C * pw + c * pw + q;
+                        if (q + nl <= pw) _mm256_maskstore_ps(dst, ocr__lanes8(nl), o[r]);
                         else { /* the group crosses into the next panel: its last lanes go to that panel's first columns */
                             int first = (int)(16 - q);
                             __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(first));
@@ -2940,7 +2945,7 @@ static void ocr__wino_input_avx2(const ocr__wino_job *j, int64_t item, float *bu
                     }
                 }
             }
-        if (T < Tp) /* the last panel's unused columns: zeros, not whatever the buffer held */
+        if (T < Tp && !j->wgrad) /* the last panel's unused columns: zeros, not whatever the buffer held */
             for (i = 0; i < OCR__WINO_POINTS; i++) {
                 float *dst = V + i * Tp * g->C + (T / 16) * g->C * 16 + c * 16 + T % 16;
                 for (r = 0; r < Tp - T; r += 8) _mm256_maskstore_ps(dst + r, ocr__lanes8(Tp - T - r), _mm256_setzero_ps());
@@ -2999,12 +3004,12 @@ static void ocr__wino_output_avx2(const ocr__wino_job *j, int64_t item, float *b
 /* Weight gradient, the adjoint of the forward: dw += Gt [ sum over tiles of (A dy At) . (Bt x B) ] G, where A dy At
    maps a 4x4 output-gradient tile to the 36 points. Output channels [k0, k1) of an item: A dy At of every tile into
    plain rows [36][K][Tp] (zeros outside the image). */
-#define OCR__WINO_A(y0, y1, y2, y3, o) /* out[r] = sum_i A[r][i] y_i for A = At transposed */                   \
+#define OCR__WINO_A(P, T, y0, y1, y2, y3, o) /* out[r] = sum_i A[r][i] y_i for A = At transposed */            \
     do {                                                                                                         \
-        __m512 s02_ = _mm512_add_ps(y0, y2), s13_ = _mm512_add_ps(y1, y3);                                      \
-        __m512 p_ = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), y2, y0), q_ = _mm512_fmadd_ps(_mm512_set1_ps(8.0f), y3, _mm512_add_ps(y1, y1)); \
-        (o)[0] = y0; (o)[1] = _mm512_add_ps(s02_, s13_); (o)[2] = _mm512_sub_ps(s02_, s13_);                      \
-        (o)[3] = _mm512_add_ps(p_, q_); (o)[4] = _mm512_sub_ps(p_, q_); (o)[5] = y3;                              \
+        T s02_ = P##_add_ps(y0, y2), s13_ = P##_add_ps(y1, y3);                                                  \
+        T p_ = P##_fmadd_ps(P##_set1_ps(4.0f), y2, y0), q_ = P##_fmadd_ps(P##_set1_ps(8.0f), y3, P##_add_ps(y1, y1)); \
+        (o)[0] = y0; (o)[1] = P##_add_ps(s02_, s13_); (o)[2] = P##_sub_ps(s02_, s13_);                          \
+        (o)[3] = P##_add_ps(p_, q_); (o)[4] = P##_sub_ps(p_, q_); (o)[5] = y3;                                   \
     } while (0)
 __attribute__((target("avx512f")))
 static void ocr__wino_dy(const ocr__wino_job *j, int64_t item, float *buf, int64_t k0, int64_t k1) {
@@ -3039,9 +3044,9 @@ static void ocr__wino_dy(const ocr__wino_job *j, int64_t item, float *buf, int64
                 for (i = 0; i < 16; i++)
                     d[i] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid[i], _mm512_add_epi32(base, _mm512_set1_epi32((int)((i / 4) * g->OW + i % 4))), yk, 4);
             }
-            for (i = 0; i < 4; i++) OCR__WINO_A(d[i * 4], d[i * 4 + 1], d[i * 4 + 2], d[i * 4 + 3], e + i * 6);
+            for (i = 0; i < 4; i++) OCR__WINO_A(_mm512, __m512, d[i * 4], d[i * 4 + 1], d[i * 4 + 2], d[i * 4 + 3], e + i * 6);
             for (i = 0; i < 6; i++) {
-                OCR__WINO_A(e[i], e[6 + i], e[12 + i], e[18 + i], o);
+                OCR__WINO_A(_mm512, __m512, e[i], e[6 + i], e[12 + i], e[18 + i], o);
                 for (r = 0; r < 6; r++) _mm512_mask_storeu_ps(D + ((r * 6 + i) * j->Kp + k) * Tp + t0, ocr__lanes(nl), o[r]);
             }
             if (j->TW >= 16) t0 += nl - 16; /* the next group starts the next tile row */
@@ -3062,13 +3067,13 @@ static void ocr__wino_wgemm(const ocr__wino_job *j, int64_t item, float *buf, in
 
 /* Output channels [k0, k1): dw[k, c] += Gt W G with W the 36 sums of (k, c), 16 input channels per vector.
    Gt = [1/4 -1/6 -1/6 1/24 1/24 0; 0 -1/6 1/6 1/12 -1/12 0; 0 -1/6 -1/6 1/6 1/6 1] */
-#define OCR__WINO_GT(x0, x1, x2, x3, x4, x5, o)                                                                  \
+#define OCR__WINO_GT(P, T, x0, x1, x2, x3, x4, x5, o)                                                            \
     do {                                                                                                         \
-        __m512 s12_ = _mm512_add_ps(x1, x2), s34_ = _mm512_add_ps(x3, x4);                                      \
-        __m512 m6_ = _mm512_set1_ps(-1.0f / 6);                                                                  \
-        (o)[0] = _mm512_fmadd_ps(_mm512_set1_ps(0.25f), x0, _mm512_fmadd_ps(m6_, s12_, _mm512_mul_ps(_mm512_set1_ps(1.0f / 24), s34_))); \
-        (o)[1] = _mm512_fmadd_ps(m6_, _mm512_sub_ps(x1, x2), _mm512_mul_ps(_mm512_set1_ps(1.0f / 12), _mm512_sub_ps(x3, x4))); \
-        (o)[2] = _mm512_add_ps(_mm512_fmadd_ps(m6_, s12_, _mm512_mul_ps(_mm512_set1_ps(1.0f / 6), s34_)), x5);  \
+        T s12_ = P##_add_ps(x1, x2), s34_ = P##_add_ps(x3, x4);                                                  \
+        T m6_ = P##_set1_ps(-1.0f / 6);                                                                          \
+        (o)[0] = P##_fmadd_ps(P##_set1_ps(0.25f), x0, P##_fmadd_ps(m6_, s12_, P##_mul_ps(P##_set1_ps(1.0f / 24), s34_))); \
+        (o)[1] = P##_fmadd_ps(m6_, P##_sub_ps(x1, x2), P##_mul_ps(P##_set1_ps(1.0f / 12), P##_sub_ps(x3, x4)));   \
+        (o)[2] = P##_add_ps(P##_fmadd_ps(m6_, s12_, P##_mul_ps(P##_set1_ps(1.0f / 6), s34_)), x5);              \
     } while (0)
 __attribute__((target("avx512f")))
 static void ocr__wino_wfinal_part(void *arg, int64_t k0, int64_t k1, int tid) {
@@ -3082,20 +3087,85 @@ static void ocr__wino_wfinal_part(void *arg, int64_t k0, int64_t k1, int tid) {
             __m512 t[18], o[3];
             float out[9][16];
             for (i = 0; i < 6; i++) { /* column i of Gt W */
-                OCR__WINO_GT(_mm512_maskz_loadu_ps(lm, w + i * KC), _mm512_maskz_loadu_ps(lm, w + (6 + i) * KC),
+                OCR__WINO_GT(_mm512, __m512, _mm512_maskz_loadu_ps(lm, w + i * KC), _mm512_maskz_loadu_ps(lm, w + (6 + i) * KC),
                              _mm512_maskz_loadu_ps(lm, w + (12 + i) * KC), _mm512_maskz_loadu_ps(lm, w + (18 + i) * KC),
                              _mm512_maskz_loadu_ps(lm, w + (24 + i) * KC), _mm512_maskz_loadu_ps(lm, w + (30 + i) * KC), o);
                 for (r = 0; r < 3; r++) t[r * 6 + i] = o[r];
             }
             for (r = 0; r < 3; r++) {
-                OCR__WINO_GT(t[r * 6], t[r * 6 + 1], t[r * 6 + 2], t[r * 6 + 3], t[r * 6 + 4], t[r * 6 + 5], o);
+                OCR__WINO_GT(_mm512, __m512, t[r * 6], t[r * 6 + 1], t[r * 6 + 2], t[r * 6 + 3], t[r * 6 + 4], t[r * 6 + 5], o);
                 for (i = 0; i < 3; i++) _mm512_storeu_ps(out[r * 3 + i], o[i]);
             }
             for (l = 0; l < 16 && c0 + l < C; l++)
                 for (i = 0; i < 9; i++) j->dw[(k * C + c0 + l) * 9 + i] += out[i][l];
         }
 }
-static void ocr__wino_dy_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; ocr__wino_dy(j, j->item, j->buf[0], b, e); }
+
+/* The weight gradient's transforms on AVX2: output-gradient tiles 8 at a time along a tile row (loaded as row
+   segments and transposed per 128-bit lane, the output transform's steps backwards), and the final Gt W G 8 input
+   channels per vector. */
+__attribute__((target("avx2,fma")))
+static void ocr__wino_dy_avx2(const ocr__wino_job *j, int64_t item, float *buf, int64_t k0, int64_t k1) {
+    const ocr__conv_geom *g = j->g;
+    int64_t n, th0, T, Tp, k, t0, tc0, i, r, P = g->OH * g->OW;
+    float *D = buf + j->pad_floats + j->v_floats;
+    ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
+    for (k = k0; k < k1; k++) {
+        const float *yk = j->y + (n * g->K + k) * P;
+        for (t0 = 0; t0 < T; t0 += j->TW) {
+            int64_t oh0 = (th0 + t0 / j->TW) * 4;
+            for (tc0 = 0; tc0 < j->TW; tc0 += 8) {
+                int64_t nl = j->TW - tc0 < 8 ? j->TW - tc0 : 8, cols = g->OW - tc0 * 4;
+                __m256 d[16], e[24], o[6];
+                cols = cols < 4 * nl ? cols : 4 * nl;
+                for (i = 0; i < 4; i++) { /* row i of the 8 tiles: a[q] holds tiles 2q and 2q+1 */
+                    const float *row = yk + (oh0 + i) * g->OW + tc0 * 4;
+                    __m256 a[4], h[4];
+                    for (r = 0; r < 4; r++) a[r] = oh0 + i < g->OH ? _mm256_maskload_ps(row + 8 * r, ocr__lanes8(cols - 8 * r)) : _mm256_setzero_ps();
+                    h[0] = _mm256_permute2f128_ps(a[0], a[2], 0x20); h[1] = _mm256_permute2f128_ps(a[0], a[2], 0x31);
+                    h[2] = _mm256_permute2f128_ps(a[1], a[3], 0x20); h[3] = _mm256_permute2f128_ps(a[1], a[3], 0x31);
+                    OCR__TRANSPOSE4_LANES(h[0], h[1], h[2], h[3], d + i * 4);
+                }
+                for (i = 0; i < 4; i++) OCR__WINO_A(_mm256, __m256, d[i * 4], d[i * 4 + 1], d[i * 4 + 2], d[i * 4 + 3], e + i * 6);
+                for (i = 0; i < 6; i++) {
+                    OCR__WINO_A(_mm256, __m256, e[i], e[6 + i], e[12 + i], e[18 + i], o);
+                    for (r = 0; r < 6; r++) _mm256_maskstore_ps(D + ((r * 6 + i) * j->Kp + k) * Tp + t0 + tc0, ocr__lanes8(nl), o[r]);
+                }
+            }
+        }
+    }
+}
+__attribute__((target("avx2,fma")))
+static void ocr__wino_wfinal_part_avx2(void *arg, int64_t k0, int64_t k1, int tid) {
+    const ocr__wino_job *j = (const ocr__wino_job *)arg;
+    int64_t C = j->g->C, KC = j->g->K * C, k, c0, i, r, l;
+    (void)tid;
+    for (k = k0; k < k1; k++)
+        for (c0 = 0; c0 < C; c0 += 8) {
+            __m256i lm = ocr__lanes8(C - c0);
+            const float *w = j->mw + k * C + c0;
+            __m256 t[18], o[3];
+            float out[9][8];
+            for (i = 0; i < 6; i++) { /* column i of Gt W */
+                OCR__WINO_GT(_mm256, __m256, _mm256_maskload_ps(w + i * KC, lm), _mm256_maskload_ps(w + (6 + i) * KC, lm),
+                             _mm256_maskload_ps(w + (12 + i) * KC, lm), _mm256_maskload_ps(w + (18 + i) * KC, lm),
+                             _mm256_maskload_ps(w + (24 + i) * KC, lm), _mm256_maskload_ps(w + (30 + i) * KC, lm), o);
+                for (r = 0; r < 3; r++) t[r * 6 + i] = o[r];
+            }
+            for (r = 0; r < 3; r++) {
+                OCR__WINO_GT(_mm256, __m256, t[r * 6], t[r * 6 + 1], t[r * 6 + 2], t[r * 6 + 3], t[r * 6 + 4], t[r * 6 + 5], o);
+                for (i = 0; i < 3; i++) _mm256_storeu_ps(out[r * 3 + i], o[i]);
+            }
+            for (l = 0; l < 8 && c0 + l < C; l++)
+                for (i = 0; i < 9; i++) j->dw[(k * C + c0 + l) * 9 + i] += out[i][l];
+        }
+}
+static void ocr__wino_dy_part(void *arg, int64_t b, int64_t e, int tid) {
+    const ocr__wino_job *j = (const ocr__wino_job *)arg;
+    (void)tid;
+    if (j->uk.fn == ocr__ukernel_avx512) ocr__wino_dy(j, j->item, j->buf[0], b, e);
+    else ocr__wino_dy_avx2(j, j->item, j->buf[0], b, e);
+}
 static void ocr__wino_wgemm_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; ocr__wino_wgemm(j, j->item, j->buf[0], b, e, tid); }
 
 static void ocr__wino_items(void *arg, int64_t begin, int64_t end, int tid) {
@@ -3231,7 +3301,7 @@ static int ocr__conv_winograd_wgrad(ocr_ctx *ctx, const ocr__conv_geom *g, const
         ocr_parallel_for(ctx, g->K, 1, ocr__wino_dy_part, &j);
         ocr_parallel_for(ctx, OCR__WINO_POINTS, 1, ocr__wino_wgemm_part, &j);
     }
-    ocr_parallel_for(ctx, g->K, 1, ocr__wino_wfinal_part, &j);
+    ocr_parallel_for(ctx, g->K, 1, j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_wfinal_part : ocr__wino_wfinal_part_avx2, &j);
     return OCR_OK;
 }
 #endif
@@ -3293,7 +3363,8 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float 
     memset(&j, 0, sizeof j);
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
-    if (mode == OCR__CONV_BWD_WEIGHT && j.uk.fn == ocr__ukernel_avx512 && ocr__conv_winograd_ok(ctx, g, &j.uk) && g->C >= OCR__WINO_WGRAD_MIN_IN)
+    if (mode == OCR__CONV_BWD_WEIGHT && ocr__conv_winograd_ok(ctx, g, &j.uk) &&
+        g->C >= (j.uk.fn == ocr__ukernel_avx2 ? OCR__WINO_WGRAD_MIN_IN_AVX2 : OCR__WINO_WGRAD_MIN_IN))
         return ocr__conv_winograd_wgrad(ctx, g, x, y, w);
     if (mode == OCR__CONV_BWD_WEIGHT && g->K <= OCR__WGRAD_IMPLICIT_MAX_K && ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1, NULL);
 #endif

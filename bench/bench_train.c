@@ -8,7 +8,8 @@
    (bench_peak.h; one FLOP count for all sides, bench_model.h: a training step is 3x its forward's convolutions).
    Prints a table and, last, one JSON line with every figure and ratio.
    usage: bench_train [--reps N] [--issue] [--only TEXT] [--no-torch] [--layers]
-     default   DB-ResNet-18 width 0.25, 320x320, batch 8, 2 threads (train_dbnet's defaults)
+     default   DB-ResNet-18 width 0.25, 320x320, batch 8, 2 threads (train_dbnet's model; its default crops, 4 x
+               256x256, are the config "w0.25 256x256 b4")
      --issue   adds issue 8's set: width 1 at 640x640, batch 1 and 4, 1 and 2 threads; inference 736x1280 batch 1
      --only    the configs (of the whole set) whose name contains TEXT, e.g. "infer" or "b4 t2"
      --layers  per-op forward and backward times of our model (summed over the timed reps, then per step) */
@@ -193,6 +194,8 @@ int main(int argc, char **argv) {
         {"infer r18 w1 736x1280 b1 t2 bf16", 0, 1.0f, 1, 736, 1280, 2, OCR_AMP_BF16},
         /* bench_infer's width-0.25 config, here for its per-op times (--layers) */
         {"infer r18 w0.25 736x1280 b1 t2", 0, 0.25f, 1, 736, 1280, 2, OCR_AMP_OFF},
+        /* train_dbnet's default step */
+        {"train r18 w0.25 256x256 b4 t2", 1, 0.25f, 4, 256, 256, 2, OCR_AMP_OFF},
     };
     const char *jemalloc_paths[] = {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"};
     int reps = 5, issue = 0, use_torch = 1, layers = 0, n_configs, i, c, r, n_peers = 0, mem_child = -1, n_done = 0, measured[16] = {0};

@@ -3,8 +3,8 @@
    weight gradients) on the Winograd path (forced, ocr__winograd_force) and on the direct paths
    (OCR_DEBUG_NO_WINOGRAD), alternating, median of the runs, with the path ocr_nn.h's rule (ocr__conv_winograd_ok)
    picks for it: a shape picked for Winograd should be faster there, one left on the direct paths should not.
-   Winograd runs on the AVX-512 and AVX2 kernels (OCR_CPU_KERNEL=avx2 times the latter on an AVX-512 CPU), its weight
-   gradient on AVX-512 only; on the portable kernel the program says so and exits 0. The last line is JSON.
+   Winograd runs on the AVX-512 and AVX2 kernels (OCR_CPU_KERNEL=avx2 times the latter on an AVX-512 CPU); on the
+   portable kernel the program says so and exits 0. The last line is JSON.
    usage: bench_winograd [--threads N] [--reps N] */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
@@ -22,6 +22,7 @@ static const struct { const char *name; int N, C, K, H, W; } shapes[] = {
     {"w0.25 layer3", 8, 64, 64, 20, 20},
     {"w0.25 layer4", 8, 128, 128, 10, 10},
     {"w0.25 layer3 (b4 256x256 training)", 4, 64, 64, 16, 16},
+    {"w0.25 decoder 3x3 (b8 320x320)", 8, 64, 16, 80, 80},
     {"w1 layer1 (b1 640x640)", 1, 64, 64, 160, 160},
     {"w1 layer2", 1, 128, 128, 80, 80},
     {"w1 layer3", 1, 256, 256, 40, 40},
@@ -32,7 +33,7 @@ static const struct { const char *name; int N, C, K, H, W; } shapes[] = {
 };
 
 /* Times one forward and one backward (data and weight gradients) on Winograd wherever it can run (no_wino 0; the
-   weight gradient still only from OCR__WINO_WGRAD_MIN_IN input channels) or on the direct paths; 1 on an error (in
+   weight gradient still only from OCR__WINO_WGRAD_MIN_IN(_AVX2) input channels) or on the direct paths; 1 on an error (in
    ctx). */
 static int time_shape(ocr_ctx *ctx, int no_wino, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,
                       ocr_tensor *y, ocr_tensor *dx, ocr_tensor *dw, double *fwd, double *bwd) {
