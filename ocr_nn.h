@@ -2505,7 +2505,8 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
    GEMMs [K x C] x [C x tiles], which run on the packed micro-kernel. Used for stride-1, undilated, ungrouped 3x3
    convolutions: forward, through ocr__conv_backward_data their data gradients, and (ocr__conv_winograd_wgrad) their
    weight gradients. It differs from the direct sum by up to ~1e-5 of the output's largest value (measured on DBNet's
-   shapes; tests/test_nn_fast_paths.c allows 2e-5). */
+   shapes; tests/test_nn_fast_paths.c allows 2e-5). The transforms come in two widths: AVX-512 (16 tiles a vector,
+   48-tile panels for the 8x48 micro-kernel) and AVX2 (8 tiles, 16-tile panels for the 6x16 one). */
 
 #define OCR__WINO_POINTS 36
 /* Where it pays (measured against the direct path on DBNet's shapes, one thread): with fewer output channels or
