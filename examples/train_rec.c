@@ -70,7 +70,7 @@ static const ocr_ex_setting kSettings[] = {
      "synthetic words: also real words from this UTF-8 list, one word per line (e.g. /usr/share/dict/american-english, "
      "package wamerican; empty: only the renderer's own)"},
     {"--words-prob", FLOAT(words_prob), "0.5", OCR_EX_STORED, "0.5", "with --words: share of the synthetic words drawn from the list"},
-    {"--steps", INT(steps), "4500", STORED, "optimizer steps"},
+    {"--steps", INT(steps), "6000", STORED, "optimizer steps"},
     {"--batch", INT(batch), "32", STORED, "word crops per step (synth: about; scenes give up to --words-per-scene each)"},
     {"--words-per-scene", INT(words_per_scene), "16", STORED, "synth: word crops taken from each rendered scene"},
     {"--scene-size", INT(scene_size), "384", STORED, "synth: side of the rendered scenes in pixels"},
