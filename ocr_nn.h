@@ -3194,8 +3194,8 @@ static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, co
           g->N * TH * TW >= (g->C >= OCR__WINO_WIDE && g->K >= OCR__WINO_WIDE ? OCR__WINO_MIN_TILES_WIDE : OCR__WINO_MIN_TILES);
     /* AVX2: its transforms take any row as groups of 8 tiles and its direct paths are slower (the 6x16 micro-kernel;
        im2col under 16 columns), so F(4x4, 3x3) pays down to two thirds of the direct products, padded columns counted
-       (bench_winograd under OCR_CPU_KERNEL=avx2: 0.49-0.87x the direct forward wherever this picks it; the
-       recognizer's 128 channels at height 2, 100% of the products, 1.35x) */
+       (bench_winograd under OCR_CPU_KERNEL=avx2: 0.45-0.87x the direct forward where this picks it, 64 channels at
+       16x16 even; the recognizer's 128 channels at height 2, 100% of the products, 1.35-1.44x) */
     if (uk->fn == ocr__ukernel_avx2) return can && 6 * gemm_cols <= g->OH * g->OW;
     return can &&
            /* an image's tiles fill whole 48-column panels of the 36 GEMMs: with few tiles per image the padding

@@ -174,8 +174,8 @@ static void test_conv_paths(void) {
         {"3x3 s1 p1, 8->48 outputs (weight gradient through the GEMM), 10 wide", 2, 8, 48, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1},
         {"3x3 groups 2, 40 wide", 1, 4, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 2},
     };
-    /* Winograd F(4x4, 3x3) on the AVX-512 and AVX2 kernels (the portable kernel takes the direct paths above): its transforms round more than a direct sum, so y, dx and dw get 2e-5
-       (measured: under 1e-5) */
+    /* Winograd F(4x4, 3x3) on the AVX-512 and AVX2 kernels (the portable kernel takes the direct paths above): its
+       transforms round more than a direct sum, so y, dx and dw get 2e-5 (measured: under 1e-5) */
     static const geom winograd[] = {
         {"Winograd: 16->32, 30x70 (rows of 18 tiles: partial groups, groups across 48-tile panels)", 1, 16, 32, 30, 70, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 64->68 (a partial 8-row panel; data gradient too), 2 images 21x27 (gathered tiles)", 2, 64, 68, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
