@@ -2572,6 +2572,7 @@ typedef struct ocr__wino_job_ {
     /* the transforms of the vector width in use (the micro-kernel's: AVX-512 or AVX2) */
     void (*input)(const struct ocr__wino_job_ *j, int64_t item, float *buf, int64_t c0, int64_t c1);
     void (*output)(const struct ocr__wino_job_ *j, int64_t item, float *buf, int64_t k0, int64_t k1);
+    void (*dy)(const struct ocr__wino_job_ *j, int64_t item, float *buf, int64_t k0, int64_t k1);
 } ocr__wino_job;
 
 /* G w Gt, written straight into the packed A layout: element (k, c) of point xi is at
@@ -3076,10 +3077,16 @@ static void ocr__wino_wgemm(const ocr__wino_job *j, int64_t item, float *buf, in
         (o)[1] = P##_fmadd_ps(m6_, P##_sub_ps(x1, x2), P##_mul_ps(P##_set1_ps(1.0f / 12), P##_sub_ps(x3, x4)));   \
         (o)[2] = P##_add_ps(P##_fmadd_ps(m6_, s12_, P##_mul_ps(P##_set1_ps(1.0f / 6), s34_)), x5);              \
     } while (0)
+/* dw[k, c0 + l] += out[i][l] for the lanes (of `lanes`) that are input channels; out is [9][lanes] */
+static void ocr__wino_wfinal_add(const ocr__wino_job *j, int64_t k, int64_t c0, int lanes, const float *out) {
+    int64_t C = j->g->C, l, i;
+    for (l = 0; l < lanes && c0 + l < C; l++)
+        for (i = 0; i < 9; i++) j->dw[(k * C + c0 + l) * 9 + i] += out[i * lanes + l];
+}
 __attribute__((target("avx512f")))
 static void ocr__wino_wfinal_part(void *arg, int64_t k0, int64_t k1, int tid) {
     const ocr__wino_job *j = (const ocr__wino_job *)arg;
-    int64_t C = j->g->C, KC = j->g->K * C, k, c0, i, r, l;
+    int64_t C = j->g->C, KC = j->g->K * C, k, c0, i, r;
     (void)tid;
     for (k = k0; k < k1; k++)
         for (c0 = 0; c0 < C; c0 += 16) {
@@ -3097,8 +3104,7 @@ static void ocr__wino_wfinal_part(void *arg, int64_t k0, int64_t k1, int tid) {
                 OCR__WINO_GT(_mm512, __m512, t[r * 6], t[r * 6 + 1], t[r * 6 + 2], t[r * 6 + 3], t[r * 6 + 4], t[r * 6 + 5], o);
                 for (i = 0; i < 3; i++) _mm512_storeu_ps(out[r * 3 + i], o[i]);
             }
-            for (l = 0; l < 16 && c0 + l < C; l++)
-                for (i = 0; i < 9; i++) j->dw[(k * C + c0 + l) * 9 + i] += out[i][l];
+            ocr__wino_wfinal_add(j, k, c0, 16, out[0]);
         }
 }
 
@@ -3139,7 +3145,7 @@ static void ocr__wino_dy_avx2(const ocr__wino_job *j, int64_t item, float *buf, 
 __attribute__((target("avx2,fma")))
 static void ocr__wino_wfinal_part_avx2(void *arg, int64_t k0, int64_t k1, int tid) {
     const ocr__wino_job *j = (const ocr__wino_job *)arg;
-    int64_t C = j->g->C, KC = j->g->K * C, k, c0, i, r, l;
+    int64_t C = j->g->C, KC = j->g->K * C, k, c0, i, r;
     (void)tid;
     for (k = k0; k < k1; k++)
         for (c0 = 0; c0 < C; c0 += 8) {
@@ -3157,16 +3163,10 @@ static void ocr__wino_wfinal_part_avx2(void *arg, int64_t k0, int64_t k1, int ti
                 OCR__WINO_GT(_mm256, __m256, t[r * 6], t[r * 6 + 1], t[r * 6 + 2], t[r * 6 + 3], t[r * 6 + 4], t[r * 6 + 5], o);
                 for (i = 0; i < 3; i++) _mm256_storeu_ps(out[r * 3 + i], o[i]);
             }
-            for (l = 0; l < 8 && c0 + l < C; l++)
-                for (i = 0; i < 9; i++) j->dw[(k * C + c0 + l) * 9 + i] += out[i][l];
+            ocr__wino_wfinal_add(j, k, c0, 8, out[0]);
         }
 }
-static void ocr__wino_dy_part(void *arg, int64_t b, int64_t e, int tid) {
-    const ocr__wino_job *j = (const ocr__wino_job *)arg;
-    (void)tid;
-    if (j->uk.fn == ocr__ukernel_avx512) ocr__wino_dy(j, j->item, j->buf[0], b, e);
-    else ocr__wino_dy_avx2(j, j->item, j->buf[0], b, e);
-}
+static void ocr__wino_dy_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; j->dy(j, j->item, j->buf[0], b, e); }
 static void ocr__wino_wgemm_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; ocr__wino_wgemm(j, j->item, j->buf[0], b, e, tid); }
 
 static void ocr__wino_items(void *arg, int64_t begin, int64_t end, int tid) {
@@ -3216,6 +3216,7 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
     j->uk = ocr__pick_ukernel(ctx);
     j->input = j->uk.fn == ocr__ukernel_avx512 ? ocr__wino_input : ocr__wino_input_avx2;
     j->output = j->uk.fn == ocr__ukernel_avx512 ? ocr__wino_output : ocr__wino_output_avx2;
+    j->dy = j->uk.fn == ocr__ukernel_avx512 ? ocr__wino_dy : ocr__wino_dy_avx2;
     j->TH = (g->OH + 3) / 4; j->TW = (g->OW + 3) / 4;
     j->Kp = Kp;
     j->Wp = j->TW * 4 + 2;
