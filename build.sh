@@ -29,7 +29,8 @@ header_includes() { local h; for h in $HEADERS; do [ -f "$h" ] && printf '#inclu
 # default training run renders with them. The tests add symbol, icon and math fonts that the renderer must refuse.
 SYNTH_FONT_PKGS="fonts-dejavu-core fonts-liberation2 fonts-open-sans fonts-cantarell fonts-crosextra-carlito fonts-crosextra-caladea
  fonts-go fonts-ebgaramond fonts-sil-gentium fonts-inconsolata fonts-hack fonts-roboto-unhinted fonts-comfortaa fonts-quicksand
- fonts-comic-neue fonts-dancingscript fonts-lobster fonts-staypuft"
+ fonts-comic-neue fonts-dancingscript fonts-lobster fonts-staypuft fonts-kaushanscript fonts-kristi fonts-rufscript fonts-breip
+ fonts-havana fonts-ecolier-court fonts-leckerli-one fonts-league-spartan fonts-okolaks"
 SYNTH_PHOTO_PKGS="mate-backgrounds lomiri-wallpapers-16.04"
 # fonts-nanum: Hangul for examples/ocr's overlays (with DejaVu for Latin, Greek and Cyrillic)
 BUILD_PKGS="liblmdb-dev libstb-dev $(echo $SYNTH_FONT_PKGS) $SYNTH_PHOTO_PKGS fonts-nanum wamerican"

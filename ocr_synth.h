@@ -432,10 +432,21 @@ static const ocr__syn_asset ocr__syn_declared_fonts[] = {
     {"opentype/comic-neue/ComicNeue-Italic.otf", "fonts-comic-neue", "Comic Neue", "handwriting", OCR_SYNTH_TRAIN},
     {"opentype/comic-neue/ComicNeue-BoldItalic.otf", "fonts-comic-neue", "Comic Neue", "handwriting", OCR_SYNTH_TRAIN},
     {"opentype/comic-neue/ComicNeue-Light.otf", "fonts-comic-neue", "Comic Neue", "handwriting", OCR_SYNTH_TRAIN},
+    {"opentype/kaushanscript/KaushanScript-Regular.otf", "fonts-kaushanscript", "Kaushan Script", "handwriting", OCR_SYNTH_TRAIN},
+    {"truetype/kristi/Kristi.ttf", "fonts-kristi", "Kristi", "handwriting", OCR_SYNTH_TRAIN},
+    {"truetype/rufscript/Rufscript010.ttf", "fonts-rufscript", "Rufscript", "handwriting", OCR_SYNTH_TRAIN},
+    {"truetype/breip/Breip.ttf", "fonts-breip", "Breip", "handwriting", OCR_SYNTH_TRAIN},
+    {"opentype/havana/Havana-Regular.otf", "fonts-havana", "Havana", "handwriting", OCR_SYNTH_TRAIN},
+    {"truetype/ecolier-court/Ecolier-court.ttf", "fonts-ecolier-court", "Ecolier Court", "handwriting", OCR_SYNTH_TRAIN},
     {"opentype/dancingscript/DancingScript-Regular.otf", "fonts-dancingscript", "Dancing Script", "handwriting", OCR_SYNTH_HELDOUT},
     {"opentype/dancingscript/DancingScript-Bold.otf", "fonts-dancingscript", "Dancing Script", "handwriting", OCR_SYNTH_HELDOUT},
     /* display */
     {"truetype/staypuft/StayPuft.ttf", "fonts-staypuft", "Stay Puft", "display", OCR_SYNTH_TRAIN},
+    {"truetype/leckerli-one/LeckerliOne-Regular.ttf", "fonts-leckerli-one", "Leckerli One", "display", OCR_SYNTH_TRAIN},
+    {"opentype/league-spartan/LeagueSpartan-Regular.otf", "fonts-league-spartan", "League Spartan", "display", OCR_SYNTH_TRAIN},
+    {"opentype/league-spartan/LeagueSpartan-Bold.otf", "fonts-league-spartan", "League Spartan", "display", OCR_SYNTH_TRAIN},
+    {"truetype/okolaks/okolaksRegular.ttf", "fonts-okolaks", "Okolaks", "display", OCR_SYNTH_TRAIN},
+    {"truetype/okolaks/okolaksBold.ttf", "fonts-okolaks", "Okolaks", "display", OCR_SYNTH_TRAIN},
     {"opentype/lobster/lobster.otf", "fonts-lobster", "Lobster", "display", OCR_SYNTH_HELDOUT},
 };
 
