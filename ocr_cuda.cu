@@ -1036,15 +1036,16 @@ static __global__ void ocr__k_bn_backward(const float *x, const float *gamma, co
 }
 
 /* ---- pooling, upsampling, concat ---- */
+/* square (ocr_nn_maxpool2d_forward) and rectangular (ocr_nn_maxpool2d_rect_forward) windows alike */
 static __global__ void ocr__k_maxpool(const float *x, float *y, int32_t *idx, int64_t planes, int64_t H, int64_t W, int64_t OH,
-                                      int64_t OW, int k, int s, int p) {
+                                      int64_t OW, int kh, int kw, int sh, int sw, int ph, int pw) {
     OCR__FOR_EACH(i, planes * OH * OW) {
         int64_t plane = i / (OH * OW), oh = (i / OW) % OH, ow = i % OW, ih, iw, arg = -1;
         const float *xp = x + plane * H * W;
         float best = -INFINITY;
-        for (ih = oh * s - p; ih < oh * s - p + k && !(arg >= 0 && isnan(best)); ih++) {
+        for (ih = oh * sh - ph; ih < oh * sh - ph + kh && !(arg >= 0 && isnan(best)); ih++) {
             if (ih < 0 || ih >= H) continue;
-            for (iw = ow * s - p; iw < ow * s - p + k; iw++) {
+            for (iw = ow * sw - pw; iw < ow * sw - pw + kw; iw++) {
                 float v;
                 if (iw < 0 || iw >= W) continue;
                 v = xp[ih * W + iw];
@@ -1064,6 +1065,47 @@ static __global__ void ocr__k_check_index(const int32_t *idx, int64_t n, int64_t
 /* Windows overlap, so outputs scatter with atomics (the backward has no window geometry to gather with). */
 static __global__ void ocr__k_maxpool_bwd(const float *dy, const int32_t *idx, float *dx, int64_t P, int64_t HW, int64_t n) {
     OCR__FOR_EACH(i, n) atomicAdd(&dx[(i / P) * HW + idx[i]], dy[i]);
+}
+
+/* ---- the recognizer's sequence ops ---- */
+/* log_softmax, one thread per row: the maximum, the sum of exp in double (as the CPU's), then the row */
+static __global__ void ocr__k_log_softmax(const float *x, float *y, int64_t rows, int64_t C) {
+    OCR__FOR_EACH(r, rows) {
+        const float *xr = x + r * C;
+        float m = xr[0], lse;
+        double s = 0.0;
+        int64_t c;
+        for (c = 1; c < C; c++) m = xr[c] > m ? xr[c] : m;
+        for (c = 0; c < C; c++) s += expf(xr[c] - m);
+        lse = m + (float)log(s);
+        for (c = 0; c < C; c++) {
+            float v = xr[c] - lse;
+            y[r * C + c] = v < -FLT_MAX ? -FLT_MAX : v;
+        }
+    }
+}
+
+/* its backward from the output: dx += dy - exp(y) * sum(dy) per row */
+static __global__ void ocr__k_log_softmax_bwd(const float *y, const float *dy, float *dx, int64_t rows, int64_t C) {
+    OCR__FOR_EACH(r, rows) {
+        double s = 0.0;
+        float sf;
+        int64_t c;
+        for (c = 0; c < C; c++) s += dy[r * C + c];
+        sf = (float)s;
+        for (c = 0; c < C; c++) dx[r * C + c] += dy[r * C + c] - expf(y[r * C + c]) * sf;
+    }
+}
+
+/* map-to-sequence, one thread per element of the map x [N, C, H, W] and its place in seq [W, N, C*H]: a bijection,
+   so the backward accumulates without atomics */
+static __global__ void ocr__k_map_to_seq(float *map, float *seq, int64_t N, int64_t CH, int64_t W, int backward) {
+    OCR__FOR_EACH(i, N * CH * W) {
+        int64_t w = i % W, ch = (i / W) % CH, n = i / (W * CH);
+        float *at = seq + (w * N + n) * CH + ch;
+        if (backward) map[i] += *at;
+        else *at = map[i];
+    }
 }
 
 static __global__ void ocr__k_upsample(const float *x, float *y, int64_t H, int64_t W, int f, int64_t n) {
@@ -1923,15 +1965,24 @@ OCRDEF int ocr_cuda_add_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor 
 
 /* ---------------------------------------------------------------- pooling, upsampling, concat */
 
-OCRDEF int ocr_cuda_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kernel, int stride, int pad, ocr_tensor *y, ocr_tensor *argmax) {
+static int ocr__cu_maxpool(ocr_ctx *ctx, const char *fn, const ocr_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
+                           ocr_tensor *y, ocr_tensor *argmax) {
     int64_t n;
     int rc;
-    if ((rc = ocr__begin(ctx, "ocr_nn_maxpool2d_forward (cuda)", x, y, argmax, NULL))) return rc;
+    if ((rc = ocr__begin(ctx, fn, x, y, argmax, NULL))) return rc;
     n = ocr_tensor_numel(y);
     if (n) OCR__LAUNCH(ctx, ocr__k_maxpool, (ocr__grid(n)), (OCR__BLOCK), (const float *)x->data, (float *)y->data,
                        argmax ? (int32_t *)argmax->data : NULL, x->shape.dim[0] * x->shape.dim[1], x->shape.dim[2], x->shape.dim[3],
-                       y->shape.dim[2], y->shape.dim[3], kernel, stride, pad);
+                       y->shape.dim[2], y->shape.dim[3], kh, kw, sh, sw, ph, pw);
     return OCR_OK;
+}
+
+OCRDEF int ocr_cuda_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kernel, int stride, int pad, ocr_tensor *y, ocr_tensor *argmax) {
+    return ocr__cu_maxpool(ctx, "ocr_nn_maxpool2d_forward (cuda)", x, kernel, kernel, stride, stride, pad, pad, y, argmax);
+}
+OCRDEF int ocr_cuda_maxpool2d_rect_forward(ocr_ctx *ctx, const ocr_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
+                                          ocr_tensor *y, ocr_tensor *argmax) {
+    return ocr__cu_maxpool(ctx, "ocr_nn_maxpool2d_rect_forward (cuda)", x, kh, kw, sh, sw, ph, pw, y, argmax);
 }
 
 OCRDEF int ocr_cuda_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const ocr_tensor *argmax, ocr_tensor *dx) {
@@ -1991,6 +2042,44 @@ static int ocr__concat(ocr_ctx *ctx, const char *fn, ocr_tensor *whole, ocr_tens
         off += ci;
     }
     return OCR_OK;
+}
+
+/* ---------------------------------------------------------------- the recognizer's sequence ops */
+
+OCRDEF int ocr_cuda_log_softmax_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y) {
+    int64_t C = x->shape.dim[x->shape.ndim - 1], rows;
+    int rc;
+    if ((rc = ocr__begin(ctx, "ocr_nn_log_softmax_forward (cuda)", x, y, NULL, NULL))) return rc;
+    rows = ocr_tensor_numel(x) / C;
+    if (rows) OCR__LAUNCH(ctx, ocr__k_log_softmax, (ocr__grid(rows)), (OCR__BLOCK), (const float *)x->data, (float *)y->data, rows, C);
+    return OCR_OK;
+}
+
+OCRDEF int ocr_cuda_log_softmax_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx) {
+    int64_t C = y->shape.dim[y->shape.ndim - 1], rows;
+    int rc;
+    if ((rc = ocr__begin(ctx, "ocr_nn_log_softmax_backward (cuda)", y, dy, dx, NULL))) return rc;
+    rows = ocr_tensor_numel(y) / C;
+    if (rows)
+        OCR__LAUNCH(ctx, ocr__k_log_softmax_bwd, (ocr__grid(rows)), (OCR__BLOCK), (const float *)y->data, (const float *)dy->data,
+                    (float *)dx->data, rows, C);
+    return OCR_OK;
+}
+
+static int ocr__cu_map_to_seq(ocr_ctx *ctx, const char *fn, const ocr_tensor *map, const ocr_tensor *seq, int backward) {
+    int64_t n = ocr_tensor_numel(map);
+    int rc;
+    if ((rc = ocr__begin(ctx, fn, map, seq, NULL, NULL))) return rc;
+    if (n)
+        OCR__LAUNCH(ctx, ocr__k_map_to_seq, (ocr__grid(n)), (OCR__BLOCK), (float *)map->data, (float *)seq->data, map->shape.dim[0],
+                    map->shape.dim[1] * map->shape.dim[2], map->shape.dim[3], backward);
+    return OCR_OK;
+}
+OCRDEF int ocr_cuda_map_to_seq_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y) {
+    return ocr__cu_map_to_seq(ctx, "ocr_nn_map_to_seq_forward (cuda)", x, y, 0);
+}
+OCRDEF int ocr_cuda_map_to_seq_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *dx) {
+    return ocr__cu_map_to_seq(ctx, "ocr_nn_map_to_seq_backward (cuda)", dx, dy, 1);
 }
 
 OCRDEF int ocr_cuda_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int n, ocr_tensor *y) {

@@ -8,7 +8,7 @@
    ocr__conv_forward and ocr__conv_run choose among them), the bf16 GEMM and convolutions on AMX-BF16 / AVX512_BF16
    (ocr__gemm_bf16, ocr__conv_bf16_run), the public convolutions (and their inference fusions), row helpers and batch
    normalisation, pointwise ops, pooling / upsampling / concat (and the fused upsample + add, upsamplings + concat), parameters, optimizers and their state files, loss scaling, and last the ops of a
-   recognizer (LSTM, log_softmax, rectangular max pooling, map-to-sequence; CPU only for now). Each public ocr_nn_*
+   recognizer (LSTM, CPU only for now; log_softmax, rectangular max pooling, map-to-sequence). Each public ocr_nn_*
    function validates, then goes to CUDA (ctx->device), to its reference (OCR_DEBUG_REFERENCE) or to its fast path.
 
    Do this in exactly one C or C++ file:
@@ -370,12 +370,12 @@ OCRDEF int ocr_nn_log_softmax_backward(ocr_ctx *ctx, const ocr_tensor *y, const 
 /* Max pooling with a rectangular window (torch.nn.functional.max_pool2d(x, (kh, kw), (sh, sw), (ph, pw))): CRNN's
    pools that halve the height and keep the width. -inf padding (each pad at most half its kernel), output
    floor((H + 2ph - kh) / sh) + 1 by floor((W + 2pw - kw) / sw) + 1, argmax (I32, may be NULL) as
-   ocr_nn_maxpool2d_forward's, so ocr_nn_maxpool2d_backward is its backward. CPU only for now. */
+   ocr_nn_maxpool2d_forward's, so ocr_nn_maxpool2d_backward is its backward. */
 OCRDEF int ocr_nn_maxpool2d_rect_forward(ocr_ctx *ctx, const ocr_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
                                          ocr_tensor *y, ocr_tensor *argmax);
 /* CRNN's map-to-sequence: a feature map x [N, C, H, W] becomes the sequence y [W, N, C*H] (one step per column),
    y[w, n, c*H + h] = x[n, c, h, w], torch's x.permute(3, 0, 1, 2).reshape(W, N, C * H) (with H = 1:
-   x.squeeze(2).permute(2, 0, 1)). Backward: dx[n, c, h, w] += dy[w, n, c*H + h]. CPU only for now. */
+   x.squeeze(2).permute(2, 0, 1)). Backward: dx[n, c, h, w] += dy[w, n, c*H + h]. */
 OCRDEF int ocr_nn_map_to_seq_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
 OCRDEF int ocr_nn_map_to_seq_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *dx);
 
@@ -410,6 +410,12 @@ OCRDEF int ocr_cuda_upsample_nearest_forward(ocr_ctx *ctx, const ocr_tensor *x, 
 OCRDEF int ocr_cuda_upsample_nearest_backward(ocr_ctx *ctx, const ocr_tensor *dy, int factor, ocr_tensor *dx);
 OCRDEF int ocr_cuda_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int n, ocr_tensor *y);
 OCRDEF int ocr_cuda_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *const *dxs, int n);
+OCRDEF int ocr_cuda_log_softmax_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
+OCRDEF int ocr_cuda_log_softmax_backward(ocr_ctx *ctx, const ocr_tensor *y, const ocr_tensor *dy, ocr_tensor *dx);
+OCRDEF int ocr_cuda_maxpool2d_rect_forward(ocr_ctx *ctx, const ocr_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
+                                          ocr_tensor *y, ocr_tensor *argmax);
+OCRDEF int ocr_cuda_map_to_seq_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
+OCRDEF int ocr_cuda_map_to_seq_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *dx);
 /* Optimizer updates and reductions over raw device buffers of n floats, with ocr_optim_step's formulas.
    first_step: the SGD momentum buffer starts as the gradient; steps_done: AdamW updates made before this one. */
 OCRDEF int ocr_cuda_sgd_update(ocr_ctx *ctx, float *param, const float *grad, float *momentum_buf, int64_t n, float lr,
@@ -7600,6 +7606,9 @@ OCRDEF int ocr_nn_log_softmax_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_ten
     int rc;
     if ((rc = ocr__check_pair(ctx, fn, x, y)) || (rc = ocr__lsm_rows(ctx, fn, x, &rows, &C))) return rc;
     if (x->data != y->data && (rc = ocr__seq_refuse_overlap(ctx, fn, y, x))) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_log_softmax_forward(ctx, x, y), fn, "forward", y, NULL, NULL);
+#endif
     if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
     if (ocr__use_ref(ctx)) ocr__ref_log_softmax_forward((const float *)x->data, (float *)y->data, rows, C);
     else {
@@ -7617,6 +7626,9 @@ OCRDEF int ocr_nn_log_softmax_backward(ocr_ctx *ctx, const ocr_tensor *y, const 
     if ((rc = ocr__check_pair(ctx, fn, y, dy)) || (rc = ocr__check_pair(ctx, fn, y, dx)) || (rc = ocr__lsm_rows(ctx, fn, y, &rows, &C)))
         return rc;
     if ((rc = ocr__seq_refuse_overlap(ctx, fn, dx, y)) || (rc = ocr__seq_refuse_overlap(ctx, fn, dx, dy))) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_log_softmax_backward(ctx, y, dy, dx), fn, "backward", dx, NULL, NULL);
+#endif
     if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
     if (ocr__use_ref(ctx)) ocr__ref_log_softmax_backward((const float *)y->data, (const float *)dy->data, (float *)dx->data, rows, C);
     else {
@@ -7654,6 +7666,10 @@ OCRDEF int ocr_nn_maxpool2d_rect_forward(ocr_ctx *ctx, const ocr_tensor *x, int 
     if ((rc = ocr_check_shape(ctx, fn, y, ys))) return rc;
     if (argmax && ((rc = ocr_check_dtype(ctx, fn, argmax, OCR_I32)) || (rc = ocr_check_shape(ctx, fn, argmax, ys)))) return rc;
     if ((rc = ocr__seq_refuse_overlap(ctx, fn, y, x))) return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA)
+        return ocr__cuda_done(ctx, ocr_cuda_maxpool2d_rect_forward(ctx, x, kh, kw, sh, sw, ph, pw, y, argmax), fn, "forward", y, NULL, NULL);
+#endif
     if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
     j.x = (const float *)x->data; j.y = (float *)y->data; j.argmax = argmax ? (int32_t *)argmax->data : NULL;
     j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3];
@@ -7684,8 +7700,15 @@ static int ocr__m2s(ocr_ctx *ctx, const char *fn, const ocr_tensor *map, const o
     if (map->shape.ndim != 4)
         return ocr_error(ctx, OCR_ESHAPE, "%s: map %s must be [N, C, H, W]", fn, ocr_tensor_describe(map, d, sizeof d));
     if ((rc = ocr_check_shape(ctx, fn, seq, ocr_shape3(map->shape.dim[3], map->shape.dim[0], map->shape.dim[1] * map->shape.dim[2]))) ||
-        (rc = ocr__seq_refuse_overlap(ctx, fn, backward ? map : seq, backward ? seq : map)) || (rc = ocr__seq_cpu_only(ctx, fn)))
+        (rc = ocr__seq_refuse_overlap(ctx, fn, backward ? map : seq, backward ? seq : map)))
         return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) /* the output (map backward, seq forward) is the caller's writable tensor */
+        return ocr__cuda_done(ctx, backward ? ocr_cuda_map_to_seq_backward(ctx, seq, (ocr_tensor *)map)
+                                            : ocr_cuda_map_to_seq_forward(ctx, map, (ocr_tensor *)seq),
+                              fn, backward ? "backward" : "forward", backward ? map : seq, NULL, NULL);
+#endif
+    if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
     if (ocr__use_ref(ctx) && backward) {
         ocr__ref_map_to_seq_backward((const float *)seq->data, (float *)map->data, map->shape.dim[0], map->shape.dim[1], map->shape.dim[2],
                                      map->shape.dim[3]);

@@ -847,6 +847,96 @@ static void test_maxpool_upsample_concat(void) {
     }
 }
 
+/* ---------------------------------------------------------------- the recognizer's sequence ops */
+
+/* log_softmax (in place too, and a row wider than float's range clamped as on the CPU), rectangular max pooling with
+   ties and a NaN (its backward is maxpool2d's), map-to-sequence; the backwards accumulate into dx. The LSTM and CTC
+   have no kernel yet and are refused. */
+static void test_rec_ops(void) {
+    {
+        ocr_shape xs = ocr_shape3(5, 3, 37);
+        ocr_tensor x = host_rand("logits", xs, -8, 8), y = host_rand("logp", xs, 0, 1), dy = host_rand("dlogp", xs, -1, 1),
+                   dx = host_rand("dlogits", xs, -1, 1);
+        dbuf gx, gy, gdy, gdx, gin;
+        ((float *)x.data)[37] = 3e38f; /* row 1 spans more than float's range: its smallest value clamps to -FLT_MAX */
+        ((float *)x.data)[38] = -3e38f;
+        dev_from(&gx, &x); dev_from(&gy, &y); dev_from(&gdy, &dy); dev_from(&gdx, &dx); dev_from(&gin, &x);
+        OCR_CHECK_OK(&cpu, ocr_nn_log_softmax_forward(&cpu, &x, &y));
+        OCR_CHECK_OK(&gpu, ocr_nn_log_softmax_forward(&gpu, &gx.t, &gy.t));
+        OCR_CHECK_OK(&gpu, ocr_nn_log_softmax_forward(&gpu, &gin.t, &gin.t));
+        OCR_CHECK(((float *)y.data)[38] == -FLT_MAX);
+        expect_same("log_softmax forward", &gy, &y, 1e-6);
+        expect_same("log_softmax forward in place", &gin, &y, 1e-6);
+        OCR_CHECK_OK(&cpu, ocr_nn_log_softmax_backward(&cpu, &y, &dy, &dx));
+        OCR_CHECK_OK(&gpu, ocr_nn_log_softmax_backward(&gpu, &gy.t, &gdy.t, &gdx.t));
+        expect_same("log_softmax backward", &gdx, &dx, 1e-6);
+        dev_free(&gx); dev_free(&gy); dev_free(&gdy); dev_free(&gdx); dev_free(&gin);
+        ocr_tensor_free(&x); ocr_tensor_free(&y); ocr_tensor_free(&dy); ocr_tensor_free(&dx);
+    }
+    {
+        static const int pools[][6] = {{2, 1, 2, 1, 0, 0}, {3, 2, 2, 1, 1, 1}}; /* kh kw sh sw ph pw */
+        int s;
+        for (s = 0; s < 2; s++) {
+            const int *q = pools[s];
+            ocr_shape xs = ocr_shape4(2, 3, 8, 7);
+            ocr_shape ys = ocr_shape4(2, 3, (8 + 2 * q[4] - q[0]) / q[2] + 1, (7 + 2 * q[5] - q[1]) / q[3] + 1);
+            ocr_tensor x = host_rand("x", xs, -1, 1), y = host_rand("y", ys, 0, 1), dy = host_rand("dy", ys, -1, 1), dx = host_rand("dx", xs, -1, 1);
+            ocr_tensor idx;
+            dbuf gx, gy, gi, gdy, gdx;
+            int32_t *ih;
+            OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &idx, "argmax", OCR_I32, OCR_DEVICE_CPU, ys));
+            ((float *)x.data)[7] = ((float *)x.data)[0]; /* a tie down a column: the first in window order wins on both */
+            ((float *)x.data)[3 * 56 + 9] = NAN;        /* a NaN wins its windows on both */
+            dev_from(&gx, &x); dev_from(&gy, &y); dev_from(&gi, &idx); dev_from(&gdy, &dy); dev_from(&gdx, &dx);
+            OCR_CHECK_OK(&cpu, ocr_nn_maxpool2d_rect_forward(&cpu, &x, q[0], q[1], q[2], q[3], q[4], q[5], &y, &idx));
+            OCR_CHECK_OK(&gpu, ocr_nn_maxpool2d_rect_forward(&gpu, &gx.t, q[0], q[1], q[2], q[3], q[4], q[5], &gy.t, &gi.t));
+            ih = (int32_t *)malloc((size_t)ocr_tensor_bytes(&idx));
+            dev_read(&gi, ih);
+            OCR_CHECK(memcmp(ih, idx.data, ocr_tensor_bytes(&idx)) == 0);
+            free(ih);
+            {   /* NaN != NaN: compare the bits */
+                uint32_t *got = (uint32_t *)malloc((size_t)ocr_tensor_bytes(&y));
+                dev_read(&gy, got);
+                OCR_CHECK(memcmp(got, y.data, ocr_tensor_bytes(&y)) == 0);
+                free(got);
+            }
+            OCR_CHECK_OK(&cpu, ocr_nn_maxpool2d_backward(&cpu, &dy, &idx, &dx));
+            OCR_CHECK_OK(&gpu, ocr_nn_maxpool2d_backward(&gpu, &gdy.t, &gi.t, &gdx.t));
+            expect_same("rectangular maxpool backward", &gdx, &dx, 1e-6);
+            dev_free(&gx); dev_free(&gy); dev_free(&gi); dev_free(&gdy); dev_free(&gdx);
+            ocr_tensor_free(&x); ocr_tensor_free(&y); ocr_tensor_free(&idx); ocr_tensor_free(&dy); ocr_tensor_free(&dx);
+        }
+    }
+    {
+        ocr_shape xs = ocr_shape4(3, 4, 2, 5), ys = ocr_shape3(5, 3, 8);
+        ocr_tensor x = host_rand("map", xs, -1, 1), y = host_rand("seq", ys, 0, 1), dy = host_rand("dseq", ys, -1, 1), dx = host_rand("dmap", xs, -1, 1);
+        dbuf gx, gy, gdy, gdx;
+        dev_from(&gx, &x); dev_from(&gy, &y); dev_from(&gdy, &dy); dev_from(&gdx, &dx);
+        OCR_CHECK_OK(&cpu, ocr_nn_map_to_seq_forward(&cpu, &x, &y));
+        OCR_CHECK_OK(&gpu, ocr_nn_map_to_seq_forward(&gpu, &gx.t, &gy.t));
+        expect_same("map_to_seq forward", &gy, &y, 0.0);
+        OCR_CHECK_OK(&cpu, ocr_nn_map_to_seq_backward(&cpu, &dy, &dx));
+        OCR_CHECK_OK(&gpu, ocr_nn_map_to_seq_backward(&gpu, &gdy.t, &gdx.t));
+        expect_same("map_to_seq backward", &gdx, &dx, 0.0);
+        /* the LSTM has no kernel yet: refused by name, not run on device pointers */
+        {
+            ocr_tensor wih = host_rand("rnn.weight_ih_l0", ocr_shape2(16, 8), -1, 1), whh = host_rand("rnn.weight_hh_l0", ocr_shape2(16, 4), -1, 1);
+            ocr_tensor out;
+            ocr_lstm_weights w;
+            dbuf gw, gh, go;
+            OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &out, "lstm_y", OCR_F32, OCR_DEVICE_CPU, ocr_shape3(5, 3, 4)));
+            dev_from(&gw, &wih); dev_from(&gh, &whh); dev_from(&go, &out);
+            memset(&w, 0, sizeof w);
+            w.w_ih[0] = &gw.t; w.w_hh[0] = &gh.t; w.directions = 1;
+            OCR_CHECK_ERR(&gpu, ocr_nn_lstm_forward(&gpu, &gy.t, &w, NULL, &go.t, NULL), OCR_EUNSUPPORTED, "runs on the CPU only");
+            dev_free(&gw); dev_free(&gh); dev_free(&go);
+            ocr_tensor_free(&wih); ocr_tensor_free(&whh); ocr_tensor_free(&out);
+        }
+        dev_free(&gx); dev_free(&gy); dev_free(&gdy); dev_free(&gdx);
+        ocr_tensor_free(&x); ocr_tensor_free(&y); ocr_tensor_free(&dy); ocr_tensor_free(&dx);
+    }
+}
+
 /* ---------------------------------------------------------------- losses */
 
 /* Targets with positives, negatives and ignored (fractional) pixels; logits with exact ties for OHEM's cut. */
@@ -1268,6 +1358,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_batchnorm);
     OCR_TEST_RUN(test_pointwise);
     OCR_TEST_RUN(test_maxpool_upsample_concat);
+    OCR_TEST_RUN(test_rec_ops);
     OCR_TEST_RUN(test_losses);
     OCR_TEST_RUN(test_optimizers);
     OCR_TEST_RUN(test_optimizer_state_on_device);
