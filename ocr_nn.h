@@ -3089,30 +3089,33 @@ static void ocr__wino_wfinal_add(const ocr__wino_job *j, int64_t k, int64_t c0, 
     for (l = 0; l < lanes && c0 + l < C; l++)
         for (i = 0; i < 9; i++) j->dw[(k * C + c0 + l) * 9 + i] += out[i * lanes + l];
 }
+/* The weight gradient's final Gt W G over output channels [k0, k1), LANES input channels a vector (P, T as the
+   transforms'); LOAD(ptr) reads the input channels from c0 on, zero past C. Written once for both vector widths. */
+#define OCR__WINO_WFINAL(P, T, LANES, LOAD)                                                                      \
+    do {                                                                                                         \
+        const ocr__wino_job *j = (const ocr__wino_job *)arg;                                                     \
+        int64_t C = j->g->C, KC = j->g->K * C, k, c0, i, r;                                                      \
+        (void)tid;                                                                                               \
+        for (k = k0; k < k1; k++)                                                                                \
+            for (c0 = 0; c0 < C; c0 += LANES) {                                                                  \
+                const float *w = j->mw + k * C + c0;                                                             \
+                T t[18], o[3];                                                                                   \
+                float out[9][LANES];                                                                             \
+                for (i = 0; i < 6; i++) { /* column i of Gt W */                                                 \
+                    OCR__WINO_GT(P, T, LOAD(w + i * KC), LOAD(w + (6 + i) * KC), LOAD(w + (12 + i) * KC),          \
+                                 LOAD(w + (18 + i) * KC), LOAD(w + (24 + i) * KC), LOAD(w + (30 + i) * KC), o);    \
+                    for (r = 0; r < 3; r++) t[r * 6 + i] = o[r];                                                 \
+                }                                                                                                \
+                for (r = 0; r < 3; r++) {                                                                        \
+                    OCR__WINO_GT(P, T, t[r * 6], t[r * 6 + 1], t[r * 6 + 2], t[r * 6 + 3], t[r * 6 + 4], t[r * 6 + 5], o); \
+                    for (i = 0; i < 3; i++) P##_storeu_ps(out[r * 3 + i], o[i]);                                 \
+                }                                                                                                \
+                ocr__wino_wfinal_add(j, k, c0, LANES, out[0]);                                                   \
+            }                                                                                                    \
+    } while (0)
+#define OCR__WINO_LOAD16(ptr) _mm512_maskz_loadu_ps(ocr__lanes(C - c0), ptr)
 __attribute__((target("avx512f")))
-static void ocr__wino_wfinal_part(void *arg, int64_t k0, int64_t k1, int tid) {
-    const ocr__wino_job *j = (const ocr__wino_job *)arg;
-    int64_t C = j->g->C, KC = j->g->K * C, k, c0, i, r;
-    (void)tid;
-    for (k = k0; k < k1; k++)
-        for (c0 = 0; c0 < C; c0 += 16) {
-            __mmask16 lm = ocr__lanes(C - c0);
-            const float *w = j->mw + k * C + c0;
-            __m512 t[18], o[3];
-            float out[9][16];
-            for (i = 0; i < 6; i++) { /* column i of Gt W */
-                OCR__WINO_GT(_mm512, __m512, _mm512_maskz_loadu_ps(lm, w + i * KC), _mm512_maskz_loadu_ps(lm, w + (6 + i) * KC),
-                             _mm512_maskz_loadu_ps(lm, w + (12 + i) * KC), _mm512_maskz_loadu_ps(lm, w + (18 + i) * KC),
-                             _mm512_maskz_loadu_ps(lm, w + (24 + i) * KC), _mm512_maskz_loadu_ps(lm, w + (30 + i) * KC), o);
-                for (r = 0; r < 3; r++) t[r * 6 + i] = o[r];
-            }
-            for (r = 0; r < 3; r++) {
-                OCR__WINO_GT(_mm512, __m512, t[r * 6], t[r * 6 + 1], t[r * 6 + 2], t[r * 6 + 3], t[r * 6 + 4], t[r * 6 + 5], o);
-                for (i = 0; i < 3; i++) _mm512_storeu_ps(out[r * 3 + i], o[i]);
-            }
-            ocr__wino_wfinal_add(j, k, c0, 16, out[0]);
-        }
-}
+static void ocr__wino_wfinal_part(void *arg, int64_t k0, int64_t k1, int tid) { OCR__WINO_WFINAL(_mm512, __m512, 16, OCR__WINO_LOAD16); }
 
 /* The weight gradient's transforms on AVX2: output-gradient tiles 8 at a time along a tile row (loaded as row
    segments and transposed per 128-bit lane, the output transform's steps backwards), and the final Gt W G 8 input
@@ -3148,30 +3151,9 @@ static void ocr__wino_dy_avx2(const ocr__wino_job *j, int64_t item, float *buf, 
         }
     }
 }
+#define OCR__WINO_LOAD8(ptr) _mm256_maskload_ps(ptr, ocr__lanes8(C - c0))
 __attribute__((target("avx2,fma")))
-static void ocr__wino_wfinal_part_avx2(void *arg, int64_t k0, int64_t k1, int tid) {
-    const ocr__wino_job *j = (const ocr__wino_job *)arg;
-    int64_t C = j->g->C, KC = j->g->K * C, k, c0, i, r;
-    (void)tid;
-    for (k = k0; k < k1; k++)
-        for (c0 = 0; c0 < C; c0 += 8) {
-            __m256i lm = ocr__lanes8(C - c0);
-            const float *w = j->mw + k * C + c0;
-            __m256 t[18], o[3];
-            float out[9][8];
-            for (i = 0; i < 6; i++) { /* column i of Gt W */
-                OCR__WINO_GT(_mm256, __m256, _mm256_maskload_ps(w + i * KC, lm), _mm256_maskload_ps(w + (6 + i) * KC, lm),
-                             _mm256_maskload_ps(w + (12 + i) * KC, lm), _mm256_maskload_ps(w + (18 + i) * KC, lm),
-                             _mm256_maskload_ps(w + (24 + i) * KC, lm), _mm256_maskload_ps(w + (30 + i) * KC, lm), o);
-                for (r = 0; r < 3; r++) t[r * 6 + i] = o[r];
-            }
-            for (r = 0; r < 3; r++) {
-                OCR__WINO_GT(_mm256, __m256, t[r * 6], t[r * 6 + 1], t[r * 6 + 2], t[r * 6 + 3], t[r * 6 + 4], t[r * 6 + 5], o);
-                for (i = 0; i < 3; i++) _mm256_storeu_ps(out[r * 3 + i], o[i]);
-            }
-            ocr__wino_wfinal_add(j, k, c0, 8, out[0]);
-        }
-}
+static void ocr__wino_wfinal_part_avx2(void *arg, int64_t k0, int64_t k1, int tid) { OCR__WINO_WFINAL(_mm256, __m256, 8, OCR__WINO_LOAD8); }
 static void ocr__wino_dy_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; j->dy(j, j->item, j->buf[0], b, e); }
 static void ocr__wino_wgemm_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; ocr__wino_wgemm(j, j->item, j->buf[0], b, e, tid); }
 
