@@ -2557,6 +2557,20 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
         (o)[2] = P##_fmadd_ps(P##_set1_ps(4.0f), s34_, s12_);                                                    \
         (o)[3] = P##_add_ps(P##_fmadd_ps(P##_set1_ps(8.0f), d34_, d12_), m5);                                    \
     } while (0)
+/* The output transform's first half, for all three output passes: q[4c .. 4c+3] = At applied to column c of the 6x6
+   point grid at m (its points c, 6+c, ..., 30+c lie st floats apart, its columns col apart); LOAD reads a vector. */
+#define OCR__WINO_AT_COLUMNS(P, T, LOAD, m, col, st, q)                                                          \
+    do {                                                                                                         \
+        int c_;                                                                                                  \
+        for (c_ = 0; c_ < 6; c_++) {                                                                             \
+            const float *mc_ = (m) + c_ * (col);                                                                 \
+            OCR__WINO_AT(P, T, LOAD(mc_), LOAD(mc_ + (st)), LOAD(mc_ + 2 * (st)), LOAD(mc_ + 3 * (st)),          \
+                         LOAD(mc_ + 4 * (st)), LOAD(mc_ + 5 * (st)), (q) + c_ * 4);                              \
+        }                                                                                                        \
+    } while (0)
+#define OCR__WINO_LOAD16(ptr) _mm512_loadu_ps(ptr)
+#define OCR__WINO_LOAD16_LM(ptr) _mm512_maskz_loadu_ps(lm, ptr)
+#define OCR__WINO_LOAD8_LM(ptr) _mm256_maskload_ps(ptr, lm)
 
 typedef struct ocr__wino_job_ {
     const ocr__conv_geom *g;
@@ -2797,13 +2811,7 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
                     const float *m = M + k * Tp + t;
                     float *yk = j->y + (n * g->K + k) * P + tc0 * 4;
                     __m512 q[24], o[4];
-                    for (i = 0; i < 6; i++) {
-                        const float *mi = m + i * j->Kp * Tp;
-                        int64_t st = 6 * j->Kp * Tp;
-                        OCR__WINO_AT(_mm512, __m512, _mm512_maskz_loadu_ps(lm, mi), _mm512_maskz_loadu_ps(lm, mi + st), _mm512_maskz_loadu_ps(lm, mi + 2 * st),
-                                     _mm512_maskz_loadu_ps(lm, mi + 3 * st), _mm512_maskz_loadu_ps(lm, mi + 4 * st),
-                                     _mm512_maskz_loadu_ps(lm, mi + 5 * st), q + i * 4);
-                    }
+                    OCR__WINO_AT_COLUMNS(_mm512, __m512, OCR__WINO_LOAD16_LM, m, j->Kp * Tp, 6 * j->Kp * Tp, q);
                     for (a = 0; a < 4 && oh0 + a < g->OH; a++) {
                         __m512 lo01, hi01, lo23, hi23, rv[4];
                         float *yr = yk + (oh0 + a) * g->OW;
@@ -2842,12 +2850,7 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
             const float *m = M + k * Tp + t0;
             float *yk = j->y + (n * g->K + k) * P;
             __m512 q[24], o[4];
-            for (i = 0; i < 6; i++) {
-                const float *mi = m + i * j->Kp * Tp; /* column i of the 6x6 point grid: points i, 6+i, ... */
-                OCR__WINO_AT(_mm512, __m512, _mm512_loadu_ps(mi), _mm512_loadu_ps(mi + 6 * j->Kp * Tp), _mm512_loadu_ps(mi + 12 * j->Kp * Tp),
-                             _mm512_loadu_ps(mi + 18 * j->Kp * Tp), _mm512_loadu_ps(mi + 24 * j->Kp * Tp),
-                             _mm512_loadu_ps(mi + 30 * j->Kp * Tp), q + i * 4);
-            }
+            OCR__WINO_AT_COLUMNS(_mm512, __m512, OCR__WINO_LOAD16, m, j->Kp * Tp, 6 * j->Kp * Tp, q);
             for (a = 0; a < 4; a++) {
                 OCR__WINO_AT(_mm512, __m512, q[a], q[4 + a], q[8 + a], q[12 + a], q[16 + a], q[20 + a], o);
                 for (i = 0; i < 4; i++) {
@@ -2979,11 +2982,7 @@ static void ocr__wino_output_avx2(const ocr__wino_job *j, int64_t item, float *b
                 const float *m = M + k * Tp + t;
                 float *yk = j->y + (n * g->K + k) * P + tc0 * 4;
                 __m256 q[24], o[4];
-                for (i = 0; i < 6; i++) {
-                    const float *mi = m + i * j->Kp * Tp; /* column i of the 6x6 point grid: points i, 6+i, ... */
-                    OCR__WINO_AT(_mm256, __m256, _mm256_maskload_ps(mi, lm), _mm256_maskload_ps(mi + st, lm), _mm256_maskload_ps(mi + 2 * st, lm),
-                                 _mm256_maskload_ps(mi + 3 * st, lm), _mm256_maskload_ps(mi + 4 * st, lm), _mm256_maskload_ps(mi + 5 * st, lm), q + i * 4);
-                }
+                OCR__WINO_AT_COLUMNS(_mm256, __m256, OCR__WINO_LOAD8_LM, m, j->Kp * Tp, st, q);
                 for (a = 0; a < 4 && oh0 + a < g->OH; a++) {
                     __m256 r[4], rv[4];
                     float *yr = yk + (oh0 + a) * g->OW;
@@ -3113,9 +3112,9 @@ static void ocr__wino_wfinal_add(const ocr__wino_job *j, int64_t k, int64_t c0, 
                 ocr__wino_wfinal_add(j, k, c0, LANES, out[0]);                                                   \
             }                                                                                                    \
     } while (0)
-#define OCR__WINO_LOAD16(ptr) _mm512_maskz_loadu_ps(ocr__lanes(C - c0), ptr)
+#define OCR__WINO_LOAD16_CH(ptr) _mm512_maskz_loadu_ps(ocr__lanes(C - c0), ptr)
 __attribute__((target("avx512f")))
-static void ocr__wino_wfinal_part(void *arg, int64_t k0, int64_t k1, int tid) { OCR__WINO_WFINAL(_mm512, __m512, 16, OCR__WINO_LOAD16); }
+static void ocr__wino_wfinal_part(void *arg, int64_t k0, int64_t k1, int tid) { OCR__WINO_WFINAL(_mm512, __m512, 16, OCR__WINO_LOAD16_CH); }
 
 /* The weight gradient's transforms on AVX2: output-gradient tiles 8 at a time along a tile row (loaded as row
    segments and transposed per 128-bit lane, the output transform's steps backwards), and the final Gt W G 8 input
@@ -3151,9 +3150,9 @@ static void ocr__wino_dy_avx2(const ocr__wino_job *j, int64_t item, float *buf, 
         }
     }
 }
-#define OCR__WINO_LOAD8(ptr) _mm256_maskload_ps(ptr, ocr__lanes8(C - c0))
+#define OCR__WINO_LOAD8_CH(ptr) _mm256_maskload_ps(ptr, ocr__lanes8(C - c0))
 __attribute__((target("avx2,fma")))
-static void ocr__wino_wfinal_part_avx2(void *arg, int64_t k0, int64_t k1, int tid) { OCR__WINO_WFINAL(_mm256, __m256, 8, OCR__WINO_LOAD8); }
+static void ocr__wino_wfinal_part_avx2(void *arg, int64_t k0, int64_t k1, int tid) { OCR__WINO_WFINAL(_mm256, __m256, 8, OCR__WINO_LOAD8_CH); }
 static void ocr__wino_dy_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; j->dy(j, j->item, j->buf[0], b, e); }
 static void ocr__wino_wgemm_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; ocr__wino_wgemm(j, j->item, j->buf[0], b, e, tid); }
 
