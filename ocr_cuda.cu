@@ -599,10 +599,12 @@ template <typename F> static int ocr__emu_launch_fn(char *message, size_t cap, c
 
 /* ================================================================================================== backend state */
 
-#define OCR__DSCRATCH_SLOTS 12
-/* HALF0..2: an op's inputs rounded to ctx->amp's type; HALF_OUT: a cuDNN result in that type */
+#define OCR__DSCRATCH_SLOTS 15
+/* HALF0..2: an op's inputs rounded to ctx->amp's type; HALF_OUT: a cuDNN result in that type; SEQ0..2: the LSTM's
+   gates or gradients and CTC's tables (their GEMMs use HALF0..1 under mixed precision, so these stay apart) */
 enum { OCR__DS_COL = 0, OCR__DS_Z = 1, OCR__DS_KEYS = 2, OCR__DS_PART = 3, OCR__DS_SMALL = 4, OCR__DS_WORKSPACE = 5,
-       OCR__DS_FIND = 6, OCR__DS_REDUCED = 7, OCR__DS_HALF0 = 8, OCR__DS_HALF_OUT = 11 };
+       OCR__DS_FIND = 6, OCR__DS_REDUCED = 7, OCR__DS_HALF0 = 8, OCR__DS_HALF_OUT = 11, OCR__DS_SEQ0 = 12, OCR__DS_SEQ1 = 13,
+       OCR__DS_SEQ2 = 14 };
 
 typedef struct {
     int device;
@@ -610,6 +612,7 @@ typedef struct {
     char op[640];                            /* the op being run and its tensors, for every error message */
     void *scratch[OCR__DSCRATCH_SLOTS];      /* device scratch that only grows */
     size_t scratch_size[OCR__DSCRATCH_SLOTS];
+    int64_t ctc_samples;                     /* samples of the CTC tables in scratch (ocr_cuda_ctc_tables), -1 when none */
 #ifndef OCR_CUDA_EMULATE
     cublasHandle_t cublas;
 #ifdef OCR_CUDNN
@@ -1108,6 +1111,158 @@ static __global__ void ocr__k_map_to_seq(float *map, float *seq, int64_t N, int6
     }
 }
 
+/* linear's bias: every row of y [R, K] starts as b (0 without one); the product is then added by the GEMM */
+static __global__ void ocr__k_rows_from_bias(float *y, const float *b, int64_t R, int64_t K) {
+    OCR__FOR_EACH(i, R * K) y[i] = b ? b[i % K] : 0.0f;
+}
+
+/* db[k] += the column sums of dy [R, K], a thread per column, in fp32 and row order as the CPU's */
+static __global__ void ocr__k_column_sums(const float *dy, int64_t R, int64_t K, float *db) {
+    OCR__FOR_EACH(k, K) {
+        float s = db[k];
+        int64_t r;
+        for (r = 0; r < R; r++) s += dy[r * K + k];
+        db[k] = s;
+    }
+}
+
+/* x [N, rows, W]: column w of sample n zeroed from widths[n] on */
+static __global__ void ocr__k_mask_columns(float *x, const int32_t *widths, int64_t N, int64_t rows, int64_t W) {
+    OCR__FOR_EACH(i, N * rows * W) if (i % W >= widths[i / (rows * W)]) x[i] = 0.0f;
+}
+
+/* One LSTM step's pointwise part, a thread per (sample, hidden unit), ocr_nn.h's formulas: the gate pre-activations
+   in sv (this step's rows [N, 5H]) become the activated gates, then the cell c and the output h. A sample whose
+   length ends before step t is padding: zero gates, cell and output. */
+static __global__ void ocr__k_lstm_step(float *sv, const float *c_prev, const float *b_ih, const float *b_hh, float *y, int64_t ldy,
+                                        const int32_t *len, int64_t t, int64_t N, int64_t H) {
+    OCR__FOR_EACH(i, N * H) {
+        int64_t n = i / H, k = i % H;
+        float *a = sv + n * 5 * H, ai = a[k], af = a[H + k], ag = a[2 * H + k], ao = a[3 * H + k], gi, gf, gg, go, c;
+        if (len && t >= len[n]) {
+            a[k] = a[H + k] = a[2 * H + k] = a[3 * H + k] = a[4 * H + k] = 0.0f;
+            y[n * ldy + k] = 0.0f;
+            continue;
+        }
+        if (b_ih) { ai += b_ih[k]; af += b_ih[H + k]; ag += b_ih[2 * H + k]; ao += b_ih[3 * H + k]; }
+        if (b_hh) { ai += b_hh[k]; af += b_hh[H + k]; ag += b_hh[2 * H + k]; ao += b_hh[3 * H + k]; }
+        gi = ocr__sigmoid(ai); gf = ocr__sigmoid(af); gg = tanhf(ag); go = ocr__sigmoid(ao);
+        c = (c_prev ? gf * c_prev[n * 5 * H + 4 * H + k] : 0.0f) + gi * gg;
+        a[k] = gi; a[H + k] = gf; a[2 * H + k] = gg; a[3 * H + k] = go; a[4 * H + k] = c;
+        y[n * ldy + k] = go * tanhf(c);
+    }
+}
+
+/* Its backward, a thread per (sample, hidden unit): da (this step's rows [N, 4H]) from dh (the recurrent gradient,
+   NULL at the last step) + dy and the cell gradient dc [N, H], carried in place to the previous step */
+static __global__ void ocr__k_lstm_step_bwd(const float *sv, const float *c_prev, const float *dy, int64_t ldy, const float *dh, float *dc,
+                                            float *da, int64_t N, int64_t H) {
+    OCR__FOR_EACH(i, N * H) {
+        int64_t n = i / H, k = i % H;
+        const float *g = sv + n * 5 * H;
+        float gi = g[k], gf = g[H + k], gg = g[2 * H + k], go = g[3 * H + k], tc = tanhf(g[4 * H + k]);
+        float dht = (dh ? dh[i] : 0.0f) + dy[n * ldy + k], dct = dc[i] + dht * go * (1.0f - tc * tc);
+        float *d = da + n * 4 * H;
+        d[k] = dct * gg * gi * (1.0f - gi);
+        d[H + k] = c_prev ? dct * c_prev[n * 5 * H + 4 * H + k] * gf * (1.0f - gf) : 0.0f;
+        d[2 * H + k] = dct * gi * (1.0f - gg * gg);
+        d[3 * H + k] = dht * tc * go * (1.0f - go);
+        dc[i] = dct * gf;
+    }
+}
+
+/* The bias gradients, a thread per column of da [rows, cols]: the column's sum in double in row order, as the CPU's */
+static __global__ void ocr__k_lstm_bias_grad(const float *da, int64_t rows, int64_t cols, float *db_ih, float *db_hh) {
+    OCR__FOR_EACH(c, cols) {
+        double s = 0.0;
+        int64_t r;
+        for (r = 0; r < rows; r++) s += da[r * cols + c];
+        if (db_ih) db_ih[c] += (float)s;
+        if (db_hh) db_hh[c] += (float)s;
+    }
+}
+
+/* ---- CTC, ocr_loss.h's recursion and gradient operation for operation (in double) ---- */
+static __device__ double ocr__cu_ctc_lse(double a, double b) {
+    double m;
+    if (a == -HUGE_VAL) return b;
+    if (b == -HUGE_VAL) return a;
+    m = a > b ? a : b;
+    return m + log1p(exp(-fabs(a - b)));
+}
+static __device__ int ocr__cu_ctc_label(const int32_t *tgt, int64_t s, int blank) { return s & 1 ? tgt[s / 2] : blank; }
+
+/* A block per sample, its threads over the 2L+1 states; a barrier between frames. meta: each sample's first label in
+   targets [N], then its first double in ab [N]; lens: target lengths [N], then input lengths [N]. ab receives alpha
+   then beta ([Tn, 2L+1] each), nll the negative log-likelihood (HUGE_VAL when no alignment exists). */
+static __global__ void ocr__k_ctc_tables(const float *lp, const int32_t *targets, const int64_t *meta, const int32_t *lens, int64_t N,
+                                         int64_t C, int blank, double *ab, double *nll) {
+    for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+        const int32_t *tgt = targets + meta[n];
+        int64_t Tn = lens[N + n], L = lens[n], S = 2 * L + 1, need = L, t, s, i;
+        double *alpha = ab + meta[N + n], *beta = alpha + Tn * S;
+        for (i = 1; i < L; i++) need += tgt[i] == tgt[i - 1];
+        if (Tn == 0 || need > Tn) { /* the same for every thread of the block: no barrier is skipped by some only */
+            if (threadIdx.x == 0) nll[n] = Tn == 0 && L == 0 ? 0.0 : HUGE_VAL;
+            continue;
+        }
+#define OCR__CU_CTC_LP(t, c) ((double)lp[((t) * N + n) * C + (c)])
+        for (s = threadIdx.x; s < S; s += blockDim.x) alpha[s] = s < 2 ? OCR__CU_CTC_LP(0, ocr__cu_ctc_label(tgt, s, blank)) : -HUGE_VAL;
+        __syncthreads();
+        for (t = 1; t < Tn; t++) {
+            for (s = threadIdx.x; s < S; s += blockDim.x) {
+                int l = ocr__cu_ctc_label(tgt, s, blank);
+                const double *prev = alpha + (t - 1) * S;
+                double a = prev[s];
+                if (s >= 1) a = ocr__cu_ctc_lse(a, prev[s - 1]);
+                if (s >= 2 && l != blank && l != tgt[s / 2 - 1]) a = ocr__cu_ctc_lse(a, prev[s - 2]);
+                alpha[t * S + s] = a == -HUGE_VAL ? a : a + OCR__CU_CTC_LP(t, l);
+            }
+            __syncthreads();
+        }
+        for (s = threadIdx.x; s < S; s += blockDim.x) beta[(Tn - 1) * S + s] = s >= S - 2 ? 0.0 : -HUGE_VAL;
+        __syncthreads();
+        for (t = Tn - 2; t >= 0; t--) {
+            for (s = threadIdx.x; s < S; s += blockDim.x) {
+                int l = ocr__cu_ctc_label(tgt, s, blank), k;
+                double b = -HUGE_VAL;
+                for (k = 0; k < 3 && s + k < S; k++) {
+                    int lk = ocr__cu_ctc_label(tgt, s + k, blank);
+                    double nb = beta[(t + 1) * S + s + k];
+                    if (k == 2 && (lk == blank || lk == l)) continue;
+                    if (nb != -HUGE_VAL) b = ocr__cu_ctc_lse(b, nb + OCR__CU_CTC_LP(t + 1, lk));
+                }
+                beta[t * S + s] = b;
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+            double logz = alpha[(Tn - 1) * S + S - 1];
+            if (S >= 2) logz = ocr__cu_ctc_lse(logz, alpha[(Tn - 1) * S + S - 2]);
+            nll[n] = isfinite(logz) ? -logz : HUGE_VAL;
+        }
+    }
+#undef OCR__CU_CTC_LP
+}
+
+/* grad[t, n, c] += weight[n] * (exp(lp) - posterior(t, c)), a thread per element; the posterior sums the states
+   labelled c in state order, as the CPU's per-frame accumulation does */
+static __global__ void ocr__k_ctc_grad(const float *lp, const int32_t *targets, const int64_t *meta, const int32_t *lens, int64_t T,
+                                       int64_t N, int64_t C, int blank, const double *ab, const double *nll, const double *weight, float *grad) {
+    OCR__FOR_EACH(i, T * N * C) {
+        int64_t t = i / (N * C), n = (i / C) % N, c = i % C, Tn = lens[N + n], S = 2 * (int64_t)lens[n] + 1, s;
+        const int32_t *tgt = targets + meta[n];
+        const double *alpha = ab + meta[N + n], *beta = alpha + Tn * S;
+        double post = 0.0;
+        if (t >= Tn || weight[n] == 0.0) continue;
+        for (s = c == blank ? 0 : 1; s < S; s += 2) {
+            double v = alpha[t * S + s] + beta[t * S + s];
+            if ((c == blank || tgt[s / 2] == c) && v != -HUGE_VAL) post += exp(v + nll[n]);
+        }
+        grad[i] += (float)(weight[n] * (exp((double)lp[i]) - post));
+    }
+}
+
 static __global__ void ocr__k_upsample(const float *x, float *y, int64_t H, int64_t W, int f, int64_t n) {
     OCR__FOR_EACH(i, n) {
         int64_t OW = W * f, plane = i / (H * f * OW), h = (i / OW) % (H * f), w = i % OW;
@@ -1406,6 +1561,7 @@ OCRDEF int ocr_cuda_init(ocr_ctx *ctx, int device_index) {
     s = (ocr__cuda_state *)calloc(1, sizeof *s);
     if (!s) return ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn);
     s->device = device_index;
+    s->ctc_samples = -1;
     s->use_cudnn = !ocr__cu_env_flag("OCR_CUDA_NO_CUDNN");
     s->use_cublas = !ocr__cu_env_flag("OCR_CUDA_NO_CUBLAS");
     snprintf(s->op, sizeof s->op, "%s", fn);
@@ -2080,6 +2236,211 @@ OCRDEF int ocr_cuda_map_to_seq_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_te
 }
 OCRDEF int ocr_cuda_map_to_seq_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *dx) {
     return ocr__cu_map_to_seq(ctx, "ocr_nn_map_to_seq_backward (cuda)", dx, dy, 1);
+}
+
+/* ocr_cuda_gemm inside another op: a failure of the GEMM is named by the GEMM; the op's name is restored after it */
+static int ocr__op_gemm(ocr_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    ocr__cuda_state *s = ocr__st(ctx);
+    char op[sizeof s->op];
+    int rc;
+    memcpy(op, s->op, sizeof op);
+    if ((rc = ocr_cuda_gemm(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))) return rc;
+    memcpy(s->op, op, sizeof op);
+    return OCR_OK;
+}
+
+static int ocr__lstm_weights_on_dev(ocr_ctx *ctx, const char *fn, const ocr_lstm_weights *w) {
+    int d, rc;
+    for (d = 0; d < w->directions; d++)
+        if ((rc = ocr__on_dev(ctx, fn, w->w_ih[d])) || (rc = ocr__on_dev(ctx, fn, w->w_hh[d])) || (rc = ocr__on_dev(ctx, fn, w->b_ih[d])) ||
+            (rc = ocr__on_dev(ctx, fn, w->b_hh[d])))
+            return rc;
+    return OCR_OK;
+}
+
+/* ocr_nn.h's fast path on the device: every step's input projection in one GEMM, then per step the recurrent GEMM
+   (h_prev W_hh^T added to the step's gate rows) and the pointwise kernel. lengths stays on the host (ocr_nn.h
+   checked it there); a copy goes to the device. */
+OCRDEF int ocr_cuda_lstm_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, const ocr_tensor *lengths, ocr_tensor *y,
+                                 ocr_tensor *saved) {
+    const char *fn = "ocr_nn_lstm_forward (cuda)";
+    int64_t T = x->shape.dim[0], N = x->shape.dim[1], I = x->shape.dim[2], H = w->w_hh[0]->shape.dim[1], DH = w->directions * H, s;
+    int32_t *len = NULL;
+    float *gates = NULL, *Y = (float *)y->data;
+    size_t bytes;
+    int d, rc;
+    if ((rc = ocr__begin(ctx, fn, x, w->w_ih[0], y, saved)) || (rc = ocr__lstm_weights_on_dev(ctx, fn, w))) return rc;
+    if (lengths) {
+        if (!(len = (int32_t *)ocr__dscratch(ctx, OCR__DS_SEQ2, (size_t)N * sizeof(int32_t)))) return ctx->last_status;
+        if ((rc = ocr__dcopy(ctx, len, lengths->data, (size_t)N * sizeof(int32_t), OCR__H2D))) return rc;
+    }
+    if (!saved) {   /* inference: one direction's gates and cells at a time */
+        if (!ocr_size_mul((size_t)(T * N), (size_t)(5 * H) * sizeof(float), &bytes))
+            return ocr_error(ctx, OCR_EOVERFLOW, "%s: T*N*5H too large", fn);
+        if (!(gates = (float *)ocr__dscratch(ctx, OCR__DS_SEQ0, bytes))) return ctx->last_status;
+    }
+    for (d = 0; d < w->directions; d++) {
+        float *sv = saved ? (float *)saved->data + d * T * N * 5 * H : gates;
+        const float *w_hh = (const float *)w->w_hh[d]->data;
+        const float *b_ih = w->b_ih[d] ? (const float *)w->b_ih[d]->data : NULL, *b_hh = w->b_hh[d] ? (const float *)w->b_hh[d]->data : NULL;
+        if ((rc = ocr__op_gemm(ctx, 0, 1, T * N, 4 * H, I, 1.0f, (const float *)x->data, I, (const float *)w->w_ih[d]->data, I, 0.0f, sv,
+                               5 * H)))
+            return rc;
+        for (s = 0; s < T; s++) {
+            int64_t t = d ? T - 1 - s : s, tp = d ? t + 1 : t - 1;
+            if (s > 0 && (rc = ocr__op_gemm(ctx, 0, 1, N, 4 * H, H, 1.0f, Y + tp * N * DH + d * H, DH, w_hh, H, 1.0f, sv + t * N * 5 * H, 5 * H)))
+                return rc;
+            OCR__LAUNCH(ctx, ocr__k_lstm_step, (ocr__grid(N * H)), (OCR__BLOCK), sv + t * N * 5 * H,
+                        s > 0 ? (const float *)sv + tp * N * 5 * H : (const float *)NULL, b_ih, b_hh, Y + t * N * DH + d * H, DH,
+                        (const int32_t *)len, t, N, H);
+        }
+    }
+    return OCR_OK;
+}
+
+/* Backward through time as ocr_nn.h's fast path: per step (latest first) the pointwise kernel, then dh = da W_hh
+   for the step before; then dx, dW_ih and dW_hh as one GEMM each over all steps, and the bias sums. */
+OCRDEF int ocr_cuda_lstm_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, const ocr_tensor *y, const ocr_tensor *saved,
+                                  const ocr_tensor *dy, ocr_tensor *dx, const ocr_lstm_grads *g) {
+    const char *fn = "ocr_nn_lstm_backward (cuda)";
+    int64_t T = x->shape.dim[0], N = x->shape.dim[1], I = x->shape.dim[2], H = w->w_hh[0]->shape.dim[1], DH = w->directions * H, s;
+    const float *Y = (const float *)y->data, *DY = (const float *)dy->data;
+    float *da, *dh, *dc;
+    size_t da_bytes, dhc_bytes;
+    int d, i, rc;
+    if ((rc = ocr__begin(ctx, fn, x, y, saved, dy)) || (rc = ocr__on_dev(ctx, fn, dx)) || (rc = ocr__lstm_weights_on_dev(ctx, fn, w)))
+        return rc;
+    for (d = 0; d < w->directions; d++) {
+        ocr_tensor *gr[4];
+        gr[0] = g->w_ih[d]; gr[1] = g->w_hh[d]; gr[2] = g->b_ih[d]; gr[3] = g->b_hh[d];
+        for (i = 0; i < 4; i++) if ((rc = ocr__on_dev(ctx, fn, gr[i]))) return rc;
+    }
+    if (!ocr_size_mul((size_t)(T * N), (size_t)(4 * H) * sizeof(float), &da_bytes) || !ocr_size_mul((size_t)(N * H), 2 * sizeof(float), &dhc_bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "%s: T*N*4H too large", fn);
+    if (!(da = (float *)ocr__dscratch(ctx, OCR__DS_SEQ0, da_bytes)) || !(dh = (float *)ocr__dscratch(ctx, OCR__DS_SEQ1, dhc_bytes)))
+        return ctx->last_status;
+    dc = dh + N * H;
+    for (d = 0; d < w->directions; d++) {
+        const float *sv = (const float *)saved->data + d * T * N * 5 * H, *w_hh = (const float *)w->w_hh[d]->data;
+        float *dw_ih = g->w_ih[d] ? (float *)g->w_ih[d]->data : NULL, *dw_hh = g->w_hh[d] ? (float *)g->w_hh[d]->data : NULL;
+        float *db_ih = g->b_ih[d] ? (float *)g->b_ih[d]->data : NULL, *db_hh = g->b_hh[d] ? (float *)g->b_hh[d]->data : NULL;
+        if ((rc = ocr__dzero(ctx, dc, (size_t)(N * H) * sizeof(float)))) return rc;
+        for (s = T - 1; s >= 0; s--) {
+            int64_t t = d ? T - 1 - s : s, tp = d ? t + 1 : t - 1;
+            OCR__LAUNCH(ctx, ocr__k_lstm_step_bwd, (ocr__grid(N * H)), (OCR__BLOCK), sv + t * N * 5 * H,
+                        s > 0 ? sv + tp * N * 5 * H : (const float *)NULL, DY + t * N * DH + d * H, DH,
+                        s < T - 1 ? (const float *)dh : (const float *)NULL, dc, da + t * N * 4 * H, N, H);
+            if (s > 0 && (rc = ocr__op_gemm(ctx, 0, 0, N, H, 4 * H, 1.0f, da + t * N * 4 * H, 4 * H, w_hh, H, 0.0f, dh, H))) return rc;
+        }
+        if (dx && (rc = ocr__op_gemm(ctx, 0, 0, T * N, I, 4 * H, 1.0f, da, 4 * H, (const float *)w->w_ih[d]->data, I, 1.0f,
+                                     (float *)dx->data, I)))
+            return rc;
+        if (dw_ih && (rc = ocr__op_gemm(ctx, 1, 0, 4 * H, I, T * N, 1.0f, da, 4 * H, (const float *)x->data, I, 1.0f, dw_ih, I))) return rc;
+        /* h_prev of step t is y[t-1] (forward) or y[t+1] (reverse): the da rows of steps 1.. against y shifted by one step */
+        if (dw_hh && T > 1 &&
+            (rc = ocr__op_gemm(ctx, 1, 0, 4 * H, H, (T - 1) * N, 1.0f, d ? da : da + N * 4 * H, 4 * H, d ? Y + N * DH + d * H : Y + d * H,
+                               DH, 1.0f, dw_hh, H)))
+            return rc;
+        if (db_ih || db_hh) OCR__LAUNCH(ctx, ocr__k_lstm_bias_grad, (ocr__grid(4 * H)), (OCR__BLOCK), (const float *)da, T * N, 4 * H, db_ih, db_hh);
+    }
+    return OCR_OK;
+}
+
+OCRDEF int ocr_cuda_linear_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b, ocr_tensor *y) {
+    const char *fn = "ocr_nn_linear_forward (cuda)";
+    int64_t I = w->shape.dim[1], K = w->shape.dim[0], R = ocr_tensor_numel(y) / (K ? K : 1);
+    int rc;
+    if ((rc = ocr__begin(ctx, fn, x, w, b, y))) return rc;
+    if (R * K == 0) return OCR_OK;
+    OCR__LAUNCH(ctx, ocr__k_rows_from_bias, (ocr__grid(R * K)), (OCR__BLOCK), (float *)y->data, b ? (const float *)b->data : (const float *)NULL,
+                R, K);
+    return ocr__op_gemm(ctx, 0, 1, R, K, I, 1.0f, (const float *)x->data, I, (const float *)w->data, I, 1.0f, (float *)y->data, K);
+}
+
+OCRDEF int ocr_cuda_linear_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy, ocr_tensor *dx,
+                                    ocr_tensor *dw, ocr_tensor *db) {
+    const char *fn = "ocr_nn_linear_backward (cuda)";
+    int64_t I = w->shape.dim[1], K = w->shape.dim[0], R = ocr_tensor_numel(dy) / (K ? K : 1);
+    const float *g = (const float *)dy->data;
+    int rc;
+    if ((rc = ocr__begin(ctx, fn, x, w, dy, dx)) || (rc = ocr__on_dev(ctx, fn, dw)) || (rc = ocr__on_dev(ctx, fn, db))) return rc;
+    if (db && K) OCR__LAUNCH(ctx, ocr__k_column_sums, (ocr__grid(K)), (OCR__BLOCK), g, R, K, (float *)db->data);
+    if (dw && (rc = ocr__op_gemm(ctx, 1, 0, K, I, R, 1.0f, g, K, (const float *)x->data, I, 1.0f, (float *)dw->data, I))) return rc;
+    if (dx && (rc = ocr__op_gemm(ctx, 0, 0, R, I, K, 1.0f, g, K, (const float *)w->data, I, 1.0f, (float *)dx->data, I))) return rc;
+    return OCR_OK;
+}
+
+/* widths stays on the host (ocr_nn.h checked it there); a copy goes to the device */
+OCRDEF int ocr_cuda_mask_columns(ocr_ctx *ctx, ocr_tensor *x, const ocr_tensor *widths) {
+    const char *fn = "ocr_nn_mask_columns (cuda)";
+    int64_t N = x->shape.dim[0], n = ocr_tensor_numel(x);
+    int32_t *v;
+    int rc;
+    if ((rc = ocr__begin(ctx, fn, x, NULL, NULL, NULL))) return rc;
+    if (!n) return OCR_OK;
+    if (!(v = (int32_t *)ocr__dscratch(ctx, OCR__DS_SEQ2, (size_t)N * sizeof(int32_t)))) return ctx->last_status;
+    if ((rc = ocr__dcopy(ctx, v, widths->data, (size_t)N * sizeof(int32_t), OCR__H2D))) return rc;
+    OCR__LAUNCH(ctx, ocr__k_mask_columns, (ocr__grid(n)), (OCR__BLOCK), (float *)x->data, (const int32_t *)v, N,
+                x->shape.dim[1] * x->shape.dim[2], x->shape.dim[3]);
+    return OCR_OK;
+}
+
+/* CTC for ocr_loss_ctc, which checks everything and keeps the reduction (one place for both devices). The host
+   arrays: targets [n_targets], target and input lengths [N], offsets [2N] (each sample's first label, then its first
+   double of the tables); nll [N] receives each sample's negative log-likelihood (HUGE_VAL: no alignment). The tables
+   stay in device scratch for ocr_cuda_ctc_gradient, which follows with the same log_probs. */
+OCRDEF int ocr_cuda_ctc_tables(ocr_ctx *ctx, const ocr_tensor *log_probs, const int32_t *targets, int64_t n_targets,
+                               const int32_t *target_lengths, const int32_t *input_lengths, const int64_t *offsets, int64_t table_doubles,
+                               int blank, double *nll) {
+    const char *fn = "ocr_loss_ctc (cuda)";
+    int64_t N = log_probs->shape.dim[1], C = log_probs->shape.dim[2];
+    size_t meta_bytes = (size_t)(2 * N) * sizeof(int64_t) + (size_t)(2 * N + n_targets) * sizeof(int32_t), tab_bytes;
+    unsigned char *meta;
+    double *tables, *dnll;
+    int rc;
+    if ((rc = ocr__begin(ctx, fn, log_probs, NULL, NULL, NULL))) return rc;
+    if (!ocr_size_mul((size_t)table_doubles, sizeof(double), &tab_bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "%s: tables too large", fn);
+    if (!(meta = (unsigned char *)ocr__dscratch(ctx, OCR__DS_SEQ1, meta_bytes)) ||
+        !(tables = (double *)ocr__dscratch(ctx, OCR__DS_SEQ0, tab_bytes ? tab_bytes : sizeof(double))) ||
+        !(dnll = (double *)ocr__dscratch(ctx, OCR__DS_SEQ2, (size_t)(2 * N) * sizeof(double))))
+        return ctx->last_status;
+    /* meta: offsets [2N] int64, then lengths [2N] (target, input) and targets int32 */
+    if ((rc = ocr__dcopy(ctx, meta, offsets, (size_t)(2 * N) * sizeof(int64_t), OCR__H2D)) ||
+        (rc = ocr__dcopy(ctx, meta + 2 * N * sizeof(int64_t), target_lengths, (size_t)N * sizeof(int32_t), OCR__H2D)) ||
+        (rc = ocr__dcopy(ctx, meta + 2 * N * sizeof(int64_t) + N * sizeof(int32_t), input_lengths, (size_t)N * sizeof(int32_t), OCR__H2D)) ||
+        (rc = ocr__dcopy(ctx, meta + 2 * N * sizeof(int64_t) + 2 * N * sizeof(int32_t), targets, (size_t)n_targets * sizeof(int32_t), OCR__H2D)))
+        return rc;
+    OCR__LAUNCH(ctx, ocr__k_ctc_tables, ((unsigned)(N < OCR__MAX_GRID ? N : OCR__MAX_GRID)), (OCR__BLOCK), (const float *)log_probs->data,
+                (const int32_t *)(meta + 2 * N * sizeof(int64_t) + 2 * N * sizeof(int32_t)), (const int64_t *)meta,
+                (const int32_t *)(meta + 2 * N * sizeof(int64_t)), N, C, blank, tables, dnll);
+    ocr__st(ctx)->ctc_samples = N;
+    return ocr__dcopy(ctx, nll, dnll, (size_t)N * sizeof(double), OCR__D2H);
+}
+
+/* grad += weight[n] * (exp(log_probs) - posterior) on frames t < input_lengths[n], weight (host, [N]) being
+   grad_scale times the reduction's factor, 0 for a skipped sample */
+OCRDEF int ocr_cuda_ctc_gradient(ocr_ctx *ctx, const ocr_tensor *log_probs, int blank, const double *weight, ocr_tensor *d_log_probs) {
+    const char *fn = "ocr_loss_ctc (cuda, gradient)";
+    ocr__cuda_state *st;
+    int64_t T = log_probs->shape.dim[0], N = log_probs->shape.dim[1], C = log_probs->shape.dim[2];
+    unsigned char *meta;
+    double *dnll;
+    int rc;
+    if ((rc = ocr__begin(ctx, fn, log_probs, d_log_probs, NULL, NULL))) return rc;
+    st = ocr__st(ctx);
+    if (st->ctc_samples != N)
+        return ocr_error(ctx, OCR_ESTATE, "%s: the tables in scratch are for %lld samples, not %lld: call ocr_cuda_ctc_tables first", fn,
+                         (long long)st->ctc_samples, (long long)N);
+    meta = (unsigned char *)st->scratch[OCR__DS_SEQ1];
+    dnll = (double *)st->scratch[OCR__DS_SEQ2];
+    if ((rc = ocr__dcopy(ctx, dnll + N, weight, (size_t)N * sizeof(double), OCR__H2D))) return rc;
+    OCR__LAUNCH(ctx, ocr__k_ctc_grad, (ocr__grid(T * N * C)), (OCR__BLOCK), (const float *)log_probs->data,
+                (const int32_t *)(meta + 2 * N * sizeof(int64_t) + 2 * N * sizeof(int32_t)), (const int64_t *)meta,
+                (const int32_t *)(meta + 2 * N * sizeof(int64_t)), T, N, C, blank, (const double *)st->scratch[OCR__DS_SEQ0],
+                (const double *)dnll, (const double *)(dnll + N), (float *)d_log_probs->data);
+    st->ctc_samples = -1;
+    return OCR_OK;
 }
 
 OCRDEF int ocr_cuda_concat_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, int n, ocr_tensor *y) {

@@ -36,7 +36,8 @@
      any thread count.
 
    CTC (the section "CTC" below): ocr_loss_ctc on log-probabilities [T, N, C] with concatenated targets, in log space
-   with the impossible-target policy the caller chooses; ocr_ctc_greedy_decode and ocr_ctc_beam_decode. CPU only.
+   with the impossible-target policy the caller chooses (CPU or CUDA); ocr_ctc_greedy_decode and ocr_ctc_beam_decode
+   (on the host).
 
    Options: none. Dependencies: ocr_tensor.h, libm.
 */
@@ -151,7 +152,8 @@ OCRDEF int ocr_loss_db_step_backward(ocr_ctx *ctx, float k, const ocr_tensor *pr
    posterior[t, c] is the probability that frame t emits c given the target. It is the gradient w.r.t. the logits
    when log_probs = log_softmax(logits), and ocr_nn_log_softmax_backward maps it to itself (its rows sum to 0), so
    chaining that backward is right and optional; it is not the partial derivative w.r.t. log_probs as free
-   variables (that is -posterior). CPU only for now: a CUDA context gets OCR_EUNSUPPORTED. */
+   variables (that is -posterior). On a CUDA context log_probs, sample_loss and d_log_probs are device tensors (the
+   integer tensors stay on the host); the recursion runs there in double, the same operations in the same order. */
 typedef enum { OCR_CTC_MEAN = 0, OCR_CTC_SUM = 1 } ocr_ctc_reduction;
 typedef struct {
     int blank;            /* 0..C-1, default 0 */
@@ -192,6 +194,13 @@ OCRDEF int ocr_ctc_beam_decode(ocr_ctx *ctx, const ocr_tensor *log_probs, const 
 OCRDEF int ocr_cuda_loss_db(ocr_ctx *ctx, const ocr_db_loss_config *cfg, const ocr_tensor *prob_logits, const ocr_tensor *thresh,
                             const ocr_tensor *gt_shrink, const ocr_tensor *mask_shrink, const ocr_tensor *gt_thresh,
                             const ocr_tensor *mask_thresh, ocr_db_loss_terms *out, ocr_tensor *d_prob_logits, ocr_tensor *d_thresh);
+/* CTC on the device: ocr_loss_ctc checks the arguments and keeps the reduction; the integer arrays are its host
+   copies (targets, target and input lengths, each sample's first label and first table double), nll [N] on the host.
+   The tables stay in device scratch for ocr_cuda_ctc_gradient, which must follow with the same log_probs. */
+OCRDEF int ocr_cuda_ctc_tables(ocr_ctx *ctx, const ocr_tensor *log_probs, const int32_t *targets, int64_t n_targets,
+                               const int32_t *target_lengths, const int32_t *input_lengths, const int64_t *offsets, int64_t table_doubles,
+                               int blank, double *nll);
+OCRDEF int ocr_cuda_ctc_gradient(ocr_ctx *ctx, const ocr_tensor *log_probs, int blank, const double *weight, ocr_tensor *d_log_probs);
 OCRDEF int ocr_cuda_loss_bce(ocr_ctx *ctx, const ocr_loss_bce_config *cfg, const ocr_tensor *logits, const ocr_tensor *gt,
                              const ocr_tensor *mask, float grad_scale, double *loss, ocr_tensor *d_logits);
 OCRDEF int ocr_cuda_loss_dice(ocr_ctx *ctx, float eps, const ocr_tensor *pred, const ocr_tensor *gt, const ocr_tensor *mask,
@@ -1112,9 +1121,7 @@ static int ocr__ctc_check_log_probs(ocr_ctx *ctx, const char *fn, const ocr_tens
     if (lp->shape.ndim != 3 || lp->shape.dim[0] < 1 || lp->shape.dim[1] < 1 || lp->shape.dim[2] < 1)
         return ocr_error(ctx, OCR_ESHAPE, "%s: tensor %s must be [T, N, C] (frames, samples, classes), each >= 1", who,
                          ocr_tensor_describe(lp, d, sizeof d));
-    if (ctx->device != OCR_DEVICE_CPU)
-        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: CTC runs on the CPU only in this version (context device %s)", fn,
-                         ocr_device_name(ctx->device));
+    if ((rc = ocr__loss_cpu_only(ctx, fn))) return rc;
     return ocr_check_finite(ctx, who, lp);
 }
 
@@ -1144,7 +1151,8 @@ OCRDEF int ocr_loss_ctc(ocr_ctx *ctx, const ocr_ctc_config *cfg, const ocr_tenso
     int64_t T, N, C, n, total = 0, ab_total = 0, i;
     size_t bytes;
     double *nll, *weight, sum = 0.0;
-    int64_t *off;
+    float *losses;
+    int64_t *off, host_tables;
     int rc;
     if (!cfg) cfg = &defaults;
     if ((rc = ocr__ctc_check_log_probs(ctx, fn, log_probs))) return rc;
@@ -1198,16 +1206,19 @@ OCRDEF int ocr_loss_ctc(ocr_ctx *ctx, const ocr_ctc_config *cfg, const ocr_tenso
         if ((rc = ocr__loss_check_grad(ctx, fn, "d_log_probs", d_log_probs, log_probs, others, 2))) return rc;
     }
 
-    /* scratch, all reserved before anything is written: per-sample offsets, nll and weights, alpha/beta, posteriors */
+    /* host scratch, all reserved before anything is written: per-sample offsets, nll and weights (and the sample
+       losses as floats), on the CPU also alpha/beta and the posteriors (on CUDA those live on the device) */
     for (n = 0; n < N; n++) ab_total += 2 * (int64_t)il[n] * (2 * (int64_t)tl[n] + 1);
-    if (!ocr_size_mul((size_t)ab_total + (size_t)(N * 2) + (size_t)ctx->n_threads * (size_t)C, sizeof(double), &bytes))
+    host_tables = ctx->device == OCR_DEVICE_CPU ? ab_total + ctx->n_threads * C : 0;
+    if (!ocr_size_mul((size_t)host_tables + (size_t)(N * 3), sizeof(double), &bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "%s: the recursion's tables overflow the scratch size", fn);
-    if (!(j.ab = (double *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, bytes)) ||
+    if (!(nll = (double *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, bytes)) ||
         !(off = (int64_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP1, (size_t)(2 * N) * sizeof(int64_t))))
         return ctx->last_status;
-    nll = j.ab + ab_total;
     weight = nll + N;
-    j.post = weight + N;
+    losses = (float *)(weight + N);
+    j.ab = weight + 2 * N;
+    j.post = host_tables ? j.ab + ab_total : j.ab;
     for (n = 0, total = 0, ab_total = 0; n < N; n++) {
         off[n] = total; off[N + n] = ab_total;
         total += tl[n];
@@ -1216,7 +1227,12 @@ OCRDEF int ocr_loss_ctc(ocr_ctx *ctx, const ocr_ctc_config *cfg, const ocr_tenso
     j.lp = (const float *)log_probs->data; j.targets = tg; j.tlen = tl; j.ilen = il; j.tgt_off = off; j.ab_off = off + N;
     j.T = T; j.N = N; j.C = C; j.blank = cfg->blank; j.nll = nll; j.weight = weight;
     j.grad = d_log_probs ? (float *)d_log_probs->data : NULL;
-    ocr_parallel_for(ctx, N, 1, ocr__ctc_fwd_part, &j);
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) {
+        if ((rc = ocr_cuda_ctc_tables(ctx, log_probs, tg, total, tl, il, off, ab_total, cfg->blank, nll))) return rc;
+    } else
+#endif
+        ocr_parallel_for(ctx, N, 1, ocr__ctc_fwd_part, &j);
 
     r.skipped = 0; r.first_skipped = -1;
     for (n = 0; n < N; n++) {
@@ -1235,8 +1251,16 @@ OCRDEF int ocr_loss_ctc(ocr_ctx *ctx, const ocr_ctc_config *cfg, const ocr_tenso
         weight[n] = factor * cfg->grad_scale;
     }
     r.loss = sum;
-    if (sample_loss)
-        for (n = 0; n < N; n++) ((float *)sample_loss->data)[n] = (float)nll[n];
+    if (sample_loss) {
+        ocr_tensor host = ocr_tensor_view("sample_loss (host)", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(N), losses);
+        for (n = 0; n < N; n++) losses[n] = (float)nll[n];
+        if ((rc = ocr_tensor_copy(ctx, sample_loss, &host))) return rc;
+    }
+#ifdef OCR_CUDA
+    if (d_log_probs && ctx->device == OCR_DEVICE_CUDA) {
+        if ((rc = ocr_cuda_ctc_gradient(ctx, log_probs, cfg->blank, weight, d_log_probs))) return rc;
+    } else
+#endif
     if (d_log_probs) {
         memset(j.post, 0, (size_t)ctx->n_threads * (size_t)C * sizeof(double));
         ocr_parallel_for(ctx, N, 1, ocr__ctc_grad_part, &j);

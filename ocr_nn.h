@@ -8,7 +8,7 @@
    ocr__conv_forward and ocr__conv_run choose among them), the bf16 GEMM and convolutions on AMX-BF16 / AVX512_BF16
    (ocr__gemm_bf16, ocr__conv_bf16_run), the public convolutions (and their inference fusions), row helpers and batch
    normalisation, pointwise ops, pooling / upsampling / concat (and the fused upsample + add, upsamplings + concat), parameters, optimizers and their state files, loss scaling, and last the ops of a
-   recognizer (LSTM, CPU only for now; log_softmax, rectangular max pooling, map-to-sequence). Each public ocr_nn_*
+   recognizer (LSTM, log_softmax, rectangular max pooling, map-to-sequence). Each public ocr_nn_*
    function validates, then goes to CUDA (ctx->device), to its reference (OCR_DEBUG_REFERENCE) or to its fast path.
 
    Do this in exactly one C or C++ file:
@@ -338,8 +338,8 @@ OCRDEF int ocr_grad_scaler_from_meta(ocr_ctx *ctx, ocr_grad_scaler *sc, const oc
    saved [D, T, N, 5H] receives, per step, the activated gates i, f, g, o and the cell state c, which the backward
    needs with x and y; saved NULL (inference) uses scratch instead. Mixed precision: the GEMMs follow ocr_gemm's rule
    (half-type inputs, fp32 accumulation); the gates, the cell state and every gradient sum stay fp32.
-   Backward through time accumulates dx and every weight gradient given (NULL skips one). CPU only for now: on a
-   CUDA context these return OCR_EUNSUPPORTED. */
+   Backward through time accumulates dx and every weight gradient given (NULL skips one). On a CUDA context the
+   tensors are device memory except lengths, which stays on the host. */
 typedef struct {
     int directions;                        /* 1, or 2 for bidirectional */
     const ocr_tensor *w_ih[2], *w_hh[2];   /* per direction; [1] only with directions 2 */
@@ -378,6 +378,15 @@ OCRDEF int ocr_nn_maxpool2d_rect_forward(ocr_ctx *ctx, const ocr_tensor *x, int 
    x.squeeze(2).permute(2, 0, 1)). Backward: dx[n, c, h, w] += dy[w, n, c*H + h]. */
 OCRDEF int ocr_nn_map_to_seq_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
 OCRDEF int ocr_nn_map_to_seq_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *dx);
+/* torch.nn.Linear on the last axis: x [..., I] (rows R = its other axes), w [K, I], b [K] or NULL, y [..., K] (the
+   same leading axes): y = x w^T + b. Backward accumulates dx += dy w, dw += dy^T x and db += the column sums of dy
+   (each may be NULL; db in row order in fp32, the same on every device). The GEMMs follow ocr_gemm's rule. */
+OCRDEF int ocr_nn_linear_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b, ocr_tensor *y);
+OCRDEF int ocr_nn_linear_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy, ocr_tensor *dx,
+                                  ocr_tensor *dw, ocr_tensor *db);
+/* Zeroes the columns w >= widths[n] of sample n of x [N, C, H, W] (padding to the right of a narrower crop in a
+   batch); widths I32 [N] on the host, each >= 0 (at least W: nothing zeroed). */
+OCRDEF int ocr_nn_mask_columns(ocr_ctx *ctx, ocr_tensor *x, const ocr_tensor *widths);
 
 #ifdef OCR_CUDA
 /* ---- CUDA entry points (ocr_cuda.cu). The ocr_nn_* ops above validate their arguments and then call these when
@@ -416,6 +425,14 @@ OCRDEF int ocr_cuda_maxpool2d_rect_forward(ocr_ctx *ctx, const ocr_tensor *x, in
                                           ocr_tensor *y, ocr_tensor *argmax);
 OCRDEF int ocr_cuda_map_to_seq_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tensor *y);
 OCRDEF int ocr_cuda_map_to_seq_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *dx);
+OCRDEF int ocr_cuda_linear_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b, ocr_tensor *y);
+OCRDEF int ocr_cuda_linear_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy, ocr_tensor *dx,
+                                    ocr_tensor *dw, ocr_tensor *db);
+OCRDEF int ocr_cuda_mask_columns(ocr_ctx *ctx, ocr_tensor *x, const ocr_tensor *widths);
+OCRDEF int ocr_cuda_lstm_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, const ocr_tensor *lengths, ocr_tensor *y,
+                                 ocr_tensor *saved);
+OCRDEF int ocr_cuda_lstm_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, const ocr_tensor *y, const ocr_tensor *saved,
+                                  const ocr_tensor *dy, ocr_tensor *dx, const ocr_lstm_grads *g);
 /* Optimizer updates and reductions over raw device buffers of n floats, with ocr_optim_step's formulas.
    first_step: the SGD momentum buffer starts as the gradient; steps_done: AdamW updates made before this one. */
 OCRDEF int ocr_cuda_sgd_update(ocr_ctx *ctx, float *param, const float *grad, float *momentum_buf, int64_t n, float lr,
@@ -1017,6 +1034,38 @@ static void ocr__ref_map_to_seq_backward(const float *dy, float *dx, int64_t N, 
         for (c = 0; c < C; c++)
             for (h = 0; h < H; h++)
                 for (w = 0; w < W; w++) dx[((n * C + c) * H + h) * W + w] += dy[(w * N + n) * C * H + c * H + h];
+}
+
+/* torch.nn.Linear on R rows: y[r, k] = b[k] + sum_i x[r, i] w[k, i]; backward dx[r, i] += sum_k dy[r, k] w[k, i],
+   dw[k, i] += sum_r dy[r, k] x[r, i], db[k] += sum_r dy[r, k] */
+static void ocr__ref_linear_forward(const float *x, const float *w, const float *b, float *y, int64_t R, int64_t I, int64_t K) {
+    int64_t r, k, i;
+    for (r = 0; r < R; r++)
+        for (k = 0; k < K; k++) {
+            double acc = b ? b[k] : 0.0;
+            for (i = 0; i < I; i++) acc += (double)x[r * I + i] * w[k * I + i];
+            y[r * K + k] = (float)acc;
+        }
+}
+static void ocr__ref_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, int64_t R,
+                                     int64_t I, int64_t K) {
+    int64_t r, k, i;
+    for (r = 0; dx && r < R; r++)
+        for (i = 0; i < I; i++) {
+            double acc = 0.0;
+            for (k = 0; k < K; k++) acc += (double)dy[r * K + k] * w[k * I + i];
+            dx[r * I + i] += (float)acc;
+        }
+    for (k = 0; k < K; k++) {
+        double bs = 0.0;
+        for (r = 0; r < R; r++) bs += dy[r * K + k];
+        if (db) db[k] += (float)bs;
+        for (i = 0; dw && i < I; i++) {
+            double acc = 0.0;
+            for (r = 0; r < R; r++) acc += (double)dy[r * K + k] * x[r * I + i];
+            dw[k * I + i] += (float)acc;
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- mixed precision: inputs rounded at the op */
@@ -7363,6 +7412,10 @@ OCRDEF int ocr_nn_lstm_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm
     if ((rc = ocr__seq_refuse_overlap(ctx, fn, y, x)) || (rc = ocr__seq_refuse_overlap(ctx, fn, saved, x)) ||
         (rc = ocr__seq_refuse_overlap(ctx, fn, saved, y)))
         return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA)
+        return ocr__cuda_done(ctx, ocr_cuda_lstm_forward(ctx, x, w, lengths, y, saved), fn, "forward", y, saved, NULL);
+#endif
     if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
     if (!saved) {   /* inference: one direction's gates and cells at a time */
         size_t bytes;
@@ -7455,13 +7508,41 @@ static int ocr__lstm_backward_dir(ocr_ctx *ctx, const ocr__lstm_dims *dm, int d,
     return OCR_OK;
 }
 
+/* The CPU's backward through time (reference or fast path); scratch da [T, N, 4H], dh and dc [N, H] */
+static int ocr__lstm_backward_cpu(ocr_ctx *ctx, const ocr__lstm_dims *dims, const ocr_tensor *x, const ocr_lstm_weights *w, const ocr_tensor *y,
+                                  const ocr_tensor *saved, const ocr_tensor *dy, ocr_tensor *dx, const ocr_lstm_grads *g) {
+    const char *fn = "ocr_nn_lstm_backward";
+    ocr__lstm_dims dm = *dims;
+    float *da, *dh, *dc;
+    size_t da_bytes, dhc_bytes;
+    int rc, d;
+    if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
+    if (!ocr_size_mul((size_t)(dm.T * dm.N), (size_t)(4 * dm.H) * sizeof(float), &da_bytes) ||
+        !ocr_size_mul((size_t)(dm.N * dm.H), 2 * sizeof(float), &dhc_bytes))
+        return ocr_error(ctx, OCR_EOVERFLOW, "%s: T*N*4H too large", fn);
+    if (!(da = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, da_bytes)) || !(dh = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP1, dhc_bytes)))
+        return ctx->last_status;
+    dc = dh + dm.N * dm.H;
+    for (d = 0; d < dm.D; d++) {
+        const float *sv = (const float *)saved->data + (int64_t)d * dm.T * dm.N * 5 * dm.H;
+        const float *w_ih = (const float *)w->w_ih[d]->data, *w_hh = (const float *)w->w_hh[d]->data;
+        float *dw_ih = ocr__f32_mut_or_null(g->w_ih[d]), *dw_hh = ocr__f32_mut_or_null(g->w_hh[d]);
+        float *db_ih = ocr__f32_mut_or_null(g->b_ih[d]), *db_hh = ocr__f32_mut_or_null(g->b_hh[d]);
+        if (ocr__use_ref(ctx))
+            ocr__ref_lstm_backward((const float *)x->data, dm.T, dm.N, dm.I, dm.H, dm.D, d, w_ih, w_hh, (const float *)y->data, sv,
+                                   (const float *)dy->data, ocr__f32_mut_or_null(dx), dw_ih, dw_hh, db_ih, db_hh, da, dh, dc);
+        else if ((rc = ocr__lstm_backward_dir(ctx, &dm, d, (const float *)x->data, w_ih, w_hh, (const float *)y->data, sv,
+                                              (const float *)dy->data, ocr__f32_mut_or_null(dx), dw_ih, dw_hh, db_ih, db_hh, da, dh, dc)))
+            return rc;
+    }
+    return OCR_OK;
+}
+
 OCRDEF int ocr_nn_lstm_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lstm_weights *w, const ocr_tensor *y,
                                 const ocr_tensor *saved, const ocr_tensor *dy, ocr_tensor *dx, const ocr_lstm_grads *g) {
     const char *fn = "ocr_nn_lstm_backward";
     static const ocr_lstm_grads none = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
     ocr__lstm_dims dm;
-    float *da, *dh, *dc;
-    size_t da_bytes, dhc_bytes;
     int rc, d, i;
     if (!g) g = &none;
     if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr__lstm_check_shapes(ctx, fn, x->shape, w, &dm))) return rc;
@@ -7491,25 +7572,12 @@ OCRDEF int ocr_nn_lstm_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_lst
                 return rc;
         }
     }
-    if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
-    if (!ocr_size_mul((size_t)(dm.T * dm.N), (size_t)(4 * dm.H) * sizeof(float), &da_bytes) ||
-        !ocr_size_mul((size_t)(dm.N * dm.H), 2 * sizeof(float), &dhc_bytes))
-        return ocr_error(ctx, OCR_EOVERFLOW, "%s: T*N*4H too large", fn);
-    if (!(da = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP0, da_bytes)) || !(dh = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_OP1, dhc_bytes)))
-        return ctx->last_status;
-    dc = dh + dm.N * dm.H;
-    for (d = 0; d < dm.D; d++) {
-        const float *sv = (const float *)saved->data + (int64_t)d * dm.T * dm.N * 5 * dm.H;
-        const float *w_ih = (const float *)w->w_ih[d]->data, *w_hh = (const float *)w->w_hh[d]->data;
-        float *dw_ih = ocr__f32_mut_or_null(g->w_ih[d]), *dw_hh = ocr__f32_mut_or_null(g->w_hh[d]);
-        float *db_ih = ocr__f32_mut_or_null(g->b_ih[d]), *db_hh = ocr__f32_mut_or_null(g->b_hh[d]);
-        if (ocr__use_ref(ctx))
-            ocr__ref_lstm_backward((const float *)x->data, dm.T, dm.N, dm.I, dm.H, dm.D, d, w_ih, w_hh, (const float *)y->data, sv,
-                                   (const float *)dy->data, ocr__f32_mut_or_null(dx), dw_ih, dw_hh, db_ih, db_hh, da, dh, dc);
-        else if ((rc = ocr__lstm_backward_dir(ctx, &dm, d, (const float *)x->data, w_ih, w_hh, (const float *)y->data, sv,
-                                              (const float *)dy->data, ocr__f32_mut_or_null(dx), dw_ih, dw_hh, db_ih, db_hh, da, dh, dc)))
-            return rc;
-    }
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) rc = ocr_cuda_lstm_backward(ctx, x, w, y, saved, dy, dx, g);
+    else
+#endif
+        rc = ocr__lstm_backward_cpu(ctx, &dm, x, w, y, saved, dy, dx, g);
+    if (rc) return rc;
     if ((rc = ocr__watch(ctx, fn, "backward", dx))) return rc;
     for (d = 0; d < dm.D; d++)
         if ((rc = ocr__watch(ctx, fn, "backward", g->w_ih[d])) || (rc = ocr__watch(ctx, fn, "backward", g->w_hh[d])) ||
@@ -7709,6 +7777,108 @@ OCRDEF int ocr_nn_map_to_seq_forward(ocr_ctx *ctx, const ocr_tensor *x, ocr_tens
 }
 OCRDEF int ocr_nn_map_to_seq_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *dx) {
     return ocr__m2s(ctx, "ocr_nn_map_to_seq_backward", dx, dy, 1);
+}
+
+/* x [..., I] against w [K, I], b [K] and y [..., K]: the rows R and the sizes, each tensor named when it does not fit */
+static int ocr__linear_check(ocr_ctx *ctx, const char *fn, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
+                             const ocr_tensor *y, int64_t *R, int64_t *I, int64_t *K) {
+    char d[200], e[200];
+    ocr_shape ys;
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr_check_f32(ctx, fn, w)) || (rc = ocr_check_f32(ctx, fn, y))) return rc;
+    if (w->shape.ndim != 2 || x->shape.ndim < 1 || x->shape.dim[x->shape.ndim - 1] != w->shape.dim[1])
+        return ocr_error(ctx, OCR_ESHAPE, "%s: input %s and weight %s: expected x [..., I] and w [K, I]", fn, ocr_tensor_describe(x, d, sizeof d),
+                         ocr_tensor_describe(w, e, sizeof e));
+    *I = w->shape.dim[1]; *K = w->shape.dim[0];
+    *R = *I ? ocr_tensor_numel(x) / *I : 0;
+    ys = x->shape;
+    ys.dim[ys.ndim - 1] = *K;
+    if ((rc = ocr_check_shape(ctx, fn, y, ys))) return rc;
+    if (b && ((rc = ocr_check_f32(ctx, fn, b)) || (rc = ocr_check_shape(ctx, fn, b, ocr_shape1(*K))))) return rc;
+    return OCR_OK;
+}
+
+OCRDEF int ocr_nn_linear_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b, ocr_tensor *y) {
+    const char *fn = "ocr_nn_linear_forward";
+    int64_t R, I, K, r;
+    int rc;
+    if ((rc = ocr__linear_check(ctx, fn, x, w, b, y, &R, &I, &K)) || (rc = ocr__seq_refuse_overlap(ctx, fn, y, x)) ||
+        (rc = ocr__seq_refuse_overlap(ctx, fn, y, w)) || (rc = ocr__seq_refuse_overlap(ctx, fn, y, b)))
+        return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr__cuda_done(ctx, ocr_cuda_linear_forward(ctx, x, w, b, y), fn, "forward", y, NULL, NULL);
+#endif
+    if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
+    if (ocr__use_ref(ctx)) ocr__ref_linear_forward((const float *)x->data, (const float *)w->data, ocr__f32_or_null(b), (float *)y->data, R, I, K);
+    else {
+        float *yp = (float *)y->data;
+        for (r = 0; r < R; r++) {   /* the bias first, the product added onto it */
+            if (b) memcpy(yp + r * K, b->data, (size_t)K * sizeof(float));
+            else memset(yp + r * K, 0, (size_t)K * sizeof(float));
+        }
+        if ((rc = ocr_gemm(ctx, 0, 1, R, K, I, 1.0f, (const float *)x->data, I, (const float *)w->data, I, 1.0f, yp, K))) return rc;
+    }
+    return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_linear_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy, ocr_tensor *dx,
+                                  ocr_tensor *dw, ocr_tensor *db) {
+    const char *fn = "ocr_nn_linear_backward";
+    int64_t R, I, K, r, k;
+    int rc;
+    if ((rc = ocr__linear_check(ctx, fn, x, w, db, dy, &R, &I, &K))) return rc;
+    if (dx && ((rc = ocr_check_f32(ctx, fn, dx)) || (rc = ocr_check_shape(ctx, fn, dx, x->shape)) || (rc = ocr__seq_refuse_overlap(ctx, fn, dx, x)) ||
+               (rc = ocr__seq_refuse_overlap(ctx, fn, dx, dy)) || (rc = ocr__seq_refuse_overlap(ctx, fn, dx, w))))
+        return rc;
+    if (dw && ((rc = ocr_check_f32(ctx, fn, dw)) || (rc = ocr_check_shape(ctx, fn, dw, w->shape)) || (rc = ocr__seq_refuse_overlap(ctx, fn, dw, w)) ||
+               (rc = ocr__seq_refuse_overlap(ctx, fn, dw, dy))))
+        return rc;
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA)
+        return ocr__cuda_done(ctx, ocr_cuda_linear_backward(ctx, x, w, dy, dx, dw, db), fn, "backward", dx, dw, db);
+#endif
+    if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
+    if (ocr__use_ref(ctx)) {
+        ocr__ref_linear_backward((const float *)x->data, (const float *)w->data, (const float *)dy->data, ocr__f32_mut_or_null(dx),
+                                 ocr__f32_mut_or_null(dw), ocr__f32_mut_or_null(db), R, I, K);
+    } else {
+        const float *g = (const float *)dy->data;
+        if (db)
+            for (r = 0; r < R; r++)
+                for (k = 0; k < K; k++) ((float *)db->data)[k] += g[r * K + k];
+        if ((dw && (rc = ocr_gemm(ctx, 1, 0, K, I, R, 1.0f, g, K, (const float *)x->data, I, 1.0f, (float *)dw->data, I))) ||
+            (dx && (rc = ocr_gemm(ctx, 0, 0, R, I, K, 1.0f, g, K, (const float *)w->data, I, 1.0f, (float *)dx->data, I))))
+            return rc;
+    }
+    if ((rc = ocr__watch(ctx, fn, "backward", dx)) || (rc = ocr__watch(ctx, fn, "backward", dw))) return rc;
+    return ocr__watch(ctx, fn, "backward", db);
+}
+
+OCRDEF int ocr_nn_mask_columns(ocr_ctx *ctx, ocr_tensor *x, const ocr_tensor *widths) {
+    const char *fn = "ocr_nn_mask_columns";
+    int64_t N, rows, W, n, r;
+    const int32_t *v;
+    char d[200];
+    int rc;
+    if ((rc = ocr_check_f32(ctx, fn, x))) return rc;
+    if (x->shape.ndim != 4) return ocr_error(ctx, OCR_ESHAPE, "%s: tensor %s must be [N, C, H, W]", fn, ocr_tensor_describe(x, d, sizeof d));
+    N = x->shape.dim[0]; rows = x->shape.dim[1] * x->shape.dim[2]; W = x->shape.dim[3];
+    if (!widths) return ocr_error(ctx, OCR_EINVAL, "%s: widths is NULL", fn);
+    if ((rc = ocr_check_dtype(ctx, fn, widths, OCR_I32)) || (rc = ocr_check_device(ctx, fn, widths, OCR_DEVICE_CPU)) ||
+        (rc = ocr_check_shape(ctx, fn, widths, ocr_shape1(N))))
+        return rc;
+    v = (const int32_t *)widths->data;
+    for (n = 0; n < N; n++)
+        if (v[n] < 0) return ocr_error(ctx, OCR_ERANGE, "%s: tensor '%s': widths[%lld] = %d is negative", fn, widths->name, (long long)n, (int)v[n]);
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) return ocr_cuda_mask_columns(ctx, x, widths);
+#endif
+    if ((rc = ocr__seq_cpu_only(ctx, fn))) return rc;
+    for (n = 0; n < N; n++) {
+        if (v[n] >= W) continue;
+        for (r = 0; r < rows; r++) memset((float *)x->data + (n * rows + r) * W + v[n], 0, (size_t)(W - v[n]) * sizeof(float));
+    }
+    return OCR_OK;
 }
 
 #ifdef __cplusplus

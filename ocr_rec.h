@@ -25,7 +25,8 @@
      map-to-sequence [W/4, N, C] -> a stack of bidirectional LSTMs -> a linear classifier -> log_softmax. Parameters
      under the names of tools/crnn_ref.py's PyTorch module (cnn.conv0.weight, cnn.bn0.running_mean, rnn.weight_ih_l0,
      fc.bias, ...): checkpoints are safetensors PyTorch loads with strict=True, the config and the charset in the
-     metadata. CPU only (the LSTM and CTC have no CUDA kernels yet).
+     metadata. On the CPU or, with the CUDA backend, on the device (every op has its kernel; decoding reads a host
+     copy of the log-probabilities).
    - crops: a text quad rectified (ocr_perspective_transform) to height 32 with its aspect kept, its width a multiple
      of 4 and capped, with light augmentation; the care words of any ocr_sample (synthetic scenes, ICDAR folders,
      LMDB detection or recognition sets) become training crops through the loader transform ocr_rec_words_transform.
@@ -115,16 +116,18 @@ typedef struct {
 } ocr_rec_model;
 
 OCRDEF ocr_rec_config ocr_rec_config_default(void);
-/* Builds the model for cfg with cs's classes (copied into m->charset) on the CPU, initialised from ctx->rng: convs
+/* Builds the model for cfg with cs's classes (copied into m->charset) on ctx->device, initialised from ctx->rng: convs
    kaiming normal (fan_out, ReLU), BN weight 1 and bias 0, running mean 0 and variance 1, LSTM and classifier as
-   PyTorch's defaults (uniform within 1/sqrt(hidden) and 1/sqrt(fan_in)). A CUDA context gets OCR_EUNSUPPORTED. */
+   PyTorch's defaults (uniform within 1/sqrt(hidden) and 1/sqrt(fan_in)); drawn on the host, so the same values on
+   every device. Its activations and gradients live on that device; it runs on contexts of that device only. */
 OCRDEF int ocr_rec_init(ocr_ctx *ctx, ocr_rec_model *m, const ocr_rec_config *cfg, const ocr_charset *cs);
 OCRDEF void ocr_rec_free(ocr_rec_model *m);
-/* x F32 [N, 3, height, W] on the CPU, W a positive multiple of 4 (copied: the caller may reuse it). *log_probs gets a
-   view [W/4, N, n_classes] into the model, valid until the next forward: log-probabilities per frame, sequence
+/* x F32 [N, 3, height, W] on the CPU or the model's device, W a positive multiple of 4 (copied, i.e. uploaded for a
+   device model: the caller may reuse it). *log_probs gets a view [W/4, N, n_classes] on the model's device, valid
+   until the next forward: log-probabilities per frame, sequence
    first as ocr_loss_ctc takes them. training: BN on batch statistics (updating the running ones) and the
    activations kept for ocr_rec_backward; else BN on the running statistics. Buffers grow with the largest input.
-   input_lengths (I32 [N], each 1..W/4; NULL: every crop W wide) gives each crop's frames, its width / 4: the columns
+   input_lengths (I32 [N] on the host, each 1..W/4; NULL: every crop W wide) gives each crop's frames, its width / 4: the columns
    beyond it are padding, zeroed after every block and skipped by the LSTMs (packed sequences), so that in eval mode
    a crop's log-probabilities do not depend on the other crops of its batch (in training BN's batch statistics still
    see the padding). */
@@ -169,8 +172,8 @@ OCRDEF int ocr_rec_crop(ocr_ctx *ctx, const ocr_image *img, const ocr_point quad
 OCRDEF int ocr_rec_polygon_quad(ocr_ctx *ctx, const ocr_polygon *p, ocr_point quad[4]);
 /* Frames a label of n classes needs: n plus one blank between each pair of equal neighbours (CTC). */
 OCRDEF int ocr_rec_frames_needed(const int32_t *labels, int n);
-/* Writes crop (height rows, width <= W) normalised (OCR_NORM_DBNET) into dst, an F32 [3, height, W] row of a batch,
-   at the left, and zeroes the rest (zero is the mean colour after normalisation). */
+/* Writes crop (height rows, width <= W) normalised (OCR_NORM_DBNET) into dst, an F32 [3, height, W] row of a batch
+   on the host, at the left, and zeroes the rest (zero is the mean colour after normalisation). */
 OCRDEF int ocr_rec_crop_to_input(ocr_ctx *ctx, const ocr_image *crop, ocr_tensor *dst);
 
 /* ---- the loader transform: every care word of a sample (synthetic scene, ICDAR image, LMDB sample) as a crop ----
@@ -227,7 +230,8 @@ OCRDEF int ocr_rec_dataset_open_folder(ocr_ctx *ctx, ocr_dataset *ds, const char
 
 /* Best path (beam_width <= 1) or prefix beam search: texts[n] gets sample n's text (OCR_MALLOC'd UTF-8), scores[n]
    (may be NULL) its log-probability (the path's, or the labelling's for the beam). log_probs [T, N, classes] as
-   ocr_rec_forward gives, input_lengths I32 [N] or NULL (every frame). */
+   ocr_rec_forward gives (on the host or the device: a device tensor is downloaded first), input_lengths I32 [N] on
+   the host or NULL (every frame). */
 OCRDEF int ocr_rec_decode(ocr_ctx *ctx, const ocr_rec_model *m, const ocr_tensor *log_probs, const ocr_tensor *input_lengths,
                           int beam_width, char **texts, float *scores);
 /* Reads n crops of any size (each rectified to the model's height, aspect kept, as ocr_rec_crop with the whole image
@@ -624,9 +628,11 @@ struct ocr__rec_state {
     ocr_tensor x, conv[OCR_REC_BLOCKS], act[OCR_REC_BLOCKS], pool[OCR_REC_BLOCKS], argmax[OCR_REC_BLOCKS];
     ocr_tensor mean[OCR_REC_BLOCKS], invstd[OCR_REC_BLOCKS], seq, y[OCR_REC_MAX_LAYERS], saved[OCR_REC_MAX_LAYERS], logp;
     ocr_tensor g_out[OCR_REC_BLOCKS], g_act[OCR_REC_BLOCKS], g_conv[OCR_REC_BLOCKS], g_seq, g_y[OCR_REC_MAX_LAYERS], g_logits;
-    /* the memory behind each of the views above, grown as needed */
-    ocr__rec_buf bufs[80];
+    /* the memory behind each of the views above, grown as needed, on the model's device */
+    ocr__rec_buf bufs[96];   /* forward 0..47, backward 48..89, the device's unfused BN-ReLU gradients 90..95 */
     int n_bufs;
+    int32_t *widths;                             /* host [N]: valid columns per sample at the current block */
+    int64_t widths_cap;
 };
 
 OCRDEF ocr_rec_config ocr_rec_config_default(void) {
@@ -663,10 +669,10 @@ static int ocr__rec_view(ocr_ctx *ctx, struct ocr__rec_state *S, int slot, const
     if (slot >= S->n_bufs) S->n_bufs = slot + 1;
     if (!b->t.data || b->cap < need || b->t.dtype != dt) {
         ocr_tensor_free(&b->t);
-        if ((rc = ocr_tensor_alloc(ctx, &b->t, name, dt, OCR_DEVICE_CPU, ocr_shape1(need)))) { b->cap = 0; return rc; }
+        if ((rc = ocr_tensor_alloc(ctx, &b->t, name, dt, ctx->device, ocr_shape1(need)))) { b->cap = 0; return rc; }
         b->cap = need;
     }
-    *out = ocr_tensor_view(name, dt, OCR_DEVICE_CPU, s, b->t.data);
+    *out = ocr_tensor_view(name, dt, b->t.device, s, b->t.data);
     return OCR_OK;
 }
 
@@ -675,6 +681,7 @@ OCRDEF void ocr_rec_free(ocr_rec_model *m) {
     if (!m) return;
     if (m->state_) {
         for (i = 0; i < m->state_->n_bufs; i++) ocr_tensor_free(&m->state_->bufs[i].t);
+        OCR_FREE(m->state_->widths);
         OCR_FREE(m->state_);
     }
     ocr_params_free(&m->params);
@@ -689,9 +696,6 @@ OCRDEF int ocr_rec_init(ocr_ctx *ctx, ocr_rec_model *m, const ocr_rec_config *cf
     int b, l, rc, cin = 3;
     if (!m || !cfg || !cs || !cs->chars) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model, a config and a charset", fn);
     memset(m, 0, sizeof *m);
-    if (ctx->device != OCR_DEVICE_CPU)
-        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: the recognizer runs on the CPU only in this version (context device %s)", fn,
-                         ocr_device_name(ctx->device));
     if ((rc = ocr__rec_check_config(ctx, fn, cfg))) return rc;
     if (cs->n_classes < 2) return ocr_error(ctx, OCR_EINVAL, "%s: charset '%s' has no characters", fn, cs->name);
     m->cfg = *cfg;
@@ -742,6 +746,8 @@ OCRDEF int ocr_rec_init(ocr_ctx *ctx, ocr_rec_model *m, const ocr_rec_config *cf
         if ((rc = ocr_tensor_fill_uniform(ctx, &w, -k, k)) || (rc = ocr_tensor_fill_uniform(ctx, &bias, -k, k))) goto fail;
         m->params.info[S->ifc_b].decay = 0;
     }
+    /* drawn on the host (the same values on every device), then moved to the context's device */
+    if ((rc = ocr_params_to_device(ctx, &m->params, ctx->device))) goto fail;
     return OCR_OK;
 fail:
     ocr_rec_free(m);
@@ -761,14 +767,18 @@ static ocr_lstm_weights ocr__rec_lstm_weights(const ocr_rec_model *m, int l, ocr
 
 /* Zeroes the columns of x [N, C, H, W] from each sample's valid width on: frames[n] * 4 / shrink (the width divided
    by the pooling so far). */
-static void ocr__rec_mask_columns(ocr_tensor *x, const int32_t *frames, int64_t shrink) {
-    int64_t N = x->shape.dim[0], rows = x->shape.dim[1] * x->shape.dim[2], W = x->shape.dim[3], n, r;
-    float *p = (float *)x->data;
-    for (n = 0; n < N; n++) {
-        int64_t valid = (int64_t)frames[n] * 4 / shrink;
-        if (valid >= W) continue;
-        for (r = 0; r < rows; r++) memset(p + (n * rows + r) * W + valid, 0, (size_t)(W - valid) * sizeof(float));
+static int ocr__rec_mask_columns(ocr_ctx *ctx, struct ocr__rec_state *S, ocr_tensor *x, const int32_t *frames, int64_t shrink) {
+    int64_t N = x->shape.dim[0], n;
+    ocr_tensor widths;
+    if (S->widths_cap < N) {
+        int32_t *p = (int32_t *)OCR_REALLOC(S->widths, (size_t)N * sizeof(int32_t));
+        if (!p) return ocr_error(ctx, OCR_ENOMEM, "ocr_rec_forward: out of memory");
+        S->widths = p;
+        S->widths_cap = N;
     }
+    for (n = 0; n < N; n++) S->widths[n] = (int32_t)((int64_t)frames[n] * 4 / shrink);
+    widths = ocr_tensor_view("rec.valid_widths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(N), S->widths);
+    return ocr_nn_mask_columns(ctx, x, &widths);
 }
 
 OCRDEF int ocr_rec_forward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *x, const ocr_tensor *input_lengths, int training,
@@ -778,18 +788,21 @@ OCRDEF int ocr_rec_forward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *x, 
     ocr_conv_params cp = ocr_conv_params_make(1, 1, 1, 1);
     const ocr_tensor *h;
     const int32_t *frames = NULL;
-    int64_t N, H, W, T, K, C2, shrink = 1;
+    int64_t N, H, W, T, K, shrink = 1;
     int b, l, rc, slot = 0;
     char d[200];
     if (!m || !m->state_ || !log_probs) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_rec_init and log_probs", fn);
     S = m->state_;
     S->phase = 0;
-    if ((rc = ocr_check_f32(ctx, fn, x)) || (rc = ocr_check_device(ctx, fn, x, OCR_DEVICE_CPU))) return rc;
-    if (ctx->device != OCR_DEVICE_CPU) return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: the recognizer runs on the CPU only", fn);
+    if ((rc = ocr_check_dtype(ctx, fn, x, OCR_F32))) return rc;
+    if (x->device != OCR_DEVICE_CPU && (rc = ocr_check_device(ctx, fn, x, m->params.device))) return rc;
+    if (m->params.device != ctx->device)
+        return ocr_error(ctx, OCR_EDEVICE, "%s: the model lives on %s, the context runs on %s", fn, ocr_device_name(m->params.device),
+                         ocr_device_name(ctx->device));
     if (x->shape.ndim != 4 || x->shape.dim[1] != 3 || x->shape.dim[2] != m->cfg.height || x->shape.dim[3] < 4 || x->shape.dim[3] % 4)
         return ocr_error(ctx, OCR_ESHAPE, "%s: input %s must be [N, 3, %d, W] with W a positive multiple of 4", fn,
                          ocr_tensor_describe(x, d, sizeof d), m->cfg.height);
-    N = x->shape.dim[0]; H = x->shape.dim[2]; W = x->shape.dim[3]; T = W / 4; K = m->cfg.n_classes; C2 = 2 * m->cfg.hidden;
+    N = x->shape.dim[0]; H = x->shape.dim[2]; W = x->shape.dim[3]; T = W / 4; K = m->cfg.n_classes;
     if (input_lengths) {
         int64_t n;
         if ((rc = ocr_check_dtype(ctx, fn, input_lengths, OCR_I32)) || (rc = ocr_check_device(ctx, fn, input_lengths, OCR_DEVICE_CPU)) ||
@@ -814,12 +827,18 @@ OCRDEF int ocr_rec_forward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *x, 
             (rc = ocr__rec_view(ctx, S, slot++, "rec.act", OCR_F32, s, &S->act[b])) ||
             (rc = ocr__rec_view(ctx, S, slot++, "rec.bn_mean", OCR_F32, ocr_shape1(c), &S->mean[b])) ||
             (rc = ocr__rec_view(ctx, S, slot++, "rec.bn_invstd", OCR_F32, ocr_shape1(c), &S->invstd[b])) ||
-            (rc = ocr_nn_conv2d_forward(ctx, h, &w, NULL, cp, &S->conv[b])) ||
-            (rc = ocr_nn_batchnorm2d_relu_forward(ctx, &S->conv[b], &g, &be, &rm, &rv, training, m->cfg.bn_momentum, m->cfg.bn_eps,
-                                                  &S->mean[b], &S->invstd[b], &S->act[b])))
+            (rc = ocr_nn_conv2d_forward(ctx, h, &w, NULL, cp, &S->conv[b])))
             return rc;
+        /* BN and ReLU fused on the CPU, the pair elsewhere (the same values) */
+        if (ctx->device == OCR_DEVICE_CPU)
+            rc = ocr_nn_batchnorm2d_relu_forward(ctx, &S->conv[b], &g, &be, &rm, &rv, training, m->cfg.bn_momentum, m->cfg.bn_eps,
+                                                 &S->mean[b], &S->invstd[b], &S->act[b]);
+        else if (!(rc = ocr_nn_batchnorm2d_forward(ctx, &S->conv[b], &g, &be, &rm, &rv, training, m->cfg.bn_momentum, m->cfg.bn_eps,
+                                                   &S->mean[b], &S->invstd[b], &S->act[b])))
+            rc = ocr_nn_relu_forward(ctx, &S->act[b], &S->act[b]);
+        if (rc) return rc;
         /* zeroed activations also stop the gradient: the BN-ReLU backward passes it only where the output is > 0 */
-        if (frames) ocr__rec_mask_columns(&S->act[b], frames, shrink);
+        if (frames && (rc = ocr__rec_mask_columns(ctx, S, &S->act[b], frames, shrink))) return rc;
         h = &S->act[b];
         if (ocr__rec_pool_h[b]) {
             ocr_shape ps = ocr_shape4(N, c, H / 2, W / ocr__rec_pool_w[b]);
@@ -855,15 +874,8 @@ OCRDEF int ocr_rec_forward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *x, 
     }
     {
         ocr_tensor fw = ocr_params_value(&m->params, S->ifc_w), fb = ocr_params_value(&m->params, S->ifc_b);
-        float *lp;
-        const float *bias = (const float *)fb.data;
-        int64_t r, c;
-        if ((rc = ocr__rec_view(ctx, S, slot++, "rec.log_probs", OCR_F32, ocr_shape3(T, N, K), &S->logp))) return rc;
-        lp = (float *)S->logp.data;
-        for (r = 0; r < T * N; r++)
-            for (c = 0; c < K; c++) lp[r * K + c] = bias[c];
-        if ((rc = ocr_gemm(ctx, 0, 1, T * N, K, C2, 1.0f, (const float *)h->data, C2, (const float *)fw.data, C2, 1.0f, lp, K)) ||
-            (rc = ocr_nn_log_softmax_forward(ctx, &S->logp, &S->logp)))
+        if ((rc = ocr__rec_view(ctx, S, slot++, "rec.log_probs", OCR_F32, ocr_shape3(T, N, K), &S->logp)) ||
+            (rc = ocr_nn_linear_forward(ctx, h, &fw, &fb, &S->logp)) || (rc = ocr_nn_log_softmax_forward(ctx, &S->logp, &S->logp)))
             return rc;
     }
     if (training) { m->num_batches_tracked++; S->phase = 1; }
@@ -875,7 +887,6 @@ OCRDEF int ocr_rec_backward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *d_
     const char *fn = "ocr_rec_backward";
     struct ocr__rec_state *S;
     ocr_conv_params cp = ocr_conv_params_make(1, 1, 1, 1);
-    int64_t K, C2, TN, r, c;
     int b, l, rc, slot = 48; /* after the forward's slots (47 with 4 layers) */
     ocr_tensor *gh;
     if (!m || !m->state_) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_rec_init", fn);
@@ -883,23 +894,16 @@ OCRDEF int ocr_rec_backward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *d_
     if (S->phase != 1) return ocr_error(ctx, OCR_ESTATE, "%s: needs a training forward first (once per forward)", fn);
     if ((rc = ocr_check_f32(ctx, fn, d_log_probs)) || (rc = ocr_check_shape(ctx, fn, d_log_probs, S->logp.shape))) return rc;
     S->phase = 0;
-    K = m->cfg.n_classes; C2 = 2 * m->cfg.hidden; TN = S->T * S->N;
     /* classifier */
     {
         ocr_tensor fw = ocr_params_value(&m->params, S->ifc_w), dfw = ocr_params_grad(&m->params, S->ifc_w);
         ocr_tensor dfb = ocr_params_grad(&m->params, S->ifc_b);
         const ocr_tensor *y = &S->y[m->cfg.layers - 1];
-        const float *g;
-        float *db = (float *)dfb.data;
+        ocr_tensor *gy = &S->g_y[m->cfg.layers - 1];
         if ((rc = ocr__rec_view(ctx, S, slot++, "rec.d_logits", OCR_F32, S->logp.shape, &S->g_logits)) || (rc = ocr_tensor_zero(ctx, &S->g_logits)) ||
-            (rc = ocr_nn_log_softmax_backward(ctx, &S->logp, d_log_probs, &S->g_logits)))
-            return rc;
-        g = (const float *)S->g_logits.data;
-        for (r = 0; r < TN; r++)
-            for (c = 0; c < K; c++) db[c] += g[r * K + c];
-        if ((rc = ocr_gemm(ctx, 1, 0, K, C2, TN, 1.0f, g, K, (const float *)y->data, C2, 1.0f, (float *)dfw.data, C2)) ||
-            (rc = ocr__rec_view(ctx, S, slot++, "rec.d_lstm_y", OCR_F32, y->shape, &S->g_y[m->cfg.layers - 1])) ||
-            (rc = ocr_gemm(ctx, 0, 0, TN, C2, K, 1.0f, g, K, (const float *)fw.data, C2, 0.0f, (float *)S->g_y[m->cfg.layers - 1].data, C2)))
+            (rc = ocr_nn_log_softmax_backward(ctx, &S->logp, d_log_probs, &S->g_logits)) ||
+            (rc = ocr__rec_view(ctx, S, slot++, "rec.d_lstm_y", OCR_F32, y->shape, gy)) || (rc = ocr_tensor_zero(ctx, gy)) ||
+            (rc = ocr_nn_linear_backward(ctx, y, &fw, &S->g_logits, gy, &dfw, &dfb)))
             return rc;
     }
     for (l = m->cfg.layers - 1; l >= 0; l--) {
@@ -933,9 +937,17 @@ OCRDEF int ocr_rec_backward(ocr_ctx *ctx, ocr_rec_model *m, const ocr_tensor *d_
                 return rc;
         } else slot++;
         if ((rc = ocr__rec_view(ctx, S, slot++, "rec.d_conv", OCR_F32, S->conv[b].shape, &S->g_conv[b])) ||
-            (rc = ocr_tensor_zero(ctx, &S->g_conv[b])) ||
-            (rc = ocr_nn_batchnorm2d_relu_backward(ctx, &S->conv[b], &S->act[b], &g, &S->mean[b], &S->invstd[b], gact, 1, &S->g_conv[b], &dg, &dbe)))
+            (rc = ocr_tensor_zero(ctx, &S->g_conv[b])))
             return rc;
+        if (ctx->device == OCR_DEVICE_CPU) {
+            rc = ocr_nn_batchnorm2d_relu_backward(ctx, &S->conv[b], &S->act[b], &g, &S->mean[b], &S->invstd[b], gact, 1, &S->g_conv[b], &dg, &dbe);
+        } else {   /* the unfused pair: relu_backward into a zeroed buffer, then the BN backward from it */
+            ocr_tensor masked;
+            if (!(rc = ocr__rec_view(ctx, S, 90 + b, "rec.d_bn", OCR_F32, S->act[b].shape, &masked)) && !(rc = ocr_tensor_zero(ctx, &masked)) &&
+                !(rc = ocr_nn_relu_backward(ctx, &S->act[b], gact, &masked)))
+                rc = ocr_nn_batchnorm2d_backward(ctx, &S->conv[b], &g, &S->mean[b], &S->invstd[b], &masked, 1, &S->g_conv[b], &dg, &dbe);
+        }
+        if (rc) return rc;
         if (b > 0) {
             if ((rc = ocr__rec_view(ctx, S, slot++, "rec.d_out", OCR_F32, in->shape, &S->g_out[b - 1])) || (rc = ocr_tensor_zero(ctx, &S->g_out[b - 1])))
                 return rc;
@@ -972,8 +984,11 @@ OCRDEF int ocr_rec_save(ocr_ctx *ctx, const ocr_rec_model *m, const char *path, 
     const char *keys[MAX_META], *vals[MAX_META];
     ocr_tensor *views = NULL;
     const ocr_tensor **ptrs = NULL;
+    const ocr_params *P;
+    ocr_params host;
     int64_t nbt[OCR_REC_BLOCKS];
     int n = 0, i, j, rc;
+    ocr_params_init(&host);
     if (!m || !m->params.allocated) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model from ocr_rec_init", fn);
     if (n_meta < 0 || n_meta > MAX_META - FIXED || (n_meta && (!meta_keys || !meta_values)))
         return ocr_error(ctx, OCR_EINVAL, "%s: %d metadata pairs (at most %d, keys and values non-NULL)", fn, n_meta, MAX_META - FIXED);
@@ -996,8 +1011,13 @@ OCRDEF int ocr_rec_save(ocr_ctx *ctx, const ocr_rec_model *m, const char *path, 
     views = (ocr_tensor *)OCR_MALLOC((size_t)(m->params.count + OCR_REC_BLOCKS) * sizeof *views);
     ptrs = (const ocr_tensor **)OCR_MALLOC((size_t)(m->params.count + OCR_REC_BLOCKS) * sizeof *ptrs);
     if (!views || !ptrs) { rc = ocr_error(ctx, OCR_ENOMEM, "%s: out of memory", fn); goto done; }
-    for (i = 0; i < m->params.count; i++) {
-        views[n] = ocr_params_value(&m->params, i);
+    P = &m->params;
+    if (P->device != OCR_DEVICE_CPU) {   /* a device model is written from a host copy */
+        if ((rc = ocr_params_host_copy(ctx, P, &host))) goto done;
+        P = &host;
+    }
+    for (i = 0; i < P->count; i++) {
+        views[n] = ocr_params_value(P, i);
         ptrs[n] = &views[n];
         if ((rc = ocr_check_range(ctx, fn, &views[n], -OCR_LOAD_MAX_ABS, OCR_LOAD_MAX_ABS))) goto done; /* never write what load refuses */
         n++;
@@ -1014,6 +1034,7 @@ OCRDEF int ocr_rec_save(ocr_ctx *ctx, const ocr_rec_model *m, const char *path, 
     }
     rc = ocr_safetensors_save(ctx, path, ptrs, n, keys, vals, FIXED + n_meta);
 done:
+    ocr_params_free(&host);
     OCR_FREE(views);
     OCR_FREE((void *)ptrs);
     OCR_FREE(charset);
@@ -1300,7 +1321,8 @@ OCRDEF int ocr_rec_crop_to_input(ocr_ctx *ctx, const ocr_image *crop, ocr_tensor
     ocr_tensor tmp;
     int64_t H, W, c, y;
     int rc;
-    if ((rc = ocr_check_f32(ctx, fn, dst))) return rc;
+    /* a batch is assembled on the host whatever the context's device (the forward uploads it) */
+    if ((rc = ocr_check_dtype(ctx, fn, dst, OCR_F32)) || (rc = ocr_check_device(ctx, fn, dst, OCR_DEVICE_CPU))) return rc;
     if (dst->shape.ndim != 3 || dst->shape.dim[0] != 3 || !crop || crop->height != dst->shape.dim[1] || crop->width > dst->shape.dim[2]) {
         char d[200];
         return ocr_error(ctx, OCR_ESHAPE, "%s: a %dx%d crop does not fit the [3, H, W] row %s", fn, crop ? crop->width : 0,
@@ -1636,10 +1658,21 @@ fail:
 
 /* ---------------------------------------------------------------- decoding and recognition */
 
+/* log_probs where the host can read them: itself, or a download into *tmp (which the caller frees) */
+static int ocr__rec_on_host(ocr_ctx *ctx, const ocr_tensor *lp, ocr_tensor *tmp, const ocr_tensor **out) {
+    int rc;
+    *out = lp;
+    if (lp->device == OCR_DEVICE_CPU) return OCR_OK;
+    if ((rc = ocr_tensor_alloc(ctx, tmp, "log_probs (host)", lp->dtype, OCR_DEVICE_CPU, lp->shape)) || (rc = ocr_tensor_copy(ctx, tmp, lp)))
+        return rc;
+    *out = tmp;
+    return OCR_OK;
+}
+
 OCRDEF int ocr_rec_decode(ocr_ctx *ctx, const ocr_rec_model *m, const ocr_tensor *log_probs, const ocr_tensor *input_lengths,
                           int beam_width, char **texts, float *scores) {
     const char *fn = "ocr_rec_decode";
-    ocr_tensor labels, lengths, sc;
+    ocr_tensor labels, lengths, sc, host;
     int64_t T, N, n;
     int rc, k = 0;
     size_t cap;
@@ -1647,7 +1680,8 @@ OCRDEF int ocr_rec_decode(ocr_ctx *ctx, const ocr_rec_model *m, const ocr_tensor
     if (!m || !log_probs || !texts || log_probs->shape.ndim != 3) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model, log_probs [T,N,C] and texts", fn);
     T = log_probs->shape.dim[0]; N = log_probs->shape.dim[1];
     for (n = 0; n < N; n++) texts[n] = NULL;
-    memset(&labels, 0, sizeof labels); memset(&lengths, 0, sizeof lengths); memset(&sc, 0, sizeof sc);
+    memset(&labels, 0, sizeof labels); memset(&lengths, 0, sizeof lengths); memset(&sc, 0, sizeof sc); memset(&host, 0, sizeof host);
+    if ((rc = ocr__rec_on_host(ctx, log_probs, &host, &log_probs))) goto done;
     if (beam_width <= 1) {
         if ((rc = ocr_tensor_alloc(ctx, &labels, "labels", OCR_I32, OCR_DEVICE_CPU, ocr_shape2(N, T))) ||
             (rc = ocr_tensor_alloc(ctx, &lengths, "lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(N))) ||
@@ -1673,7 +1707,7 @@ OCRDEF int ocr_rec_decode(ocr_ctx *ctx, const ocr_rec_model *m, const ocr_tensor
 done:
     if (rc) for (n = 0; n < N; n++) { OCR_FREE(texts[n]); texts[n] = NULL; }
     (void)k;
-    ocr_tensor_free(&labels); ocr_tensor_free(&lengths); ocr_tensor_free(&sc);
+    ocr_tensor_free(&labels); ocr_tensor_free(&lengths); ocr_tensor_free(&sc); ocr_tensor_free(&host);
     return rc;
 }
 
@@ -1718,7 +1752,8 @@ static int ocr__rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *c
     ocr_rec_crop_config cc = ocr_rec_crop_defaults();
     ocr__rec_order *order = NULL;
     ocr_image *rect = NULL;
-    ocr_tensor x, il, lp;
+    ocr_tensor x, il, lp, lp_host;
+    const ocr_tensor *lph;
     char **bt = NULL;
     float *bs = NULL;
     int i, j, rc = OCR_OK;
@@ -1726,7 +1761,7 @@ static int ocr__rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *c
         return ocr_error(ctx, OCR_EINVAL, "%s: needs a model, crops, texts and batch_size >= 1", fn);
     for (i = 0; i < n; i++) texts[i] = NULL;
     if (!n) return OCR_OK;
-    memset(&x, 0, sizeof x); memset(&il, 0, sizeof il);
+    memset(&x, 0, sizeof x); memset(&il, 0, sizeof il); memset(&lp_host, 0, sizeof lp_host);
     cc.height = m->cfg.height;
     cc.max_width = 4096; /* a whole line stays readable: no squeezing at inference */
     order = (ocr__rec_order *)OCR_MALLOC((size_t)n * sizeof *order);
@@ -1752,7 +1787,7 @@ static int ocr__rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *c
     for (i = 0; i < n && !rc; i += batch_size) {
         int nb = n - i < batch_size ? n - i : batch_size, W = order[i + nb - 1].width;
         ocr_tensor row;
-        ocr_tensor_free(&x); ocr_tensor_free(&il);
+        ocr_tensor_free(&x); ocr_tensor_free(&il); ocr_tensor_free(&lp_host);
         if ((rc = ocr_tensor_alloc(ctx, &x, "rec_input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(nb, 3, m->cfg.height, W))) ||
             (rc = ocr_tensor_alloc(ctx, &il, "input_lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(nb))))
             break;
@@ -1762,18 +1797,20 @@ static int ocr__rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *c
             rc = ocr_rec_crop_to_input(ctx, c, &row);
             ((int32_t *)il.data)[j] = c->width / 4;
         }
-        if (rc || (rc = ocr_rec_forward(ctx, m, &x, &il, 0, &lp)) || (rc = ocr_rec_decode(ctx, m, &lp, &il, beam_width, bt, bs))) break;
+        if (rc || (rc = ocr_rec_forward(ctx, m, &x, &il, 0, &lp)) || (rc = ocr__rec_on_host(ctx, &lp, &lp_host, &lph)) ||
+            (rc = ocr_rec_decode(ctx, m, lph, &il, beam_width, bt, bs)))
+            break;
         for (j = 0; j < nb; j++) {
             texts[order[i + j].index] = bt[j];
             if (scores) scores[order[i + j].index] = bs[j];
-            if (confidences) confidences[order[i + j].index] = ocr__rec_path_confidence(&lp, j, ((const int32_t *)il.data)[j]);
+            if (confidences) confidences[order[i + j].index] = ocr__rec_path_confidence(lph, j, ((const int32_t *)il.data)[j]);
         }
     }
 done:
     if (rc) for (i = 0; i < n; i++) { OCR_FREE(texts[i]); texts[i] = NULL; }
     if (rect) for (i = 0; i < n; i++) ocr_image_free(&rect[i]);
     OCR_FREE(rect); OCR_FREE(order); OCR_FREE(bt); OCR_FREE(bs);
-    ocr_tensor_free(&x); ocr_tensor_free(&il);
+    ocr_tensor_free(&x); ocr_tensor_free(&il); ocr_tensor_free(&lp_host);
     return rc;
 }
 
@@ -1933,7 +1970,7 @@ OCRDEF int ocr_pipeline_open(ocr_ctx *ctx, ocr_pipeline *p, const char *det_path
     if (!p || !det_path || !rec_path || !cfg) return ocr_error(ctx, OCR_EINVAL, "%s: needs a pipeline, both model paths and a config", fn);
     memset(p, 0, sizeof *p);
     if (ctx->device != OCR_DEVICE_CPU)
-        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: the recognizer runs on the CPU only; open the pipeline with a CPU context", fn);
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: the pipeline runs on the CPU only in this version; open it with a CPU context", fn);
     if (!(cfg->det_scale > 0 && cfg->det_scale <= 8) || cfg->det_short_side < 0 || cfg->det_long_side < 0 ||
         cfg->det_max_side < 32 || cfg->det_max_side > OCR_IMAGE_MAX_SIDE || cfg->rec_batch < 1 || cfg->beam_width < 0 ||
         !(cfg->vertical_ratio >= 1) || !(cfg->rotate_below >= 0 && cfg->rotate_below <= 1) ||

@@ -33,7 +33,7 @@ static int train_setting(const ocr_safetensors *st, const char *key, int def) {
 }
 
 int main(int argc, char **argv) {
-    const char *model_path = NULL, *data = "synth:heldout";
+    const char *model_path = NULL, *data = "synth:heldout", *device = "cpu";
     int count = 0, batch = 64, beam = 0, threads = 0, skip_unknown = 0, errors = 0, json_only = 0, i, rc;
     ocr_ex_flag flags[] = {
         {"--model", OCR_EX_STRING, &model_path, "the recognizer checkpoint (train_rec's best.safetensors or last.safetensors)"},
@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
         {"--errors", OCR_EX_INT, &errors, "print the first N misread words (id, label, prediction)"},
         {"--json", OCR_EX_BOOL, &json_only, "print only the JSON line"},
         {"--threads", OCR_EX_INT, &threads, "compute threads (0: all cores)"},
+        {"--device", OCR_EX_STRING, &device, "cpu or cuda (the CUDA build, build/cuda/eval_rec)"},
     };
     ocr_ctx ctx;
     ocr_rec_model m;
@@ -73,6 +74,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (ocr_ctx_init(&ctx, threads, 1) != OCR_OK) die(&ctx, "starting");
+    if ((i = ocr_ex_set_device(&ctx, "eval_rec", device)) != 0) return i;
     if (ocr_rec_init_from_file(&ctx, &m, model_path)) die(&ctx, "--model");
     if (ocr_safetensors_open(&ctx, &st, model_path)) die(&ctx, "--model");
     memset(&set, 0, sizeof set);

@@ -22,7 +22,7 @@ static void die(ocr_ctx *ctx, const char *what) {
 }
 
 int main(int argc, char **argv) {
-    const char *model_path = NULL, *list = NULL;
+    const char *model_path = NULL, *list = NULL, *device = "cpu";
     int batch = 32, beam = 0, threads = 0, scores_flag = 0, npos, n = 0, cap = 0, i;
     ocr_ex_flag flags[] = {
         {"--model", OCR_EX_STRING, &model_path, "the recognizer checkpoint (train_rec's best.safetensors)"},
@@ -31,6 +31,7 @@ int main(int argc, char **argv) {
         {"--beam", OCR_EX_INT, &beam, "CTC prefix beam width (0 or 1: best path)"},
         {"--scores", OCR_EX_BOOL, &scores_flag, "print each text's log-probability as a third column"},
         {"--threads", OCR_EX_INT, &threads, "compute threads (0: all cores)"},
+        {"--device", OCR_EX_STRING, &device, "cpu or cuda (the CUDA build, build/cuda/recognize)"},
     };
     ocr_ctx ctx;
     ocr_rec_model m;
@@ -45,6 +46,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (ocr_ctx_init(&ctx, threads, 1) != OCR_OK) die(&ctx, "starting");
+    if ((i = ocr_ex_set_device(&ctx, "recognize", device)) != 0) return i;
     if (ocr_rec_init_from_file(&ctx, &m, model_path)) die(&ctx, "--model");
     /* the paths: the arguments, then the list's lines */
     {

@@ -1,4 +1,6 @@
-/* train_rec - trains a CRNN text recognizer (ocr_rec.h) on the CPU.
+/* train_rec - trains a CRNN text recognizer (ocr_rec.h) on the CPU, or on a GPU with --device cuda in the CUDA build
+   (build/cuda/train_rec): model, CTC loss and optimizer then run on the device; crops are uploaded, readings decoded
+   on the host.
 
    With no arguments it trains on word crops cut from synthetic scenes rendered on the fly (ocr_synth.h's declared
    training fonts and photographs; each word's quad rectified to height 32) and validates on words of other scenes
@@ -42,7 +44,7 @@
 #include <fcntl.h>
 
 typedef struct {
-    const char *data, *val, *charset, *channels, *resume, *out, *fonts, *photos, *words;
+    const char *data, *val, *charset, *channels, *resume, *out, *fonts, *photos, *words, *device;
     int steps, batch, words_per_scene, scene_size, max_width, min_text_px, max_text_px, hidden, layers, threads, workers, seed;
     int eval_every, log_every, save_every, val_count, heldout_count, warmup, stop_at, skip_unknown, check_numerics, overwrite;
     float lr, weight_decay, clip, synth_lines, words_prob;
@@ -86,6 +88,7 @@ static const ocr_ex_setting kSettings[] = {
     {"--warmup", INT(warmup), "100", STORED, "warm-up steps"},
     {"--weight-decay", FLOAT(weight_decay), "1e-4", STORED, "weight decay (not on BN parameters and biases)"},
     {"--clip", FLOAT(clip), "5", STORED, "global gradient-norm clip (0: none)"},
+    {"--device", STRING(device), "cpu", RUNTIME, "cpu or cuda (the CUDA build, build/cuda/train_rec)"},
     {"--threads", INT(threads), "0", RUNTIME, "compute threads (0: all cores)"},
     {"--workers", INT(workers), "1", RUNTIME, "data loader threads"},
     {"--seed", INT(seed), "1", STORED, "seed of initialisation, data order and augmentation"},
@@ -475,6 +478,11 @@ int main(int argc, char **argv) {
     ctx.log_fn = ocr_log_stderr;
     ctx.log_user = &log_level;
     if (a.check_numerics) ctx.debug_flags |= OCR_DEBUG_CHECK_NUMERICS;
+    if (g_dist.world > 1 && strcmp(a.device, "cpu") != 0) {
+        if (is_root) fprintf(stderr, "train_rec: --device %s under MPI: data parallelism runs on the CPU only for the recognizer\n", a.device);
+        return 2;
+    }
+    if ((i = ocr_ex_set_device(&ctx, "train_rec", a.device)) != 0) return i;
 
     /* a resumed run takes its settings from its checkpoint; only threads, workers and logging may change */
     if (a.resume) {
@@ -754,7 +762,7 @@ int main(int argc, char **argv) {
                         ocr_tensor_alloc(&ctx, &targets, "targets", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(total)) ||
                         ocr_tensor_alloc(&ctx, &target_lengths, "target_lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(gn)) ||
                         ocr_tensor_alloc(&ctx, &input_lengths, "input_lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(gn)) ||
-                        ocr_tensor_alloc(&ctx, &d_lp, "d_log_probs", OCR_F32, OCR_DEVICE_CPU, ocr_shape3(W / 4, gn, cs.n_classes)))
+                        ocr_tensor_alloc(&ctx, &d_lp, "d_log_probs", OCR_F32, ctx.device, ocr_shape3(W / 4, gn, cs.n_classes)))
                         die(&ctx, "batch");
                     for (j = 0, total = 0; j < gn; j++) {
                         const crop_ref *r = &refs[cuts[g] + j];

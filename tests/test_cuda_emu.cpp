@@ -17,6 +17,7 @@
 #include "ocr_nn.h"
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
+#include "ocr_rec.h"
 #include "ocr_test.h"
 
 #if defined(__SANITIZE_THREAD__)
@@ -918,23 +919,115 @@ static void test_rec_ops(void) {
         OCR_CHECK_OK(&cpu, ocr_nn_map_to_seq_backward(&cpu, &dy, &dx));
         OCR_CHECK_OK(&gpu, ocr_nn_map_to_seq_backward(&gpu, &gdy.t, &gdx.t));
         expect_same("map_to_seq backward", &gdx, &dx, 0.0);
-        /* the LSTM has no kernel yet: refused by name, not run on device pointers */
-        {
-            ocr_tensor wih = host_rand("rnn.weight_ih_l0", ocr_shape2(16, 8), -1, 1), whh = host_rand("rnn.weight_hh_l0", ocr_shape2(16, 4), -1, 1);
-            ocr_tensor out;
-            ocr_lstm_weights w;
-            dbuf gw, gh, go;
-            OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &out, "lstm_y", OCR_F32, OCR_DEVICE_CPU, ocr_shape3(5, 3, 4)));
-            dev_from(&gw, &wih); dev_from(&gh, &whh); dev_from(&go, &out);
-            memset(&w, 0, sizeof w);
-            w.w_ih[0] = &gw.t; w.w_hh[0] = &gh.t; w.directions = 1;
-            OCR_CHECK_ERR(&gpu, ocr_nn_lstm_forward(&gpu, &gy.t, &w, NULL, &go.t, NULL), OCR_EUNSUPPORTED, "runs on the CPU only");
-            dev_free(&gw); dev_free(&gh); dev_free(&go);
-            ocr_tensor_free(&wih); ocr_tensor_free(&whh); ocr_tensor_free(&out);
-        }
         dev_free(&gx); dev_free(&gy); dev_free(&gdy); dev_free(&gdx);
         ocr_tensor_free(&x); ocr_tensor_free(&y); ocr_tensor_free(&dy); ocr_tensor_free(&dx);
     }
+}
+
+/* The LSTM on the device against the CPU's: a bidirectional layer with biases and per-sample lengths (a padded
+   sample, a one-step sample), then one direction without biases or lengths; forward with and without saved, and
+   the backward's dx and every weight gradient accumulated onto nonzero values. */
+static void test_lstm(void) {
+    static const int cases[][4] = {{2, 1, 1, 5}, {1, 0, 0, 6}}; /* directions, biases, lengths, I */
+    int c;
+    for (c = 0; c < 2; c++) {
+        const int D = cases[c][0], bias = cases[c][1], use_len = cases[c][2];
+        const int64_t T = 5, N = 3, I = cases[c][3], H = 4;
+        ocr_tensor x = host_rand("x", ocr_shape3(T, N, I), -1, 1), y = host_rand("y", ocr_shape3(T, N, D * H), 0, 1);
+        ocr_tensor sv = host_rand("saved", ocr_shape4(D, T, N, 5 * H), 0, 1), dy = host_rand("dy", ocr_shape3(T, N, D * H), -1, 1);
+        ocr_tensor dx = host_rand("dx", ocr_shape3(T, N, I), -1, 1), y2 = host_rand("y_inference", ocr_shape3(T, N, D * H), 0, 1), len;
+        ocr_tensor wt[2][4], gr[2][4];
+        dbuf gx, gyb, gsv, gdy, gdx, gy2, gw[2][4], gg[2][4];
+        ocr_lstm_weights w, dw;
+        ocr_lstm_grads g, dg;
+        int d, k;
+        memset(&w, 0, sizeof w); memset(&dw, 0, sizeof dw); memset(&g, 0, sizeof g); memset(&dg, 0, sizeof dg);
+        w.directions = dw.directions = D;
+        OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &len, "lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(N)));
+        ((int32_t *)len.data)[0] = 5; ((int32_t *)len.data)[1] = 3; ((int32_t *)len.data)[2] = 1;
+        for (d = 0; d < D; d++)
+            for (k = 0; k < (bias ? 4 : 2); k++) {
+                ocr_shape ws = k == 0 ? ocr_shape2(4 * H, I) : k == 1 ? ocr_shape2(4 * H, H) : ocr_shape1(4 * H);
+                wt[d][k] = host_rand("w", ws, -0.6f, 0.6f);
+                gr[d][k] = host_rand("grad", ws, -0.1f, 0.1f);
+                dev_from(&gw[d][k], &wt[d][k]); dev_from(&gg[d][k], &gr[d][k]);
+            }
+        for (d = 0; d < D; d++) {
+            w.w_ih[d] = &wt[d][0]; w.w_hh[d] = &wt[d][1]; dw.w_ih[d] = &gw[d][0].t; dw.w_hh[d] = &gw[d][1].t;
+            g.w_ih[d] = &gr[d][0]; g.w_hh[d] = &gr[d][1]; dg.w_ih[d] = &gg[d][0].t; dg.w_hh[d] = &gg[d][1].t;
+            if (bias) {
+                w.b_ih[d] = &wt[d][2]; w.b_hh[d] = &wt[d][3]; dw.b_ih[d] = &gw[d][2].t; dw.b_hh[d] = &gw[d][3].t;
+                g.b_ih[d] = &gr[d][2]; g.b_hh[d] = &gr[d][3]; dg.b_ih[d] = &gg[d][2].t; dg.b_hh[d] = &gg[d][3].t;
+            }
+        }
+        dev_from(&gx, &x); dev_from(&gyb, &y); dev_from(&gsv, &sv); dev_from(&gdy, &dy); dev_from(&gdx, &dx); dev_from(&gy2, &y2);
+        OCR_CHECK_OK(&cpu, ocr_nn_lstm_forward(&cpu, &x, &w, use_len ? &len : NULL, &y, &sv));
+        OCR_CHECK_OK(&gpu, ocr_nn_lstm_forward(&gpu, &gx.t, &dw, use_len ? &len : NULL, &gyb.t, &gsv.t));
+        expect_same("lstm forward y", &gyb, &y, 1e-5);
+        expect_same("lstm forward saved gates and cells", &gsv, &sv, 1e-5);
+        OCR_CHECK_OK(&gpu, ocr_nn_lstm_forward(&gpu, &gx.t, &dw, use_len ? &len : NULL, &gy2.t, NULL));
+        expect_same("lstm inference y", &gy2, &y, 1e-5);
+        OCR_CHECK_OK(&cpu, ocr_nn_lstm_backward(&cpu, &x, &w, &y, &sv, &dy, &dx, &g));
+        OCR_CHECK_OK(&gpu, ocr_nn_lstm_backward(&gpu, &gx.t, &dw, &gyb.t, &gsv.t, &gdy.t, &gdx.t, &dg));
+        expect_same("lstm backward dx", &gdx, &dx, 1e-5);
+        for (d = 0; d < D; d++)
+            for (k = 0; k < (bias ? 4 : 2); k++) {
+                static const char *const names[4] = {"lstm backward dW_ih", "lstm backward dW_hh", "lstm backward db_ih", "lstm backward db_hh"};
+                expect_same(names[k], &gg[d][k], &gr[d][k], 1e-5);
+            }
+        /* a host tensor among the device ones is refused by name before any kernel reads it */
+        dw.w_hh[0] = &wt[0][1];
+        OCR_CHECK_ERR(&gpu, ocr_nn_lstm_forward(&gpu, &gx.t, &dw, NULL, &gy2.t, NULL), OCR_EDEVICE, "'w'");
+        for (d = 0; d < D; d++)
+            for (k = 0; k < (bias ? 4 : 2); k++) {
+                dev_free(&gw[d][k]); dev_free(&gg[d][k]);
+                ocr_tensor_free(&wt[d][k]); ocr_tensor_free(&gr[d][k]);
+            }
+        dev_free(&gx); dev_free(&gyb); dev_free(&gsv); dev_free(&gdy); dev_free(&gdx); dev_free(&gy2);
+        ocr_tensor_free(&x); ocr_tensor_free(&y); ocr_tensor_free(&sv); ocr_tensor_free(&dy); ocr_tensor_free(&dx);
+        ocr_tensor_free(&y2); ocr_tensor_free(&len);
+    }
+}
+
+/* CTC on the device against the CPU's (the same double recursion, so equal to rounding): repeated labels, an
+   empty target, a sample with fewer frames than T, and one whose target cannot fit (skipped and counted); both
+   reductions and a gradient scale, accumulated onto a nonzero gradient. */
+static void test_ctc(void) {
+    const int64_t T = 9, N = 5, C = 6;
+    static const int32_t targets[] = {1, 2, 2, 3, /* sample 0: a repeat */ 4, 4, 4, 4, 4, /* sample 1: needs 9 frames of 6 */
+                                      5, /* sample 2 */ 2, 3, 1, 2};                      /* sample 4 (sample 3: empty) */
+    static const int32_t tlen[] = {4, 5, 1, 0, 4}, ilen[] = {9, 6, 9, 7, 4};
+    ocr_tensor logits = host_rand("logits", ocr_shape3(T, N, C), -4, 4), lp, tg, tl, il, dl = host_rand("d_log_probs", ocr_shape3(T, N, C), -1, 1);
+    ocr_tensor sl = host_rand("sample_loss", ocr_shape1(N), 0, 1);
+    dbuf glp, gdl, gsl;
+    int red;
+    OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &lp, "log_probs", OCR_F32, OCR_DEVICE_CPU, logits.shape));
+    OCR_CHECK_OK(&cpu, ocr_nn_log_softmax_forward(&cpu, &logits, &lp));
+    tg = ocr_tensor_view("targets", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(14), (void *)targets);
+    tl = ocr_tensor_view("target_lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(N), (void *)tlen);
+    il = ocr_tensor_view("input_lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(N), (void *)ilen);
+    dev_from(&glp, &lp); dev_from(&gdl, &dl); dev_from(&gsl, &sl);
+    for (red = 0; red < 2; red++) {
+        ocr_ctc_config cfg = ocr_ctc_defaults();
+        ocr_ctc_result rc_cpu, rc_gpu;
+        cfg.reduction = red ? OCR_CTC_SUM : OCR_CTC_MEAN;
+        cfg.skip_impossible = 1;
+        cfg.grad_scale = red ? 0.5f : 3.0f;
+        OCR_CHECK_OK(&cpu, ocr_loss_ctc(&cpu, &cfg, &lp, &tg, &tl, &il, &rc_cpu, &sl, &dl));
+        OCR_CHECK_OK(&gpu, ocr_loss_ctc(&gpu, &cfg, &glp.t, &tg, &tl, &il, &rc_gpu, &gsl.t, &gdl.t));
+        OCR_CHECK(rc_cpu.skipped == 1 && rc_cpu.first_skipped == 1);
+        OCR_CHECK(rc_gpu.skipped == rc_cpu.skipped && rc_gpu.first_skipped == rc_cpu.first_skipped);
+        OCR_CHECK_MSG(fabs(rc_cpu.loss - rc_gpu.loss) <= 1e-12 * fabs(rc_cpu.loss), "ctc reduction %d: cpu %.17g cuda %.17g", red,
+                      rc_cpu.loss, rc_gpu.loss);
+        expect_same("ctc sample losses", &gsl, &sl, 1e-7);
+        expect_same("ctc gradient", &gdl, &dl, 1e-6);
+    }
+    {   /* without skipping, the impossible sample is an error naming it on the device too */
+        ocr_ctc_config cfg = ocr_ctc_defaults();
+        OCR_CHECK_ERR(&gpu, ocr_loss_ctc(&gpu, &cfg, &glp.t, &tg, &tl, &il, NULL, NULL, &gdl.t), OCR_ERANGE, "sample 1");
+    }
+    dev_free(&glp); dev_free(&gdl); dev_free(&gsl);
+    ocr_tensor_free(&logits); ocr_tensor_free(&lp); ocr_tensor_free(&dl); ocr_tensor_free(&sl);
 }
 
 /* ---------------------------------------------------------------- losses */
@@ -1323,6 +1416,94 @@ static void test_dbnet_training_step(void) {
     ocr_dbnet_free(&mc); ocr_dbnet_free(&mg);
 }
 
+/* One recognizer training step on the device against the same model on the CPU: crops of different widths (the
+   padding masked after every block, the LSTMs packed), the CTC loss and its gradient, AdamW; an eval forward read
+   to text; the device model's checkpoint equal to the CPU model's, byte for byte. */
+static void test_rec_training_step(void) {
+    ocr_rec_config cfg = ocr_rec_config_default();
+    static const int widths[6] = {8, 16, 16, 32, 32, 32};
+    ocr_charset cs;
+    ocr_rec_model mc, mg;
+    ocr_optimizer oc, og;
+    ocr_tensor x = host_rand("crops", ocr_shape4(3, 3, 32, 48), -2, 2), lc, lg, dc, dg, il, tg, tl;
+    static const int32_t frames[3] = {12, 8, 5}, labels[5] = {3, 7, 7, 1, 2}, label_len[3] = {2, 2, 1};
+    ocr_ctc_config cc = ocr_ctc_defaults();
+    ocr_ctc_result rc_c, rc_g;
+    char path_c[256], path_g[256], *texts_c[3], *texts_g[3];
+    float nc = 0, ng = 0;
+    int k;
+#if defined(TSAN_BUILD) || defined(ASAN_BUILD)
+    printf("     (sanitizer build: the model step runs in the plain build; test_lstm and test_ctc run its kernels there)\n");
+    ocr_tensor_free(&x);
+    return;
+#endif
+    memcpy(cfg.channels, widths, sizeof widths);
+    cfg.hidden = 8;
+    cfg.layers = 2;
+    OCR_CHECK_OK(&cpu, ocr_charset_init(&cpu, &cs, "latin"));
+    ocr_rng_seed(&cpu.rng, 5);
+    ocr_rng_seed(&gpu.rng, 5);
+    OCR_CHECK_OK(&cpu, ocr_rec_init(&cpu, &mc, &cfg, &cs));
+    OCR_CHECK_OK(&gpu, ocr_rec_init(&gpu, &mg, &cfg, &cs));
+    OCR_CHECK(mc.params.device == OCR_DEVICE_CPU && mg.params.device == OCR_DEVICE_CUDA);
+    OCR_CHECK_OK(&cpu, ocr_optim_init(&cpu, &oc, &mc.params, ocr_optim_adamw(0.9f, 0.999f, 1e-8f, 1e-4f)));
+    OCR_CHECK_OK(&gpu, ocr_optim_init(&gpu, &og, &mg.params, ocr_optim_adamw(0.9f, 0.999f, 1e-8f, 1e-4f)));
+    snprintf(path_c, sizeof path_c, "/tmp/ocr_cuda_emu_%d_rec_cpu.safetensors", (int)getpid());
+    snprintf(path_g, sizeof path_g, "/tmp/ocr_cuda_emu_%d_rec_gpu.safetensors", (int)getpid());
+    OCR_CHECK_OK(&cpu, ocr_rec_save(&cpu, &mc, path_c, NULL, NULL, 0));
+    OCR_CHECK_OK(&gpu, ocr_rec_save(&gpu, &mg, path_g, NULL, NULL, 0));
+    OCR_CHECK_MSG(files_equal(path_c, path_g), "the device recognizer's checkpoint differs from the CPU one's");
+    il = ocr_tensor_view("input_lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(3), (void *)frames);
+    tg = ocr_tensor_view("targets", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(5), (void *)labels);
+    tl = ocr_tensor_view("target_lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(3), (void *)label_len);
+
+    OCR_CHECK_OK(&cpu, ocr_rec_forward(&cpu, &mc, &x, &il, 1, &lc));
+    OCR_CHECK_OK(&gpu, ocr_rec_forward(&gpu, &mg, &x, &il, 1, &lg));
+    OCR_CHECK(lg.device == OCR_DEVICE_CUDA);
+    expect_tensor("recognizer training forward", &lg, &lc, 1e-4);
+    OCR_CHECK_OK(&cpu, ocr_tensor_alloc(&cpu, &dc, "d_log_probs", OCR_F32, OCR_DEVICE_CPU, lc.shape));
+    OCR_CHECK_OK(&gpu, ocr_tensor_alloc(&gpu, &dg, "d_log_probs", OCR_F32, OCR_DEVICE_CUDA, lg.shape));
+    OCR_CHECK_OK(&cpu, ocr_tensor_zero(&cpu, &dc));
+    OCR_CHECK_OK(&gpu, ocr_tensor_zero(&gpu, &dg));
+    OCR_CHECK_OK(&cpu, ocr_loss_ctc(&cpu, &cc, &lc, &tg, &tl, &il, &rc_c, NULL, &dc));
+    OCR_CHECK_OK(&gpu, ocr_loss_ctc(&gpu, &cc, &lg, &tg, &tl, &il, &rc_g, NULL, &dg));
+    OCR_CHECK_MSG(fabs(rc_c.loss - rc_g.loss) <= 1e-4 * fabs(rc_c.loss), "ctc loss: cpu %.9g device %.9g", rc_c.loss, rc_g.loss);
+    ocr_params_zero_grad(&mc.params);
+    ocr_params_zero_grad(&mg.params);
+    OCR_CHECK_OK(&cpu, ocr_rec_backward(&cpu, &mc, &dc));
+    OCR_CHECK_OK(&gpu, ocr_rec_backward(&gpu, &mg, &dg));
+    expect_grads(&mg.params, &mc.params, 1e-4);
+    OCR_CHECK_OK(&cpu, ocr_clip_grad_norm(&cpu, &mc.params, 5.0f, &nc));
+    OCR_CHECK_OK(&gpu, ocr_clip_grad_norm(&gpu, &mg.params, 5.0f, &ng));
+    OCR_CHECK_MSG(nc > 0 && fabsf(nc - ng) <= 1e-4f * nc, "gradient norm: cpu %.9g device %.9g", nc, ng);
+    OCR_CHECK_OK(&cpu, ocr_optim_step(&cpu, &oc, &mc.params, 1e-3f));
+    OCR_CHECK_OK(&gpu, ocr_optim_step(&gpu, &og, &mg.params, 1e-3f));
+    expect_params(&mg.params, &mc.params, 1e-4);
+
+    /* eval: running statistics; the device log-probabilities decoded through a host copy */
+    OCR_CHECK_OK(&cpu, ocr_rec_forward(&cpu, &mc, &x, &il, 0, &lc));
+    OCR_CHECK_OK(&gpu, ocr_rec_forward(&gpu, &mg, &x, &il, 0, &lg));
+    expect_tensor("recognizer eval forward", &lg, &lc, 1e-4);
+    OCR_CHECK_OK(&cpu, ocr_rec_decode(&cpu, &mc, &lc, &il, 0, texts_c, NULL));
+    OCR_CHECK_OK(&gpu, ocr_rec_decode(&gpu, &mg, &lg, &il, 0, texts_g, NULL));
+    for (k = 0; k < 3; k++) {
+        OCR_CHECK_MSG(strcmp(texts_c[k], texts_g[k]) == 0, "crop %d read '%s' on the CPU, '%s' on the device", k, texts_c[k], texts_g[k]);
+        OCR_FREE(texts_c[k]); OCR_FREE(texts_g[k]);
+    }
+    /* a CPU checkpoint loads into the device model exactly and saves back the same bytes */
+    OCR_CHECK_OK(&cpu, ocr_rec_save(&cpu, &mc, path_c, NULL, NULL, 0));
+    OCR_CHECK_OK(&gpu, ocr_rec_load(&gpu, &mg, path_c));
+    OCR_CHECK_OK(&gpu, ocr_rec_save(&gpu, &mg, path_g, NULL, NULL, 0));
+    OCR_CHECK_MSG(files_equal(path_c, path_g), "a loaded and saved device recognizer differs from its CPU checkpoint");
+    EXPECT_ERR(&cpu, ocr_rec_forward(&cpu, &mg, &x, &il, 0, &lg), OCR_EDEVICE, "ocr_rec_forward", "lives on cuda", "runs on cpu");
+    remove(path_c);
+    remove(path_g);
+    ocr_tensor_free(&dc); ocr_tensor_free(&dg); ocr_tensor_free(&x);
+    ocr_optim_free(&oc); ocr_optim_free(&og);
+    ocr_rec_free(&mc); ocr_rec_free(&mg);
+    ocr_charset_free(&cs);
+}
+
 int main(int argc, char **argv) {
     self_exe = argv[0];
 #ifdef OCR_CUDA_EMULATE
@@ -1359,11 +1540,14 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_pointwise);
     OCR_TEST_RUN(test_maxpool_upsample_concat);
     OCR_TEST_RUN(test_rec_ops);
+    OCR_TEST_RUN(test_lstm);
+    OCR_TEST_RUN(test_ctc);
     OCR_TEST_RUN(test_losses);
     OCR_TEST_RUN(test_optimizers);
     OCR_TEST_RUN(test_optimizer_state_on_device);
     OCR_TEST_RUN(test_numerics_watch_on_device);
     OCR_TEST_RUN(test_dbnet_training_step);
+    OCR_TEST_RUN(test_rec_training_step);
     ocr_ctx_free(&gpu);
     ocr_ctx_free(&cpu);
     return ocr_test_finish();
