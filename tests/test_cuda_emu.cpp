@@ -2,8 +2,8 @@
    itself on known kernels (warp operations, divergent barriers, a race ThreadSanitizer must flag, an overrun
    AddressSanitizer must flag, each sanitizer case in a child process), then every op of ocr_nn.h and ocr_loss.h
    dispatched to the device against the CPU backend on random inputs of several odd shapes, with guard values
-   around every device output to catch overruns; then one whole DBNet training step and an eval forward on the device
-   against the same model on the CPU, and its checkpoints. On a real GPU the same program is the parity suite
+   around every device output to catch overruns; then one whole DBNet training step and one recognizer training step
+   (CRNN, CTC, AdamW) and their eval forwards on the device against the same models on the CPU, and their checkpoints. On a real GPU the same program is the parity suite
    (tools/cuda_parity.sh). Built by build.sh's CUDA section:
        g++ -x c++ -DOCR_CUDA_EMULATE -c ocr_cuda.cu && g++ -DOCR_CUDA tests/test_cuda_emu.cpp ocr_cuda.o */
 #define OCR_IMPLEMENTATION
@@ -989,6 +989,37 @@ static void test_lstm(void) {
     }
 }
 
+/* The classifier and the padding mask on the device against the CPU: linear forward with and without bias, its
+   backward accumulated onto nonzero gradients (db in fp32 row order, the CPU's: equal bits), mask_columns */
+static void test_linear_mask(void) {
+    ocr_tensor x = host_rand("x", ocr_shape3(4, 3, 10), -1, 1), w = host_rand("fc.weight", ocr_shape2(7, 10), -1, 1);
+    ocr_tensor b = host_rand("fc.bias", ocr_shape1(7), -1, 1), y = host_rand("y", ocr_shape3(4, 3, 7), 0, 1);
+    ocr_tensor dy = host_rand("dy", ocr_shape3(4, 3, 7), -1, 1), dx = host_rand("dx", x.shape, -1, 1), dw = host_rand("dw", w.shape, -1, 1);
+    ocr_tensor db = host_rand("db", b.shape, -1, 1), m = host_rand("map", ocr_shape4(3, 2, 2, 5), 1, 2);
+    static const int32_t widths[3] = {3, 9, 0};
+    ocr_tensor wt = ocr_tensor_view("widths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(3), (void *)widths);
+    dbuf gx, gw, gb, gy, gdy, gdx, gdw, gdb, gm;
+    dev_from(&gx, &x); dev_from(&gw, &w); dev_from(&gb, &b); dev_from(&gy, &y); dev_from(&gdy, &dy); dev_from(&gdx, &dx);
+    dev_from(&gdw, &dw); dev_from(&gdb, &db); dev_from(&gm, &m);
+    OCR_CHECK_OK(&cpu, ocr_nn_linear_forward(&cpu, &x, &w, &b, &y));
+    OCR_CHECK_OK(&gpu, ocr_nn_linear_forward(&gpu, &gx.t, &gw.t, &gb.t, &gy.t));
+    expect_same("linear forward", &gy, &y, 1e-6);
+    OCR_CHECK_OK(&cpu, ocr_nn_linear_forward(&cpu, &x, &w, NULL, &y));
+    OCR_CHECK_OK(&gpu, ocr_nn_linear_forward(&gpu, &gx.t, &gw.t, NULL, &gy.t));
+    expect_same("linear forward without bias", &gy, &y, 1e-6);
+    OCR_CHECK_OK(&cpu, ocr_nn_linear_backward(&cpu, &x, &w, &dy, &dx, &dw, &db));
+    OCR_CHECK_OK(&gpu, ocr_nn_linear_backward(&gpu, &gx.t, &gw.t, &gdy.t, &gdx.t, &gdw.t, &gdb.t));
+    expect_same("linear backward dx", &gdx, &dx, 1e-6);
+    expect_same("linear backward dw", &gdw, &dw, 1e-6);
+    expect_same("linear backward db", &gdb, &db, 0.0);
+    OCR_CHECK_OK(&cpu, ocr_nn_mask_columns(&cpu, &m, &wt));
+    OCR_CHECK_OK(&gpu, ocr_nn_mask_columns(&gpu, &gm.t, &wt));
+    expect_same("mask_columns", &gm, &m, 0.0);
+    dev_free(&gx); dev_free(&gw); dev_free(&gb); dev_free(&gy); dev_free(&gdy); dev_free(&gdx); dev_free(&gdw); dev_free(&gdb); dev_free(&gm);
+    ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&b); ocr_tensor_free(&y); ocr_tensor_free(&dy); ocr_tensor_free(&dx);
+    ocr_tensor_free(&dw); ocr_tensor_free(&db); ocr_tensor_free(&m);
+}
+
 /* CTC on the device against the CPU's (the same double recursion, so equal to rounding): repeated labels, an
    empty target, a sample with fewer frames than T, and one whose target cannot fit (skipped and counted); both
    reductions and a gradient scale, accumulated onto a nonzero gradient. */
@@ -1541,6 +1572,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_maxpool_upsample_concat);
     OCR_TEST_RUN(test_rec_ops);
     OCR_TEST_RUN(test_lstm);
+    OCR_TEST_RUN(test_linear_mask);
     OCR_TEST_RUN(test_ctc);
     OCR_TEST_RUN(test_losses);
     OCR_TEST_RUN(test_optimizers);

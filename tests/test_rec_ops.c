@@ -1,4 +1,5 @@
-/* The recognizer's ops: the LSTM layer, log_softmax, rectangular max pooling and map-to-sequence (ocr_nn.h), the CTC
+/* The recognizer's ops: the LSTM layer, log_softmax, rectangular max pooling, map-to-sequence, the classifier
+   (linear) and the padding mask (ocr_nn.h), the CTC
    loss and its decoders (ocr_loss.h). Against PyTorch (tools/make_rec_fixtures.py: nn.LSTM with 2 bidirectional
    layers and smaller ones, F.log_softmax, F.max_pool2d with (2,1)-style windows, permute/reshape,
    F.ctc_loss with 'mean' and 'sum', repeats, 200 frames, a blank-dominated output, an impossible target under
@@ -674,6 +675,78 @@ static void test_map_to_seq_parity(void) {
     }
 }
 
+/* The classifier (torch.nn.Linear): a hand-computed case forward and backward, then the fast path against the
+   reference on odd sizes and a 3-D input, accumulating; mask_columns on a hand-made case and its refusal. */
+static void test_linear_and_mask(void) {
+    static const float xv[6] = {1, 2, 3, 4, 5, 6}, wv[6] = {1, 0, -1, 0.5f, 0.5f, 0.5f}, bv[2] = {0.25f, -1}, dyv[4] = {1, 0, 0, 2};
+    static const float y_hand[4] = {-1.75f, 2.0f, -1.75f, 6.5f}, db_hand[2] = {1, 2}, dw_hand[6] = {1, 2, 3, 8, 10, 12};
+    static const float dx_hand[6] = {1, 0, -1, 1, 1, 1};
+    int variant, i;
+    for (variant = 0; variant < N_VARIANTS; variant++) {
+        ocr_ctx ctx;
+        pool p;
+        ocr_tensor *x, *w, *b, *y, *dy, *dx, *dw, *db;
+        if (!ctx_variant(&ctx, variant)) return;
+        p.ctx = &ctx; p.n = 0;
+        x = pool_f32(&p, "x", ocr_shape2(2, 3)); w = pool_f32(&p, "fc.weight", ocr_shape2(2, 3)); b = pool_f32(&p, "fc.bias", ocr_shape1(2));
+        y = pool_f32(&p, "y", ocr_shape2(2, 2)); dy = pool_f32(&p, "dy", ocr_shape2(2, 2));
+        dx = pool_f32(&p, "dx", ocr_shape2(2, 3)); dw = pool_f32(&p, "dw", ocr_shape2(2, 3)); db = pool_f32(&p, "db", ocr_shape1(2));
+        memcpy(x->data, xv, sizeof xv); memcpy(w->data, wv, sizeof wv); memcpy(b->data, bv, sizeof bv); memcpy(dy->data, dyv, sizeof dyv);
+        OCR_CHECK_OK(&ctx, ocr_nn_linear_forward(&ctx, x, w, b, y));
+        OCR_CHECK_OK(&ctx, ocr_nn_linear_backward(&ctx, x, w, dy, dx, dw, db));
+        for (i = 0; i < 4; i++) OCR_CHECK_MSG(((float *)y->data)[i] == y_hand[i], "%s: y[%d] = %g, by hand %g", variant_name[variant], i, ((float *)y->data)[i], y_hand[i]);
+        for (i = 0; i < 6; i++) {
+            OCR_CHECK_MSG(((float *)dw->data)[i] == dw_hand[i], "%s: dw[%d] = %g, by hand %g", variant_name[variant], i, ((float *)dw->data)[i], dw_hand[i]);
+            OCR_CHECK_MSG(((float *)dx->data)[i] == dx_hand[i], "%s: dx[%d] = %g, by hand %g", variant_name[variant], i, ((float *)dx->data)[i], dx_hand[i]);
+        }
+        for (i = 0; i < 2; i++) OCR_CHECK(((float *)db->data)[i] == db_hand[i]);
+        EXPECT_ERR(&ctx, ocr_nn_linear_forward(&ctx, x, w, b, x), OCR_ESHAPE, "ocr_nn_linear_forward", "'x'");
+        EXPECT_ERR(&ctx, ocr_nn_linear_forward(&ctx, y, w, b, dy), OCR_ESHAPE, "ocr_nn_linear_forward", "'y'", "'fc.weight'");
+        {   /* the fast path against the reference: [5, 3, 17] -> [5, 3, 11], gradients accumulated onto nonzero values */
+            ocr_ctx ref;
+            ocr_tensor *x3 = pool_uniform(&p, "x3", ocr_shape3(5, 3, 17), -1, 1), *w3 = pool_uniform(&p, "w3", ocr_shape2(11, 17), -1, 1);
+            ocr_tensor *b3 = pool_uniform(&p, "b3", ocr_shape1(11), -1, 1), *dy3 = pool_uniform(&p, "dy3", ocr_shape3(5, 3, 11), -1, 1);
+            ocr_tensor *y3 = pool_f32(&p, "y3", ocr_shape3(5, 3, 11)), *yr = pool_f32(&p, "y_ref", ocr_shape3(5, 3, 11));
+            ocr_tensor *g[3], *gr[3];
+            const ocr_shape gs[3] = {x3->shape, w3->shape, b3->shape};
+            for (i = 0; i < 3; i++) {
+                g[i] = pool_uniform(&p, "grad", gs[i], -0.5f, 0.5f);
+                gr[i] = pool_f32(&p, "grad_ref", gs[i]);
+                memcpy(gr[i]->data, g[i]->data, ocr_tensor_bytes(g[i]));
+            }
+            OCR_CHECK_OK(&ref, ocr_ctx_init(&ref, 1, 3));
+            ref.debug_flags |= OCR_DEBUG_REFERENCE;
+            OCR_CHECK_OK(&ctx, ocr_nn_linear_forward(&ctx, x3, w3, b3, y3));
+            OCR_CHECK_OK(&ref, ocr_nn_linear_forward(&ref, x3, w3, b3, yr));
+            expect_close("linear forward against the reference", y3, yr, OUT_TOL);
+            OCR_CHECK_OK(&ctx, ocr_nn_linear_backward(&ctx, x3, w3, dy3, g[0], g[1], g[2]));
+            OCR_CHECK_OK(&ref, ocr_nn_linear_backward(&ref, x3, w3, dy3, gr[0], gr[1], gr[2]));
+            expect_close("linear dx against the reference", g[0], gr[0], OUT_TOL);
+            expect_close("linear dw against the reference", g[1], gr[1], OUT_TOL);
+            expect_close("linear db against the reference", g[2], gr[2], OUT_TOL);
+            OCR_CHECK_OK(&ctx, ocr_nn_linear_forward(&ctx, x3, w3, NULL, y3)); /* no bias: y - b */
+            for (i = 0; i < 5 * 3 * 11; i++) ((float *)yr->data)[i] -= ((float *)b3->data)[i % 11];
+            expect_close("linear forward without bias", y3, yr, OUT_TOL);
+            ocr_ctx_free(&ref);
+        }
+        {
+            static const int32_t widths[3] = {2, 5, 0};
+            ocr_tensor *m = pool_uniform(&p, "map", ocr_shape4(3, 2, 1, 4), 1, 2), *wd = pool_i32(&p, "widths", widths, 3);
+            int64_t k;
+            OCR_CHECK_OK(&ctx, ocr_nn_mask_columns(&ctx, m, wd));
+            for (k = 0; k < 24; k++) {
+                int64_t n = k / 8, col = k % 4;
+                float v = ((float *)m->data)[k];
+                OCR_CHECK_MSG(col >= widths[n] ? v == 0.0f : v >= 1.0f, "mask_columns: sample %lld column %lld holds %g", (long long)n, (long long)col, v);
+            }
+            ((int32_t *)wd->data)[1] = -1;
+            EXPECT_ERR(&ctx, ocr_nn_mask_columns(&ctx, m, wd), OCR_ERANGE, "ocr_nn_mask_columns", "widths[1] = -1");
+        }
+        pool_free(&p);
+        ocr_ctx_free(&ctx);
+    }
+}
+
 /* ---------------------------------------------------------------- CTC */
 
 typedef struct {
@@ -1208,6 +1281,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_log_softmax_grad_fd);
     OCR_TEST_RUN(test_maxpool_rect_parity);
     OCR_TEST_RUN(test_map_to_seq_parity);
+    OCR_TEST_RUN(test_linear_and_mask);
     OCR_TEST_RUN(test_ctc_parity);
     OCR_TEST_RUN(test_ctc_closed_forms);
     OCR_TEST_RUN(test_ctc_brute_force);
