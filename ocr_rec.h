@@ -284,8 +284,8 @@ OCRDEF int ocr_rec_decode_watch_update(ocr_rec_decode_watch *w, double empty_sha
    more points straightened along the long axis of its minimum-area box (ocr_rec_crop_polygon). A box at least
    vertical_ratio times taller than wide is read top to bottom (turned 90 degrees); a crop read with a confidence
    below rotate_below is read again turned 180 degrees and the reading with the higher confidence kept. Crops are
-   recognised in batches of similar width (ocr_rec_recognize). CPU contexts only (the recognizer has no CUDA
-   kernels). */
+   recognised in batches of similar width (ocr_rec_recognize). On a CUDA context both models live on the device: the
+   image's input is uploaded, the probability map downloaded for post-processing, crops cut on the host. */
 typedef struct {
     ocr_post_config post;     /* the detector's post-processing: ocr_post_config_default(OCR_POST_BOX) */
     float det_scale;          /* the detector sees the image scaled by this, sides rounded up to multiples of 32: 1.4 */
@@ -327,12 +327,13 @@ typedef struct {
     ocr_rec_model rec;
     ocr_pipeline_config cfg;
     ocr_tensor input_;        /* private: the detector's input, kept between images */
+    ocr_tensor prob_host_;    /* private: the probability map downloaded for post-processing (a CUDA context) */
     ocr_detections dets_;
     int open_;
 } ocr_pipeline;
 /* Loads both checkpoints. Refused with a message naming the file: a detector file given as the recognizer or the
    reverse, a recognizer whose input height differs from cfg->crop.height (when set), another charset than
-   cfg->charset, a config out of range, a CUDA context. *p is zeroed on failure. */
+   cfg->charset, a config out of range. Both models are built on ctx's device. *p is zeroed on failure. */
 OCRDEF int ocr_pipeline_open(ocr_ctx *ctx, ocr_pipeline *p, const char *det_path, const char *rec_path, const ocr_pipeline_config *cfg);
 OCRDEF void ocr_pipeline_close(ocr_pipeline *p);
 /* Detects and reads the text of img (RGB or grey). out must be zeroed or hold an earlier reading (replaced). */
@@ -1956,6 +1957,7 @@ OCRDEF void ocr_pipeline_close(ocr_pipeline *p) {
         ocr_rec_free(&p->rec);
     }
     ocr_tensor_free(&p->input_);
+    ocr_tensor_free(&p->prob_host_);
     ocr_detections_free(&p->dets_);
     memset(p, 0, sizeof *p);
 }
@@ -1969,8 +1971,6 @@ OCRDEF int ocr_pipeline_open(ocr_ctx *ctx, ocr_pipeline *p, const char *det_path
     int rc, i;
     if (!p || !det_path || !rec_path || !cfg) return ocr_error(ctx, OCR_EINVAL, "%s: needs a pipeline, both model paths and a config", fn);
     memset(p, 0, sizeof *p);
-    if (ctx->device != OCR_DEVICE_CPU)
-        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: the pipeline runs on the CPU only in this version; open it with a CPU context", fn);
     if (!(cfg->det_scale > 0 && cfg->det_scale <= 8) || cfg->det_short_side < 0 || cfg->det_long_side < 0 ||
         cfg->det_max_side < 32 || cfg->det_max_side > OCR_IMAGE_MAX_SIDE || cfg->rec_batch < 1 || cfg->beam_width < 0 ||
         !(cfg->vertical_ratio >= 1) || !(cfg->rotate_below >= 0 && cfg->rotate_below <= 1) ||
@@ -2052,9 +2052,17 @@ OCRDEF int ocr_pipeline_read(ocr_ctx *ctx, ocr_pipeline *p, const ocr_image *img
         if ((rc = ocr_tensor_alloc(ctx, &p->input_, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w)))) return rc;
     }
     if ((rc = ocr_image_network_input(ctx, img, OCR_NORM_DBNET, &p->input_)) ||
-        (rc = ocr_dbnet_forward(ctx, &p->det, &p->input_, 0, &prob, NULL)) ||
-        (rc = ocr_postprocess(ctx, &p->cfg.post, &prob, img->width, img->height, &p->dets_)))
+        (rc = ocr_dbnet_forward(ctx, &p->det, &p->input_, 0, &prob, NULL)))
         return rc;
+    if (prob.device != OCR_DEVICE_CPU) {   /* post-processing reads the map on the host */
+        if (!ocr_shape_equal(p->prob_host_.shape, prob.shape)) {
+            ocr_tensor_free(&p->prob_host_);
+            if ((rc = ocr_tensor_alloc(ctx, &p->prob_host_, "prob (host)", OCR_F32, OCR_DEVICE_CPU, prob.shape))) return rc;
+        }
+        if ((rc = ocr_tensor_copy(ctx, &p->prob_host_, &prob))) return rc;
+        prob = p->prob_host_;
+    }
+    if ((rc = ocr_postprocess(ctx, &p->cfg.post, &prob, img->width, img->height, &p->dets_))) return rc;
     det_seconds = ocr_monotonic_seconds() - t0;
     rc = ocr_pipeline_read_regions(ctx, p, img, p->dets_.polys, p->dets_.scores, p->dets_.n, out);
     out->det_seconds = det_seconds;

@@ -147,7 +147,7 @@ static int write_overlay(ocr_ctx *ctx, const ocr_painter *painter, const char *p
 }
 
 int main(int argc, char **argv) {
-    const char *det_path = NULL, *rec_path = NULL, *out_dir = NULL, *fonts = DEFAULT_FONTS, *charset = NULL;
+    const char *det_path = NULL, *rec_path = NULL, *out_dir = NULL, *fonts = DEFAULT_FONTS, *charset = NULL, *device = "cpu";
     ocr_pipeline_config pc = ocr_pipeline_config_default();
     int short_side = 0, long_side = 0, threads = 0, n_images, i, failed = 0, missing_total = 0;
     float scale = pc.det_scale;
@@ -171,6 +171,7 @@ int main(int argc, char **argv) {
         {"--beam", OCR_EX_INT, &beam, "CTC prefix beam width (0: best path)"},
         {"--charset", OCR_EX_STRING, &charset, "refuse a recognizer whose charset is not this (latin, latin+space or a key file)"},
         {"--threads", OCR_EX_INT, &threads, "CPU threads; 0: all cores"},
+        {"--device", OCR_EX_STRING, &device, "cpu or cuda (the CUDA build, build/cuda/ocr): both models on the GPU"},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     ocr_ctx ctx;
@@ -206,6 +207,10 @@ int main(int argc, char **argv) {
     if (ocr_ctx_init(&ctx, threads, 0) != OCR_OK) {
         fprintf(stderr, "%s: %s\n", prog, ocr_ctx_last_error(&ctx));
         return 1;
+    }
+    if ((i = ocr_ex_set_device(&ctx, prog, device)) != 0) {
+        ocr_ctx_free(&ctx);
+        return i;
     }
     memset(&painter, 0, sizeof painter);
     if (out_dir && ocr_painter_open(&ctx, &painter, fonts)) {

@@ -1535,6 +1535,82 @@ static void test_rec_training_step(void) {
     ocr_charset_free(&cs);
 }
 
+/* The reading pipeline on a CUDA context against the CPU's: small untrained models written by the CPU, opened on
+   both devices; a whole image (the detector's map downloaded for post-processing) and given regions (crops cut on the
+   host, read on the device) give the same lines, texts and scores. */
+static void test_pipeline_on_device(void) {
+    ocr_dbnet_config dcfg = ocr_dbnet_config_default();
+    ocr_rec_config rcfg = ocr_rec_config_default();
+    static const int widths[6] = {4, 4, 8, 8, 8, 8};
+    ocr_pipeline_config pc = ocr_pipeline_config_default();
+    ocr_charset cs;
+    ocr_dbnet det;
+    ocr_rec_model rec;
+    ocr_pipeline pcpu, pgpu;
+    ocr_reading rc_, rg;
+    ocr_image img;
+    ocr_polygon region;
+    ocr_point pts[4];
+    char det_path[256], rec_path[256];
+    int k, i;
+#if defined(TSAN_BUILD) || defined(ASAN_BUILD)
+    printf("     (sanitizer build: the pipeline runs in the plain build)\n");
+    return;
+#endif
+    dcfg.width = 0.125f;
+    dcfg.prior_prob = 0.95f; /* an untrained map high nearly everywhere: regions to read */
+    memcpy(rcfg.channels, widths, sizeof widths);
+    rcfg.hidden = 8;
+    rcfg.layers = 1;
+    OCR_CHECK_OK(&cpu, ocr_charset_init(&cpu, &cs, "latin"));
+    ocr_rng_seed(&cpu.rng, 3);
+    OCR_CHECK_OK(&cpu, ocr_dbnet_init(&cpu, &det, &dcfg));
+    OCR_CHECK_OK(&cpu, ocr_rec_init(&cpu, &rec, &rcfg, &cs));
+    snprintf(det_path, sizeof det_path, "/tmp/ocr_cuda_emu_%d_det.safetensors", (int)getpid());
+    snprintf(rec_path, sizeof rec_path, "/tmp/ocr_cuda_emu_%d_rec.safetensors", (int)getpid());
+    OCR_CHECK_OK(&cpu, ocr_dbnet_save(&cpu, &det, det_path, NULL, NULL, 0));
+    OCR_CHECK_OK(&cpu, ocr_rec_save(&cpu, &rec, rec_path, NULL, NULL, 0));
+    ocr_dbnet_free(&det);
+    ocr_rec_free(&rec);
+    ocr_charset_free(&cs);
+    OCR_CHECK_OK(&cpu, ocr_image_alloc(&cpu, &img, 64, 64, 3));
+    for (k = 0; k < 64 * 64 * 3; k++) img.pixels[k] = (unsigned char)((k * 37 + (k / 192) * 11) & 255);
+    pc.det_max_side = 64;
+    pc.min_confidence = 0;
+    pc.rotate_below = 0;
+    pc.keep_empty = 1;
+    OCR_CHECK_OK(&cpu, ocr_pipeline_open(&cpu, &pcpu, det_path, rec_path, &pc));
+    OCR_CHECK_OK(&gpu, ocr_pipeline_open(&gpu, &pgpu, det_path, rec_path, &pc));
+    OCR_CHECK(pgpu.det.params.device == OCR_DEVICE_CUDA && pgpu.rec.params.device == OCR_DEVICE_CUDA);
+    memset(&rc_, 0, sizeof rc_); memset(&rg, 0, sizeof rg);
+    for (i = 0; i < 2; i++) {
+        if (i == 0) {
+            OCR_CHECK_OK(&cpu, ocr_pipeline_read(&cpu, &pcpu, &img, &rc_));
+            OCR_CHECK_OK(&gpu, ocr_pipeline_read(&gpu, &pgpu, &img, &rg));
+        } else {
+            pts[0].x = 4; pts[0].y = 20; pts[1].x = 60; pts[1].y = 18; pts[2].x = 61; pts[2].y = 40; pts[3].x = 5; pts[3].y = 42;
+            memset(&region, 0, sizeof region);
+            region.points = pts; region.n_points = 4;
+            OCR_CHECK_OK(&cpu, ocr_pipeline_read_regions(&cpu, &pcpu, &img, &region, NULL, 1, &rc_));
+            OCR_CHECK_OK(&gpu, ocr_pipeline_read_regions(&gpu, &pgpu, &img, &region, NULL, 1, &rg));
+            OCR_CHECK(rc_.n == 1);
+        }
+        if (i == 0) printf("     (the untrained detector found %d region(s) in the image; %d line(s) read on each device)\n", rc_.detections, rc_.n);
+        OCR_CHECK_MSG(rc_.n == rg.n && rc_.detections == rg.detections, "%s: the CPU read %d lines of %d detections, the device %d of %d",
+                      i ? "regions" : "image", rc_.n, rc_.detections, rg.n, rg.detections);
+        for (k = 0; k < rc_.n && k < rg.n; k++) {
+            OCR_CHECK_MSG(strcmp(rc_.lines[k].text, rg.lines[k].text) == 0, "line %d: '%s' on the CPU, '%s' on the device", k,
+                          rc_.lines[k].text, rg.lines[k].text);
+            OCR_CHECK(fabsf(rc_.lines[k].rec_score - rg.lines[k].rec_score) <= 1e-4f && fabsf(rc_.lines[k].det_score - rg.lines[k].det_score) <= 1e-4f);
+        }
+    }
+    ocr_reading_free(&rc_); ocr_reading_free(&rg);
+    ocr_pipeline_close(&pcpu); ocr_pipeline_close(&pgpu);
+    ocr_image_free(&img);
+    remove(det_path);
+    remove(rec_path);
+}
+
 int main(int argc, char **argv) {
     self_exe = argv[0];
 #ifdef OCR_CUDA_EMULATE
@@ -1580,6 +1656,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_numerics_watch_on_device);
     OCR_TEST_RUN(test_dbnet_training_step);
     OCR_TEST_RUN(test_rec_training_step);
+    OCR_TEST_RUN(test_pipeline_on_device);
     ocr_ctx_free(&gpu);
     ocr_ctx_free(&cpu);
     return ocr_test_finish();
