@@ -4,7 +4,8 @@
 # Builds the real CUDA variants (./build.sh does, when nvcc is present), then runs every op of ocr_nn.h and
 # ocr_loss.h on the GPU against the CPU backend (cuDNN + cuBLAS path, then the own kernels with cuDNN and cuBLAS
 # switched off), one whole DBNet training step and eval forward against the CPU model (the same test program), the
-# cuDNN isolation tool on the model's convolution shapes, and a short train_dbnet + detect run with --device cuda.
+# cuDNN isolation tool on the model's convolution shapes, a short train_dbnet + detect run and a short train_rec +
+# eval_rec run with --device cuda (the recognizer's losses printed beside the CPU's).
 # Exit status 0 when all agree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,18 @@ rm -rf $run
 if OCR_CUDA_SYNC_DEBUG=1 $d/train_dbnet --device cuda --steps 20 --batch 2 --size 128 --val-count 4 --val-size 128 --width 0.25 \
         --eval-every 10 --out $run; then
     $d/detect --device cuda --model $run/last.safetensors --out $run/detect $run/overlays/*.png >/dev/null || fail=1
+else
+    fail=1
+fi
+echo "== train_rec on the GPU (a short run that validates and checkpoints), then eval_rec, and the same steps on the CPU"
+rrun=build/cuda/parity_rec
+rm -rf $rrun $rrun-cpu
+rec_flags="--steps 40 --batch 16 --val-count 32 --heldout-count 0 --eval-every 20 --log-every 10"
+# shellcheck disable=SC2086
+if OCR_CUDA_SYNC_DEBUG=1 $d/train_rec --device cuda $rec_flags --out $rrun > $rrun.log && ./examples/train_rec $rec_flags --out $rrun-cpu > $rrun-cpu.log; then
+    $d/eval_rec --device cuda --model $rrun/last.safetensors --data synth:val --count 32 >/dev/null || fail=1
+    # the losses of the two devices, step by step (rounding may move the last printed digit)
+    paste -d' ' <(grep -o '"train/loss":[0-9.e+-]*' $rrun/metrics.jsonl) <(grep -o '"train/loss":[0-9.e+-]*' $rrun-cpu/metrics.jsonl) | head -4
 else
     fail=1
 fi
