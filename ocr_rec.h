@@ -116,6 +116,9 @@ typedef struct {
 } ocr_rec_model;
 
 OCRDEF ocr_rec_config ocr_rec_config_default(void);
+/* The max pooling after conv block `block` (0..OCR_REC_BLOCKS-1), window = stride: 2x2, 2x2, none (0x0), then 2x1
+   three times (height x width) */
+OCRDEF void ocr_rec_block_pool(int block, int *pool_h, int *pool_w);
 /* Builds the model for cfg with cs's classes (copied into m->charset) on ctx->device, initialised from ctx->rng: convs
    kaiming normal (fan_out, ReLU), BN weight 1 and bias 0, running mean 0 and variance 1, LSTM and classifier as
    PyTorch's defaults (uniform within 1/sqrt(hidden) and 1/sqrt(fan_in)); drawn on the host, so the same values on
@@ -635,6 +638,12 @@ struct ocr__rec_state {
     int32_t *widths;                             /* host [N]: valid columns per sample at the current block */
     int64_t widths_cap;
 };
+
+OCRDEF void ocr_rec_block_pool(int block, int *pool_h, int *pool_w) {
+    int ok = block >= 0 && block < OCR_REC_BLOCKS;
+    *pool_h = ok ? ocr__rec_pool_h[block] : 0;
+    *pool_w = ok ? ocr__rec_pool_w[block] : 0;
+}
 
 OCRDEF ocr_rec_config ocr_rec_config_default(void) {
     static const int ch[OCR_REC_BLOCKS] = {32, 64, 128, 128, 256, 256};

@@ -1,13 +1,18 @@
-/* export_onnx - writes a DBNet checkpoint as an ONNX model (ocr_onnx.h: IR 8, opset 17) for ONNX Runtime and the
-   other ONNX runtimes. The model takes "image", float [N,3,H,W] with H and W multiples of 32, normalised as detect
-   normalises it (channels B, G, R; (pixel - mean) / 255; the file's metadata_props say so), and gives "prob", the
-   probability map [N,1,H,W]; --threshold-map adds the threshold map "thresh" [N,1,H,W] as a second output. The file
-   is written atomically. Exit status: 0, 1 when the model cannot be loaded or the file written, 2 on a usage error. */
+/* export_onnx - writes a DBNet or CRNN checkpoint as an ONNX model (ocr_onnx.h: IR 8, opset 17) for ONNX Runtime and
+   the other ONNX runtimes; the checkpoint's metadata says which it is. A detector takes "image", float [N,3,H,W] with
+   H and W multiples of 32, normalised as detect normalises it (channels B, G, R; (pixel - mean) / 255; the file's
+   metadata_props say so), and gives "prob", the probability map [N,1,H,W]; --threshold-map adds the threshold map
+   "thresh" [N,1,H,W] as a second output. A recognizer (train_rec's checkpoints) takes "image", float [N,3,32,W] with
+   W a multiple of 4, normalised the same way, and gives "log_probs" [W/4,N,classes] (class 0 the CTC blank; the
+   charset in the metadata). The file is written atomically. Exit status: 0, 1 when the model cannot be loaded or the
+   file written, 2 on a usage error. */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
 #include "ocr_nn.h"
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
+#include "ocr_data.h"
+#include "ocr_rec.h"
 #include "ocr_onnx.h"
 #include "ocr_example.h"
 
@@ -19,14 +24,17 @@ int main(int argc, char **argv) {
     const char *model_path = NULL, *out_path = NULL;
     int threshold_map = 0, n_pos;
     ocr_ex_flag flags[] = {
-        {"--model", OCR_EX_STRING, &model_path, "checkpoint written by train_dbnet or ocr_dbnet_save (required)"},
+        {"--model", OCR_EX_STRING, &model_path, "checkpoint written by train_dbnet, train_rec, ocr_dbnet_save or ocr_rec_save (required)"},
         {"--out", OCR_EX_STRING, &out_path, "the ONNX file to write (required)"},
-        {"--threshold-map", OCR_EX_BOOL, &threshold_map, "also output the threshold map \"thresh\""},
+        {"--threshold-map", OCR_EX_BOOL, &threshold_map, "also output the threshold map \"thresh\" (detectors)"},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     ocr_onnx_options opt = ocr_onnx_options_default();
     ocr_ctx ctx;
     ocr_dbnet model;
+    ocr_rec_model rec;
+    ocr_rec_config rec_cfg;
+    ocr_charset cs;
     struct stat st;
     int rc;
 
@@ -41,6 +49,27 @@ int main(int argc, char **argv) {
     if (ocr_ctx_init(&ctx, 1, 0) != OCR_OK) {
         fprintf(stderr, "%s: %s\n", argv[0], ocr_ctx_last_error(&ctx));
         return 1;
+    }
+    if (ocr_rec_read_config(&ctx, model_path, &rec_cfg, &cs) == OCR_OK) { /* ocr_rec.* metadata: a recognizer */
+        ocr_charset_free(&cs);
+        if (threshold_map) {
+            fprintf(stderr, "%s: --threshold-map is a detector's output; '%s' is a recognizer\n", argv[0], model_path);
+            ocr_ctx_free(&ctx);
+            return 2;
+        }
+        if (ocr_rec_init_from_file(&ctx, &rec, model_path) != OCR_OK) {
+            fprintf(stderr, "%s: cannot load the model '%s': %s\n", argv[0], model_path, ocr_ctx_last_error(&ctx));
+            ocr_ctx_free(&ctx);
+            return 1;
+        }
+        rc = ocr_rec_export_onnx(&ctx, &rec, out_path, &opt);
+        if (rc != OCR_OK) fprintf(stderr, "%s: %s\n", argv[0], ocr_ctx_last_error(&ctx));
+        else
+            printf("%s: wrote %s (CRNN, %d classes, LSTM %d x 2 x %d, opset %d, output log_probs, %lld bytes)\n", argv[0], out_path,
+                   rec.cfg.n_classes, rec.cfg.layers, rec.cfg.hidden, OCR_ONNX_OPSET, stat(out_path, &st) == 0 ? (long long)st.st_size : -1LL);
+        ocr_rec_free(&rec);
+        ocr_ctx_free(&ctx);
+        return rc != OCR_OK;
     }
     if (ocr_dbnet_init_from_file(&ctx, &model, model_path) != OCR_OK) {
         fprintf(stderr, "%s: cannot load the model '%s': %s\n", argv[0], model_path, ocr_ctx_last_error(&ctx));

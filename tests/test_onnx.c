@@ -8,7 +8,10 @@
    map spreads over (0, 1); and the PyTorch-made ResNet-34 fixture (tests/fixtures/dbnet), exported by the
    export_onnx program. The threshold map (a second output on request) is compared with ocr-c's probability map of
    the same model with the threshold head's weights in the binarize head (ocr-c computes the threshold map only in
-   training). Errors: bad arguments, and a failed write that leaves no file behind.
+   training). The recognizer's export (a CRNN with two bidirectional LSTM layers, written by export_onnx from its
+   checkpoint): its log-probabilities in ONNX Runtime against ocr-c's eval forward on two crops of the fixture photo
+   within the same 1e-4, and what the checker reports of it. Errors: bad arguments, and a failed write that leaves no
+   file behind.
    Needs /usr/bin/python3 with python3-onnx, node, and onnxruntime-node under build/ort: ./build.sh test installs
    all three. Runs from the repository root. */
 #define OCR_IMPLEMENTATION
@@ -16,8 +19,9 @@
 #include "ocr_nn.h"
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
-#include "ocr_onnx.h"
 #include "ocr_data.h"
+#include "ocr_rec.h"
+#include "ocr_onnx.h"
 #include "ocr_synth.h"
 #include "ocr_test.h"
 
@@ -313,6 +317,78 @@ static void test_pytorch_checkpoint_program(void) {
     OCR_CHECK_MSG(access(path_in("x.onnx"), F_OK) != 0, "a failed export left %s", path_in("x.onnx"));
 }
 
+/* The recognizer's export: a CRNN with two bidirectional LSTM layers whose BN statistics are those of a batch of
+   real crops (a training forward with momentum 1), written by export_onnx from its checkpoint; its log-probabilities
+   in ONNX Runtime against ocr-c's eval forward on crops of the fixture photo (two widths, batched), and its refusals. */
+static void test_recognizer(void) {
+    static const int widths[6] = {8, 16, 16, 32, 32, 32};
+    static const float quads[2][8] = {{20, 30, 300, 40, 298, 90, 18, 80}, {400, 200, 560, 190, 565, 240, 402, 252}};
+    static const char *const lines[] = {"input image 1 N,3,32,W\n", "output log_probs 1 T,N,95\n", "meta ocr_rec.layers=2\n",
+                                        "meta ocr_rec.hidden=12\n", "meta input.height=32\n", "meta input.width_multiple=4\n",
+                                        "meta output.blank=0\n", "meta input.channel_order=BGR\n",
+                                        "nodes Add=1 BatchNormalization=6 Conv=6 LSTM=2 LogSoftmax=1 MatMul=1 MaxPool=5 Relu=6 Reshape=3 Transpose=3\n"};
+    ocr_rec_config cfg = ocr_rec_config_default();
+    ocr_rec_crop_config cc = ocr_rec_crop_defaults();
+    ocr_charset cs;
+    ocr_rec_model m;
+    ocr_image photo;
+    ocr_tensor x, lp;
+    char cmd[1024], out[4096], report[16384];
+    int i, rc;
+    memcpy(cfg.channels, widths, sizeof widths);
+    cfg.hidden = 12;
+    cfg.layers = 2;
+    cfg.bn_momentum = 1.0f;
+    memset(&x, 0, sizeof x);
+    memset(&photo, 0, sizeof photo);
+    if (ocr_charset_init(&ctx, &cs, "latin") || ocr_rec_init(&ctx, &m, &cfg, &cs)) { OCR_CHECK_MSG(0, "%s", ocr_ctx_last_error(&ctx)); return; }
+    ocr_charset_free(&cs);
+    cc.height = 32;
+    cc.max_width = 160;
+    OCR_CHECK_OK(&ctx, ocr_image_load(&ctx, "tests/fixtures/data/icdar/images/img_2.jpg", &photo));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "image", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, 32, 160)));
+    for (i = 0; i < 2 && photo.pixels && x.data; i++) {
+        ocr_point q[4];
+        ocr_image crop;
+        ocr_tensor row;
+        int k;
+        for (k = 0; k < 4; k++) { q[k].x = quads[i][2 * k]; q[k].y = quads[i][2 * k + 1]; }
+        memset(&crop, 0, sizeof crop);
+        OCR_CHECK_OK(&ctx, ocr_rec_crop(&ctx, &photo, q, &cc, NULL, 0, &crop));
+        OCR_CHECK_OK(&ctx, ocr_tensor_slice(&ctx, &x, i, 1, &row));
+        row.shape = ocr_shape3(3, 32, 160);
+        OCR_CHECK_OK(&ctx, ocr_rec_crop_to_input(&ctx, &crop, &row));
+        ocr_image_free(&crop);
+    }
+    ocr_image_free(&photo);
+    OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, NULL, 1, &lp)); /* the running statistics: this batch's */
+    m.cfg.bn_momentum = 0.1f;
+    OCR_CHECK_OK(&ctx, ocr_rec_save(&ctx, &m, path_in("rec.safetensors"), NULL, NULL, 0));
+    snprintf(cmd, sizeof cmd, "%s --model %s --out %s", EXPORT_ONNX, path_in("rec.safetensors"), path_in("rec.onnx"));
+    rc = run(cmd, out, sizeof out);
+    OCR_CHECK_MSG(rc == 0 && strstr(out, "wrote") && strstr(out, "CRNN, 95 classes"), "'%s' exited %d:\n%s", cmd, rc, out);
+    if (rc == 0 && check_onnx(path_in("rec.onnx"), report, sizeof report)) {
+        check_report(report, lines, (int)(sizeof lines / sizeof lines[0]));
+        check_report(report, common_report + 5, 3); /* the input's normalisation, as the detector's */
+    }
+    OCR_CHECK_OK(&ctx, ocr_rec_forward(&ctx, &m, &x, NULL, 0, &lp));
+    if (rc == 0) ort_compare(path_in("rec.onnx"), &x, "log_probs", &lp, "CRNN, 2 LSTM layers, 2 crops");
+    /* refusals: a detector's option, and flags the recognizer has no output for */
+    snprintf(cmd, sizeof cmd, "%s --model %s --out %s --threshold-map", EXPORT_ONNX, path_in("rec.safetensors"), path_in("r2.onnx"));
+    OCR_CHECK_MSG(run(cmd, out, sizeof out) == 2 && strstr(out, "is a recognizer"), "'%s': %s", cmd, out);
+    {
+        ocr_onnx_options opt = ocr_onnx_options_default();
+        opt.flags = OCR_ONNX_THRESHOLD_MAP;
+        EXPECT_ERR(&ctx, ocr_rec_export_onnx(&ctx, &m, path_in("r2.onnx"), &opt), OCR_EINVAL, "ocr_rec_export_onnx", "no optional output");
+        EXPECT_ERR(&ctx, ocr_rec_export_onnx(&ctx, NULL, path_in("r2.onnx"), NULL), OCR_EINVAL, "needs a model");
+    }
+    OCR_CHECK_MSG(access(path_in("r2.onnx"), F_OK) != 0, "a refused export wrote %s", path_in("r2.onnx"));
+    remove(path_in("rec.safetensors"));
+    remove(path_in("rec.onnx"));
+    ocr_tensor_free(&x);
+    ocr_rec_free(&m);
+}
+
 /* Nothing in dir but the listed names (no temporary file left by a failed write). */
 static void check_dir_holds(const char *d, const char *const *names, int n) {
     DIR *dd = opendir(d);
@@ -395,6 +471,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_threshold_map);
     OCR_TEST_RUN(test_width_one);
     OCR_TEST_RUN(test_pytorch_checkpoint_program);
+    OCR_TEST_RUN(test_recognizer);
     OCR_TEST_RUN(test_errors);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "test_onnx: could not remove %s\n", dir);
