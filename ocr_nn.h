@@ -6087,13 +6087,64 @@ static void ocr__maxpool_s2k3_avx512(const ocr__pool_job *j, const float *xp, in
         if (irow) _mm512_mask_storeu_epi32(irow + ow, ocr__lanes(n), arg);
     }
 }
+
+/* Windows of kh rows from row h0 and kw = 1 or 2 columns at stride kw, without padding (CRNN's 2x2 and 2x1 pools):
+   the OW outputs of one row, 16 per vector, the window's columns the even and odd floats (kw 2) or the floats (kw 1)
+   of consecutive ones. Same scan order, ties and NaN rule as ocr__maxpool_one. */
+__attribute__((target("avx512f")))
+static void ocr__maxpool_nopad_avx512(const float *xp, int64_t W, int64_t h0, int kh, int kw, int64_t OW, float *yrow, int32_t *irow) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    int64_t ow, ih;
+    for (ow = 0; ow < OW; ow += 16) {
+        int64_t n = OW - ow < 16 ? OW - ow : 16, nin = kw * n, c;
+        int first = 1;
+        __m512 best = _mm512_setzero_ps();
+        __m512i arg = _mm512_setzero_si512(), col0 = _mm512_add_epi32(kw == 2 ? even : lane, _mm512_set1_epi32((int)(kw * ow)));
+        for (ih = h0; ih < h0 + kh; ih++) {
+            const float *row = xp + ih * W + kw * ow;
+            __m512 a0 = _mm512_maskz_loadu_ps(ocr__lanes(nin), row), v[2];
+            if (kw == 2) {
+                __m512 a1 = _mm512_maskz_loadu_ps(ocr__lanes(nin - 16), row + 16);
+                v[0] = _mm512_permutex2var_ps(a0, even, a1);
+                v[1] = _mm512_permutex2var_ps(a0, odd, a1);
+            } else {
+                v[0] = a0;
+            }
+            for (c = 0; c < kw; c++) {
+                __m512i at = _mm512_add_epi32(col0, _mm512_set1_epi32((int)(ih * W + c)));
+                __mmask16 take;
+                if (first) { best = v[c]; arg = at; first = 0; continue; }
+                take = (__mmask16)(_mm512_cmp_ps_mask(v[c], best, _CMP_GT_OQ) |
+                                   (_mm512_cmp_ps_mask(v[c], v[c], _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q)));
+                best = _mm512_mask_mov_ps(best, take, v[c]);
+                arg = _mm512_mask_mov_epi32(arg, take, at);
+            }
+        }
+        _mm512_mask_storeu_ps(yrow + ow, ocr__lanes(n), best);
+        if (irow) _mm512_mask_storeu_epi32(irow + ow, ocr__lanes(n), arg);
+    }
+}
 #endif
+
+/* Whether the window takes ocr__maxpool_nopad_avx512: no padding, one or two columns at a stride of its width, an
+   AVX-512 CPU and no kernel forced below it */
+static int ocr__maxpool_nopad_vector(const ocr_ctx *ctx, int kw, int sw, int ph, int pw) {
+#ifdef OCR__HAVE_AVX2
+    return ph == 0 && pw == 0 && (kw == 1 || kw == 2) && sw == kw && ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE &&
+           ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 && __builtin_cpu_supports("avx512f");
+#else
+    (void)ctx; (void)kw; (void)sw; (void)ph; (void)pw;
+    return 0;
+#endif
+}
 
 static void ocr__maxpool_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__pool_job *j = (const ocr__pool_job *)arg;
     int64_t plane, oh, ow, lo = 0, hi = 0;
     (void)tid;
-    if (j->vector) { lo = 1; hi = (j->W - 2) / 2 + 1; hi = hi > j->OW ? j->OW : hi; } /* outputs whose 3 columns are inside */
+    if (j->vector == 1) { lo = 1; hi = (j->W - 2) / 2 + 1; hi = hi > j->OW ? j->OW : hi; } /* outputs whose 3 columns are inside */
     for (plane = begin; plane < end; plane++) {
         const float *xp = j->x + plane * j->H * j->W;
         float *yp = j->y + plane * j->OH * j->OW;
@@ -6102,6 +6153,7 @@ static void ocr__maxpool_part(void *arg, int64_t begin, int64_t end, int tid) {
             float *yr = yp + oh * j->OW;
             int32_t *ir = ip ? ip + oh * j->OW : NULL;
 #ifdef OCR__HAVE_AVX2
+            if (j->vector == 2) { ocr__maxpool_nopad_avx512(xp, j->W, oh * j->s, j->k, j->k, j->OW, yr, ir); continue; }
             if (hi > lo) ocr__maxpool_s2k3_avx512(j, xp, oh, lo, hi, yr, ir);
 #endif
             for (ow = 0; ow < j->OW; ow++) {
@@ -6138,11 +6190,13 @@ OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kerne
     }
     j.x = (const float *)x->data; j.y = (float *)y->data; j.idx = argmax ? (int32_t *)argmax->data : NULL;
     j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3]; j.k = kernel; j.s = stride; j.p = pad;
+    /* 1: the stem's 3x3 window at stride 2 (AVX-512 inside the plane); 2: a 2x2 window at stride 2 without padding */
     j.vector = 0;
 #ifdef OCR__HAVE_AVX2
     j.vector = kernel == 3 && stride == 2 && pad == 1 && ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE && ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 &&
                __builtin_cpu_supports("avx512f");
 #endif
+    if (kernel == 2 && ocr__maxpool_nopad_vector(ctx, kernel, stride, pad, pad)) j.vector = 2;
     ocr_parallel_for(ctx, ys.dim[0] * ys.dim[1], 1, ocr__maxpool_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
 }
@@ -7688,10 +7742,20 @@ OCRDEF int ocr_nn_log_softmax_backward(ocr_ctx *ctx, const ocr_tensor *y, const 
     return ocr__watch(ctx, fn, "backward", dx);
 }
 
-typedef struct { const float *x; float *y; int32_t *argmax; int64_t H, W, OH, OW; int kh, kw, sh, sw, ph, pw; } ocr__rect_pool_job;
+typedef struct { const float *x; float *y; int32_t *argmax; int64_t H, W, OH, OW; int kh, kw, sh, sw, ph, pw, vector; } ocr__rect_pool_job;
 static void ocr__rect_pool_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__rect_pool_job *j = (const ocr__rect_pool_job *)arg;
     (void)tid;
+#ifdef OCR__HAVE_AVX2
+    if (j->vector) {
+        int64_t plane, oh;
+        for (plane = begin; plane < end; plane++)
+            for (oh = 0; oh < j->OH; oh++)
+                ocr__maxpool_nopad_avx512(j->x + plane * j->H * j->W, j->W, oh * j->sh, j->kh, j->kw, j->OW, j->y + (plane * j->OH + oh) * j->OW,
+                                          j->argmax ? j->argmax + (plane * j->OH + oh) * j->OW : NULL);
+        return;
+    }
+#endif
     ocr__ref_maxpool2d_rect_forward(j->x, begin, end, j->H, j->W, j->kh, j->kw, j->sh, j->sw, j->ph, j->pw, j->y, j->argmax, j->OH,
                                     j->OW);
 }
@@ -7723,6 +7787,7 @@ OCRDEF int ocr_nn_maxpool2d_rect_forward(ocr_ctx *ctx, const ocr_tensor *x, int 
     j.x = (const float *)x->data; j.y = (float *)y->data; j.argmax = argmax ? (int32_t *)argmax->data : NULL;
     j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3];
     j.kh = kh; j.kw = kw; j.sh = sh; j.sw = sw; j.ph = ph; j.pw = pw;
+    j.vector = !ocr__use_ref(ctx) && ocr__maxpool_nopad_vector(ctx, kw, sw, ph, pw);
     ocr_parallel_for(ctx, ys.dim[0] * ys.dim[1], 1, ocr__rect_pool_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
 }

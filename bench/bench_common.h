@@ -32,6 +32,33 @@ static inline void bench_settle(void) {
     nanosleep(&ts, NULL);
 }
 
+/* Raw float32 files, what tools/ort_run.js reads and writes (bench_infer, bench_rec): ONNX Runtime's input and work
+   files go under WORK_DIR (not build/bench_*: ./build.sh bench runs every build/bench_*). */
+#define WORK_DIR "build/onnx_bench"
+static inline int bench_write_f32(const char *path, const float *v, size_t n) {
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(v, sizeof(float), n, f) == n;
+    if (f && fclose(f) != 0) ok = 0;
+    return ok;
+}
+
+/* max |a - b| between ours and the n floats in path; -1 when the file does not hold exactly n */
+static inline double bench_max_diff_file(const char *path, const float *ours, size_t n) {
+    FILE *f = fopen(path, "rb");
+    double worst = 0;
+    size_t i;
+    float v;
+    if (!f) return -1;
+    for (i = 0; i < n && fread(&v, sizeof v, 1, f) == 1; i++) {
+        double d = (double)v - (double)ours[i];
+        if (d < 0) d = -d;
+        if (!(d <= worst)) worst = d;
+    }
+    if (i != n || fgetc(f) != EOF) worst = -1;
+    fclose(f);
+    return worst;
+}
+
 /* Sorts v in place. */
 static inline double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);

@@ -24,37 +24,11 @@
 #include <sys/stat.h>
 
 #define MAX_REPS 64
-#define WORK_DIR "build/onnx_bench" /* not build/bench_*: ./build.sh bench runs every build/bench_* */
-
 typedef struct { const char *name; float width; int H, W; } config;
 
 static void die(ocr_ctx *ctx, const char *what) {
     fprintf(stderr, "bench_infer: %s: %s\n", what, ocr_ctx_last_error(ctx));
     exit(1);
-}
-
-static int write_f32(const char *path, const ocr_tensor *t) {
-    FILE *f = fopen(path, "wb");
-    size_t n = (size_t)ocr_tensor_numel(t);
-    int ok = f && fwrite(t->data, sizeof(float), n, f) == n;
-    if (f && fclose(f) != 0) ok = 0;
-    return ok;
-}
-
-/* max |a - b| between ours and the n floats in path; -1 when the file does not hold exactly n */
-static double max_diff_file(const char *path, const float *ours, size_t n) {
-    FILE *f = fopen(path, "rb");
-    double worst = 0;
-    size_t i;
-    float v;
-    if (!f) return -1;
-    for (i = 0; i < n && fread(&v, sizeof v, 1, f) == 1; i++) {
-        double d = fabs((double)v - (double)ours[i]);
-        if (!(d <= worst)) worst = d;
-    }
-    if (i != n || fgetc(f) != EOF) worst = -1;
-    fclose(f);
-    return worst;
 }
 
 int main(int argc, char **argv) {
@@ -118,7 +92,7 @@ int main(int argc, char **argv) {
             ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, cf->H, cf->W)) ||
             ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f))
             die(&ctx, "setting up the model");
-        if (!write_f32(input, &x)) { fprintf(stderr, "bench_infer: cannot write %s\n", input); return 1; }
+        if (!bench_write_f32(input, (const float *)x.data, (size_t)ocr_tensor_numel(&x))) { fprintf(stderr, "bench_infer: cannot write %s\n", input); return 1; }
         ok = bench_peer_start(&peer, "ONNX Runtime peer (tools/ort_run.js)", "/usr/bin/env", peer_argv, NULL);
         snprintf(cmd, sizeof cmd, "load %s %s", input, dims);
         ok = ok && bench_peer_ask(&peer, cmd, line, sizeof line) && bench_peer_ask(&peer, "run", line, sizeof line);
@@ -142,7 +116,7 @@ int main(int argc, char **argv) {
             if (bench_peer_ask(&peer, cmd, line, sizeof line)) {
                 char prob_path[300];
                 snprintf(prob_path, sizeof prob_path, "%s.prob.f32", output);
-                diff = max_diff_file(prob_path, (const float *)prob.data, (size_t)ocr_tensor_numel(&prob));
+                diff = bench_max_diff_file(prob_path, (const float *)prob.data, (size_t)ocr_tensor_numel(&prob));
             }
         }
         bench_peer_stop(&peer, 1, NULL, 0);

@@ -2,8 +2,10 @@
    PyTorch on the same CRNN (tools/bench_crnn_torch.py over tools/crnn_ref.py's module) in the same run: one warm-up
    each, then the two alternate rep by rep, each after a pause (bench_settle); the median of the reps is reported,
    with crops per second, the ratio, and each side's GFLOP/s and share of this CPU's measured fp32 peak (a training
-   step counted as 3x its forward; convolutions, LSTM and classifier).
-   usage: bench_rec [--reps N] [--no-torch]
+   step counted as 3x its forward; convolutions, LSTM and classifier). Inference also against ONNX Runtime (npm
+   onnxruntime-node through tools/ort_run.js --serve, as bench_infer) running ocr-c's ONNX export of the same model
+   (ocr_rec_export_onnx) on the same input and threads, with the largest difference of its log-probabilities.
+   usage: bench_rec [--reps N] [--no-torch] [--no-ort]
      configs: train_rec's model (widths 16..128, one LSTM layer of 96, 312 classes: the european charset) and the
      module's default (widths 32..256, two layers of 128), 32 crops of 32x128, 2 threads; inference of the first. */
 #define OCR_IMPLEMENTATION
@@ -12,8 +14,11 @@
 #include "ocr_loss.h"
 #include "ocr_data.h"
 #include "ocr_rec.h"
+#include "ocr_onnx.h"
 #include "bench_common.h"
 #include "bench_peak.h"
+
+#include <sys/stat.h>
 
 #define MAX_REPS 64
 
@@ -115,16 +120,17 @@ static void ours_free(ours *o) {
 }
 
 int main(int argc, char **argv) {
-    int reps = 7, use_torch = 1, i, c, r;
+    int reps = 7, use_torch = 1, use_ort = 1, i, c, r;
     char cpu[256];
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--no-torch") == 0) use_torch = 0;
+        else if (strcmp(argv[i], "--no-ort") == 0) use_ort = 0;
         else if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: bench_rec [--reps N] [--no-torch]\n");
+            printf("usage: bench_rec [--reps N] [--no-torch] [--no-ort]\n");
             return 0;
         } else {
-            fprintf(stderr, "bench_rec: unknown argument '%s' (usage: bench_rec [--reps N] [--no-torch])\n", argv[i]);
+            fprintf(stderr, "bench_rec: unknown argument '%s' (usage: bench_rec [--reps N] [--no-torch] [--no-ort])\n", argv[i]);
             return 2;
         }
     }
@@ -136,12 +142,25 @@ int main(int argc, char **argv) {
         const config *cf = &CONFIGS[c];
         ocr_ctx ctx;
         ours o;
-        bench_peer peer;
-        double t_ours[MAX_REPS], t_torch[MAX_REPS], mo, mt = 0, flops, peak = bench_peak_fp32_on(cf->threads);
-        char cmd[256], answer[256];
-        int have_torch = 0;
+        bench_peer peer, ort;
+        double t_ours[MAX_REPS], t_torch[MAX_REPS], t_ort[MAX_REPS], mo, mt = 0, m_ort = 0, flops, peak = bench_peak_fp32_on(cf->threads);
+        char cmd[512], answer[256], model[256], input[256], threads_text[16];
+        char *ort_argv[] = {"env", "node", "tools/ort_run.js", "--serve", "--threads", threads_text, model, NULL};
+        int have_torch = 0, have_ort = 0;
         if (ocr_ctx_init(&ctx, cf->threads, 1) != OCR_OK) die(&ctx, "context");
         ours_setup(&ctx, cf, &o);
+        if (use_ort && !cf->train) { /* the same model exported, the same input (every crop its full width: no lengths needed) */
+            snprintf(threads_text, sizeof threads_text, "%d", cf->threads);
+            snprintf(model, sizeof model, "%s/crnn.onnx", WORK_DIR);
+            snprintf(input, sizeof input, "%s/crnn_input.f32", WORK_DIR);
+            (void)mkdir("build", 0755);
+            (void)mkdir(WORK_DIR, 0755);
+            if (ocr_rec_export_onnx(&ctx, &o.m, model, NULL)) die(&ctx, "ONNX export");
+            if (!bench_write_f32(input, (const float *)o.x.data, (size_t)ocr_tensor_numel(&o.x))) die(&ctx, "writing the ONNX Runtime input");
+            have_ort = bench_peer_start(&ort, "ONNX Runtime peer (tools/ort_run.js)", "/usr/bin/env", ort_argv, NULL);
+            snprintf(cmd, sizeof cmd, "load %s %d,3,32,%d", input, cf->N, cf->W);
+            have_ort = have_ort && bench_peer_ask(&ort, cmd, answer, sizeof answer) && bench_peer_ask(&ort, "run", answer, sizeof answer);
+        }
         if (use_torch) {
             char *pargv[] = {"python3", "tools/bench_crnn_torch.py", NULL};
             const char *env[] = {"PYTHONPATH", "tools", NULL};
@@ -155,6 +174,10 @@ int main(int argc, char **argv) {
         for (r = 0; r < reps; r++) {
             bench_settle();
             t_ours[r] = ours_run(&ctx, cf, &o);
+            if (have_ort) {
+                bench_settle();
+                have_ort = bench_peer_ask(&ort, "run", answer, sizeof answer) && (t_ort[r] = atof(answer)) > 0;
+            }
             if (have_torch) {
                 bench_settle();
                 if (!bench_peer_ask(&peer, cf->train ? "train" : "infer", answer, sizeof answer)) { have_torch = 0; continue; }
@@ -168,10 +191,29 @@ int main(int argc, char **argv) {
         printf("%-28s %12.1f %12.1f %8.2f %10.0f %10.0f %.1f (%.1f%%), %.1f (%.1f%%)\n", cf->name, 1e3 * mo, 1e3 * mt, mt > 0 ? mo / mt : 0.0,
                cf->N / mo, mt > 0 ? cf->N / mt : 0.0, flops / mo * 1e-9, peak > 0 ? 100 * flops / mo * 1e-9 / peak : 0.0,
                mt > 0 ? flops / mt * 1e-9 : 0.0, mt > 0 && peak > 0 ? 100 * flops / mt * 1e-9 / peak : 0.0);
+        if (have_ort) { /* its own line: ocr-c against ONNX Runtime, and how far ORT's log-probabilities are from ours */
+            ocr_tensor lp;
+            double diff = -1;
+            char out_path[300];
+            m_ort = median(t_ort, reps);
+            if (ocr_rec_forward(&ctx, &o.m, &o.x, &o.ilens, 0, &lp)) die(&ctx, "inference");
+            snprintf(cmd, sizeof cmd, "save %s/crnn_out", WORK_DIR);
+            snprintf(out_path, sizeof out_path, "%s/crnn_out.log_probs.f32", WORK_DIR);
+            if (bench_peer_ask(&ort, cmd, answer, sizeof answer))
+                diff = bench_max_diff_file(out_path, (const float *)lp.data, (size_t)ocr_tensor_numel(&lp));
+            bench_peer_stop(&ort, 1, answer, sizeof answer);
+            printf("%-28s %12.1f %12.1f %8.2f %10.0f %10.0f %.1f (%.1f%%), %.1f (%.1f%%)   [ORT column: ONNX Runtime on ocr-c's export; "
+                   "max |ORT - ocr-c| %.2g]\n", "  same, against ORT", 1e3 * mo, 1e3 * m_ort, mo / m_ort, cf->N / mo, cf->N / m_ort,
+                   flops / mo * 1e-9, peak > 0 ? 100 * flops / mo * 1e-9 / peak : 0.0, flops / m_ort * 1e-9,
+                   peak > 0 ? 100 * flops / m_ort * 1e-9 / peak : 0.0, diff);
+        } else if (use_ort && !cf->train) {
+            printf("  (ONNX Runtime did not run: node and build/ort/node_modules/onnxruntime-node; ./build.sh bench installs it)\n");
+        }
         fflush(stdout);
         ours_free(&o);
         ocr_ctx_free(&ctx);
     }
-    printf("ratio: ocr-c's median time over PyTorch's (below 1: ocr-c is faster); %d reps each, alternating; cpu: %s\n", reps, cpu);
+    printf("ratio: ocr-c's median time over PyTorch's, or ONNX Runtime's on the \"against ORT\" line (below 1: ocr-c is faster); %d reps "
+           "each, alternating; cpu: %s\n", reps, cpu);
     return 0;
 }

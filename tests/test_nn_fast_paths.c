@@ -549,6 +549,54 @@ static void test_maxpool_stem_path(void) {
     }
 }
 
+/* The recognizer's pools without padding on the AVX-512 path (2x2 at stride 2, and the rectangular 2x1 at (2, 1), 3x1
+   at (2, 1), 2x2 at (1, 2)) against the reference, bit for bit in values and argmax: quantised values (ties: the first
+   in scan order wins), NaNs (the first NaN wins), odd sizes, rows of 1 to 70 outputs. Skipped without AVX-512. */
+static void test_maxpool_nopad_path(void) {
+    static const int sizes[][2] = {{8, 9}, {4, 64}, {33, 141}, {2, 2}, {5, 35}};
+    static const int windows[][4] = {{2, 2, 2, 2}, {2, 1, 2, 1}, {3, 1, 2, 1}, {2, 2, 1, 2}}; /* kh kw sh sw */
+    int c, w;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (!__builtin_cpu_supports("avx512f")) { ocr_test_skip("this CPU has no AVX-512: these pools take the reference's loop"); return; }
+#else
+    ocr_test_skip("not an x86 build: these pools take the reference's loop");
+    return;
+#endif
+    for (c = 0; c < (int)(sizeof sizes / sizeof sizes[0]); c++)
+        for (w = 0; w < 4; w++) {
+            const int *q = windows[w];
+            ocr_ctx ctx;
+            ocr_tensor x, y1, y2, i1, i2;
+            int H = sizes[c][0], W = sizes[c][1], OH = (H - q[0]) / q[2] + 1, OW = (W - q[1]) / q[3] + 1, r;
+            long n, k;
+            if (H < q[0] || W < q[1]) continue;
+            memset(&x, 0, sizeof x); y1 = y2 = i1 = i2 = x;
+            OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 9 + c));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, H, W)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y1, "y1", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y2, "y2", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &i1, "i1", OCR_I32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &i2, "i2", OCR_I32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
+            if (!ocr_test__case_failed) {
+                float *xv = (float *)x.data;
+                n = (long)ocr_tensor_numel(&x);
+                for (k = 0; k < n; k++) xv[k] = (float)(int)(ocr_rng_uniform(&ctx.rng) * 5.0f); /* many ties */
+                for (k = 0; k < n / 30 + 1; k++) xv[(long)(ocr_rng_uniform(&ctx.rng) * (float)n) % n] = NAN;
+                for (r = 0; r < 2; r++) { /* r 0: the fast path; 1: the reference */
+                    if (r) ctx.debug_flags |= OCR_DEBUG_REFERENCE;
+                    if (q[0] == q[1] && q[2] == q[3])
+                        OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &x, q[0], q[2], 0, r ? &y2 : &y1, r ? &i2 : &i1));
+                    else
+                        OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_rect_forward(&ctx, &x, q[0], q[1], q[2], q[3], 0, 0, r ? &y2 : &y1, r ? &i2 : &i1));
+                }
+                OCR_CHECK_MSG(memcmp(y1.data, y2.data, ocr_tensor_bytes(&y1)) == 0 && memcmp(i1.data, i2.data, ocr_tensor_bytes(&i1)) == 0,
+                              "%dx%d, window %dx%d stride %dx%d: the vector max pooling differs from the reference", H, W, q[0], q[1], q[2], q[3]);
+            }
+            ocr_tensor_free(&x); ocr_tensor_free(&y1); ocr_tensor_free(&y2); ocr_tensor_free(&i1); ocr_tensor_free(&i2);
+            ocr_ctx_free(&ctx);
+        }
+}
+
 /* The tensors of test_ops_vs_reference: allocated on demand, freed together. */
 static ocr_tensor op_pool[96];
 static int op_pool_n;
@@ -745,6 +793,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_dbnet_bn_fold);
     OCR_TEST_RUN(test_dbnet_eval_fusion);
     OCR_TEST_RUN(test_maxpool_stem_path);
+    OCR_TEST_RUN(test_maxpool_nopad_path);
     OCR_TEST_RUN(test_ops_vs_reference);
     return ocr_test_finish();
 }
