@@ -242,8 +242,8 @@ cuda_emu_build() {
         { say "build.sh: FAILED: the headers with -DOCR_CUDA" >&2; return 1; }
 }
 # The real CUDA build with nvcc (cuDNN + cuBLAS, sm_80 + sm_90 + PTX, warnings as errors) into build/cuda:
-# ocr_cuda.o, the GPU variants of train_dbnet, detect, train_rec, eval_rec, recognize, ocr and the repro programs that have one, the parity test and
-# repro_cudnn_isolate. Linked, not run here: without a GPU they can only report that (checked below). Skipped with a
+# ocr_cuda.o, the GPU variants of train_dbnet, detect, eval_dbnet, train_rec, eval_rec, recognize, ocr and the repro
+# programs that have one, the parity test and repro_cudnn_isolate. Linked, not run here: without a GPU they can only report that (checked below). Skipped with a
 # message when nvcc is absent. ./build.sh test only checks that it compiles, links and reports the missing GPU: one
 # architecture and the host code at -O0, into build/cuda-check (a minute less; build/cuda stays the real build).
 cuda_nvcc_build() {
@@ -260,13 +260,14 @@ cuda_nvcc_build() {
     build_impl $O $d/ocr_impl.o -DOCR_CUDA 2>$d/host.log &&
         g++ $CXXWARN $INC $O -DOCR_CUDA -c tests/test_cuda_emu.cpp -o $d/test_cuda_parity.o 2>>$d/host.log ||
         { wait $nv || true; cat $d/host.log >&2; say "build.sh: FAILED to compile the CUDA host programs" >&2; return 1; }
-    for f in repro_cudnn_isolate train_dbnet detect train_rec eval_rec recognize ocr repro_step_overflow repro_loss_bad_input repro_nonfinite; do
+    for f in repro_cudnn_isolate train_dbnet detect eval_dbnet train_rec eval_rec recognize ocr repro_step_overflow repro_loss_bad_input \
+        repro_nonfinite; do
         [ -f examples/$f.c ] || continue
         $CC $WARN $INC $O -DOCR_CUDA -DOCR_NO_IMPLEMENTATION -c examples/$f.c -o $d/$f.o 2>>$d/host.log ||
             { wait $nv || true; cat $d/host.log >&2; say "build.sh: FAILED to compile the CUDA variant of examples/$f.c" >&2; return 1; }
     done
     wait $nv || { cat $d/ocr_cuda.log >&2; say "build.sh: nvcc FAILED on ocr_cuda.cu" >&2; return 1; }
-    for f in test_cuda_parity repro_cudnn_isolate train_dbnet detect train_rec eval_rec recognize ocr repro_step_overflow \
+    for f in test_cuda_parity repro_cudnn_isolate train_dbnet detect eval_dbnet train_rec eval_rec recognize ocr repro_step_overflow \
         repro_loss_bad_input repro_nonfinite; do
         [ -f $d/$f.o ] || continue
         lib=$d/ocr_impl.o; [ $f != test_cuda_parity ] || lib=""   # the parity test compiles the library in itself, as C++
@@ -280,7 +281,8 @@ cuda_nvcc_build() {
         if [ "$rc" = 0 ] || [ "$rc" -gt 128 ] || ! printf '%s' "$out" | grep -q "no usable CUDA device"; then
             say "build.sh: the CUDA build on this GPU-less machine did not report it cleanly (exit $rc): $out" >&2; return 1
         fi
-        for f in "train_dbnet --device cuda" "detect --device cuda --model none.safetensors none.png" "train_rec --device cuda --out $d/rec-run" \
+        for f in "train_dbnet --device cuda" "detect --device cuda --model none.safetensors none.png" \
+            "eval_dbnet --device cuda --model none.safetensors --data icdar:none" "train_rec --device cuda --out $d/rec-run" \
             "eval_rec --device cuda --model none.safetensors" "recognize --device cuda --model none.safetensors none.png" \
             "ocr --device cuda --det none.safetensors --rec none.safetensors none.png" \
             "repro_step_overflow --device cuda" "repro_loss_bad_input --device cuda" "repro_nonfinite --device cuda"; do

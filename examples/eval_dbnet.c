@@ -263,7 +263,7 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
     ocr_dataset ds;
     ocr_evaluator ev;
     ocr_detections dets;
-    ocr_tensor x;
+    ocr_tensor x, prob_host;
     int64_t i;
     int rc = 0, progress = isatty(fileno(stderr)) && !per_image;
     double start = ocr_monotonic_seconds();
@@ -278,6 +278,7 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
     }
     memset(&dets, 0, sizeof dets);
     memset(&x, 0, sizeof x);
+    memset(&prob_host, 0, sizeof prob_host);
     ocr_eval_init(&ev);
     for (i = 0; i < ds.count && !rc; i++) {
         ocr_sample s;
@@ -290,7 +291,7 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
                        : ocr_infer_input_size(ctx, s.image.width, s.image.height, short_side, long_side, &in_w, &in_h)) ||
             ocr_tensor_alloc(ctx, &x, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w)) ||
             ocr_image_network_input(ctx, &s.image, OCR_NORM_DBNET, &x) || ocr_dbnet_forward(ctx, &model, &x, 0, &prob, NULL) ||
-            ocr_postprocess(ctx, post, &prob, s.image.width, s.image.height, &dets) ||
+            ocr_ex_on_host(ctx, &prob, &prob_host, &prob) || ocr_postprocess(ctx, post, &prob, s.image.width, s.image.height, &dets) ||
             ocr_eval_add_image(ctx, &ev, s.polys, s.n_polys, dets.polys, dets.n, &counts)) {
             fprintf(stderr, "%s: sample %lld ('%s') of '%s': %s\n", prog, (long long)i, s.id, data, ocr_ctx_last_error(ctx));
             rc = 1;
@@ -306,6 +307,7 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
     if (progress) fprintf(stderr, "\r\033[K");
     if (!rc) print_summary(&ev, NULL, NULL);
     ocr_tensor_free(&x);
+    ocr_tensor_free(&prob_host);
     ocr_detections_free(&dets);
     ocr_dataset_close(&ds);
     ocr_dbnet_free(&model);
@@ -378,7 +380,7 @@ static int eval_pipeline(ocr_ctx *ctx, const char *det_path, const char *rec_pat
 
 int main(int argc, char **argv) {
     const char *model_path = NULL, *data = NULL, *gt_dir = NULL, *pred_dir = NULL, *gt_format_name = "icdar2015", *amp_name = "fp32";
-    const char *rec_path = NULL;
+    const char *rec_path = NULL, *device = "cpu";
     int per_image = 0, short_side = 736, long_side = 0, threads = 0, gt_format, npos, rc, amp = OCR_AMP_OFF, e2e = 0, beam = 0;
     float scale = 0.0f;
     ocr_ex_post_flags pf = ocr_ex_post_flags_default();
@@ -403,6 +405,7 @@ int main(int argc, char **argv) {
         {"--long-side", OCR_EX_INT, &long_side, "model: resize so the long side is this instead (0: use --short-side)"},
         {"--threads", OCR_EX_INT, &threads, "CPU threads; 0: all cores"},
         {"--amp", OCR_EX_STRING, &amp_name, "model: precision of the convolutions, fp32, bf16 or fp16 (ocr_nn.h's mixed-precision rules)"},
+        {"--device", OCR_EX_STRING, &device, "model: cpu or cuda (the CUDA build, build/cuda/eval_dbnet; with --rec both models)"},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     const char *usage_error = NULL;
@@ -438,6 +441,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     ctx.amp = amp;
+    if ((rc = ocr_ex_set_device(&ctx, prog, device)) != 0) {
+        ocr_ctx_free(&ctx);
+        return rc;
+    }
     if (gt_dir) {
         rc = eval_files(&ctx, gt_dir, pred_dir, gt_format, per_image, e2e);
     } else {

@@ -228,6 +228,11 @@ static void test_usage_errors(void) {
     ocr_test_expect_exit(cmd, 2, "unexpected argument: stray");
     snprintf(cmd, sizeof cmd, "%s --gt %s --pred %s --per-image=1", EVAL, dir, dir);
     ocr_test_expect_exit(cmd, 2, "takes no value");
+    /* the CPU build has no CUDA backend: a usage error that names the CUDA build */
+    snprintf(cmd, sizeof cmd, "%s --model %s --data icdar:%s/icdar --device cuda", EVAL, model, dir);
+    ocr_test_expect_exit(cmd, 2, "this CPU build has no CUDA backend");
+    snprintf(cmd, sizeof cmd, "%s --model %s --data icdar:%s/icdar --device tpu", EVAL, model, dir);
+    ocr_test_expect_exit(cmd, 2, "--device must be cpu or cuda, not 'tpu'");
     /* a number a float cannot hold (1e99 became Inf, 1e-50 zero) or outside a flag's range is a usage error, refused
        before any work: no run directory appears (these ran and exited 1) */
     {

@@ -844,6 +844,11 @@ static void test_programs(void) {
     ocr_test_expect_exit("./examples/train_rec --data nothing:x", 2, "--data and --val must be");
     ocr_test_expect_exit("./examples/eval_rec --data synth:val", 2, "--model is required");
     ocr_test_expect_exit("./examples/recognize --model x.safetensors", 2, "at least one crop");
+    /* the CPU build has no CUDA backend: --device cuda is a usage error naming the CUDA build, before any work */
+    ocr_test_expect_exit("./examples/train_rec --device cuda --out /nonexistent/run", 2, "this CPU build has no CUDA backend");
+    ocr_test_expect_exit("./examples/eval_rec --device cuda --model x.safetensors", 2, "this CPU build has no CUDA backend");
+    ocr_test_expect_exit("./examples/recognize --device cuda --model x.safetensors a.png", 2, "this CPU build has no CUDA backend");
+    ocr_test_expect_exit("./examples/recognize --device gpu --model x.safetensors a.png", 2, "--device must be cpu or cuda");
     /* labels outside the charset stop train_rec before any training, naming the LMDB key and the character */
     snprintf(lmdb, sizeof lmdb, "%s/lmdb_programs", g_tmp);
     write_recognition_lmdb(&ctx, lmdb);
