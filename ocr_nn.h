@@ -6049,6 +6049,18 @@ static void ocr__maxpool_one(const ocr__pool_job *j, const float *xp, int64_t oh
 }
 
 #ifdef OCR__HAVE_AVX2
+/* One window position of 16 outputs: v (the candidates, at their indexes `at`) taken where it beats best, the scan
+   rule of ocr__maxpool_one (greater, or the first NaN); the first position seeds best */
+__attribute__((target("avx512f")))
+static inline void ocr__maxpool_take16(__m512 v, __m512i at, int *first, __m512 *best, __m512i *arg) {
+    __mmask16 take;
+    if (*first) { *best = v; *arg = at; *first = 0; return; }
+    take = (__mmask16)(_mm512_cmp_ps_mask(v, *best, _CMP_GT_OQ) |
+                       (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(*best, *best, _CMP_ORD_Q)));
+    *best = _mm512_mask_mov_ps(*best, take, v);
+    *arg = _mm512_mask_mov_epi32(*arg, take, at);
+}
+
 /* The ResNet stem's 3x3 window at stride 2 (pad 1) for outputs [ow0, ow1) of row oh whose windows lie inside the
    plane's columns, 16 per vector: the three window columns of 16 outputs are the even, odd and next-even floats of
    33 consecutive ones. Same scan order, ties and NaN rule as ocr__maxpool_one. */
@@ -6073,15 +6085,7 @@ static void ocr__maxpool_s2k3_avx512(const ocr__pool_job *j, const float *xp, in
             v[0] = _mm512_permutex2var_ps(a0, even, a1);
             v[1] = _mm512_permutex2var_ps(a0, odd, a1);
             v[2] = _mm512_permutex2var_ps(v[0], next, a2);
-            for (c = 0; c < 3; c++) {
-                __m512i at = _mm512_add_epi32(col0, _mm512_set1_epi32((int)(ih * j->W + c)));
-                __mmask16 take;
-                if (first) { best = v[c]; arg = at; first = 0; continue; }
-                take = (__mmask16)(_mm512_cmp_ps_mask(v[c], best, _CMP_GT_OQ) |
-                                   (_mm512_cmp_ps_mask(v[c], v[c], _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q)));
-                best = _mm512_mask_mov_ps(best, take, v[c]);
-                arg = _mm512_mask_mov_epi32(arg, take, at);
-            }
+            for (c = 0; c < 3; c++) ocr__maxpool_take16(v[c], _mm512_add_epi32(col0, _mm512_set1_epi32((int)(ih * j->W + c))), &first, &best, &arg);
         }
         _mm512_mask_storeu_ps(yrow + ow, ocr__lanes(n), best);
         if (irow) _mm512_mask_storeu_epi32(irow + ow, ocr__lanes(n), arg);
@@ -6112,15 +6116,7 @@ static void ocr__maxpool_nopad_avx512(const float *xp, int64_t W, int64_t h0, in
             } else {
                 v[0] = a0;
             }
-            for (c = 0; c < kw; c++) {
-                __m512i at = _mm512_add_epi32(col0, _mm512_set1_epi32((int)(ih * W + c)));
-                __mmask16 take;
-                if (first) { best = v[c]; arg = at; first = 0; continue; }
-                take = (__mmask16)(_mm512_cmp_ps_mask(v[c], best, _CMP_GT_OQ) |
-                                   (_mm512_cmp_ps_mask(v[c], v[c], _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q)));
-                best = _mm512_mask_mov_ps(best, take, v[c]);
-                arg = _mm512_mask_mov_epi32(arg, take, at);
-            }
+            for (c = 0; c < kw; c++) ocr__maxpool_take16(v[c], _mm512_add_epi32(col0, _mm512_set1_epi32((int)(ih * W + c))), &first, &best, &arg);
         }
         _mm512_mask_storeu_ps(yrow + ow, ocr__lanes(n), best);
         if (irow) _mm512_mask_storeu_epi32(irow + ow, ocr__lanes(n), arg);

@@ -210,6 +210,13 @@ static void ocr__onnx_meta(ocr__pb *b, const char *key, const char *value) {
     ocr__pb_close(b, at);
 }
 
+/* a number, as the checkpoints write it ("%.9g": integers as integers, floats round-tripping) */
+static void ocr__onnx_meta_num(ocr__pb *b, const char *key, double v) {
+    char value[40];
+    snprintf(value, sizeof value, "%.9g", v);
+    ocr__onnx_meta(b, key, value);
+}
+
 OCRDEF ocr_onnx_options ocr_onnx_options_default(void) {
     ocr_onnx_options o;
     int c;
@@ -419,16 +426,11 @@ OCRDEF int ocr_dbnet_export_onnx(ocr_ctx *ctx, const ocr_dbnet *m, const char *p
         /* the checkpoint's config under its own keys, then the input the model expects */
         snprintf(value, sizeof value, "resnet%d", m->cfg.depth);
         ocr__onnx_meta(&b, "ocr_dbnet.backbone", value);
-        snprintf(value, sizeof value, "%.9g", m->cfg.width);
-        ocr__onnx_meta(&b, "ocr_dbnet.width", value);
-        snprintf(value, sizeof value, "%.9g", m->cfg.k);
-        ocr__onnx_meta(&b, "ocr_dbnet.k", value);
-        snprintf(value, sizeof value, "%.9g", m->cfg.prior_prob);
-        ocr__onnx_meta(&b, "ocr_dbnet.prior_prob", value);
-        snprintf(value, sizeof value, "%.9g", m->cfg.bn_momentum);
-        ocr__onnx_meta(&b, "ocr_dbnet.bn_momentum", value);
-        snprintf(value, sizeof value, "%.9g", m->cfg.bn_eps);
-        ocr__onnx_meta(&b, "ocr_dbnet.bn_eps", value);
+        ocr__onnx_meta_num(&b, "ocr_dbnet.width", m->cfg.width);
+        ocr__onnx_meta_num(&b, "ocr_dbnet.k", m->cfg.k);
+        ocr__onnx_meta_num(&b, "ocr_dbnet.prior_prob", m->cfg.prior_prob);
+        ocr__onnx_meta_num(&b, "ocr_dbnet.bn_momentum", m->cfg.bn_momentum);
+        ocr__onnx_meta_num(&b, "ocr_dbnet.bn_eps", m->cfg.bn_eps);
         ocr__onnx_input_meta(&b, &o);
         ocr__onnx_meta(&b, "input.size_multiple", "32");
         return ocr__onnx_finish(ctx, fn, &b, path);
@@ -624,25 +626,18 @@ OCRDEF int ocr_rec_export_onnx(ocr_ctx *ctx, const ocr_rec_model *m, const char 
     }
     ocr__pb_close(&b, graph_at);
     if (rc) { ocr__pb_free(&b); goto done; }
-    snprintf(value, sizeof value, "%d", m->cfg.height);
-    ocr__onnx_meta(&b, "ocr_rec.height", value);
+    ocr__onnx_meta_num(&b, "ocr_rec.height", m->cfg.height);
     snprintf(value, sizeof value, "%d,%d,%d,%d,%d,%d", m->cfg.channels[0], m->cfg.channels[1], m->cfg.channels[2], m->cfg.channels[3],
              m->cfg.channels[4], m->cfg.channels[5]);
     ocr__onnx_meta(&b, "ocr_rec.channels", value);
-    snprintf(value, sizeof value, "%d", m->cfg.hidden);
-    ocr__onnx_meta(&b, "ocr_rec.hidden", value);
-    snprintf(value, sizeof value, "%d", m->cfg.layers);
-    ocr__onnx_meta(&b, "ocr_rec.layers", value);
-    snprintf(value, sizeof value, "%d", m->cfg.n_classes);
-    ocr__onnx_meta(&b, "ocr_rec.n_classes", value);
-    snprintf(value, sizeof value, "%.9g", m->cfg.bn_momentum);
-    ocr__onnx_meta(&b, "ocr_rec.bn_momentum", value);
-    snprintf(value, sizeof value, "%.9g", m->cfg.bn_eps);
-    ocr__onnx_meta(&b, "ocr_rec.bn_eps", value);
+    ocr__onnx_meta_num(&b, "ocr_rec.hidden", m->cfg.hidden);
+    ocr__onnx_meta_num(&b, "ocr_rec.layers", m->cfg.layers);
+    ocr__onnx_meta_num(&b, "ocr_rec.n_classes", m->cfg.n_classes);
+    ocr__onnx_meta_num(&b, "ocr_rec.bn_momentum", m->cfg.bn_momentum);
+    ocr__onnx_meta_num(&b, "ocr_rec.bn_eps", m->cfg.bn_eps);
     ocr__onnx_meta(&b, "ocr_rec.charset", charset);
     ocr__onnx_input_meta(&b, &o);
-    snprintf(value, sizeof value, "%d", m->cfg.height);
-    ocr__onnx_meta(&b, "input.height", value);
+    ocr__onnx_meta_num(&b, "input.height", m->cfg.height);
     ocr__onnx_meta(&b, "input.width_multiple", "4");
     ocr__onnx_meta(&b, "output.blank", "0");
     ocr__onnx_meta(&b, "output.layout", "TNC");

@@ -515,6 +515,23 @@ static void test_dbnet_eval_fusion(void) {
         }
 }
 
+/* A pooling case: x [2, 3, H, W] of quantised values (many ties) with NaNs at random, y1, y2 [2, 3, OH, OW] and their
+   argmax i1, i2 (t[0..4]); 0 when an allocation failed (reported). */
+static int pool_case(ocr_ctx *ctx, int H, int W, int OH, int OW, int nan_every, ocr_tensor t[5]) {
+    static const char *const names[5] = {"x", "y1", "y2", "i1", "i2"};
+    long n, k;
+    int i;
+    memset(t, 0, 5 * sizeof *t);
+    for (i = 0; i < 5; i++)
+        OCR_CHECK_OK(ctx, ocr_tensor_alloc(ctx, &t[i], names[i], i < 3 ? OCR_F32 : OCR_I32, OCR_DEVICE_CPU, i ? ocr_shape4(2, 3, OH, OW)
+                                                                                                          : ocr_shape4(2, 3, H, W)));
+    if (ocr_test__case_failed) return 0;
+    n = (long)ocr_tensor_numel(&t[0]);
+    for (k = 0; k < n; k++) ((float *)t[0].data)[k] = (float)(int)(ocr_rng_uniform(&ctx->rng) * 5.0f); /* many ties */
+    for (k = 0; k < n / nan_every + 1; k++) ((float *)t[0].data)[(long)(ocr_rng_uniform(&ctx->rng) * (float)n) % n] = NAN;
+    return 1;
+}
+
 /* The stem's 3x3 / stride 2 / pad 1 max pooling on the AVX-512 path against the per-output path (forced with the
    AVX2 kernel), bit for bit in values and argmax: quantised values (ties: the first in scan order wins), NaNs (the
    first NaN wins), planes of odd and even sizes, rows from 3 to 71 outputs (partial vectors, one full and more). */
@@ -523,28 +540,17 @@ static void test_maxpool_stem_path(void) {
     int c;
     for (c = 0; c < (int)(sizeof sizes / sizeof sizes[0]); c++) {
         ocr_ctx ctx;
-        ocr_tensor x, y1, y2, i1, i2;
-        int H = sizes[c][0], W = sizes[c][1], OH = (H - 1) / 2 + 1, OW = (W - 1) / 2 + 1;
-        long n, k;
-        memset(&x, 0, sizeof x); y1 = y2 = i1 = i2 = x;
+        ocr_tensor t[5];
+        int H = sizes[c][0], W = sizes[c][1], OH = (H - 1) / 2 + 1, OW = (W - 1) / 2 + 1, i;
         OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 5 + c));
-        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, H, W)));
-        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y1, "y1", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
-        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y2, "y2", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
-        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &i1, "i1", OCR_I32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
-        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &i2, "i2", OCR_I32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
-        if (!ocr_test__case_failed) {
-            float *xv = (float *)x.data;
-            n = (long)ocr_tensor_numel(&x);
-            for (k = 0; k < n; k++) xv[k] = (float)(int)(ocr_rng_uniform(&ctx.rng) * 5.0f); /* many ties */
-            for (k = 0; k < n / 40 + 1; k++) xv[(long)(ocr_rng_uniform(&ctx.rng) * (float)n) % n] = NAN;
-            OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &x, 3, 2, 1, &y1, &i1));
+        if (pool_case(&ctx, H, W, OH, OW, 40, t)) {
+            OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &t[0], 3, 2, 1, &t[1], &t[3]));
             ctx.cpu_kernel = OCR_CPU_KERNEL_AVX2;
-            OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &x, 3, 2, 1, &y2, &i2));
-            OCR_CHECK_MSG(memcmp(y1.data, y2.data, ocr_tensor_bytes(&y1)) == 0 && memcmp(i1.data, i2.data, ocr_tensor_bytes(&i1)) == 0,
+            OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &t[0], 3, 2, 1, &t[2], &t[4]));
+            OCR_CHECK_MSG(memcmp(t[1].data, t[2].data, ocr_tensor_bytes(&t[1])) == 0 && memcmp(t[3].data, t[4].data, ocr_tensor_bytes(&t[3])) == 0,
                           "%dx%d: the vector max pooling differs from the per-output one", H, W);
         }
-        ocr_tensor_free(&x); ocr_tensor_free(&y1); ocr_tensor_free(&y2); ocr_tensor_free(&i1); ocr_tensor_free(&i2);
+        for (i = 0; i < 5; i++) ocr_tensor_free(&t[i]);
         ocr_ctx_free(&ctx);
     }
 }
@@ -566,33 +572,22 @@ static void test_maxpool_nopad_path(void) {
         for (w = 0; w < 4; w++) {
             const int *q = windows[w];
             ocr_ctx ctx;
-            ocr_tensor x, y1, y2, i1, i2;
-            int H = sizes[c][0], W = sizes[c][1], OH = (H - q[0]) / q[2] + 1, OW = (W - q[1]) / q[3] + 1, r;
-            long n, k;
+            ocr_tensor t[5];
+            int H = sizes[c][0], W = sizes[c][1], OH = (H - q[0]) / q[2] + 1, OW = (W - q[1]) / q[3] + 1, r, i;
             if (H < q[0] || W < q[1]) continue;
-            memset(&x, 0, sizeof x); y1 = y2 = i1 = i2 = x;
             OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 9 + c));
-            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, H, W)));
-            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y1, "y1", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
-            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y2, "y2", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
-            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &i1, "i1", OCR_I32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
-            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &i2, "i2", OCR_I32, OCR_DEVICE_CPU, ocr_shape4(2, 3, OH, OW)));
-            if (!ocr_test__case_failed) {
-                float *xv = (float *)x.data;
-                n = (long)ocr_tensor_numel(&x);
-                for (k = 0; k < n; k++) xv[k] = (float)(int)(ocr_rng_uniform(&ctx.rng) * 5.0f); /* many ties */
-                for (k = 0; k < n / 30 + 1; k++) xv[(long)(ocr_rng_uniform(&ctx.rng) * (float)n) % n] = NAN;
-                for (r = 0; r < 2; r++) { /* r 0: the fast path; 1: the reference */
+            if (pool_case(&ctx, H, W, OH, OW, 30, t)) {
+                for (r = 0; r < 2; r++) { /* r 0: the fast path into y1, i1; 1: the reference into y2, i2 */
                     if (r) ctx.debug_flags |= OCR_DEBUG_REFERENCE;
                     if (q[0] == q[1] && q[2] == q[3])
-                        OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &x, q[0], q[2], 0, r ? &y2 : &y1, r ? &i2 : &i1));
+                        OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &t[0], q[0], q[2], 0, &t[1 + r], &t[3 + r]));
                     else
-                        OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_rect_forward(&ctx, &x, q[0], q[1], q[2], q[3], 0, 0, r ? &y2 : &y1, r ? &i2 : &i1));
+                        OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_rect_forward(&ctx, &t[0], q[0], q[1], q[2], q[3], 0, 0, &t[1 + r], &t[3 + r]));
                 }
-                OCR_CHECK_MSG(memcmp(y1.data, y2.data, ocr_tensor_bytes(&y1)) == 0 && memcmp(i1.data, i2.data, ocr_tensor_bytes(&i1)) == 0,
+                OCR_CHECK_MSG(memcmp(t[1].data, t[2].data, ocr_tensor_bytes(&t[1])) == 0 && memcmp(t[3].data, t[4].data, ocr_tensor_bytes(&t[3])) == 0,
                               "%dx%d, window %dx%d stride %dx%d: the vector max pooling differs from the reference", H, W, q[0], q[1], q[2], q[3]);
             }
-            ocr_tensor_free(&x); ocr_tensor_free(&y1); ocr_tensor_free(&y2); ocr_tensor_free(&i1); ocr_tensor_free(&i2);
+            for (i = 0; i < 5; i++) ocr_tensor_free(&t[i]);
             ocr_ctx_free(&ctx);
         }
 }
