@@ -2386,6 +2386,17 @@ OCRDEF int ocr_cuda_mask_columns(ocr_ctx *ctx, ocr_tensor *x, const ocr_tensor *
     return OCR_OK;
 }
 
+/* The CTC arrays in device scratch SEQ1, one layout for both calls: each sample's offsets [2N] (int64), then the
+   target and input lengths [2N] and the targets (int32) */
+typedef struct { int64_t *offsets; int32_t *lengths, *targets; } ocr__cu_ctc_meta;
+static ocr__cu_ctc_meta ocr__cu_ctc_layout(void *seq1, int64_t N) {
+    ocr__cu_ctc_meta m;
+    m.offsets = (int64_t *)seq1;
+    m.lengths = (int32_t *)(m.offsets + 2 * N);
+    m.targets = m.lengths + 2 * N;
+    return m;
+}
+
 /* CTC for ocr_loss_ctc, which checks everything and keeps the reduction (one place for both devices). The host
    arrays: targets [n_targets], target and input lengths [N], offsets [2N] (each sample's first label, then its first
    double of the tables); nll [N] receives each sample's negative log-likelihood (HUGE_VAL: no alignment). The tables
@@ -2396,24 +2407,24 @@ OCRDEF int ocr_cuda_ctc_tables(ocr_ctx *ctx, const ocr_tensor *log_probs, const 
     const char *fn = "ocr_loss_ctc (cuda)";
     int64_t N = log_probs->shape.dim[1], C = log_probs->shape.dim[2];
     size_t meta_bytes = (size_t)(2 * N) * sizeof(int64_t) + (size_t)(2 * N + n_targets) * sizeof(int32_t), tab_bytes;
-    unsigned char *meta;
+    void *seq1;
+    ocr__cu_ctc_meta meta;
     double *tables, *dnll;
     int rc;
     if ((rc = ocr__begin(ctx, fn, log_probs, NULL, NULL, NULL))) return rc;
     if (!ocr_size_mul((size_t)table_doubles, sizeof(double), &tab_bytes)) return ocr_error(ctx, OCR_EOVERFLOW, "%s: tables too large", fn);
-    if (!(meta = (unsigned char *)ocr__dscratch(ctx, OCR__DS_SEQ1, meta_bytes)) ||
+    if (!(seq1 = ocr__dscratch(ctx, OCR__DS_SEQ1, meta_bytes)) ||
         !(tables = (double *)ocr__dscratch(ctx, OCR__DS_SEQ0, tab_bytes ? tab_bytes : sizeof(double))) ||
         !(dnll = (double *)ocr__dscratch(ctx, OCR__DS_SEQ2, (size_t)(2 * N) * sizeof(double))))
         return ctx->last_status;
-    /* meta: offsets [2N] int64, then lengths [2N] (target, input) and targets int32 */
-    if ((rc = ocr__dcopy(ctx, meta, offsets, (size_t)(2 * N) * sizeof(int64_t), OCR__H2D)) ||
-        (rc = ocr__dcopy(ctx, meta + 2 * N * sizeof(int64_t), target_lengths, (size_t)N * sizeof(int32_t), OCR__H2D)) ||
-        (rc = ocr__dcopy(ctx, meta + 2 * N * sizeof(int64_t) + N * sizeof(int32_t), input_lengths, (size_t)N * sizeof(int32_t), OCR__H2D)) ||
-        (rc = ocr__dcopy(ctx, meta + 2 * N * sizeof(int64_t) + 2 * N * sizeof(int32_t), targets, (size_t)n_targets * sizeof(int32_t), OCR__H2D)))
+    meta = ocr__cu_ctc_layout(seq1, N);
+    if ((rc = ocr__dcopy(ctx, meta.offsets, offsets, (size_t)(2 * N) * sizeof(int64_t), OCR__H2D)) ||
+        (rc = ocr__dcopy(ctx, meta.lengths, target_lengths, (size_t)N * sizeof(int32_t), OCR__H2D)) ||
+        (rc = ocr__dcopy(ctx, meta.lengths + N, input_lengths, (size_t)N * sizeof(int32_t), OCR__H2D)) ||
+        (rc = ocr__dcopy(ctx, meta.targets, targets, (size_t)n_targets * sizeof(int32_t), OCR__H2D)))
         return rc;
     OCR__LAUNCH(ctx, ocr__k_ctc_tables, ((unsigned)(N < OCR__MAX_GRID ? N : OCR__MAX_GRID)), (OCR__BLOCK), (const float *)log_probs->data,
-                (const int32_t *)(meta + 2 * N * sizeof(int64_t) + 2 * N * sizeof(int32_t)), (const int64_t *)meta,
-                (const int32_t *)(meta + 2 * N * sizeof(int64_t)), N, C, blank, tables, dnll);
+                (const int32_t *)meta.targets, (const int64_t *)meta.offsets, (const int32_t *)meta.lengths, N, C, blank, tables, dnll);
     ocr__st(ctx)->ctc_samples = N;
     return ocr__dcopy(ctx, nll, dnll, (size_t)N * sizeof(double), OCR__D2H);
 }
@@ -2424,7 +2435,7 @@ OCRDEF int ocr_cuda_ctc_gradient(ocr_ctx *ctx, const ocr_tensor *log_probs, int 
     const char *fn = "ocr_loss_ctc (cuda, gradient)";
     ocr__cuda_state *st;
     int64_t T = log_probs->shape.dim[0], N = log_probs->shape.dim[1], C = log_probs->shape.dim[2];
-    unsigned char *meta;
+    ocr__cu_ctc_meta meta;
     double *dnll;
     int rc;
     if ((rc = ocr__begin(ctx, fn, log_probs, d_log_probs, NULL, NULL))) return rc;
@@ -2432,12 +2443,12 @@ OCRDEF int ocr_cuda_ctc_gradient(ocr_ctx *ctx, const ocr_tensor *log_probs, int 
     if (st->ctc_samples != N)
         return ocr_error(ctx, OCR_ESTATE, "%s: the tables in scratch are for %lld samples, not %lld: call ocr_cuda_ctc_tables first", fn,
                          (long long)st->ctc_samples, (long long)N);
-    meta = (unsigned char *)st->scratch[OCR__DS_SEQ1];
+    meta = ocr__cu_ctc_layout(st->scratch[OCR__DS_SEQ1], N);
     dnll = (double *)st->scratch[OCR__DS_SEQ2];
     if ((rc = ocr__dcopy(ctx, dnll + N, weight, (size_t)N * sizeof(double), OCR__H2D))) return rc;
     OCR__LAUNCH(ctx, ocr__k_ctc_grad, (ocr__grid(T * N * C)), (OCR__BLOCK), (const float *)log_probs->data,
-                (const int32_t *)(meta + 2 * N * sizeof(int64_t) + 2 * N * sizeof(int32_t)), (const int64_t *)meta,
-                (const int32_t *)(meta + 2 * N * sizeof(int64_t)), T, N, C, blank, (const double *)st->scratch[OCR__DS_SEQ0],
+                (const int32_t *)meta.targets, (const int64_t *)meta.offsets, (const int32_t *)meta.lengths, T, N, C, blank,
+                (const double *)st->scratch[OCR__DS_SEQ0],
                 (const double *)dnll, (const double *)(dnll + N), (float *)d_log_probs->data);
     st->ctc_samples = -1;
     return OCR_OK;

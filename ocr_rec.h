@@ -1668,21 +1668,10 @@ fail:
 
 /* ---------------------------------------------------------------- decoding and recognition */
 
-/* log_probs where the host can read them: itself, or a download into *tmp (which the caller frees) */
-static int ocr__rec_on_host(ocr_ctx *ctx, const ocr_tensor *lp, ocr_tensor *tmp, const ocr_tensor **out) {
-    int rc;
-    *out = lp;
-    if (lp->device == OCR_DEVICE_CPU) return OCR_OK;
-    if ((rc = ocr_tensor_alloc(ctx, tmp, "log_probs (host)", lp->dtype, OCR_DEVICE_CPU, lp->shape)) || (rc = ocr_tensor_copy(ctx, tmp, lp)))
-        return rc;
-    *out = tmp;
-    return OCR_OK;
-}
-
 OCRDEF int ocr_rec_decode(ocr_ctx *ctx, const ocr_rec_model *m, const ocr_tensor *log_probs, const ocr_tensor *input_lengths,
                           int beam_width, char **texts, float *scores) {
     const char *fn = "ocr_rec_decode";
-    ocr_tensor labels, lengths, sc, host;
+    ocr_tensor labels, lengths, sc, staging, host;
     int64_t T, N, n;
     int rc, k = 0;
     size_t cap;
@@ -1690,8 +1679,9 @@ OCRDEF int ocr_rec_decode(ocr_ctx *ctx, const ocr_rec_model *m, const ocr_tensor
     if (!m || !log_probs || !texts || log_probs->shape.ndim != 3) return ocr_error(ctx, OCR_EINVAL, "%s: needs a model, log_probs [T,N,C] and texts", fn);
     T = log_probs->shape.dim[0]; N = log_probs->shape.dim[1];
     for (n = 0; n < N; n++) texts[n] = NULL;
-    memset(&labels, 0, sizeof labels); memset(&lengths, 0, sizeof lengths); memset(&sc, 0, sizeof sc); memset(&host, 0, sizeof host);
-    if ((rc = ocr__rec_on_host(ctx, log_probs, &host, &log_probs))) goto done;
+    memset(&labels, 0, sizeof labels); memset(&lengths, 0, sizeof lengths); memset(&sc, 0, sizeof sc); memset(&staging, 0, sizeof staging);
+    if ((rc = ocr_tensor_on_host(ctx, log_probs, &staging, &host))) goto done;
+    log_probs = &host;
     if (beam_width <= 1) {
         if ((rc = ocr_tensor_alloc(ctx, &labels, "labels", OCR_I32, OCR_DEVICE_CPU, ocr_shape2(N, T))) ||
             (rc = ocr_tensor_alloc(ctx, &lengths, "lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(N))) ||
@@ -1717,7 +1707,7 @@ OCRDEF int ocr_rec_decode(ocr_ctx *ctx, const ocr_rec_model *m, const ocr_tensor
 done:
     if (rc) for (n = 0; n < N; n++) { OCR_FREE(texts[n]); texts[n] = NULL; }
     (void)k;
-    ocr_tensor_free(&labels); ocr_tensor_free(&lengths); ocr_tensor_free(&sc); ocr_tensor_free(&host);
+    ocr_tensor_free(&labels); ocr_tensor_free(&lengths); ocr_tensor_free(&sc); ocr_tensor_free(&staging);
     return rc;
 }
 
@@ -1762,8 +1752,7 @@ static int ocr__rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *c
     ocr_rec_crop_config cc = ocr_rec_crop_defaults();
     ocr__rec_order *order = NULL;
     ocr_image *rect = NULL;
-    ocr_tensor x, il, lp, lp_host;
-    const ocr_tensor *lph;
+    ocr_tensor x, il, lp, lp_staging, lph;
     char **bt = NULL;
     float *bs = NULL;
     int i, j, rc = OCR_OK;
@@ -1771,7 +1760,7 @@ static int ocr__rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *c
         return ocr_error(ctx, OCR_EINVAL, "%s: needs a model, crops, texts and batch_size >= 1", fn);
     for (i = 0; i < n; i++) texts[i] = NULL;
     if (!n) return OCR_OK;
-    memset(&x, 0, sizeof x); memset(&il, 0, sizeof il); memset(&lp_host, 0, sizeof lp_host);
+    memset(&x, 0, sizeof x); memset(&il, 0, sizeof il); memset(&lp_staging, 0, sizeof lp_staging);
     cc.height = m->cfg.height;
     cc.max_width = 4096; /* a whole line stays readable: no squeezing at inference */
     order = (ocr__rec_order *)OCR_MALLOC((size_t)n * sizeof *order);
@@ -1797,7 +1786,7 @@ static int ocr__rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *c
     for (i = 0; i < n && !rc; i += batch_size) {
         int nb = n - i < batch_size ? n - i : batch_size, W = order[i + nb - 1].width;
         ocr_tensor row;
-        ocr_tensor_free(&x); ocr_tensor_free(&il); ocr_tensor_free(&lp_host);
+        ocr_tensor_free(&x); ocr_tensor_free(&il);
         if ((rc = ocr_tensor_alloc(ctx, &x, "rec_input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(nb, 3, m->cfg.height, W))) ||
             (rc = ocr_tensor_alloc(ctx, &il, "input_lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(nb))))
             break;
@@ -1807,20 +1796,20 @@ static int ocr__rec_recognize(ocr_ctx *ctx, ocr_rec_model *m, const ocr_image *c
             rc = ocr_rec_crop_to_input(ctx, c, &row);
             ((int32_t *)il.data)[j] = c->width / 4;
         }
-        if (rc || (rc = ocr_rec_forward(ctx, m, &x, &il, 0, &lp)) || (rc = ocr__rec_on_host(ctx, &lp, &lp_host, &lph)) ||
-            (rc = ocr_rec_decode(ctx, m, lph, &il, beam_width, bt, bs)))
+        if (rc || (rc = ocr_rec_forward(ctx, m, &x, &il, 0, &lp)) || (rc = ocr_tensor_on_host(ctx, &lp, &lp_staging, &lph)) ||
+            (rc = ocr_rec_decode(ctx, m, &lph, &il, beam_width, bt, bs)))
             break;
         for (j = 0; j < nb; j++) {
             texts[order[i + j].index] = bt[j];
             if (scores) scores[order[i + j].index] = bs[j];
-            if (confidences) confidences[order[i + j].index] = ocr__rec_path_confidence(lph, j, ((const int32_t *)il.data)[j]);
+            if (confidences) confidences[order[i + j].index] = ocr__rec_path_confidence(&lph, j, ((const int32_t *)il.data)[j]);
         }
     }
 done:
     if (rc) for (i = 0; i < n; i++) { OCR_FREE(texts[i]); texts[i] = NULL; }
     if (rect) for (i = 0; i < n; i++) ocr_image_free(&rect[i]);
     OCR_FREE(rect); OCR_FREE(order); OCR_FREE(bt); OCR_FREE(bs);
-    ocr_tensor_free(&x); ocr_tensor_free(&il); ocr_tensor_free(&lp_host);
+    ocr_tensor_free(&x); ocr_tensor_free(&il); ocr_tensor_free(&lp_staging);
     return rc;
 }
 
@@ -2060,18 +2049,11 @@ OCRDEF int ocr_pipeline_read(ocr_ctx *ctx, ocr_pipeline *p, const ocr_image *img
         ocr_tensor_free(&p->input_);
         if ((rc = ocr_tensor_alloc(ctx, &p->input_, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w)))) return rc;
     }
+    /* post-processing reads the map on the host */
     if ((rc = ocr_image_network_input(ctx, img, OCR_NORM_DBNET, &p->input_)) ||
-        (rc = ocr_dbnet_forward(ctx, &p->det, &p->input_, 0, &prob, NULL)))
+        (rc = ocr_dbnet_forward(ctx, &p->det, &p->input_, 0, &prob, NULL)) || (rc = ocr_tensor_on_host(ctx, &prob, &p->prob_host_, &prob)) ||
+        (rc = ocr_postprocess(ctx, &p->cfg.post, &prob, img->width, img->height, &p->dets_)))
         return rc;
-    if (prob.device != OCR_DEVICE_CPU) {   /* post-processing reads the map on the host */
-        if (!ocr_shape_equal(p->prob_host_.shape, prob.shape)) {
-            ocr_tensor_free(&p->prob_host_);
-            if ((rc = ocr_tensor_alloc(ctx, &p->prob_host_, "prob (host)", OCR_F32, OCR_DEVICE_CPU, prob.shape))) return rc;
-        }
-        if ((rc = ocr_tensor_copy(ctx, &p->prob_host_, &prob))) return rc;
-        prob = p->prob_host_;
-    }
-    if ((rc = ocr_postprocess(ctx, &p->cfg.post, &prob, img->width, img->height, &p->dets_))) return rc;
     det_seconds = ocr_monotonic_seconds() - t0;
     rc = ocr_pipeline_read_regions(ctx, p, img, p->dets_.polys, p->dets_.scores, p->dets_.n, out);
     out->det_seconds = det_seconds;

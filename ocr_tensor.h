@@ -230,6 +230,9 @@ OCRDEF void ocr_tensor_set_name(ocr_tensor *t, const char *name);
 OCRDEF int ocr_tensor_fill(ocr_ctx *ctx, ocr_tensor *t, double value);
 OCRDEF int ocr_tensor_zero(ocr_ctx *ctx, ocr_tensor *t);
 OCRDEF int ocr_tensor_copy(ocr_ctx *ctx, ocr_tensor *dst, const ocr_tensor *src);  /* same shape, converts dtype */
+/* t where the host can read it: *out is t itself when t is on the CPU, else a view of its download into *staging
+   (reallocated when the shape or dtype changes; ocr_tensor_free it when done). *out never owns its data. */
+OCRDEF int ocr_tensor_on_host(ocr_ctx *ctx, const ocr_tensor *t, ocr_tensor *staging, ocr_tensor *out);
 OCRDEF int ocr_tensor_fill_uniform(ocr_ctx *ctx, ocr_tensor *t, float lo, float hi);
 OCRDEF int ocr_tensor_fill_normal(ocr_ctx *ctx, ocr_tensor *t, float mean, float stddev);
 OCRDEF double ocr_tensor_get(const ocr_tensor *t, int64_t index);   /* any dtype, CPU; for tests and tools */
@@ -1015,6 +1018,19 @@ OCRDEF int ocr_tensor_copy(ocr_ctx *ctx, ocr_tensor *dst, const ocr_tensor *src)
     n = ocr_tensor_numel(src);
     if (dst->dtype == src->dtype) memmove(dst->data, src->data, ocr_tensor_bytes(src));
     else for (i = 0; i < n; i++) ocr_tensor_set(dst, i, ocr_tensor_get(src, i));
+    return OCR_OK;
+}
+
+OCRDEF int ocr_tensor_on_host(ocr_ctx *ctx, const ocr_tensor *t, ocr_tensor *staging, ocr_tensor *out) {
+    int rc;
+    if (t->device == OCR_DEVICE_CPU) { *out = *t; out->owns_data = 0; return OCR_OK; }
+    if (!staging->data || !ocr_shape_equal(staging->shape, t->shape) || staging->dtype != t->dtype) {
+        ocr_tensor_free(staging);
+        if ((rc = ocr_tensor_alloc(ctx, staging, t->name, t->dtype, OCR_DEVICE_CPU, t->shape))) return rc;
+    }
+    if ((rc = ocr_tensor_copy(ctx, staging, t))) return rc;
+    *out = *staging;
+    out->owns_data = 0;
     return OCR_OK;
 }
 

@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
         if (ocr_image_load(&ctx, path, &img) || ocr_infer_input_size(&ctx, img.width, img.height, short_side, long_side, &in_w, &in_h) ||
             ocr_tensor_alloc(&ctx, &x, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w)) ||
             ocr_image_network_input(&ctx, &img, OCR_NORM_DBNET, &x) || ocr_dbnet_forward(&ctx, &model, &x, 0, &prob, NULL) ||
-            ocr_ex_on_host(&ctx, &prob, &prob_host, &prob) ||
+            ocr_tensor_on_host(&ctx, &prob, &prob_host, &prob) ||
             ocr_postprocess(&ctx, &post, &prob, img.width, img.height, &dets) ||
             (dump_dir && write_dump(&ctx, dump_dir, stem, path, &img, &x, &prob))) {
             const char *msg = ocr_ctx_last_error(&ctx);

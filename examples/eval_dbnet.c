@@ -291,7 +291,7 @@ static int eval_model(ocr_ctx *ctx, const char *model_path, const char *data, in
                        : ocr_infer_input_size(ctx, s.image.width, s.image.height, short_side, long_side, &in_w, &in_h)) ||
             ocr_tensor_alloc(ctx, &x, "input", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(1, 3, in_h, in_w)) ||
             ocr_image_network_input(ctx, &s.image, OCR_NORM_DBNET, &x) || ocr_dbnet_forward(ctx, &model, &x, 0, &prob, NULL) ||
-            ocr_ex_on_host(ctx, &prob, &prob_host, &prob) || ocr_postprocess(ctx, post, &prob, s.image.width, s.image.height, &dets) ||
+            ocr_tensor_on_host(ctx, &prob, &prob_host, &prob) || ocr_postprocess(ctx, post, &prob, s.image.width, s.image.height, &dets) ||
             ocr_eval_add_image(ctx, &ev, s.polys, s.n_polys, dets.polys, dets.n, &counts)) {
             fprintf(stderr, "%s: sample %lld ('%s') of '%s': %s\n", prog, (long long)i, s.id, data, ocr_ctx_last_error(ctx));
             rc = 1;

@@ -36,7 +36,8 @@ int main(int argc, char **argv) {
     ocr_rec_config rec_cfg;
     ocr_charset cs;
     struct stat st;
-    int rc;
+    char what[160];
+    int rc, is_rec;
 
     n_pos = ocr_ex_parse(argc, argv, SYNOPSIS, flags, n_flags);
     if (!model_path || !out_path || n_pos > 0) {
@@ -50,38 +51,27 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", argv[0], ocr_ctx_last_error(&ctx));
         return 1;
     }
-    if (ocr_rec_read_config(&ctx, model_path, &rec_cfg, &cs) == OCR_OK) { /* ocr_rec.* metadata: a recognizer */
-        ocr_charset_free(&cs);
-        if (threshold_map) {
-            fprintf(stderr, "%s: --threshold-map is a detector's output; '%s' is a recognizer\n", argv[0], model_path);
-            ocr_ctx_free(&ctx);
-            return 2;
-        }
-        if (ocr_rec_init_from_file(&ctx, &rec, model_path) != OCR_OK) {
-            fprintf(stderr, "%s: cannot load the model '%s': %s\n", argv[0], model_path, ocr_ctx_last_error(&ctx));
-            ocr_ctx_free(&ctx);
-            return 1;
-        }
-        rc = ocr_rec_export_onnx(&ctx, &rec, out_path, &opt);
-        if (rc != OCR_OK) fprintf(stderr, "%s: %s\n", argv[0], ocr_ctx_last_error(&ctx));
-        else
-            printf("%s: wrote %s (CRNN, %d classes, LSTM %d x 2 x %d, opset %d, output log_probs, %lld bytes)\n", argv[0], out_path,
-                   rec.cfg.n_classes, rec.cfg.layers, rec.cfg.hidden, OCR_ONNX_OPSET, stat(out_path, &st) == 0 ? (long long)st.st_size : -1LL);
-        ocr_rec_free(&rec);
+    is_rec = ocr_rec_read_config(&ctx, model_path, &rec_cfg, &cs) == OCR_OK; /* ocr_rec.* metadata: a recognizer */
+    if (is_rec) ocr_charset_free(&cs);
+    if (is_rec && threshold_map) {
+        fprintf(stderr, "%s: --threshold-map is a detector's output; '%s' is a recognizer\n", argv[0], model_path);
         ocr_ctx_free(&ctx);
-        return rc != OCR_OK;
+        return 2;
     }
-    if (ocr_dbnet_init_from_file(&ctx, &model, model_path) != OCR_OK) {
+    if (is_rec ? ocr_rec_init_from_file(&ctx, &rec, model_path) != OCR_OK : ocr_dbnet_init_from_file(&ctx, &model, model_path) != OCR_OK) {
         fprintf(stderr, "%s: cannot load the model '%s': %s\n", argv[0], model_path, ocr_ctx_last_error(&ctx));
         ocr_ctx_free(&ctx);
         return 1;
     }
-    rc = ocr_dbnet_export_onnx(&ctx, &model, out_path, &opt);
+    if (is_rec) snprintf(what, sizeof what, "CRNN, %d classes, LSTM %d x 2 x %d, opset %d, output log_probs", rec.cfg.n_classes,
+                         rec.cfg.layers, rec.cfg.hidden, OCR_ONNX_OPSET);
+    else snprintf(what, sizeof what, "DB-ResNet-%d, width %g, opset %d, outputs prob%s", model.cfg.depth, model.cfg.width, OCR_ONNX_OPSET,
+                  threshold_map ? " and thresh" : "");
+    rc = is_rec ? ocr_rec_export_onnx(&ctx, &rec, out_path, &opt) : ocr_dbnet_export_onnx(&ctx, &model, out_path, &opt);
     if (rc != OCR_OK) fprintf(stderr, "%s: %s\n", argv[0], ocr_ctx_last_error(&ctx));
-    else
-        printf("%s: wrote %s (DB-ResNet-%d, width %g, opset %d, outputs prob%s, %lld bytes)\n", argv[0], out_path, model.cfg.depth,
-               model.cfg.width, OCR_ONNX_OPSET, threshold_map ? " and thresh" : "", stat(out_path, &st) == 0 ? (long long)st.st_size : -1LL);
-    ocr_dbnet_free(&model);
+    else printf("%s: wrote %s (%s, %lld bytes)\n", argv[0], out_path, what, stat(out_path, &st) == 0 ? (long long)st.st_size : -1LL);
+    if (is_rec) ocr_rec_free(&rec);
+    else ocr_dbnet_free(&model);
     ocr_ctx_free(&ctx);
     return rc != OCR_OK;
 }

@@ -667,20 +667,6 @@ OCR_EX_UNUSED static int ocr_ex_set_device(ocr_ctx *ctx, const char *prog, const
 #endif
 }
 
-/* t itself when it is on the CPU, else its copy in *staging (reallocated when the shape changes; ocr_tensor_free it):
-   the explicit download of a device result for host-side work such as post-processing. */
-OCR_EX_UNUSED static int ocr_ex_on_host(ocr_ctx *ctx, const ocr_tensor *t, ocr_tensor *staging, ocr_tensor *out) {
-    int rc;
-    if (t->device == OCR_DEVICE_CPU) { *out = *t; out->owns_data = 0; return OCR_OK; }
-    if (!staging->data || !ocr_shape_equal(staging->shape, t->shape) || staging->dtype != t->dtype) {
-        ocr_tensor_free(staging);
-        if ((rc = ocr_tensor_alloc(ctx, staging, t->name, t->dtype, OCR_DEVICE_CPU, t->shape))) return rc;
-    }
-    if ((rc = ocr_tensor_copy(ctx, staging, t))) return rc;
-    *out = *staging;
-    out->owns_data = 0;
-    return OCR_OK;
-}
 #endif
 
 /* ---------------------------------------------------------------- datasets (needs ocr_data.h) */

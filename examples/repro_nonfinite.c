@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
     /* 1. forward, watch off: the NaN either reaches the loss or, through a ReLU (max(NaN, 0) = 0 here), vanishes */
     if (!watched_only) {
         rc = ocr_dbnet_forward(&ctx, &m, &x, 1, &prob, &thresh);
-        if (!rc) rc = ocr_ex_on_host(&ctx, &prob, &staging, &seen);
+        if (!rc) rc = ocr_tensor_on_host(&ctx, &prob, &staging, &seen);
         printf("forward, watch off: %s; %lld of %lld probability logits are non-finite, the largest change from the clean model's is "
                "%g\n", rc ? ocr_ctx_last_error(&ctx) : "returns OK", rc ? 0LL : (long long)count_nonfinite(&seen),
                (long long)ocr_tensor_numel(&clean), rc ? 0.0 : max_abs_diff(&seen, &clean));
@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
         if (!rc) rc = ocr_dbnet_forward(&ctx, &m, &x, 1, &prob, &thresh);
         if (!rc) rc = ocr_dbnet_backward(&ctx, &m, &d_prob, &d_thresh);
         printf("backward, watch off: %s", rc ? ocr_ctx_last_error(&ctx) : "returns OK");
-        if (!rc && !(rc = ocr_ex_on_host(&ctx, &g, &staging, &seen)))
+        if (!rc && !(rc = ocr_tensor_on_host(&ctx, &g, &staging, &seen)))
             printf("; %lld values of '%s' are NaN, and the optimizer would write them into the weights", (long long)count_nonfinite(&seen),
                    gname);
         printf("\n");
@@ -244,7 +244,7 @@ int main(int argc, char **argv) {
             else ctx.debug_flags &= ~(unsigned)OCR_DEBUG_CHECK_NUMERICS;
             t0 = ocr_monotonic_seconds();
             if (ocr_dbnet_forward(&ctx, &m, &x, 1, &prob, &thresh) || ocr_dbnet_backward(&ctx, &m, &d_prob, &d_thresh) ||
-                ocr_ex_on_host(&ctx, &g, &staging, &seen)) { /* the download waits for the device to finish the step */
+                ocr_tensor_on_host(&ctx, &g, &staging, &seen)) { /* the download waits for the device to finish the step */
                 printf("clean step failed: %s\n", ocr_ctx_last_error(&ctx));
                 bad = 1;
             }

@@ -100,8 +100,8 @@ int main(int argc, char **argv) {
         if (ocr_tensor_copy(&ctx, &thresh, &host_T) || ocr_tensor_zero(&ctx, &d_logits) || ocr_tensor_zero(&ctx, &d_thresh) ||
             ocr_loss_db_step_forward(&ctx, k, &logits, &thresh, &binary) ||
             ocr_loss_db_step_backward(&ctx, k, &logits, &thresh, &d_binary, &d_logits, &d_thresh) ||
-            ocr_ex_on_host(&ctx, &binary, &staging[0], &out[0]) || ocr_ex_on_host(&ctx, &d_thresh, &staging[1], &out[1]) ||
-            ocr_ex_on_host(&ctx, &d_logits, &staging[2], &out[2])) {
+            ocr_tensor_on_host(&ctx, &binary, &staging[0], &out[0]) || ocr_tensor_on_host(&ctx, &d_thresh, &staging[1], &out[1]) ||
+            ocr_tensor_on_host(&ctx, &d_logits, &staging[2], &out[2])) {
             printf("ocr-c %s: the step failed: %s\n", prec, ocr_ctx_last_error(&ctx));
             bad = 1;
             continue;

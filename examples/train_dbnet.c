@@ -293,7 +293,7 @@ static val_figures validate(ocr_ctx *ctx, ocr_dbnet *m, val_set *v, ocr_metrics 
             if (ocr_tensor_slice(ctx, &in, b, 1, &row) || ocr_image_network_input(ctx, &v->samples[i + b].image, OCR_NORM_DBNET, &row))
                 die(ctx, "validation input");
         }
-        if (ocr_dbnet_forward(ctx, m, &in, 0, &prob, NULL) || ocr_ex_on_host(ctx, &prob, &v->prob_host, &prob)) die(ctx, "validation forward");
+        if (ocr_dbnet_forward(ctx, m, &in, 0, &prob, NULL) || ocr_tensor_on_host(ctx, &prob, &v->prob_host, &prob)) die(ctx, "validation forward");
         for (b = 0; b < nb; b++) {
             const ocr_sample *s = &v->samples[i + b];
             if (ocr_tensor_slice(ctx, &prob, b, 1, &one) ||
