@@ -35,9 +35,9 @@
    Debugging: OCR_REFERENCE=1 in the environment (read by ocr_ctx_init) or ctx->debug_flags |= OCR_DEBUG_REFERENCE runs
    every CPU op on its reference loop instead of its fast path, same validation and errors, results equal within
    float rounding: a run that goes wrong on the fast paths and right on the reference has found a fast-path bug, one
-   that goes wrong on both a model or data bug. It is the CPU twin of OCR_CUDA_NO_CUDNN=1 (ocr_cuda.cu), which routes
-   the CUDA convolutions around cuDNN; the CUDA ops ignore OCR_DEBUG_REFERENCE. OCR_NO_WINOGRAD=1 only turns off the
-   Winograd convolutions.
+   that goes wrong on both a model or data bug. It is the CPU twin of OCR_CUDA_NO_CUBLAS=1 (ocr_cuda.cu), which runs
+   the CUDA GEMMs on the file's own kernel instead of cuBLAS; the CUDA ops ignore OCR_DEBUG_REFERENCE.
+   OCR_NO_WINOGRAD=1 only turns off the Winograd convolutions.
 
    Options: OCR_NO_SIMD (portable GEMM micro-kernel only). Dependencies: ocr_tensor.h.
 */

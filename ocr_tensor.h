@@ -115,7 +115,7 @@ enum {
     OCR_DEBUG_CUDA_SYNC = 1u << 1,      /* synchronise after every CUDA launch and name the kernel */
     OCR_DEBUG_NO_WINOGRAD = 1u << 2,    /* 3x3 convolutions on the direct path only (to compare numerics or speed) */
     /* every CPU op of ocr_nn.h (and ocr_gemm) runs its plain reference loop instead of its fast path (OCR_REFERENCE=1
-       sets it): the CPU-side twin of OCR_CUDA_NO_CUDNN, to tell a fast-path bug from a model bug in one run */
+       sets it): the CPU-side twin of OCR_CUDA_NO_CUBLAS, to tell a fast-path bug from a model bug in one run */
     OCR_DEBUG_REFERENCE = 1u << 3
 };
 
@@ -397,7 +397,7 @@ OCRDEF void ocr__pb_free(ocr__pb *b);                  /* frees with this file's
    tensors; ocr_ctx_free releases the backend. ocr_tensor_get/set and ocr_find_nonfinite stay host-only. */
 OCRDEF int ocr_cuda_init(ocr_ctx *ctx, int device_index);
 OCRDEF void ocr_cuda_release(ocr_ctx *ctx);                 /* ctx->device goes back to the CPU */
-OCRDEF int ocr_cuda_set_cudnn(ocr_ctx *ctx, int enabled);   /* 0: convolutions around cuDNN (env OCR_CUDA_NO_CUDNN=1) */
+OCRDEF int ocr_cuda_set_cudnn(ocr_ctx *ctx, int enabled);   /* 1: convolutions through cuDNN (env OCR_CUDA_CUDNN=1) */
 OCRDEF int ocr_cuda_set_cublas(ocr_ctx *ctx, int enabled);  /* 0: GEMM through the own kernel (env OCR_CUDA_NO_CUBLAS=1) */
 OCRDEF const char *ocr_cuda_backend_name(ocr_ctx *ctx);
 OCRDEF int ocr_cuda_synchronize(ocr_ctx *ctx, const char *what);

@@ -667,6 +667,20 @@ OCR_EX_UNUSED static int ocr_ex_set_device(ocr_ctx *ctx, const char *prog, const
 #endif
 }
 
+#ifdef OCR_NN_H
+/* Where a program computes, for its start line: "N threads (GEMM kernel)" on the CPU, the CUDA backend on a GPU. */
+OCR_EX_UNUSED static const char *ocr_ex_compute_name(ocr_ctx *ctx, char *buf, size_t size) {
+#ifdef OCR_CUDA
+    if (ctx->device == OCR_DEVICE_CUDA) {
+        snprintf(buf, size, "%s", ocr_cuda_backend_name(ctx));
+        return buf;
+    }
+#endif
+    snprintf(buf, size, "%d threads (GEMM %s)", ctx->n_threads, ocr_gemm_kernel_name(ctx));
+    return buf;
+}
+#endif
+
 #endif
 
 /* ---------------------------------------------------------------- datasets (needs ocr_data.h) */

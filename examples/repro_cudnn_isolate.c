@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
         failed |= 2 * check_path(&gpu, &a, p, "cudnn", &ref, xs, ws, ys);
 #endif
         if (!failed) printf("verdict: every path agrees\n");
-        else if (failed == 2) printf("verdict: only cuDNN fails or disagrees: route around it with OCR_CUDA_NO_CUDNN=1 and report the shapes above\n");
+        else if (failed == 2) printf("verdict: only cuDNN fails or disagrees: leave OCR_CUDA_CUDNN unset (the default) and report the shapes above\n");
         else if (failed == 1) printf("verdict: the own kernels fail or disagree but cuDNN does not: a bug in ocr_cuda.cu\n");
         else printf("verdict: every device path fails: look at the device, driver or memory, not at cuDNN\n");
         ocr_ctx_free(&gpu);

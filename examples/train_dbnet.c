@@ -865,7 +865,8 @@ int main(int argc, char **argv) {
     const char *problem;
     int64_t batches_per_epoch, total_steps;
     int heldout_count;
-    char held[64] = "";
+    char held[64] = "", where[160];
+    int cpu_bf16;
     double t_start, t_images = 0, seconds_before = 0;
     int step_images = 0;
     double t_comm = 0, t_gather = 0, t_allreduce = 0, t_steps = 0; /* rank 0's time in the data-parallel exchanges */
@@ -1116,11 +1117,12 @@ int main(int argc, char **argv) {
     signal(SIGTERM, ocr_ex_on_signal);
 
     if (heldout.count) snprintf(held, sizeof held, " and %d held-out", heldout.count);
-    if (is_root) fprintf(stderr, "train_dbnet: %s DB-ResNet-%d width %g, %zu parameters, %lld steps of %d x %dx%d on %d threads (GEMM %s), "
+    cpu_bf16 = ctx.amp == OCR_AMP_BF16 && ctx.device == OCR_DEVICE_CPU;
+    if (is_root) fprintf(stderr, "train_dbnet: %s DB-ResNet-%d width %g, %zu parameters, %lld steps of %d x %dx%d on %s, "
                     "precision %s%s%s%s%s, validation %d images run at %dx%d%s, run %s\n",
             a.resume ? "resuming" : "training", mcfg.depth, a.width, ocr_params_trainable_count(&model.params),
-            (long long)total_steps, a.batch, a.size, a.size, ctx.n_threads, ocr_gemm_kernel_name(&ctx), a.amp,
-            ctx.amp == OCR_AMP_BF16 ? " on " : "", ctx.amp == OCR_AMP_BF16 ? ocr_gemm_bf16_kernel_name(&ctx) : "",
+            (long long)total_steps, a.batch, a.size, a.size, ocr_ex_compute_name(&ctx, where, sizeof where), a.amp,
+            cpu_bf16 ? " on " : "", cpu_bf16 ? ocr_gemm_bf16_kernel_name(&ctx) : "",
             scaler.enabled ? " with dynamic loss scaling" : "",
             !amp_chosen ? "" : ctx.amp == OCR_AMP_BF16 ? " (the default where the CPU multiplies bf16; --amp fp32 for fp32)"
                                                        : " (the default: this device has no native bf16)", val.count, val.input, val.input, held, run_dir);
@@ -1240,13 +1242,17 @@ int main(int argc, char **argv) {
                     ocr_amp_layer_stats tot = ocr_amp_stats_total(&amp_stats, &worst);
                     double under = tot.grads ? (double)tot.underflowed / (double)tot.grads : 0.0;
                     size_t used = strlen(line);
-                    if (ocr_metrics_scalar(&ctx, &metrics, st.step, "amp/grad_underflow_fraction", under) ||
-                        ocr_metrics_scalar(&ctx, &metrics, st.step, "amp/overflowed", (double)(tot.overflowed + tot.grads_overflowed)) ||
+                    int counted = ctx.device == OCR_DEVICE_CPU; /* the CUDA backend does not count them */
+                    if ((counted && ocr_metrics_scalar(&ctx, &metrics, st.step, "amp/grad_underflow_fraction", under)) ||
+                        (counted && ocr_metrics_scalar(&ctx, &metrics, st.step, "amp/overflowed", (double)(tot.overflowed + tot.grads_overflowed))) ||
                         (scaler.enabled && ocr_metrics_scalar(&ctx, &metrics, st.step, "amp/loss_scale", scaler.scale)) ||
                         (scaler.enabled && ocr_metrics_scalar(&ctx, &metrics, st.step, "amp/skipped_steps", (double)scaler.skipped)))
                         die(&ctx, "metrics");
-                    snprintf(line + used, sizeof line - used, " | %s underflow %.2g%%%s%s overflow %lld", a.amp, 100.0 * under,
-                             worst ? " worst " : "", worst ? worst->layer : "", (long long)(tot.overflowed + tot.grads_overflowed));
+                    if (counted)
+                        snprintf(line + used, sizeof line - used, " | %s underflow %.2g%%%s%s overflow %lld", a.amp, 100.0 * under,
+                                 worst ? " worst " : "", worst ? worst->layer : "", (long long)(tot.overflowed + tot.grads_overflowed));
+                    else
+                        snprintf(line + used, sizeof line - used, " | %s (underflow and overflow counted on the CPU only)", a.amp);
                     used = strlen(line);
                     if (scaler.enabled)
                         snprintf(line + used, sizeof line - used, " scale %g skipped %lld", (double)scaler.scale, (long long)scaler.skipped);

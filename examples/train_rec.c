@@ -685,10 +685,11 @@ int main(int argc, char **argv) {
     signal(SIGINT, ocr_ex_on_signal);
     signal(SIGTERM, ocr_ex_on_signal);
 
+    char where[160];
     if (is_root) fprintf(stderr, "train_rec: %s a CRNN (channels %s, LSTM %d x 2 x %d), %zu parameters, charset '%s' (%d classes), %lld steps of about %d "
-                    "crops on %d threads (GEMM %s); validation %d words%s%s, run %s\n",
+                    "crops on %s; validation %d words%s%s, run %s\n",
             a.resume ? "resuming" : "training", a.channels, a.layers, a.hidden, ocr_params_trainable_count(&model.params), cs.name,
-            cs.n_classes, (long long)total_steps, a.batch, ctx.n_threads, ocr_gemm_kernel_name(&ctx), val.n, heldout.n ? " and " : "",
+            cs.n_classes, (long long)total_steps, a.batch, ocr_ex_compute_name(&ctx, where, sizeof where), val.n, heldout.n ? " and " : "",
             heldout.n ? "held-out words" : "", run_dir);
     if (is_root && g_dist.world > 1)
         fprintf(stderr, "train_rec: data parallel over %d ranks (MPI, %d on this host): about %d crops per rank, %d in total; learning rate %g "

@@ -1318,6 +1318,34 @@ static void expect_params(const ocr_params *dev, const ocr_params *ref, double r
 
 /* The whole gradient on the scale of its largest entry: the bias of a conv that feeds a training-mode BN has a
    gradient of exactly 0 in exact arithmetic, so alone it is rounding noise on both backends. */
+/* After an AdamW step. Its first update is lr * g / (|g| + eps): about lr * sign(g) whatever |g| is, so where the CPU's
+   gradient is within rounding of zero (1e-3 of the largest, ten times the gradient check's tolerance) the two devices
+   may step a full lr in opposite directions (seen on an H200: 2.2e-4 of conv4's scale). Those entries are held to
+   2 lr, every other entry to `rel` of its tensor's scale. */
+static void expect_params_after_adamw(const ocr_params *dev, const ocr_params *ref, double rel, float lr) {
+    const float *g = (const float *)ref->grad;
+    double gmax = 0;
+    int64_t j;
+    int i, loose = 0;
+    for (j = 0; j < (int64_t)ref->numel; j++) gmax = fmax(gmax, fabs((double)g[j]));
+    for (i = 0; i < ref->count; i++) {
+        ocr_tensor d = ocr_params_value(dev, i), r = ocr_params_value(ref, i), rg = ocr_params_grad(ref, i);
+        const float *want = (const float *)r.data, *gi = (const float *)rg.data;
+        int64_t n = ocr_tensor_numel(&r);
+        float *got = download(&d);
+        double scale = 1e-6, worst = 0;
+        for (j = 0; j < n; j++) scale = fmax(scale, fabs((double)want[j]));
+        for (j = 0; j < n; j++) {
+            double diff = fabs((double)got[j] - (double)want[j]), allowed = rel * scale;
+            if (fabs((double)gi[j]) <= 1e-3 * gmax) { allowed += 2.0 * lr; loose += diff > rel * scale; }
+            if (!(diff <= allowed)) worst = fmax(worst, diff / allowed);
+        }
+        OCR_CHECK_MSG(worst == 0, "after the AdamW step '%s': an entry %.3g times its tolerance", r.name, worst);
+        free(got);
+    }
+    if (loose) printf("     (%d entries with a gradient near zero stepped apart by more than %.0e of their scale)\n", loose, rel);
+}
+
 static void expect_grads(const ocr_params *dev, const ocr_params *ref, double rel) {
     ocr_tensor d = ocr_tensor_view("gradient", OCR_F32, dev->device, ocr_shape1((int64_t)dev->numel), dev->grad);
     ocr_tensor r = ocr_tensor_f32("gradient", ocr_shape1((int64_t)ref->numel), ref->grad);
@@ -1509,7 +1537,7 @@ static void test_rec_training_step(void) {
     OCR_CHECK_MSG(nc > 0 && fabsf(nc - ng) <= 1e-4f * nc, "gradient norm: cpu %.9g device %.9g", nc, ng);
     OCR_CHECK_OK(&cpu, ocr_optim_step(&cpu, &oc, &mc.params, 1e-3f));
     OCR_CHECK_OK(&gpu, ocr_optim_step(&gpu, &og, &mg.params, 1e-3f));
-    expect_params(&mg.params, &mc.params, 1e-4);
+    expect_params_after_adamw(&mg.params, &mc.params, 1e-4, 1e-3f);
 
     /* eval: running statistics; the device log-probabilities decoded through a host copy */
     OCR_CHECK_OK(&cpu, ocr_rec_forward(&cpu, &mc, &x, &il, 0, &lc));
