@@ -121,16 +121,19 @@ static void ours_free(ours *o) {
 
 int main(int argc, char **argv) {
     int reps = 7, use_torch = 1, use_ort = 1, i, c, r;
+    const char *only = NULL;
     char cpu[256];
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--no-torch") == 0) use_torch = 0;
         else if (strcmp(argv[i], "--no-ort") == 0) use_ort = 0;
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
         else if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: bench_rec [--reps N] [--no-torch] [--no-ort]\n");
+            printf("usage: bench_rec [--reps N] [--no-torch] [--no-ort] [--only TEXT]\n"
+                   "  --only TEXT  only the configurations whose name contains TEXT (e.g. infer)\n");
             return 0;
         } else {
-            fprintf(stderr, "bench_rec: unknown argument '%s' (usage: bench_rec [--reps N] [--no-torch] [--no-ort])\n", argv[i]);
+            fprintf(stderr, "bench_rec: unknown argument '%s' (usage: bench_rec [--reps N] [--no-torch] [--no-ort] [--only TEXT])\n", argv[i]);
             return 2;
         }
     }
@@ -147,6 +150,7 @@ int main(int argc, char **argv) {
         char cmd[512], answer[256], model[256], input[256], threads_text[16];
         char *ort_argv[] = {"env", "node", "tools/ort_run.js", "--serve", "--threads", threads_text, model, NULL};
         int have_torch = 0, have_ort = 0;
+        if (only && !strstr(cf->name, only)) continue;
         if (ocr_ctx_init(&ctx, cf->threads, 1) != OCR_OK) die(&ctx, "context");
         ours_setup(&ctx, cf, &o);
         if (use_ort && !cf->train) { /* the same model exported, the same input (every crop its full width: no lengths needed) */

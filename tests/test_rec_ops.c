@@ -288,46 +288,59 @@ static void test_lstm_fast_vs_reference(void) {
     ocr_ctx_free(&ctx);
 }
 
-/* The fast path gives the same bits on one thread and on two, where the gates of a step are shared out in pieces
-   of rows (33 rows of 4 x 24 gates: several pieces) and with per-sample lengths that end inside a piece. */
-static void test_lstm_threads_same_bits(void) {
+/* The fast path gives the same bits on one thread as on several (2, 3, 4), where a step's gates are shared out in
+   pieces of rows (33 rows of 4 x 24 gates: several pieces) and with per-sample lengths that end inside a piece; two
+   directions and one; training (saved gates, then the backward) and inference (no saved gates, the same y). */
+static void lstm_threads_case(int D, int threads) {
     ocr_ctx ctx[2];
     lstm_setup s;
-    ocr_tensor lengths;
+    ocr_tensor lengths, y_infer;
     ocr_tensor *outs[3 + 8];
-    void *first[3 + 8];
+    void *first[3 + 8 + 1];
     int t, i, d, n_out = 0;
     memset(&lengths, 0, sizeof lengths);
+    memset(&y_infer, 0, sizeof y_infer);
     memset(first, 0, sizeof first);
     for (t = 0; t < 2; t++) {
-        OCR_CHECK_OK(&ctx[t], ocr_ctx_init(&ctx[t], t + 1, 7));
+        OCR_CHECK_OK(&ctx[t], ocr_ctx_init(&ctx[t], t ? threads : 1, 7));
         ctx[t].debug_flags &= ~(unsigned)OCR_DEBUG_REFERENCE;
     }
-    lstm_setup_make(&ctx[0], &s, 7, 33, 20, 24, 2);
+    lstm_setup_make(&ctx[0], &s, 7, 33, 20, 24, D);
     OCR_CHECK_OK(&ctx[0], ocr_tensor_alloc(&ctx[0], &lengths, "lengths", OCR_I32, OCR_DEVICE_CPU, ocr_shape1(33)));
+    OCR_CHECK_OK(&ctx[0], ocr_tensor_alloc(&ctx[0], &y_infer, "y_infer", OCR_F32, OCR_DEVICE_CPU, s.y->shape));
     if (ocr_test__case_failed) goto done;
     for (i = 0; i < 33; i++) ((int32_t *)lengths.data)[i] = 1 + (i * 5) % 7;
     outs[n_out++] = s.y; outs[n_out++] = s.saved; outs[n_out++] = s.dx;
-    for (d = 0; d < 2; d++) for (i = 0; i < 4; i++) outs[n_out++] = s.g[d][i];
+    for (d = 0; d < D; d++) for (i = 0; i < 4; i++) outs[n_out++] = s.g[d][i];
     for (t = 0; t < 2; t++) {
         for (i = 2; i < n_out; i++) OCR_CHECK_OK(&ctx[t], ocr_tensor_zero(&ctx[t], outs[i])); /* the backward accumulates */
         OCR_CHECK_OK(&ctx[t], ocr_nn_lstm_forward(&ctx[t], s.x, &s.lw, &lengths, s.y, s.saved));
         OCR_CHECK_OK(&ctx[t], ocr_nn_lstm_backward(&ctx[t], s.x, &s.lw, s.y, s.saved, s.dy, s.dx, &s.lg));
-        for (i = 0; i < n_out; i++) {
+        OCR_CHECK_OK(&ctx[t], ocr_nn_lstm_forward(&ctx[t], s.x, &s.lw, &lengths, &y_infer, NULL));
+        outs[n_out] = &y_infer;
+        for (i = 0; i <= n_out; i++) {
             if (t == 0) {
                 if (!(first[i] = malloc(ocr_tensor_bytes(outs[i])))) { OCR_CHECK(0); goto done; }
                 memcpy(first[i], outs[i]->data, ocr_tensor_bytes(outs[i]));
             } else
-                OCR_CHECK_MSG(!memcmp(first[i], outs[i]->data, ocr_tensor_bytes(outs[i])), "lstm %s: two threads differ from one",
-                              outs[i]->name);
+                OCR_CHECK_MSG(!memcmp(first[i], outs[i]->data, ocr_tensor_bytes(outs[i])), "lstm (%d direction(s)) %s: %d threads differ "
+                              "from one", D, outs[i]->name, threads);
         }
+        OCR_CHECK_MSG(!memcmp(y_infer.data, s.y->data, ocr_tensor_bytes(s.y)), "lstm: inference differs from training's forward");
     }
 done:
-    for (i = 0; i < n_out; i++) free(first[i]);
+    for (i = 0; i <= n_out; i++) free(first[i]);
     ocr_tensor_free(&lengths);
+    ocr_tensor_free(&y_infer);
     pool_free(&s.p);
     ocr_ctx_free(&ctx[0]);
     ocr_ctx_free(&ctx[1]);
+}
+static void test_lstm_threads_same_bits(void) {
+    lstm_threads_case(2, 2);
+    lstm_threads_case(2, 4);
+    lstm_threads_case(1, 2);
+    lstm_threads_case(1, 3);
 }
 
 /* Finite differences of L = sum(r * y) against the backward, for x and every weight of both directions, on the fast
@@ -401,6 +414,57 @@ static void lstm_fd(int variant) {
     ocr_ctx_free(&ctx);
 }
 static void test_lstm_grad_fd(void) { lstm_fd(1); lstm_fd(2); }
+
+/* The fast path's gate activations (ocr__gate_*: one e^x of x <= 0 by range reduction and a polynomial) against libm
+   in double on a sweep of 400,001 points over [-20, 20] and the values where they switch or end: within 1.2e-7 of
+   the true value or 3e-7 of it relatively (sigmoid far below 0), and tanh below 0.625 relatively; NaN stays NaN,
+   +-inf saturate. Each level the CPU has (portable, AVX2, AVX-512) is checked; AVX2 and AVX-512 give the same bits. */
+static void test_lstm_gates(void) {
+    enum { SWEEP = 400001, EXTRA = 14, NV = SWEEP + EXTRA };
+    static const float extra[EXTRA] = {0.0f, -0.0f, 0.625f, -0.625f, 0.62499994f, -0.62499994f, 1e-30f, -1e-30f, 87.0f, -87.0f, 90.0f, -90.0f,
+                                       3.4e38f, -3.4e38f};
+    float *a = (float *)malloc((size_t)NV * 5 * sizeof(float)), *h = (float *)malloc((size_t)NV * sizeof(float));
+    float *out[3] = {NULL, NULL, NULL};
+    int simd, have[3], i;
+    have[0] = 1;
+    have[1] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    have[2] = __builtin_cpu_supports("avx512f");
+    if (!a || !h) { OCR_CHECK(0); goto done; }
+    for (simd = 0; simd < 3; simd++) {
+        double worst_s = 0, worst_t = 0;
+        if (!have[simd]) continue;
+        for (i = 0; i < NV; i++) {
+            float v = i < SWEEP ? -20.0f + 40.0f * (float)i / (float)(SWEEP - 1) : extra[i - SWEEP];
+            a[i] = v; a[NV + i] = 0.0f; a[2 * NV + i] = v; a[3 * NV + i] = 0.0f;
+        }
+        ocr__lstm_gates_row(simd, a, NULL, NULL, NULL, h, NV);  /* gate i = sigmoid(v), gate g = tanh(v) */
+        for (i = 0; i < NV; i++) {
+            double v = i < SWEEP ? (double)(-20.0f + 40.0f * (float)i / (float)(SWEEP - 1)) : (double)extra[i - SWEEP];
+            double ts = 1.0 / (1.0 + exp(-v)), tt = tanh(v), es = fabs(a[i] - ts), et = fabs(a[2 * NV + i] - tt);
+            if (es > 1.2e-7 && es > 3e-7 * fabs(ts)) worst_s = fmax(worst_s, es);
+            if ((et > 1.2e-7 || fabs(v) < 0.625) && et > 3e-7 * fabs(tt)) worst_t = fmax(worst_t, et); /* near 0: relative */
+        }
+        OCR_CHECK_MSG(worst_s == 0 && worst_t == 0, "gates (simd level %d): sigmoid off by %.3g, tanh by %.3g", simd, worst_s, worst_t);
+        if (!(out[simd] = (float *)malloc((size_t)NV * 2 * sizeof(float)))) { OCR_CHECK(0); goto done; }
+        memcpy(out[simd], a, (size_t)NV * sizeof(float));
+        memcpy(out[simd] + NV, a + 2 * NV, (size_t)NV * sizeof(float));
+        {   /* NaN and the infinities, at every lane position of a vector */
+            float sp[60], hh[12];   /* a row of 12: 5 x 12 gate values */
+            for (i = 0; i < 12; i++) { sp[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : -INFINITY; sp[12 + i] = 0; sp[24 + i] = sp[i]; sp[36 + i] = 0; }
+            ocr__lstm_gates_row(simd, sp, NULL, NULL, NULL, hh, 12);
+            for (i = 0; i < 12; i++) {
+                if (i % 3 == 0) OCR_CHECK_MSG(sp[i] != sp[i] && sp[24 + i] != sp[24 + i], "gates (simd %d): NaN lost", simd);
+                if (i % 3 == 1) OCR_CHECK_MSG(sp[i] == 1.0f && sp[24 + i] == 1.0f, "gates (simd %d): +inf gives %g %g", simd, sp[i], sp[24 + i]);
+                if (i % 3 == 2) OCR_CHECK_MSG(sp[i] < 1e-37f && sp[24 + i] == -1.0f, "gates (simd %d): -inf gives %g %g", simd, sp[i], sp[24 + i]);
+            }
+        }
+    }
+    if (have[1] && have[2]) OCR_CHECK_MSG(!memcmp(out[1], out[2], (size_t)NV * 2 * sizeof(float)), "gates: AVX2 and AVX-512 differ");
+done:
+    for (i = 0; i < 3; i++) free(out[i]);
+    free(a);
+    free(h);
+}
 
 /* Mixed precision: the GEMMs read bf16-rounded inputs, the rest stays fp32: close to fp32 at bf16's precision. */
 static void test_lstm_amp(void) {
@@ -1274,6 +1338,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_lstm_fast_vs_reference);
     OCR_TEST_RUN(test_lstm_threads_same_bits);
     OCR_TEST_RUN(test_lstm_grad_fd);
+    OCR_TEST_RUN(test_lstm_gates);
     OCR_TEST_RUN(test_lstm_amp);
     OCR_TEST_RUN(test_lstm_params);
     OCR_TEST_RUN(test_lstm_errors);
