@@ -3,9 +3,10 @@
 #     tools/cuda_parity.sh
 # Builds the real CUDA variants (./build.sh does, when nvcc is present), then runs every op of ocr_nn.h and
 # ocr_loss.h on the GPU against the CPU backend (the default path: own convolution kernels with cuBLAS; then with
-# OCR_CUDA_CUDNN=1 through cuDNN; then the own kernels only, cuBLAS switched off), one whole DBNet training step and eval forward against the CPU model (the same test program), the
-# cuDNN isolation tool on the model's convolution shapes, a short train_dbnet + detect run and a short train_rec +
-# eval_rec run with --device cuda (the recognizer's losses printed beside the CPU's).
+# OCR_CUDA_CUDNN=1 through cuDNN; then the own kernels only, cuBLAS switched off), one whole DBNet training step and
+# eval forward against the CPU model (the same test program), the cuDNN isolation tool on the model's convolution
+# shapes, a short train_dbnet + detect run and a short train_rec + eval_rec run with --device cuda (the recognizer's
+# losses printed beside the CPU's).
 # Exit status 0 when all agree.
 #   --prebuilt   use build/cuda as it is (built on another machine: for a GPU machine without the build's packages)
 #   --fonts DIR  the fonts of the synthetic scenes and words (--photos none), for a machine without them installed
@@ -17,7 +18,8 @@ while [ $# -gt 0 ]; do
     case $1 in
     --prebuilt) prebuilt=1 ;;
     --timing) timing=1 ;;
-    --fonts) synth_flags="--fonts $2 --photos none"; shift ;;
+    --fonts) [ $# -ge 2 ] || { echo "cuda_parity: --fonts needs a folder" >&2; exit 2; }
+             synth_flags="--fonts $2 --photos none"; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
     *) echo "cuda_parity: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
