@@ -9,6 +9,7 @@
    alignment enumerated; the decoders on hand-made tables and against every labelling enumerated (the beam search
    beats the greedy path where it must); the refusals. Regenerate the fixtures with:
    /usr/bin/python3 tools/make_rec_fixtures.py */
+/* ocr-c build: own implementation */
 #define _POSIX_C_SOURCE 200809L
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
