@@ -296,7 +296,7 @@ static void lstm_threads_case(int D, int threads) {
     ocr_ctx ctx[2];
     lstm_setup s;
     ocr_tensor lengths, y_infer;
-    ocr_tensor *outs[3 + 8];
+    ocr_tensor *outs[3 + 8 + 1];   /* y, saved, dx, 4 gradients per direction, y_infer */
     void *first[3 + 8 + 1];
     int t, i, d, n_out = 0;
     memset(&lengths, 0, sizeof lengths);
