@@ -10,7 +10,7 @@
 # Exit status 0 when all agree.
 #   --prebuilt   use build/cuda as it is (built on another machine: for a GPU machine without the build's packages)
 #   --fonts DIR  the fonts of the synthetic scenes and words (--photos none), for a machine without them installed
-#   --timing     then time train_dbnet and train_rec on the GPU: fp32, --amp bf16 and --amp fp16 (images/s, crops/s)
+#   --timing     then time train_dbnet on the GPU in fp32, --amp bf16 and --amp fp16 (images/s), and train_rec (crops/s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prebuilt=0 timing=0 synth_flags=""
@@ -75,7 +75,7 @@ else
     cat $rrun.log; fail=1
 fi
 if [ $timing = 1 ]; then
-    echo "== timing on the GPU: train_dbnet (defaults, 200 steps) and train_rec (defaults, 300 steps), fp32 / bf16 / fp16"
+    echo "== timing on the GPU: train_dbnet (defaults, 200 steps) in fp32 / bf16 / fp16, train_rec (defaults, 300 steps)"
     for amp in fp32 bf16 fp16; do
         # shellcheck disable=SC2086
         $d/train_dbnet --device cuda --amp $amp --steps 200 --eval-every 200 --val-count 50 --heldout-count 0 $synth_flags --out $d/time_dbnet_$amp \
