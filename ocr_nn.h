@@ -6063,7 +6063,10 @@ static inline void ocr__maxpool_take16(__m512 v, __m512i at, int *first, __m512 
 
 /* The ResNet stem's 3x3 window at stride 2 (pad 1) for outputs [ow0, ow1) of row oh whose windows lie inside the
    plane's columns, 16 per vector: the three window columns of 16 outputs are the even, odd and next-even floats of
-   33 consecutive ones. Same scan order, ties and NaN rule as ocr__maxpool_one. */
+   33 consecutive ones. Same scan order, ties and NaN rule as ocr__maxpool_one. Without argmax (the eval forward) a
+   plain running maximum gives the same bits (max_ps(v, best) keeps best unless v is greater, as the scan does) save
+   for NaN, so 16 outputs that meet a NaN are done again one by one. The window's columns stay in named registers:
+   held in an array they went through the stack, and the store-to-load forwarding of each cost more than the rest. */
 __attribute__((target("avx512f")))
 static void ocr__maxpool_s2k3_avx512(const ocr__pool_job *j, const float *xp, int64_t oh, int64_t ow0, int64_t ow1, float *yrow,
                                      int32_t *irow) {
@@ -6074,18 +6077,39 @@ static void ocr__maxpool_s2k3_avx512(const ocr__pool_job *j, const float *xp, in
     h0 = h0 < 0 ? 0 : h0;
     h1 = h1 > j->H ? j->H : h1;
     for (ow = ow0; ow < ow1; ow += 16) {
-        int64_t n = ow1 - ow < 16 ? ow1 - ow : 16, nin = 2 * n + 1, c;
+        int64_t n = ow1 - ow < 16 ? ow1 - ow : 16, nin = 2 * n + 1;
+        const __mmask16 m0 = ocr__lanes(nin), m1 = ocr__lanes(nin - 16), m2 = ocr__lanes(nin - 32);
         int first = 1;
+        __mmask16 nan = 0;
         __m512 best = _mm512_setzero_ps();
         __m512i arg = _mm512_setzero_si512(), col0 = _mm512_add_epi32(even, _mm512_set1_epi32((int)(2 * ow - 1))); /* 2(ow+lane)-1 */
+        if (oh * 2 + 3 < j->H) { /* the next output row's two new input rows: the hardware's prefetch misses them */
+            const float *ahead = xp + (oh * 2 + 2) * j->W + 2 * ow;
+            _mm_prefetch((const char *)ahead, _MM_HINT_T0);
+            _mm_prefetch((const char *)(ahead + 16), _MM_HINT_T0);
+            _mm_prefetch((const char *)(ahead + j->W), _MM_HINT_T0);
+            _mm_prefetch((const char *)(ahead + j->W + 16), _MM_HINT_T0);
+        }
         for (ih = h0; ih < h1; ih++) {
             const float *row = xp + ih * j->W + 2 * ow - 1;
-            __m512 a0 = _mm512_maskz_loadu_ps(ocr__lanes(nin), row), a1 = _mm512_maskz_loadu_ps(ocr__lanes(nin - 16), row + 16);
-            __m512 a2 = _mm512_maskz_loadu_ps(ocr__lanes(nin - 32), row + 32), v[3];
-            v[0] = _mm512_permutex2var_ps(a0, even, a1);
-            v[1] = _mm512_permutex2var_ps(a0, odd, a1);
-            v[2] = _mm512_permutex2var_ps(v[0], next, a2);
-            for (c = 0; c < 3; c++) ocr__maxpool_take16(v[c], _mm512_add_epi32(col0, _mm512_set1_epi32((int)(ih * j->W + c))), &first, &best, &arg);
+            __m512 a0 = _mm512_maskz_loadu_ps(m0, row), a1 = _mm512_maskz_loadu_ps(m1, row + 16), a2 = _mm512_maskz_loadu_ps(m2, row + 32);
+            __m512 v0 = _mm512_permutex2var_ps(a0, even, a1), v1 = _mm512_permutex2var_ps(a0, odd, a1);
+            __m512 v2 = _mm512_permutex2var_ps(v0, next, a2);
+            if (irow) {
+                __m512i at = _mm512_add_epi32(col0, _mm512_set1_epi32((int)(ih * j->W)));
+                ocr__maxpool_take16(v0, at, &first, &best, &arg);
+                ocr__maxpool_take16(v1, _mm512_add_epi32(at, _mm512_set1_epi32(1)), &first, &best, &arg);
+                ocr__maxpool_take16(v2, _mm512_add_epi32(at, _mm512_set1_epi32(2)), &first, &best, &arg);
+            } else {
+                nan |= _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v2, v2, _CMP_UNORD_Q);
+                if (first) { best = v0; first = 0; } else best = _mm512_max_ps(v0, best);
+                best = _mm512_max_ps(v2, _mm512_max_ps(v1, best));
+            }
+        }
+        if (nan & ocr__lanes(n)) {
+            int64_t o;
+            for (o = ow; o < ow + n; o++) ocr__maxpool_one(j, xp, oh, o, yrow + o, NULL);
+            continue;
         }
         _mm512_mask_storeu_ps(yrow + ow, ocr__lanes(n), best);
         if (irow) _mm512_mask_storeu_epi32(irow + ow, ocr__lanes(n), arg);

@@ -534,7 +534,8 @@ static int pool_case(ocr_ctx *ctx, int H, int W, int OH, int OW, int nan_every, 
 
 /* The stem's 3x3 / stride 2 / pad 1 max pooling on the AVX-512 path against the per-output path (forced with the
    AVX2 kernel), bit for bit in values and argmax: quantised values (ties: the first in scan order wins), NaNs (the
-   first NaN wins), planes of odd and even sizes, rows from 3 to 71 outputs (partial vectors, one full and more). */
+   first NaN wins), planes of odd and even sizes, rows from 3 to 71 outputs (partial vectors, one full and more); and
+   without argmax, as the eval forward calls it. */
 static void test_maxpool_stem_path(void) {
     static const int sizes[][2] = {{7, 9}, {8, 64}, {11, 70}, {5, 33}, {9, 141}, {4, 6}};
     int c;
@@ -549,6 +550,10 @@ static void test_maxpool_stem_path(void) {
             OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &t[0], 3, 2, 1, &t[2], &t[4]));
             OCR_CHECK_MSG(memcmp(t[1].data, t[2].data, ocr_tensor_bytes(&t[1])) == 0 && memcmp(t[3].data, t[4].data, ocr_tensor_bytes(&t[3])) == 0,
                           "%dx%d: the vector max pooling differs from the per-output one", H, W);
+            /* without argmax (the eval forward's running maximum, NaN windows done again one by one) */
+            ctx.cpu_kernel = OCR_CPU_KERNEL_AUTO;
+            OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &t[0], 3, 2, 1, &t[1], NULL));
+            OCR_CHECK_MSG(memcmp(t[1].data, t[2].data, ocr_tensor_bytes(&t[1])) == 0, "%dx%d: the vector max pooling without argmax differs", H, W);
         }
         for (i = 0; i < 5; i++) ocr_tensor_free(&t[i]);
         ocr_ctx_free(&ctx);
