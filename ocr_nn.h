@@ -2657,37 +2657,42 @@ typedef struct ocr__wino_job_ {
         (o)[2] = P##_mul_ps(P##_set1_ps(-1.0f / 6), P##_sub_ps(s02_, g1));                                       \
         (o)[3] = P##_add_ps(e_, f_); (o)[4] = P##_sub_ps(e_, f_); (o)[5] = g2;                                   \
     } while (0)
+/* Panel p (output channels 8p .. 8p + 7) of every point: point xi's block at dst + xi * point_stride, element (k, c)
+   at c * 8 + k % 8 in it. */
 __attribute__((target("avx512f")))
-static void ocr__wino_filter_part(void *arg, int64_t begin, int64_t end, int tid) {
-    const ocr__wino_job *j = (const ocr__wino_job *)arg;
-    int64_t C = j->g->C, K = j->g->K, p, c0, i, r, s;
-    (void)tid;
-    for (p = begin; p < end; p++) {
-        int32_t il[16];
-        __mmask16 kmask = 0;
-        __m512i idx;
-        for (i = 0; i < 16; i++) {
-            il[i] = (int32_t)(((p * 8 + i % 8) * C + i / 8) * 9);
-            if (p * 8 + i % 8 < K) kmask = (__mmask16)(kmask | (1u << i));
-            else il[i] = 0;
+static void ocr__wino_filter_panel(const ocr__wino_job *j, int64_t p, float *dst, int64_t point_stride) {
+    int64_t C = j->g->C, K = j->g->K, c0, i, r, s;
+    int32_t il[16];
+    __mmask16 kmask = 0;
+    __m512i idx;
+    for (i = 0; i < 16; i++) {
+        il[i] = (int32_t)(((p * 8 + i % 8) * C + i / 8) * 9);
+        if (p * 8 + i % 8 < K) kmask = (__mmask16)(kmask | (1u << i));
+        else il[i] = 0;
+    }
+    idx = _mm512_loadu_si512(il);
+    for (c0 = 0; c0 < C; c0 += 2) {
+        __mmask16 cm = (__mmask16)(c0 + 1 < C ? 0xFFFF : 0x00FF);
+        const float *w0 = j->w + c0 * 9;
+        float *d = dst + c0 * 8;
+        __m512 gv[9], t[18], col[6];
+        for (i = 0; i < 9; i++) gv[i] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)(kmask & cm), idx, w0 + i, 4);
+        for (i = 0; i < 3; i++) {  /* column i of G w */
+            OCR__WINO_G(_mm512, __m512, gv[i], gv[3 + i], gv[6 + i], col);
+            for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
         }
-        idx = _mm512_loadu_si512(il);
-        for (c0 = 0; c0 < C; c0 += 2) {
-            __mmask16 cm = (__mmask16)(c0 + 1 < C ? 0xFFFF : 0x00FF);
-            const float *w0 = j->w + c0 * 9;
-            float *dst = j->u + p * 8 * C + c0 * 8;
-            __m512 gv[9], t[18], col[6];
-            for (i = 0; i < 9; i++) gv[i] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)(kmask & cm), idx, w0 + i, 4);
-            for (i = 0; i < 3; i++) {  /* column i of G w */
-                OCR__WINO_G(_mm512, __m512, gv[i], gv[3 + i], gv[6 + i], col);
-                for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
-            }
-            for (r = 0; r < 6; r++) {  /* row r of (G w) Gt */
-                OCR__WINO_G(_mm512, __m512, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
-                for (s = 0; s < 6; s++) _mm512_mask_storeu_ps(dst + (r * 6 + s) * j->Kp * C, cm, col[s]);
-            }
+        for (r = 0; r < 6; r++) {  /* row r of (G w) Gt */
+            OCR__WINO_G(_mm512, __m512, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
+            for (s = 0; s < 6; s++) _mm512_mask_storeu_ps(d + (r * 6 + s) * point_stride, cm, col[s]);
         }
     }
+}
+
+static void ocr__wino_filter_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__wino_job *j = (const ocr__wino_job *)arg;
+    int64_t p;
+    (void)tid;
+    for (p = begin; p < end; p++) ocr__wino_filter_panel(j, p, j->u + p * 8 * j->g->C, j->Kp * j->g->C);
 }
 
 static void ocr__wino_item_range(const ocr__wino_job *j, int64_t item, int64_t *n, int64_t *th0, int64_t *T, int64_t *Tp) {
@@ -2811,6 +2816,30 @@ static void ocr__wino_gemm(const ocr__wino_job *j, int64_t item, float *buf, int
             for (jp = 0; jp < Tp; jp += j->uk.nr)
                 for (ip = 0; ip < j->Kp; ip += j->uk.mr)
                     j->uk.fn(kc, u + ip * C + pc * j->uk.mr, v + jp * C + pc * j->uk.nr, m + ip * Tp + jp, Tp, 1.0f);
+        }
+    }
+}
+
+/* Panels [p0, p1) of 8 output channels of the item j->item, each on its own: its weights transformed into the
+   thread's U block (36 x 8 x C floats, which stays in L2), then its rows of M[xi] = U[xi] V[xi] for every point.
+   The AVX-512 kernels' way when an image has few tiles (layer4 at 640x640: 25 tiles, 512 channels each way): the
+   transformed weights of all panels at once (38 MB) went to memory and came back for the GEMMs, and that took as
+   long as the products. The same sums as ocr__wino_gemm's, in the same order. */
+static void ocr__wino_panels_part(void *arg, int64_t p0, int64_t p1, int tid) {
+    const ocr__wino_job *j = (const ocr__wino_job *)arg;
+    int64_t n, th0, T, Tp, xi, pc, jp, p, C = j->g->C;
+    float *V = j->buf[0] + j->pad_floats, *M = V + j->v_floats, *u = j->u + (int64_t)tid * OCR__WINO_POINTS * 8 * C;
+    ocr__wino_item_range(j, j->item, &n, &th0, &T, &Tp);
+    for (p = p0; p < p1; p++) {
+        ocr__wino_filter_panel(j, p, u, 8 * C);
+        for (xi = 0; xi < OCR__WINO_POINTS; xi++) {
+            const float *v = V + xi * Tp * C;
+            float *m = M + xi * j->Kp * Tp + p * 8 * Tp;
+            memset(m, 0, (size_t)(8 * Tp) * sizeof(float));
+            for (pc = 0; pc < C; pc += OCR__KC) {
+                int64_t kc = C - pc < OCR__KC ? C - pc : OCR__KC;
+                for (jp = 0; jp < Tp; jp += j->uk.nr) j->uk.fn(kc, u + xi * 8 * C + pc * 8, v + jp * C + pc * j->uk.nr, m + jp, Tp, 1.0f);
+            }
         }
     }
 }
@@ -3286,7 +3315,7 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
 static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *y, int accumulate,
                               const ocr__conv_epilogue *ep) {
     ocr__wino_job j;
-    int64_t n_items, item, t, parallel_items;
+    int64_t n_items, item, t, parallel_items, panels_apart;
     size_t bytes, u_bytes;
     int mr = ocr__pick_ukernel(ctx).mr; /* M's rows: whole A panels */
     memset(&j, 0, sizeof j);
@@ -3294,12 +3323,22 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     if (ep) j.ep = *ep;
     if ((n_items = ocr__wino_plan(ctx, &j, g, (g->K + mr - 1) / mr * mr, OCR__WINO_BAND_BYTES, &bytes)) < 0) return ctx->last_status;
     parallel_items = ctx->n_threads == 1 || n_items >= 4 * ctx->n_threads;
-    if (!ocr_size_mul((size_t)(OCR__WINO_POINTS * j.Kp), (size_t)g->C * sizeof(float), &u_bytes))
+    /* U: all panels' transformed weights, or (panels on their own: AVX-512, one item of at most two 48-tile panels)
+       one panel's block per thread. Each panel's GEMMs then read all of V (36 x C x tiles), which costs more than U's
+       trip to memory and back once the tiles are many (layer3 at 640x640, 100 tiles: 4.4 -> 5.1 ms) or the items are
+       (every item transforms the weights again). */
+    {
+        int64_t n0, th0, T0, Tp0;
+        ocr__wino_item_range(&j, 0, &n0, &th0, &T0, &Tp0);
+        panels_apart = !parallel_items && j.uk.fn == ocr__ukernel_avx512 && n_items == 1 && Tp0 <= 2 * j.uk.nr;
+    }
+    if (!ocr_size_mul((size_t)(OCR__WINO_POINTS * (panels_apart ? 8 * ctx->n_threads : j.Kp)), (size_t)g->C * sizeof(float), &u_bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
     if (!(j.u = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, u_bytes))) return ctx->last_status;
     for (t = 0; t < (parallel_items ? ctx->n_threads : 1); t++)
         if (!(j.buf[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
-    ocr_parallel_for(ctx, j.Kp / j.uk.mr, 1, j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_filter_part : ocr__wino_filter_part_avx2, &j);
+    if (!panels_apart)
+        ocr_parallel_for(ctx, j.Kp / j.uk.mr, 1, j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_filter_part : ocr__wino_filter_part_avx2, &j);
     if (parallel_items) {
         ocr_parallel_for_dynamic(ctx, n_items, 1, ocr__wino_items, &j);
         return OCR_OK;
@@ -3307,7 +3346,8 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     for (item = 0; item < n_items; item++) {
         j.item = item;
         ocr_parallel_for(ctx, g->C, 1, ocr__wino_input_part, &j);
-        ocr_parallel_for(ctx, OCR__WINO_POINTS, 1, ocr__wino_gemm_part, &j);
+        if (panels_apart) ocr_parallel_for(ctx, j.Kp / 8, 1, ocr__wino_panels_part, &j);
+        else ocr_parallel_for(ctx, OCR__WINO_POINTS, 1, ocr__wino_gemm_part, &j);
         ocr_parallel_for(ctx, g->K, 1, ocr__wino_output_part, &j);
     }
     return OCR_OK;

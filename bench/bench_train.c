@@ -192,7 +192,8 @@ int main(int argc, char **argv) {
         {"train r18 w0.25 320x320 b8 t2 bf16", 1, 0.25f, 8, 320, 320, 2, OCR_AMP_BF16},
         {"train r18 w1 640x640 b4 t2 bf16", 1, 1.0f, 4, 640, 640, 2, OCR_AMP_BF16},
         {"infer r18 w1 736x1280 b1 t2 bf16", 0, 1.0f, 1, 736, 1280, 2, OCR_AMP_BF16},
-        /* bench_infer's width-0.25 config, here for its per-op times (--layers) */
+        /* bench_infer's 640x640 and width-0.25 configs, here for their per-op times (--layers) */
+        {"infer r18 w1 640x640 b1 t2", 0, 1.0f, 1, 640, 640, 2, OCR_AMP_OFF},
         {"infer r18 w0.25 736x1280 b1 t2", 0, 0.25f, 1, 736, 1280, 2, OCR_AMP_OFF},
         /* train_dbnet's default step */
         {"train r18 w0.25 256x256 b4 t2", 1, 0.25f, 4, 256, 256, 2, OCR_AMP_OFF},

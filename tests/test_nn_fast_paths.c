@@ -185,6 +185,7 @@ static void test_conv_paths(void) {
         {"Winograd: 64->64 (weight gradient from gathered tiles), 2 images 21x27", 2, 64, 64, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 8 images 12x64 (one work item each)", 8, 16, 32, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 400->64, 44x28 (bands widened to fill a 48-tile panel: 6 + 5 rows of 7 tiles)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"Winograd: 64->68, one image 20x56 (one item of 70 tiles: on two threads each 8-row panel's weights transformed on their own, the last partial)", 1, 64, 68, 20, 56, 3, 3, 1, 1, 1, 1, 1, 1},
     };
     /* shapes where it does not pay on AVX-512; on AVX2, whose direct paths are slower and whose transforms do not
        gather, the first three pay (ocr__conv_winograd_ok) */
