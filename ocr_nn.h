@@ -2215,6 +2215,7 @@ typedef struct {
        stride), so every kernel tap reads consecutive floats even for strided convolutions. Wp: floats per phase
        row; band_rows: phase rows a full band reads. */
     int64_t band, n_bands, band_rows, Wp, pad_floats;
+    uint32_t phase_rows, phase_cols; /* bit p: some kernel tap reads row (column) phase p; the others are not copied */
     float *xpad[OCR_MAX_THREADS];
     float *dw[OCR_MAX_THREADS];   /* weight gradient: per-thread partial sums [K, kdim] */
 } ocr__conv_implicit_job;
@@ -2265,7 +2266,7 @@ static void ocr__conv_pad_band(const ocr__conv_implicit_job *j, int64_t n, int64
     if (g->sw == 2 && j->wide) { /* both column phases of a row at once: the same values */
         for (c = 0; c < g->C; c++)
             for (py = 0; py < g->sh; py++)
-                for (r = 0; r < j->band_rows; r++) {
+                for (r = 0; r < j->band_rows && (j->phase_rows >> py & 1); r++) {
                     int64_t ih = (oh0 + r) * g->sh + py - g->ph, lo[2], hi[2], L, nb;
                     const float *src = j->x + ((n * g->C + c) * g->H + ih) * g->W;
                     float *dst[2];
@@ -2277,6 +2278,13 @@ static void ocr__conv_pad_band(const ocr__conv_implicit_job *j, int64_t n, int64
                     }
                     if (r >= rows || ih < 0 || ih >= g->H) {
                         for (px = 0; px < 2; px++) memset(dst[px], 0, (size_t)j->Wp * sizeof(float));
+                        continue;
+                    }
+                    if (j->phase_cols == 1) { /* even columns only (a 1x1 kernel): half the row */
+                        float *d = dst[0];
+                        for (q = 0; q < lo[0]; q++) d[q] = 0.0f;
+                        if (hi[0] > lo[0]) ocr__gather_even_avx512(src + lo[0] * 2 - g->pw, hi[0] - lo[0], d + lo[0]);
+                        for (q = hi[0]; q < j->Wp; q++) d[q] = 0.0f;
                         continue;
                     }
                     /* [L, L + 16 nb): whole blocks inside both phases' columns; the rest by the gather */
@@ -2297,7 +2305,7 @@ static void ocr__conv_pad_band(const ocr__conv_implicit_job *j, int64_t n, int64
         for (c = 0; c < g->C; c++)
             for (py = 0; py < g->sh; py++)
                 for (px = 0; px < g->sw; px++)
-                    for (r = 0; r < j->band_rows; r++) {
+                    for (r = 0; r < j->band_rows && (j->phase_rows >> py & 1) && (j->phase_cols >> px & 1); r++) {
                         int64_t ih = (oh0 + r) * g->sh + py - g->ph, lo, hi;
                         const float *src = j->x + ((n * g->C + c) * g->H + ih) * g->W;
                         float *dst = xp + ((c * g->sh + py) * g->sw + px) * j->band_rows * j->Wp + r * j->Wp;
@@ -2530,6 +2538,9 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
         j.dw[t] = j.xpad[t] + j.pad_floats;
         if (dw) memset(j.dw[t], 0, (size_t)dw_floats * sizeof(float));
     }
+    /* the phases the taps read (strides past 31: all) */
+    for (i = 0; i < g->kh; i++) j.phase_rows |= g->sh > 31 ? 0xFFFFFFFFu : 1u << ((int64_t)i * g->dh % g->sh);
+    for (kk = 0; kk < g->kw; kk++) j.phase_cols |= g->sw > 31 ? 0xFFFFFFFFu : 1u << ((int64_t)kk * g->dw % g->sw);
     for (r = 0, c = 0; c < g->C; c++)
         for (i = 0; i < g->kh; i++)
             for (kk = 0; kk < g->kw; kk++) {
