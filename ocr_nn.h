@@ -2715,6 +2715,12 @@ static void ocr__wino_item_range(const ocr__wino_job *j, int64_t item, int64_t *
     *Tp = (*T + j->uk.nr - 1) / j->uk.nr * j->uk.nr;
 }
 
+/* The floats from one point's block of V (C x Tp) or M and D (Kp x Tp) to the next: a cache line more than the
+   block, since blocks a multiple of 4 KB apart (48-tile panels of 256 channels) put the 36 points' rows, which the
+   transforms write and read together, in the same L1 sets. */
+static int64_t ocr__wino_vps(const ocr__wino_job *j, int64_t Tp) { return Tp * j->g->C + 16; }
+static int64_t ocr__wino_mps(const ocr__wino_job *j, int64_t Tp) { return Tp * j->Kp + 16; }
+
 /* Channel c's rows of the band starting at tile row th0, zero-padded, into its slot of xp; returns the slot. */
 static float *ocr__wino_pad_rows(const ocr__wino_job *j, float *xp, int64_t n, int64_t th0, int64_t rows, int64_t c) {
     const ocr__conv_geom *g = j->g;
@@ -2760,9 +2766,9 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
                     OCR__WINO_BT(_mm512, __m512, d0, d1, d2, d3, d4, d5, e + i * 6);
                 }
                 for (i = 0; i < 6; i++) {
-                    float *v = V + (t0 / pw) * g->C * pw + c * pw + t0 % pw + i * Tp * g->C;
+                    float *v = V + (t0 / pw) * g->C * pw + c * pw + t0 % pw + i * ocr__wino_vps(j, Tp);
                     OCR__WINO_BT(_mm512, __m512, e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
-                    for (r = 0; r < 6; r++) _mm512_storeu_ps(v + r * 6 * Tp * g->C, o[r]);
+                    for (r = 0; r < 6; r++) _mm512_storeu_ps(v + r * 6 * ocr__wino_vps(j, Tp), o[r]);
                 }
             }
             continue;
@@ -2794,7 +2800,7 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
                 for (i = 0; i < 6; i++) {
                     OCR__WINO_BT(_mm512, __m512, e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
                     for (r = 0; r < 6; r++) {
-                        float *plane = V + (r * 6 + i) * Tp * g->C, *dst = plane + (t / pw) * g->C * pw + c * pw + q;
+                        float *plane = V + (r * 6 + i) * ocr__wino_vps(j, Tp), *dst = plane + (t / pw) * g->C * pw + c * pw + q;
                         if (q + nl <= pw) _mm512_mask_storeu_ps(dst, ocr__lanes(nl), o[r]);
                         else { /* the group crosses into the next 48-tile panel */
                             _mm512_mask_storeu_ps(dst, ocr__lanes(pw - q), o[r]);
@@ -2807,7 +2813,7 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
         }
         if (T < Tp && !j->wgrad) /* the last panel's unused columns: zeros, not whatever the buffer held (denormals would slow the GEMM) */
             for (i = 0; i < OCR__WINO_POINTS; i++) {
-                float *dst = V + i * Tp * g->C + (T / pw) * g->C * pw + c * pw + T % pw;
+                float *dst = V + i * ocr__wino_vps(j, Tp) + (T / pw) * g->C * pw + c * pw + T % pw;
                 for (r = 0; r < Tp - T; r += 16) _mm512_mask_storeu_ps(dst + r, ocr__lanes(Tp - T - r), _mm512_setzero_ps());
             }
     }
@@ -2819,8 +2825,8 @@ static void ocr__wino_gemm(const ocr__wino_job *j, int64_t item, float *buf, int
     float *V = buf + j->pad_floats, *M = V + j->v_floats;
     ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
     for (xi = xi0; xi < xi1; xi++) {
-        const float *u = j->u + xi * j->Kp * C, *v = V + xi * Tp * C;
-        float *m = M + xi * j->Kp * Tp;
+        const float *u = j->u + xi * j->Kp * C, *v = V + xi * ocr__wino_vps(j, Tp);
+        float *m = M + xi * ocr__wino_mps(j, Tp);
         memset(m, 0, (size_t)(j->Kp * Tp) * sizeof(float));
         for (pc = 0; pc < C; pc += OCR__KC) {
             int64_t kc = C - pc < OCR__KC ? C - pc : OCR__KC;
@@ -2844,8 +2850,8 @@ static void ocr__wino_panels_part(void *arg, int64_t p0, int64_t p1, int tid) {
     for (p = p0; p < p1; p++) {
         ocr__wino_filter_panel(j, p, u, 8 * C);
         for (xi = 0; xi < OCR__WINO_POINTS; xi++) {
-            const float *v = V + xi * Tp * C;
-            float *m = M + xi * j->Kp * Tp + p * 8 * Tp;
+            const float *v = V + xi * ocr__wino_vps(j, Tp);
+            float *m = M + xi * ocr__wino_mps(j, Tp) + p * 8 * Tp;
             memset(m, 0, (size_t)(8 * Tp) * sizeof(float));
             for (pc = 0; pc < C; pc += OCR__KC) {
                 int64_t kc = C - pc < OCR__KC ? C - pc : OCR__KC;
@@ -2900,7 +2906,7 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
                     const float *m = M + k * Tp + t;
                     float *yk = j->y + (n * g->K + k) * P + tc0 * 4;
                     __m512 q[24], o[4];
-                    OCR__WINO_AT_COLUMNS(_mm512, __m512, OCR__WINO_LOAD16_LM, m, j->Kp * Tp, 6 * j->Kp * Tp, q);
+                    OCR__WINO_AT_COLUMNS(_mm512, __m512, OCR__WINO_LOAD16_LM, m, ocr__wino_mps(j, Tp), 6 * ocr__wino_mps(j, Tp), q);
                     for (a = 0; a < 4 && oh0 + a < g->OH; a++) {
                         __m512 lo01, hi01, lo23, hi23, rv[4];
                         float *yr = yk + (oh0 + a) * g->OW;
@@ -2939,7 +2945,7 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
             const float *m = M + k * Tp + t0;
             float *yk = j->y + (n * g->K + k) * P;
             __m512 q[24], o[4];
-            OCR__WINO_AT_COLUMNS(_mm512, __m512, OCR__WINO_LOAD16, m, j->Kp * Tp, 6 * j->Kp * Tp, q);
+            OCR__WINO_AT_COLUMNS(_mm512, __m512, OCR__WINO_LOAD16, m, ocr__wino_mps(j, Tp), 6 * ocr__wino_mps(j, Tp), q);
             for (a = 0; a < 4; a++) {
                 OCR__WINO_AT(_mm512, __m512, q[a], q[4 + a], q[8 + a], q[12 + a], q[16 + a], q[20 + a], o);
                 for (i = 0; i < 4; i++) {
@@ -3034,7 +3040,7 @@ static void ocr__wino_input_avx2(const ocr__wino_job *j, int64_t item, float *bu
                 for (i = 0; i < 6; i++) {
                     OCR__WINO_BT(_mm256, __m256, e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
                     for (r = 0; r < 6; r++) {
-                        float *plane = V + (r * 6 + i) * Tp * g->C, *dst = plane + (t / pw) * g->C * pw + c * pw + q;
+                        float *plane = V + (r * 6 + i) * ocr__wino_vps(j, Tp), *dst = plane + (t / pw) * g->C * pw + c * pw + q;
                         if (q + nl <= pw) _mm256_maskstore_ps(dst, ocr__lanes8(nl), o[r]);
                         else { /* the group crosses into the next panel: its last lanes go to that panel's first columns */
                             int first = (int)(16 - q);
@@ -3047,7 +3053,7 @@ static void ocr__wino_input_avx2(const ocr__wino_job *j, int64_t item, float *bu
             }
         if (T < Tp && !j->wgrad) /* the last panel's unused columns: zeros, not whatever the buffer held */
             for (i = 0; i < OCR__WINO_POINTS; i++) {
-                float *dst = V + i * Tp * g->C + (T / 16) * g->C * 16 + c * 16 + T % 16;
+                float *dst = V + i * ocr__wino_vps(j, Tp) + (T / 16) * g->C * 16 + c * 16 + T % 16;
                 for (r = 0; r < Tp - T; r += 8) _mm256_maskstore_ps(dst + r, ocr__lanes8(Tp - T - r), _mm256_setzero_ps());
             }
     }
@@ -3060,7 +3066,7 @@ static void ocr__wino_output_avx2(const ocr__wino_job *j, int64_t item, float *b
     int64_t n, th0, T, Tp, k, t0, tc0, i, a, P = g->OH * g->OW, st;
     const float *M = buf + j->pad_floats + j->v_floats;
     ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
-    st = 6 * j->Kp * Tp;
+    st = 6 * ocr__wino_mps(j, Tp);
     for (t0 = 0; t0 < T; t0 += j->TW) {
         int64_t oh0 = (th0 + t0 / j->TW) * 4;
         for (tc0 = 0; tc0 < j->TW; tc0 += 8) {
@@ -3071,7 +3077,7 @@ static void ocr__wino_output_avx2(const ocr__wino_job *j, int64_t item, float *b
                 const float *m = M + k * Tp + t;
                 float *yk = j->y + (n * g->K + k) * P + tc0 * 4;
                 __m256 q[24], o[4];
-                OCR__WINO_AT_COLUMNS(_mm256, __m256, OCR__WINO_LOAD8_LM, m, j->Kp * Tp, st, q);
+                OCR__WINO_AT_COLUMNS(_mm256, __m256, OCR__WINO_LOAD8_LM, m, ocr__wino_mps(j, Tp), st, q);
                 for (a = 0; a < 4 && oh0 + a < g->OH; a++) {
                     __m256 r[4], rv[4];
                     float *yr = yk + (oh0 + a) * g->OW;
@@ -3143,7 +3149,7 @@ static void ocr__wino_dy(const ocr__wino_job *j, int64_t item, float *buf, int64
             for (i = 0; i < 4; i++) OCR__WINO_A(_mm512, __m512, d[i * 4], d[i * 4 + 1], d[i * 4 + 2], d[i * 4 + 3], e + i * 6);
             for (i = 0; i < 6; i++) {
                 OCR__WINO_A(_mm512, __m512, e[i], e[6 + i], e[12 + i], e[18 + i], o);
-                for (r = 0; r < 6; r++) _mm512_mask_storeu_ps(D + ((r * 6 + i) * j->Kp + k) * Tp + t0, ocr__lanes(nl), o[r]);
+                for (r = 0; r < 6; r++) _mm512_mask_storeu_ps(D + (r * 6 + i) * ocr__wino_mps(j, Tp) + k * Tp + t0, ocr__lanes(nl), o[r]);
             }
             if (j->TW >= 16) t0 += nl - 16; /* the next group starts the next tile row */
         }
@@ -3157,7 +3163,7 @@ static void ocr__wino_wgemm(const ocr__wino_job *j, int64_t item, float *buf, in
     float *pa = j->gemm_buf + (size_t)tid * (j->gemm_pa + j->gemm_pb);
     ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
     for (xi = xi0; xi < xi1; xi++)
-        ocr__gemm_serial(&j->uk, 0, 1, K, C, T, 1.0f, D + xi * j->Kp * Tp, Tp, V + xi * C * Tp, Tp, 1.0f, j->mw + xi * K * C, C,
+        ocr__gemm_serial(&j->uk, 0, 1, K, C, T, 1.0f, D + xi * ocr__wino_mps(j, Tp), Tp, V + xi * ocr__wino_vps(j, Tp), Tp, 1.0f, j->mw + xi * K * C, C,
                          pa, pa + j->gemm_pa);
 }
 
@@ -3233,7 +3239,7 @@ static void ocr__wino_dy_avx2(const ocr__wino_job *j, int64_t item, float *buf, 
                 for (i = 0; i < 4; i++) OCR__WINO_A(_mm256, __m256, d[i * 4], d[i * 4 + 1], d[i * 4 + 2], d[i * 4 + 3], e + i * 6);
                 for (i = 0; i < 6; i++) {
                     OCR__WINO_A(_mm256, __m256, e[i], e[6 + i], e[12 + i], e[18 + i], o);
-                    for (r = 0; r < 6; r++) _mm256_maskstore_ps(D + ((r * 6 + i) * j->Kp + k) * Tp + t0 + tc0, ocr__lanes8(nl), o[r]);
+                    for (r = 0; r < 6; r++) _mm256_maskstore_ps(D + (r * 6 + i) * ocr__wino_mps(j, Tp) + k * Tp + t0 + tc0, ocr__lanes8(nl), o[r]);
                 }
             }
         }
@@ -3312,8 +3318,8 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
     j->n_bands = (j->TH + j->band - 1) / j->band;
     /* 32 floats past the band: the AVX2 input transform loads 8 tiles' 36 floats whatever the row has left */
     j->pad_floats = (size_t)((g->C * (j->band * 4 + 2) * j->Wp + 32 + 15) & ~(int64_t)15);
-    j->v_floats = (size_t)(OCR__WINO_POINTS * g->C * band_tiles_pad);
-    if (!ocr_size_mul(j->pad_floats + j->v_floats + (size_t)(OCR__WINO_POINTS * Kp * band_tiles_pad), sizeof(float), bytes)) {
+    j->v_floats = (size_t)(OCR__WINO_POINTS * (g->C * band_tiles_pad + 16));
+    if (!ocr_size_mul(j->pad_floats + j->v_floats + (size_t)(OCR__WINO_POINTS * (Kp * band_tiles_pad + 16)), sizeof(float), bytes)) {
         ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
         return -1;
     }
