@@ -6,6 +6,10 @@
 //   node tools/ort_run.js [--threads N] MODEL IN DIMS OUT [IN DIMS OUT ...]
 //       runs each IN (raw little-endian float32, DIMS like 2,3,256,320) through the model's first input and writes
 //       every output to OUT.<output name>.f32, printing "OUT <name> <dims> ..." per run.
+//   node tools/ort_run.js --layers [--threads N] MODEL IN DIMS
+//       per-node times: ONNX Runtime's profiler over 1 warm-up and 5 timed runs of IN, the median of each node's
+//       5 kernel times in ms, one line per node in graph order, then the sum (the counterpart of
+//       bench_train --layers; a node's name is the layer ocr-c's export named it after, with ORT's suffixes)
 //   node tools/ort_run.js --serve [--threads N] MODEL
 //       the benchmark peer: one command a line on stdin, one answer line each on stdout ("error: ..." on failure):
 //         load IN DIMS   -> "ok"         the input of the runs that follow
@@ -53,29 +57,70 @@ function writeOutputs(results, names, prefix) {
     return parts.join(' ');
 }
 
+// The profile's node events ("<node>_kernel_time"), the last `runs` of each node: their median, in graph order.
+function printLayers(dir, runs) {
+    const file = fs.readdirSync(dir).filter((f) => f.endsWith('.json')).map((f) => path.join(dir, f))[0];
+    const events = JSON.parse(fs.readFileSync(file, 'utf8'));
+    fs.rmSync(dir, { recursive: true, force: true });
+    const times = new Map();
+    const ops = new Map();
+    for (const e of events) {
+        if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
+        const name = e.name.slice(0, -'_kernel_time'.length);
+        if (!times.has(name)) { times.set(name, []); ops.set(name, e.args.op_name); }
+        times.get(name).push(e.dur / 1000);
+    }
+    let total = 0;
+    for (const [name, all] of times) {
+        const last = all.slice(-runs).sort((a, b) => a - b);
+        const median = last[Math.floor(last.length / 2)];
+        total += median;
+        console.log(`${name.padEnd(40)} ${String(ops.get(name)).padEnd(20)} ${median.toFixed(2).padStart(9)}`);
+    }
+    console.log(`${'total'.padEnd(40)} ${''.padEnd(20)} ${total.toFixed(2).padStart(9)}`);
+}
+
 async function main() {
     const args = process.argv.slice(2);
     let threads = 2;
     let serve = false;
+    let layers = false;
     for (;;) {
         if (args[0] === '--threads') { threads = Number(args[1]); args.splice(0, 2); }
         else if (args[0] === '--serve') { serve = true; args.shift(); }
+        else if (args[0] === '--layers') { layers = true; args.shift(); }
         else break;
     }
-    const badArgs = serve ? args.length !== 1 : args.length < 4 || (args.length - 1) % 3 !== 0;
+    const badArgs = serve ? args.length !== 1 : layers ? args.length !== 3 : args.length < 4 || (args.length - 1) % 3 !== 0;
     if (!Number.isInteger(threads) || threads < 1 || badArgs) {
         console.error('usage: node tools/ort_run.js [--threads N] MODEL IN DIMS OUT [IN DIMS OUT ...]\n' +
+                      '       node tools/ort_run.js --layers [--threads N] MODEL IN DIMS\n' +
                       '       node tools/ort_run.js --serve [--threads N] MODEL');
         process.exit(2);
     }
     const ort = loadOrt();
-    const session = await ort.InferenceSession.create(args[0], {
+    const options = {
         intraOpNumThreads: threads,
         interOpNumThreads: 1,
         executionMode: 'sequential',
         graphOptimizationLevel: 'all',
-    });
+    };
+    let profileDir = null;
+    if (layers) {
+        profileDir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'ort_layers_'));
+        options.enableProfiling = true;
+        options.profileFilePrefix = path.join(profileDir, 'profile');
+    }
+    const session = await ort.InferenceSession.create(args[0], options);
     const inputName = session.inputNames[0];
+    if (layers) {
+        const feeds = {};
+        feeds[inputName] = readInput(args[1], args[2], ort);
+        for (let r = 0; r < 6; r++) await session.run(feeds);
+        session.endProfiling();
+        printLayers(profileDir, 5);
+        return;
+    }
     if (!serve) {
         for (let i = 1; i < args.length; i += 3) {
             const feeds = {};
