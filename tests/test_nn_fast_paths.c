@@ -173,6 +173,9 @@ static void test_conv_paths(void) {
         {"3x3 s2 p1, 8->16, 19 wide", 2, 8, 16, 11, 19, 3, 3, 2, 2, 1, 1, 1, 1},
         {"3x3 s1 p1, 8->48 outputs (weight gradient through the GEMM), 10 wide", 2, 8, 48, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1},
         {"3x3 groups 2, 40 wide", 1, 4, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 2},
+        /* 3x3 stride 2, 32 outputs or more, rows of 32 or more: AVX-512's output-channel blocks (14 pixels x 32 channels) */
+        {"3x3 s2 p1, 20->40 (a partial 32-channel block), 73 wide input (37 outputs: blocks of 14, 14, 9)", 2, 20, 40, 9, 73, 3, 3, 2, 2, 1, 1, 1, 1},
+        {"3x3 s2 p0, 8->32, 70 wide input (34 outputs)", 1, 8, 32, 7, 70, 3, 3, 2, 2, 0, 0, 1, 1},
     };
     /* Winograd F(4x4, 3x3) on the AVX-512 and AVX2 kernels (the portable kernel takes the direct paths above): its
        transforms round more than a direct sum, so y, dx and dw get 2e-5 (measured: under 1e-5) */
@@ -213,6 +216,52 @@ static void test_conv_paths(void) {
     for (c = 0; c < (int)(sizeof no_winograd / sizeof no_winograd[0]); c++)
         for (k = 0; k < 2; k++) check_takes_winograd(&no_winograd[c], kernels[k], kernels[k] == OCR_CPU_KERNEL_AVX2 && avx2_takes[c]);
     OCR_CHECK_MSG(n_differing > 0, "every fast output equals the reference bit for bit: OCR_DEBUG_REFERENCE did not route");
+}
+
+/* The strided convolutions on AVX-512's output-channel blocks sum each output over the same taps in the same order
+   as the implicit kernels do, so they give the AVX2 implicit path's bits exactly (the reference, whose order differs,
+   is compared within a tolerance in test_conv_paths). Skipped without AVX-512. */
+static void test_strided_blocks_same_bits(void) {
+    static const geom cases[] = {
+        {"3x3 s2 p1, 20->40, 73 wide input", 2, 20, 40, 9, 73, 3, 3, 2, 2, 1, 1, 1, 1},
+        {"3x3 s2 p0, 8->100 (three 32-channel blocks and 4), 70 wide input", 1, 8, 100, 7, 70, 3, 3, 2, 2, 0, 0, 1, 1},
+        {"3x3 s2 p1, 16->32, 64 wide input (32 outputs: blocks of 14, 14, 4)", 3, 16, 32, 10, 64, 3, 3, 2, 2, 1, 1, 1, 1},
+        {"3x3 s2 p1, 64->128, bands of rows, 160 wide input", 1, 64, 128, 24, 160, 3, 3, 2, 2, 1, 1, 1, 1},
+    };
+    int c, k, r;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (!__builtin_cpu_supports("avx512f")) { ocr_test_skip("this CPU has no AVX-512: strided convolutions take the implicit path"); return; }
+#else
+    ocr_test_skip("not an x86 build: strided convolutions take the portable paths");
+    return;
+#endif
+    for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+        const geom *t = &cases[c];
+        ocr_ctx ctx;
+        ocr_tensor x, w, b, y[2];
+        ocr_conv_params p = ocr_conv_params_make(t->sh, t->ph, 1, 1);
+        ocr_shape ys;
+        memset(&x, 0, sizeof x); w = b = y[0] = y[1] = x;
+        OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 11 + c));
+        ctx.debug_flags &= ~(unsigned)OCR_DEBUG_REFERENCE;
+        OCR_CHECK_OK(&ctx, ocr_nn_conv2d_out_shape(&ctx, ocr_shape4(t->N, t->C, t->H, t->W), ocr_shape4(t->K, t->C, t->kh, t->kw), p, &ys));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->C, t->H, t->W)));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->K, t->C, t->kh, t->kw)));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &b, "b", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(t->K)));
+        for (k = 0; k < 2; k++) OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y[k], "y", OCR_F32, OCR_DEVICE_CPU, ys));
+        if (!ocr_test__case_failed) {
+            ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
+            ocr_tensor_fill_uniform(&ctx, &w, -0.2f, 0.2f);
+            ocr_tensor_fill_uniform(&ctx, &b, -0.5f, 0.5f);
+            for (r = 0; r < 2; r++) { /* r 0: the output-channel blocks (AVX-512); 1: the AVX2 implicit path; bias and ReLU after each */
+                ctx.cpu_kernel = r ? OCR_CPU_KERNEL_AVX2 : OCR_CPU_KERNEL_AUTO;
+                OCR_CHECK_OK(&ctx, ocr_nn_conv2d_relu_forward(&ctx, &x, &w, &b, p, &y[r]));
+            }
+            OCR_CHECK_MSG(memcmp(y[0].data, y[1].data, ocr_tensor_bytes(&y[0])) == 0, "%s: the output-channel blocks differ from the implicit path", t->name);
+        }
+        ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&b); ocr_tensor_free(&y[0]); ocr_tensor_free(&y[1]);
+        ocr_ctx_free(&ctx);
+    }
 }
 
 static int same_bits(const ocr_tensor *a, const ocr_tensor *b) {
@@ -793,6 +842,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_conv_transpose_one_channel);
     OCR_TEST_RUN(test_dbnet_bn_fold);
     OCR_TEST_RUN(test_dbnet_eval_fusion);
+    OCR_TEST_RUN(test_strided_blocks_same_bits);
     OCR_TEST_RUN(test_maxpool_stem_path);
     OCR_TEST_RUN(test_maxpool_nopad_path);
     OCR_TEST_RUN(test_ops_vs_reference);
