@@ -2582,9 +2582,9 @@ static void ocr__och_pack_part(void *arg, int64_t begin, int64_t end, int tid) {
 
 /* 3x3 stride-2 convolutions (undilated, ungrouped) of 32 outputs or more on AVX-512, where the implicit path would
    take them (rows of 32 or more; narrower ones go to im2col, whose sums are ordered otherwise, and at 20 wide were no
-   faster here). The stem's 7x7 (3 input channels) and the 1x1 stride-2 ones measured slower here (6.8 against 5.9 ms,
-   1.2 against 0.65 ms at 640x640): few products per tap for the transposing store, and a whole-input copy where the
-   implicit path copies one phase. */
+   faster here). The stem's 7x7 (3 input channels) and the 1x1 stride-2 ones measured slower here (one convolution
+   timed alone at 640x640: 6.8 against 5.9 ms, 1.2 against 0.65 ms): few products per tap for the transposing store,
+   and a whole-input copy where the implicit path copies one phase. */
 static int ocr__conv_och_ok(const ocr__conv_geom *g, const ocr__ukernel *uk) {
     return uk->fn == ocr__ukernel_avx512 && g->groups == 1 && g->dh == 1 && g->dw == 1 && g->sh == 2 && g->sw == 2 &&
            g->kh == 3 && g->kw == 3 && g->OW >= 32 && g->K >= 32;
