@@ -4,7 +4,8 @@
    op as the direct loop of its PyTorch definition: ocr__ref_gemm, ocr__ref_conv2d_forward, ...); then mixed
    precision's rounding of an op's inputs (ocr__amp_*); then the fast paths: GEMM (micro-kernels, packing, ocr_gemm;
    tuning macros OCR__KC, OCR__NC, OCR__MC_PANELS, OCR__WGRAD_*), convolution lowering (im2col and packed GEMM, the
-   implicit path on AVX-512 and AVX2, Winograd F(4x4, 3x3) with OCR__WINO_*, the data gradient as a flipped-kernel convolution;
+   implicit path on AVX-512 and AVX2, AVX-512's 3x3 stride-2 blocks over output channels (ocr__conv_och), Winograd
+   F(4x4, 3x3) with OCR__WINO_*, the data gradient as a flipped-kernel convolution;
    ocr__conv_forward and ocr__conv_run choose among them), the bf16 GEMM and convolutions on AMX-BF16 / AVX512_BF16
    (ocr__gemm_bf16, ocr__conv_bf16_run), the public convolutions (and their inference fusions), row helpers and batch
    normalisation, pointwise ops, pooling / upsampling / concat (and the fused upsample + add, upsamplings + concat), parameters, optimizers and their state files, loss scaling, and last the ops of a
