@@ -2550,9 +2550,14 @@ static void ocr__conv_och_items(void *arg, int64_t begin, int64_t end, int tid) 
             for (i = 0; i < j->rows; i++) {
                 int64_t ih = oh0 * g->sh - g->ph + i;
                 float *dst = xr + (c * j->rows + i) * j->Wpad;
-                memset(dst, 0, (size_t)j->Wpad * sizeof(float));
-                if (ih >= 0 && ih < g->H && i < (oh1 - oh0 - 1) * g->sh + g->kh)
-                    memcpy(dst + g->pw, j->x + ((n * g->C + c) * g->H + ih) * g->W, (size_t)g->W * sizeof(float));
+                if (ih < 0 || ih >= g->H || i >= (oh1 - oh0 - 1) * g->sh + g->kh) {
+                    memset(dst, 0, (size_t)j->Wpad * sizeof(float));
+                    continue;
+                }
+                /* the row between its zero borders, each float written once */
+                memset(dst, 0, (size_t)g->pw * sizeof(float));
+                memcpy(dst + g->pw, j->x + ((n * g->C + c) * g->H + ih) * g->W, (size_t)g->W * sizeof(float));
+                memset(dst + g->pw + g->W, 0, (size_t)(j->Wpad - g->pw - g->W) * sizeof(float));
             }
         for (kb = 0; kb < j->kblocks; kb++)
             for (oh = oh0; oh < oh1; oh++)

@@ -20,6 +20,7 @@
 // build/ort is found next to this script's directory; OCR_ORT_MODULE overrides the module's path.
 'use strict';
 const fs = require('fs');
+const os = require('os');
 const path = require('path');
 const readline = require('readline');
 
@@ -107,7 +108,7 @@ async function main() {
     };
     let profileDir = null;
     if (layers) {
-        profileDir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'ort_layers_'));
+        profileDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ort_layers_'));
         options.enableProfiling = true;
         options.profileFilePrefix = path.join(profileDir, 'profile');
     }
