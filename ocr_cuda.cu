@@ -90,7 +90,8 @@ struct ocr__emu_launch;
 /* The block a group of lane threads is running. Everything below is guarded by mu. */
 struct ocr__emu_block {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;               /* __syncthreads and the end of the block */
+    pthread_cond_t warp_cv[32];      /* each warp's collectives: a completed shuffle wakes its own warp, not 1024 threads */
     ocr__emu_launch *launch;
     int n_threads;
     int *state;                      /* OCR__EMU_* per thread */
@@ -139,10 +140,17 @@ static void ocr__emu_fail(ocr__emu_launch *L, const char *fmt, ...) {
     pthread_mutex_unlock(&L->mu);
 }
 
-/* Marks the block failed (mu held), wakes every waiter and unwinds the calling thread. */
-static void ocr__emu_block_fail(ocr__emu_block *B) {
+/* Marks the block failed (mu held) and wakes every waiter, at a barrier or in a warp operation. */
+static void ocr__emu_wake_failed(ocr__emu_block *B) {
+    int w;
     B->failed = 1;
     pthread_cond_broadcast(&B->cv);
+    for (w = 0; w < 32; w++) pthread_cond_broadcast(&B->warp_cv[w]);
+}
+
+/* Marks the block failed (mu held), wakes every waiter and unwinds the calling thread. */
+static void ocr__emu_block_fail(ocr__emu_block *B) {
+    ocr__emu_wake_failed(B);
     pthread_mutex_unlock(&B->mu);
     throw ocr__emu_abort();
 }
@@ -153,12 +161,12 @@ static void ocr__emu_thread_str(const ocr__emu_block *B, int tid, char *buf, siz
              ocr__emu_block_index);
 }
 
-/* Waits on the block's condition; a wait that lasts OCR__EMU_STALL_SECONDS is a deadlock the checks missed. */
-static void ocr__emu_wait(ocr__emu_block *B, const char *what) {
+/* Waits on one of the block's conditions; a wait that lasts OCR__EMU_STALL_SECONDS is a deadlock the checks missed. */
+static void ocr__emu_wait(ocr__emu_block *B, pthread_cond_t *cv, const char *what) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += OCR__EMU_STALL_SECONDS;
-    if (pthread_cond_timedwait(&B->cv, &B->mu, &ts) == ETIMEDOUT) {
+    if (pthread_cond_timedwait(cv, &B->mu, &ts) == ETIMEDOUT) {
         char who[96];
         ocr__emu_thread_str(B, ocr__emu_tid, who, sizeof who);
         ocr__emu_fail(B->launch, "kernel '%s': %s waited %d s in %s: deadlock", B->launch->kernel, who, OCR__EMU_STALL_SECONDS, what);
@@ -210,7 +218,7 @@ static void ocr__emu_syncthreads(const char *file, int line) {
         pthread_cond_broadcast(&B->cv);
     } else {
         B->state[ocr__emu_tid] = OCR__EMU_AT_BARRIER;
-        while (B->generation == gen && !B->failed) ocr__emu_wait(B, "__syncthreads");
+        while (B->generation == gen && !B->failed) ocr__emu_wait(B, &B->cv, "__syncthreads");
         if (B->failed) { pthread_mutex_unlock(&B->mu); throw ocr__emu_abort(); }
     }
     pthread_mutex_unlock(&B->mu);
@@ -304,10 +312,10 @@ static void ocr__emu_warp_op(unsigned mask, const void *value, size_t size, int 
         for (l = 0; l < 32; l++) if (mask >> l & 1u) B->state[warp * 32 + l] = OCR__EMU_RUNNING;
         c->complete = 1;
         c->readers = __builtin_popcount(mask);
-        pthread_cond_broadcast(&B->cv);
+        pthread_cond_broadcast(&B->warp_cv[warp]);
     } else {
         B->state[tid] = OCR__EMU_IN_WARP_OP;
-        while (!c->complete && !B->failed) ocr__emu_wait(B, "a warp shuffle/vote");
+        while (!c->complete && !B->failed) ocr__emu_wait(B, &B->warp_cv[warp], "a warp shuffle/vote");
         if (B->failed) { pthread_mutex_unlock(&B->mu); throw ocr__emu_abort(); }
     }
     memcpy(out, c->value[src >= 0 ? src % 32 : lane], size);
@@ -403,8 +411,7 @@ static void ocr__emu_thread_exit(ocr__emu_block *B, int aborted) {
             ocr__emu_thread_str(B, ocr__emu_tid, who, sizeof who);
             ocr__emu_fail(B->launch, "kernel '%s': divergent __syncthreads at %s:%d: %s exited the kernel while %d thread(s) wait there",
                           B->launch->kernel, B->site_file, B->site_line, who, B->arrived);
-            B->failed = 1;
-            pthread_cond_broadcast(&B->cv);
+            ocr__emu_wake_failed(B);
         } else {
             try { ocr__emu_check_colls(B, "exited the kernel"); } catch (ocr__emu_abort &) { pthread_mutex_lock(&B->mu); }
         }
@@ -511,7 +518,7 @@ static int ocr__emu_pool_grow(int n) {
 /* Runs f as the body of every thread of the grid; returns 0, or -1 with L->message set. */
 static int ocr__emu_run(ocr__emu_launch *L) {
     ocr__emu_lane *lanes;
-    int g, t, have, n;
+    int g, t, w, have, n;
     L->n_threads = (int)(L->block.x * L->block.y * L->block.z);
     L->n_blocks = (long)L->grid.x * L->grid.y * L->grid.z;
     L->n_groups = L->n_blocks > 1 ? 2 : 1;
@@ -521,6 +528,7 @@ static int ocr__emu_run(ocr__emu_launch *L) {
         ocr__emu_block *B = &L->groups[g];
         pthread_mutex_init(&B->mu, NULL);
         pthread_cond_init(&B->cv, NULL);
+        for (w = 0; w < 32; w++) pthread_cond_init(&B->warp_cv[w], NULL);
         B->launch = L;
         B->n_threads = L->n_threads;
         B->state = (int *)calloc((size_t)L->n_threads, sizeof(int));
@@ -552,6 +560,7 @@ static int ocr__emu_run(ocr__emu_launch *L) {
     for (g = 0; g < L->n_groups; g++) {
         pthread_mutex_destroy(&L->groups[g].mu);
         pthread_cond_destroy(&L->groups[g].cv);
+        for (w = 0; w < 32; w++) pthread_cond_destroy(&L->groups[g].warp_cv[w]);
         free(L->groups[g].state);
     }
     free(lanes);
