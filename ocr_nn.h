@@ -2782,6 +2782,8 @@ typedef struct ocr__wino_job_ {
     float *buf[OCR_MAX_THREADS];  /* per thread: padded input band | V [36][Tp/48][C][48] | M [36][Kp][Tp] */
     int64_t item;            /* phases-in-parallel mode: the item its phases work on (buffers of thread 0) */
     int wgrad;               /* weight gradient: y holds dy, V and the dy transforms are plain rows, sums go to mw */
+    int tiles_as_rows;       /* few tiles (ocr__wino_rows_part): V packed as 8-row A panels [36][Tp/8][C][8] */
+    int64_t rows_kc, rows_stride; /* there: input channels per chunk of transformed weights; floats of u per thread */
     float *mw, *dw;          /* weight gradient: the 36 sums [36][K][C], then dw += Gt (sums) G */
     float *gemm_buf;         /* weight gradient: per thread, GEMM packing buffers of gemm_pa + gemm_pb floats */
     size_t gemm_pa, gemm_pb;
@@ -2880,7 +2882,7 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
     int64_t n, th0, T, Tp, c, r, t0, i, rows, pw, Wp = j->Wp;
     float *xp = buf, *V = buf + j->pad_floats;
     ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
-    pw = j->wgrad ? Tp : j->uk.nr;
+    pw = j->wgrad ? Tp : j->tiles_as_rows ? 8 : j->uk.nr;
     rows = T / j->TW * 4 + 2;
     for (c = c0; c < c1; c++) {
         float *src = ocr__wino_pad_rows(j, xp, n, th0, rows, c);
@@ -2904,7 +2906,14 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
                 for (i = 0; i < 6; i++) {
                     float *v = V + (t0 / pw) * g->C * pw + c * pw + t0 % pw + i * ocr__wino_vps(j, Tp);
                     OCR__WINO_BT(_mm512, __m512, e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
-                    for (r = 0; r < 6; r++) _mm512_storeu_ps(v + r * 6 * ocr__wino_vps(j, Tp), o[r]);
+                    if (pw == 8) /* 8-row panels: the 16 tiles' halves go to two panels */
+                        for (r = 0; r < 6; r++) {
+                            _mm256_storeu_ps(v + r * 6 * ocr__wino_vps(j, Tp), _mm512_castps512_ps256(o[r]));
+                            _mm256_storeu_ps(v + r * 6 * ocr__wino_vps(j, Tp) + g->C * 8,
+                                             _mm512_castps512_ps256(_mm512_shuffle_f32x4(o[r], o[r], 0xEE)));
+                        }
+                    else
+                        for (r = 0; r < 6; r++) _mm512_storeu_ps(v + r * 6 * ocr__wino_vps(j, Tp), o[r]);
                 }
             }
             continue;
@@ -2937,7 +2946,15 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
                     OCR__WINO_BT(_mm512, __m512, e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
                     for (r = 0; r < 6; r++) {
                         float *plane = V + (r * 6 + i) * ocr__wino_vps(j, Tp), *dst = plane + (t / pw) * g->C * pw + c * pw + q;
-                        if (q + nl <= pw) _mm512_mask_storeu_ps(dst, ocr__lanes(nl), o[r]);
+                        if (pw == 8) { /* 8-row panels: the lanes in runs of up to 8, one panel each */
+                            int l, cnt;
+                            for (l = 0; l < nl; l += cnt) {
+                                int64_t tl = t + l;
+                                cnt = 8 - (int)(tl % 8) < nl - l ? 8 - (int)(tl % 8) : nl - l;
+                                _mm512_mask_storeu_ps(plane + (tl / 8) * g->C * 8 + c * 8 + tl % 8, ocr__lanes(cnt),
+                                                      _mm512_maskz_compress_ps((__mmask16)(ocr__lanes(l + cnt) & ~ocr__lanes(l)), o[r]));
+                            }
+                        } else if (q + nl <= pw) _mm512_mask_storeu_ps(dst, ocr__lanes(nl), o[r]);
                         else { /* the group crosses into the next 48-tile panel */
                             _mm512_mask_storeu_ps(dst, ocr__lanes(pw - q), o[r]);
                             _mm512_mask_compressstoreu_ps(plane + (t / pw + 1) * g->C * pw + c * pw,
@@ -2947,7 +2964,12 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
                 }
             }
         }
-        if (T < Tp && !j->wgrad) /* the last panel's unused columns: zeros, not whatever the buffer held (denormals would slow the GEMM) */
+        if (j->tiles_as_rows) /* the rows past T up to the next 16: zeros (the GEMM multiplies them) */
+            for (i = 0; i < OCR__WINO_POINTS; i++) {
+                int64_t t;
+                for (t = T; t < (T + 15) / 16 * 16; t++) V[i * ocr__wino_vps(j, Tp) + (t / 8) * g->C * 8 + c * 8 + t % 8] = 0.0f;
+            }
+        else if (T < Tp && !j->wgrad) /* the last panel's unused columns: zeros, not whatever the buffer held (denormals would slow the GEMM) */
             for (i = 0; i < OCR__WINO_POINTS; i++) {
                 float *dst = V + i * ocr__wino_vps(j, Tp) + (T / pw) * g->C * pw + c * pw + T % pw;
                 for (r = 0; r < Tp - T; r += 16) _mm512_mask_storeu_ps(dst + r, ocr__lanes(Tp - T - r), _mm512_setzero_ps());
@@ -2993,6 +3015,92 @@ static void ocr__wino_panels_part(void *arg, int64_t p0, int64_t p1, int tid) {
                 int64_t kc = C - pc < OCR__KC ? C - pc : OCR__KC;
                 for (jp = 0; jp < Tp; jp += j->uk.nr) j->uk.fn(kc, u + xi * 8 * C + pc * 8, v + jp * C + pc * j->uk.nr, m + jp, Tp, 1.0f);
             }
+        }
+    }
+}
+
+/* G w Gt of output channels [k0, k0 + 48) (zeros past K) and input channels [c0, c0 + kc), written as 48-column B
+   panels: point xi's element (c, k) at dst[xi * ups + (c - c0) * 48 + k - k0]. A vector holds 16 output channels of
+   one input channel, taken from wt: the 16 channels' weights transposed there by 16x16 blocks ([kc x 9][16]), as
+   gathers of 16 weights 18 KB apart took longer than the products. */
+__attribute__((target("avx512f")))
+static void ocr__wino_filter_cols(const ocr__wino_job *j, int64_t k0, int64_t c0, int64_t kc, float *dst, int64_t ups, float *wt) {
+    int64_t C = j->g->C, K = j->g->K, nf = kc * 9, c, i, r, s, kv, f0;
+    for (kv = 0; kv < 3; kv++) {
+        int64_t kb = k0 + kv * 16, nrows = K - kb < 16 ? K - kb : 16;
+        const float *src = j->w + kb * C * 9 + c0 * 9;
+        if (nrows <= 0) { /* past K: zero columns */
+            for (c = 0; c < kc; c++)
+                for (i = 0; i < OCR__WINO_POINTS; i++) _mm512_storeu_ps(dst + i * ups + c * 48 + kv * 16, _mm512_setzero_ps());
+            continue;
+        }
+        for (f0 = 0; f0 < nf; f0 += 16) {
+            if (nrows == 16 && f0 + 16 <= nf) ocr__transpose16(src + f0, C * 9, wt + f0 * 16, 16);
+            else { /* a part block: through a zero-padded copy */
+                float blk[256];
+                for (r = 0; r < 16; r++)
+                    _mm512_storeu_ps(blk + r * 16, r < nrows ? _mm512_maskz_loadu_ps(ocr__lanes(nf - f0), src + r * C * 9 + f0) : _mm512_setzero_ps());
+                ocr__transpose16(blk, 16, wt + f0 * 16, 16);
+            }
+        }
+        for (c = 0; c < kc; c++) {
+            const float *wc = wt + c * 9 * 16;
+            float *d = dst + c * 48 + kv * 16;
+            __m512 gv[9], t[18], col[6];
+            for (i = 0; i < 9; i++) gv[i] = _mm512_loadu_ps(wc + i * 16);
+            for (i = 0; i < 3; i++) {
+                OCR__WINO_G(_mm512, __m512, gv[i], gv[3 + i], gv[6 + i], col);
+                for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
+            }
+            for (r = 0; r < 6; r++) {
+                OCR__WINO_G(_mm512, __m512, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
+                for (s = 0; s < 6; s++) _mm512_storeu_ps(d + (r * 6 + s) * ups, col[s]);
+            }
+        }
+    }
+}
+
+/* Few tiles (one item of at most two 48-tile panels: layer4 at 640x640 has 25 tiles of 512 channels each way):
+   M[xi]t = V[xi]t U[xi]t with the tiles as the GEMM's rows, so that a 48-column panel holds 48 output channels
+   instead of 25 tiles and 23 zeros, and the large operand, the transformed weights, is made a chunk at a time in
+   L2 and used there by every tile. Work items are 48-channel panels [k0, k0 + 48): per chunk of rows_kc input
+   channels, transform their weights, multiply into the thread's Mt block [36][tile rows][48], then transpose it
+   into M's [36][Kp][Tp] for the output transform. */
+static void ocr__wino_rows_part(void *arg, int64_t q0, int64_t q1, int tid) {
+    const ocr__wino_job *j = (const ocr__wino_job *)arg;
+    int64_t n, th0, T, Tp, Tr, xi, pc, rb, q, t, k, C = j->g->C, kcmax = j->rows_kc;
+    int64_t ups = kcmax * 48 + 16; /* a cache line more than the block: blocks 4 KB multiples apart share L1 sets */
+    float *V = j->buf[0] + j->pad_floats, *M = V + j->v_floats, *u = j->u + (int64_t)tid * j->rows_stride;
+    float *mt = u + OCR__WINO_POINTS * ups, *wt;
+    ocr__wino_item_range(j, j->item, &n, &th0, &T, &Tp);
+    Tr = (T + 15) / 16 * 16; /* the output transform reads tiles 16 at a time */
+    wt = mt + OCR__WINO_POINTS * Tr * 48;
+    for (q = q0; q < q1; q++) {
+        int64_t k0 = q * 48, nk = j->g->K - k0 < 48 ? j->g->K - k0 : 48;
+        memset(mt, 0, (size_t)(OCR__WINO_POINTS * Tr * 48) * sizeof(float));
+        for (pc = 0; pc < C; pc += kcmax) {
+            int64_t kc = C - pc < kcmax ? C - pc : kcmax;
+            ocr__wino_filter_cols(j, k0, pc, kc, u, ups, wt);
+            for (xi = 0; xi < OCR__WINO_POINTS; xi++) {
+                const float *v = V + xi * ocr__wino_vps(j, Tp) + pc * 8;
+                /* the next chunk's weights, which the transform would gather from memory: 48 rows of kc x 9 floats,
+                   a 36th of them per point while the products run */
+                if (pc + kc < C) {
+                    int64_t nxt = C - pc - kc < kcmax ? C - pc - kc : kcmax, kk, e;
+                    for (kk = xi; kk < nk; kk += OCR__WINO_POINTS)
+                        for (e = 0; e < nxt * 9 + 16; e += 16)
+                            _mm_prefetch((const char *)(j->w + (k0 + kk) * C * 9 + (pc + kc) * 9 + e), _MM_HINT_T1);
+                }
+                for (rb = 0; rb < Tr; rb += 8) j->uk.fn(kc, v + rb * C, u + xi * ups, mt + (xi * Tr + rb) * 48, 48, 1.0f);
+            }
+        }
+        for (xi = 0; xi < OCR__WINO_POINTS; xi++) {
+            float *m = M + xi * ocr__wino_mps(j, Tp) + k0 * Tp;
+            const float *s = mt + xi * Tr * 48;
+            for (k = 0; k + 16 <= nk; k += 16)
+                for (t = 0; t < Tr; t += 16) ocr__transpose16(s + t * 48 + k, 48, m + k * Tp + t, Tp);
+            for (; k < nk; k++)
+                for (t = 0; t < Tr; t++) m[k * Tp + t] = s[t * 48 + k];
         }
     }
 }
@@ -3400,6 +3508,14 @@ static void ocr__wino_input_part(void *arg, int64_t b, int64_t e, int tid) { con
 static void ocr__wino_gemm_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; ocr__wino_gemm(j, j->item, j->buf[0], b, e); }
 static void ocr__wino_output_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; j->output(j, j->item, j->buf[0], b, e); }
 
+/* Where ocr__wino_rows_part pays (one image's tiles as rows; two threads, against 8-row weight panels each reading all
+   of V): up to 96 tiles and C x K of 128 x 256 or more. 512 -> 512 at 20x20 2.98 against 4.13 ms, at 23x40 6.7-7.0
+   against 10.4-10.8 ms, 256 -> 256 at 20x20 0.83 against 1.13; 128 -> 128 at 8x100 0.63 against 0.52, 64 -> 68
+   slower too (a 48-channel panel per thread where V is small enough to read again). */
+static int ocr__wino_rows_ok(const ocr__conv_geom *g) {
+    return ((g->OH + 3) / 4) * ((g->OW + 3) / 4) <= 96 && g->C * g->K >= 128 * 256;
+}
+
 /* bench_winograd sets this to time Winograd on every shape it can run, whether or not the rule below picks it. */
 static int ocr__winograd_force = 0;
 
@@ -3415,6 +3531,10 @@ static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, co
        (bench_winograd under OCR_CPU_KERNEL=avx2: 0.45-0.87x the direct forward where this picks it, 64 channels at
        16x16 even; the recognizer's 128 channels at height 2, 100% of the products, 1.35-1.44x) */
     if (uk->fn == ocr__ukernel_avx2) return can && 6 * gemm_cols <= g->OH * g->OW;
+    /* one image's tiles as the GEMM's rows (ocr__wino_rows_part), padded to 16, not 48: from 9 tiles with 128
+       channels each way (two threads, alternating: 512 channels at 10x10 2.75 against 3.83 ms direct, 128 -> 256 at
+       20x20 0.82 against 1.05, 256 at 16x16 1.10 against 1.60; at 8x12 and 8x8 the direct path wins) */
+    if (g->N == 1 && ocr__wino_rows_ok(g) && TH * TW >= 9 && g->C >= 128 && g->K >= 128) return 1;
     return can &&
            /* an image's tiles fill whole 48-column panels of the 36 GEMMs: with few tiles per image the padding
               cancels the saving (36 products per tile for 16 outputs against 9 per output: at most half the direct
@@ -3468,29 +3588,45 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
 static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *y, int accumulate,
                               const ocr__conv_epilogue *ep) {
     ocr__wino_job j;
-    int64_t n_items, item, t, parallel_items, panels_apart;
+    int64_t n_items, item, t, parallel_items, panels_apart, tiles_as_rows;
     size_t bytes, u_bytes;
     int mr = ocr__pick_ukernel(ctx).mr; /* M's rows: whole A panels */
     memset(&j, 0, sizeof j);
     j.x = x; j.w = w; j.y = y; j.accumulate = accumulate;
     if (ep) j.ep = *ep;
-    if ((n_items = ocr__wino_plan(ctx, &j, g, (g->K + mr - 1) / mr * mr, OCR__WINO_BAND_BYTES, &bytes)) < 0) return ctx->last_status;
-    parallel_items = ctx->n_threads == 1 || n_items >= 4 * ctx->n_threads;
+    /* an image of at most two 48-tile panels with many channels (layer4 at 640x640 and 736x1280: 25 and 60 tiles)
+       is one item for ocr__wino_rows_part */
+    tiles_as_rows = ocr__pick_ukernel(ctx).fn == ocr__ukernel_avx512 && g->N == 1 && ocr__wino_rows_ok(g);
+    if ((n_items = ocr__wino_plan(ctx, &j, g, (g->K + mr - 1) / mr * mr, tiles_as_rows ? (int64_t)1 << 40 : OCR__WINO_BAND_BYTES,
+                                  &bytes)) < 0)
+        return ctx->last_status;
+    parallel_items = !tiles_as_rows && (ctx->n_threads == 1 || n_items >= 4 * ctx->n_threads);
     /* U: all panels' transformed weights, or (panels on their own: AVX-512, one item of at most two 48-tile panels)
        one panel's block per thread. Each panel's GEMMs then read all of V (36 x C x tiles), which costs more than U's
        trip to memory and back once the tiles are many (layer3 at 640x640, 100 tiles: 4.4 -> 5.1 ms) or the items are
-       (every item transforms the weights again). */
+       (every item transforms the weights again). With the tiles as rows, each thread's chunk of U, its M block and
+       its weight transposes. */
     {
-        int64_t n0, th0, T0, Tp0;
+        int64_t n0, th0, T0, Tp0, Tr0;
         ocr__wino_item_range(&j, 0, &n0, &th0, &T0, &Tp0);
-        panels_apart = !parallel_items && j.uk.fn == ocr__ukernel_avx512 && n_items == 1 && Tp0 <= 2 * j.uk.nr;
+        panels_apart = !tiles_as_rows && !parallel_items && j.uk.fn == ocr__ukernel_avx512 && n_items == 1 && Tp0 <= 2 * j.uk.nr;
+        if (tiles_as_rows) {
+            j.tiles_as_rows = 1;
+            Tr0 = (T0 + 15) / 16 * 16;
+            /* chunks of input channels whose transformed weights and the M block take about 640 KB (L2) */
+            j.rows_kc = ((640 << 10) / (int64_t)sizeof(float) - OCR__WINO_POINTS * Tr0 * 48) / (OCR__WINO_POINTS * 48) / 8 * 8;
+            j.rows_kc = j.rows_kc < 16 ? 16 : j.rows_kc > g->C ? g->C : j.rows_kc;
+            j.rows_stride = OCR__WINO_POINTS * (j.rows_kc * 48 + 16 + Tr0 * 48) + (j.rows_kc * 9 + 16) * 16;
+        }
     }
-    if (!ocr_size_mul((size_t)(OCR__WINO_POINTS * (panels_apart ? 8 * ctx->n_threads : j.Kp)), (size_t)g->C * sizeof(float), &u_bytes))
+    if (!ocr_size_mul(j.tiles_as_rows ? (size_t)ctx->n_threads * (size_t)j.rows_stride
+                      : (size_t)OCR__WINO_POINTS * (panels_apart ? (size_t)(8 * ctx->n_threads) : (size_t)j.Kp) * (size_t)g->C,
+                      sizeof(float), &u_bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
     if (!(j.u = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, u_bytes))) return ctx->last_status;
     for (t = 0; t < (parallel_items ? ctx->n_threads : 1); t++)
         if (!(j.buf[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
-    if (!panels_apart)
+    if (!panels_apart && !j.tiles_as_rows)
         ocr_parallel_for(ctx, j.Kp / j.uk.mr, 1, j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_filter_part : ocr__wino_filter_part_avx2, &j);
     if (parallel_items) {
         ocr_parallel_for_dynamic(ctx, n_items, 1, ocr__wino_items, &j);
@@ -3499,7 +3635,8 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     for (item = 0; item < n_items; item++) {
         j.item = item;
         ocr_parallel_for(ctx, g->C, 1, ocr__wino_input_part, &j);
-        if (panels_apart) ocr_parallel_for(ctx, j.Kp / 8, 1, ocr__wino_panels_part, &j);
+        if (j.tiles_as_rows) ocr_parallel_for_dynamic(ctx, (g->K + 47) / 48, 1, ocr__wino_rows_part, &j);
+        else if (panels_apart) ocr_parallel_for(ctx, j.Kp / 8, 1, ocr__wino_panels_part, &j);
         else ocr_parallel_for(ctx, OCR__WINO_POINTS, 1, ocr__wino_gemm_part, &j);
         ocr_parallel_for(ctx, g->K, 1, ocr__wino_output_part, &j);
     }

@@ -190,6 +190,11 @@ static void test_conv_paths(void) {
         {"Winograd: 400->64, 44x28 (bands widened to fill a 48-tile panel: 6 + 5 rows of 7 tiles)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 64->68, one image 20x56 (one item of 70 tiles: on two threads each 8-row panel's weights transformed on their own, the last partial)", 1, 64, 68, 20, 56, 3, 3, 1, 1, 1, 1, 1, 1},
     };
+    /* one image of few tiles with many channels: on AVX-512 the tiles are the GEMM's rows (ocr__wino_rows_part) */
+    static const geom winograd_rows[] = {
+        {"Winograd, tiles as rows: 128->256, one image 12x12 (9 tiles; weights in two chunks of input channels)", 1, 128, 256, 12, 12, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"Winograd, tiles as rows: 241->136, one image 4x68 (a row of 17 tiles: lanes across 8-row panels; a 40-channel last panel)", 1, 241, 136, 4, 68, 3, 3, 1, 1, 1, 1, 1, 1},
+    };
     /* shapes where it does not pay on AVX-512; on AVX2, whose direct paths are slower and whose transforms do not
        gather, the first three pay (ocr__conv_winograd_ok) */
     static const geom no_winograd[] = {
@@ -211,6 +216,10 @@ static void test_conv_paths(void) {
         for (t = t_first; t <= 2; t++)
             for (k = 0; k < 2; k++) run_case(&winograd[c], t, kernels[k], 2e-5);
         for (k = 0; k < 2; k++) check_takes_winograd(&winograd[c], kernels[k], 1);
+    }
+    for (c = 0; c < (int)(sizeof winograd_rows / sizeof winograd_rows[0]); c++) { /* AVX-512 only (AVX2: direct, as above) */
+        for (t = t_first; t <= 2; t++) run_case(&winograd_rows[c], t, kernels[0], 2e-5);
+        check_takes_winograd(&winograd_rows[c], kernels[0], 1);
     }
     /* and shapes where it does not pay (ocr__conv_winograd_ok) stay on the direct paths */
     for (c = 0; c < (int)(sizeof no_winograd / sizeof no_winograd[0]); c++)
