@@ -2819,73 +2819,42 @@ typedef struct ocr__wino_job_ {
         (o)[2] = P##_mul_ps(P##_set1_ps(-1.0f / 6), P##_sub_ps(s02_, g1));                                       \
         (o)[3] = P##_add_ps(e_, f_); (o)[4] = P##_sub_ps(e_, f_); (o)[5] = g2;                                   \
     } while (0)
-/* The weights of output channels [kb, kb + 16) (rows past K zero) and input channels [c0, c0 + cc), cc <= 64,
-   transposed by 16x16 blocks into wt [cc x 9][16]: a vector per (input channel, tap) across the 16 output channels.
-   Gathering them instead (16 weights 9 C floats apart per load) took longer than the products where the tiles are
-   the GEMM's rows (ocr__wino_rows_part); for the A panels it measured the same, and both layouts share this. */
-#define OCR__WINO_WT_CHANNELS 64
+/* Panel p (output channels 8p .. 8p + 7) of every point: point xi's block at dst + xi * point_stride, element (k, c)
+   at c * 8 + k % 8 in it. */
 __attribute__((target("avx512f")))
-static void ocr__wino_weights_t16(const ocr__wino_job *j, int64_t kb, int64_t c0, int64_t cc, float *wt) {
-    int64_t C = j->g->C, nrows = j->g->K - kb < 16 ? j->g->K - kb : 16, nf = cc * 9, f0, r;
-    const float *src = j->w + kb * C * 9 + c0 * 9;
-    for (f0 = 0; f0 < nf; f0 += 16) {
-        if (nrows == 16 && f0 + 16 <= nf) ocr__transpose16(src + f0, C * 9, wt + f0 * 16, 16);
-        else { /* a part block: through a zero-padded copy */
-            float blk[256];
-            for (r = 0; r < 16; r++)
-                _mm512_storeu_ps(blk + r * 16, r < nrows ? _mm512_maskz_loadu_ps(ocr__lanes(nf - f0), src + r * C * 9 + f0) : _mm512_setzero_ps());
-            ocr__transpose16(blk, 16, wt + f0 * 16, 16);
+static void ocr__wino_filter_panel(const ocr__wino_job *j, int64_t p, float *dst, int64_t point_stride) {
+    int64_t C = j->g->C, K = j->g->K, c0, i, r, s;
+    int32_t il[16];
+    __mmask16 kmask = 0;
+    __m512i idx;
+    for (i = 0; i < 16; i++) {
+        il[i] = (int32_t)(((p * 8 + i % 8) * C + i / 8) * 9);
+        if (p * 8 + i % 8 < K) kmask = (__mmask16)(kmask | (1u << i));
+        else il[i] = 0;
+    }
+    idx = _mm512_loadu_si512(il);
+    for (c0 = 0; c0 < C; c0 += 2) {
+        __mmask16 cm = (__mmask16)(c0 + 1 < C ? 0xFFFF : 0x00FF);
+        const float *w0 = j->w + c0 * 9;
+        float *d = dst + c0 * 8;
+        __m512 gv[9], t[18], col[6];
+        for (i = 0; i < 9; i++) gv[i] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)(kmask & cm), idx, w0 + i, 4);
+        for (i = 0; i < 3; i++) {  /* column i of G w */
+            OCR__WINO_G(_mm512, __m512, gv[i], gv[3 + i], gv[6 + i], col);
+            for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
+        }
+        for (r = 0; r < 6; r++) {  /* row r of (G w) Gt */
+            OCR__WINO_G(_mm512, __m512, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
+            for (s = 0; s < 6; s++) _mm512_mask_storeu_ps(d + (r * 6 + s) * point_stride, cm, col[s]);
         }
     }
 }
 
-/* G w Gt of one input channel's 16 output channels (wc: its 9 transposed taps): point xi's vector in u[xi]. */
-__attribute__((target("avx512f"), always_inline))
-static inline void ocr__wino_g16(const float *wc, __m512 u[OCR__WINO_POINTS]) {
-    __m512 gv[9], t[18], col[6];
-    int i, r, s;
-    for (i = 0; i < 9; i++) gv[i] = _mm512_loadu_ps(wc + i * 16);
-    for (i = 0; i < 3; i++) {  /* column i of G w */
-        OCR__WINO_G(_mm512, __m512, gv[i], gv[3 + i], gv[6 + i], col);
-        for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
-    }
-    for (r = 0; r < 6; r++) {  /* row r of (G w) Gt */
-        OCR__WINO_G(_mm512, __m512, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
-        for (s = 0; s < 6; s++) u[r * 6 + s] = col[s];
-    }
-}
-
-/* Output channels [kb, kb + nk) (kb a multiple of 16, nk 8 or 16; lanes past K zero) of every point, packed as the
-   GEMM's 8-row A panels: point xi's element (k, c) at dst[xi * point_stride + (k - kb) / 8 * 8 C + c * 8 + k % 8]. */
-__attribute__((target("avx512f")))
-static void ocr__wino_filter_rows(const ocr__wino_job *j, int64_t kb, int64_t nk, float *dst, int64_t point_stride) {
-    int64_t C = j->g->C, c0, c, xi;
-    float wt[OCR__WINO_WT_CHANNELS * 9 * 16];
-    __m512 u[OCR__WINO_POINTS], u1[OCR__WINO_POINTS];
-    for (c0 = 0; c0 < C; c0 += OCR__WINO_WT_CHANNELS) {
-        int64_t cc = C - c0 < OCR__WINO_WT_CHANNELS ? C - c0 : OCR__WINO_WT_CHANNELS;
-        ocr__wino_weights_t16(j, kb, c0, cc, wt);
-        for (c = 0; c < cc; c += 2) { /* two input channels: each panel row gets a whole cache line (c, c + 1) per store */
-            float *d = dst + (c0 + c) * 8;
-            __mmask16 two = (__mmask16)(c + 1 < cc ? 0xFFFF : 0x00FF);
-            ocr__wino_g16(wt + c * 9 * 16, u);
-            if (c + 1 < cc) ocr__wino_g16(wt + (c + 1) * 9 * 16, u1);
-            else for (xi = 0; xi < OCR__WINO_POINTS; xi++) u1[xi] = _mm512_setzero_ps();
-            for (xi = 0; xi < OCR__WINO_POINTS; xi++) {
-                _mm512_mask_storeu_ps(d + xi * point_stride, two, _mm512_shuffle_f32x4(u[xi], u1[xi], 0x44));
-                if (nk > 8) _mm512_mask_storeu_ps(d + xi * point_stride + 8 * C, two, _mm512_shuffle_f32x4(u[xi], u1[xi], 0xEE));
-            }
-        }
-    }
-}
-
-/* items: pairs of 8-row panels */
 static void ocr__wino_filter_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__wino_job *j = (const ocr__wino_job *)arg;
-    int64_t q;
+    int64_t p;
     (void)tid;
-    for (q = begin; q < end; q++)
-        ocr__wino_filter_rows(j, q * 16, j->Kp - q * 16 < 16 ? j->Kp - q * 16 : 16, j->u + q * 16 * j->g->C, j->Kp * j->g->C);
+    for (p = begin; p < end; p++) ocr__wino_filter_panel(j, p, j->u + p * 8 * j->g->C, j->Kp * j->g->C);
 }
 
 static void ocr__wino_item_range(const ocr__wino_job *j, int64_t item, int64_t *n, int64_t *th0, int64_t *T, int64_t *Tp) {
@@ -3044,49 +3013,61 @@ static void ocr__wino_gemm(const ocr__wino_job *j, int64_t item, float *buf, int
    The AVX-512 kernels' way when an image has few tiles (layer4 at 640x640: 25 tiles, 512 channels each way): the
    transformed weights of all panels at once (38 MB) went to memory and came back for the GEMMs, and that took as
    long as the products. The same sums as ocr__wino_gemm's, in the same order. */
-static void ocr__wino_panels_part(void *arg, int64_t q0, int64_t q1, int tid) {
+static void ocr__wino_panels_part(void *arg, int64_t p0, int64_t p1, int tid) {
     const ocr__wino_job *j = (const ocr__wino_job *)arg;
-    int64_t n, th0, T, Tp, xi, pc, jp, q, pp, C = j->g->C;
-    float *V = j->buf[0] + j->pad_floats, *M = V + j->v_floats, *u = j->u + (int64_t)tid * OCR__WINO_POINTS * 16 * C;
+    int64_t n, th0, T, Tp, xi, pc, jp, p, C = j->g->C;
+    float *V = j->buf[0] + j->pad_floats, *M = V + j->v_floats, *u = j->u + (int64_t)tid * OCR__WINO_POINTS * 8 * C;
     ocr__wino_item_range(j, j->item, &n, &th0, &T, &Tp);
-    for (q = q0; q < q1; q++) {
-        int64_t nk = j->Kp - q * 16 < 16 ? j->Kp - q * 16 : 16;
-        ocr__wino_filter_rows(j, q * 16, nk, u, 16 * C);
+    for (p = p0; p < p1; p++) {
+        ocr__wino_filter_panel(j, p, u, 8 * C);
         for (xi = 0; xi < OCR__WINO_POINTS; xi++) {
             const float *v = V + xi * ocr__wino_vps(j, Tp);
-            for (pp = 0; pp < nk; pp += 8) {
-                float *m = M + xi * ocr__wino_mps(j, Tp) + (q * 16 + pp) * Tp;
-                memset(m, 0, (size_t)(8 * Tp) * sizeof(float));
-                for (pc = 0; pc < C; pc += OCR__KC) {
-                    int64_t kc = C - pc < OCR__KC ? C - pc : OCR__KC;
-                    for (jp = 0; jp < Tp; jp += j->uk.nr)
-                        j->uk.fn(kc, u + xi * 16 * C + pp * C + pc * 8, v + jp * C + pc * j->uk.nr, m + jp, Tp, 1.0f);
-                }
+            float *m = M + xi * ocr__wino_mps(j, Tp) + p * 8 * Tp;
+            memset(m, 0, (size_t)(8 * Tp) * sizeof(float));
+            for (pc = 0; pc < C; pc += OCR__KC) {
+                int64_t kc = C - pc < OCR__KC ? C - pc : OCR__KC;
+                for (jp = 0; jp < Tp; jp += j->uk.nr) j->uk.fn(kc, u + xi * 8 * C + pc * 8, v + jp * C + pc * j->uk.nr, m + jp, Tp, 1.0f);
             }
         }
     }
 }
 
 /* G w Gt of output channels [k0, k0 + 48) (zeros past K) and input channels [c0, c0 + kc), written as 48-column B
-   panels: point xi's element (c, k) at dst[xi * ups + (c - c0) * 48 + k - k0]. */
+   panels: point xi's element (c, k) at dst[xi * ups + (c - c0) * 48 + k - k0]. A vector holds 16 output channels of
+   one input channel, taken from wt: the 16 channels' weights transposed there by 16x16 blocks ([kc x 9][16]), as
+   gathers of 16 weights 18 KB apart took longer than the products. */
 __attribute__((target("avx512f")))
-static void ocr__wino_filter_cols(const ocr__wino_job *j, int64_t k0, int64_t c0, int64_t kc, float *dst, int64_t ups) {
-    int64_t c, cb, xi, kv;
-    float wt[OCR__WINO_WT_CHANNELS * 9 * 16];
-    __m512 u[OCR__WINO_POINTS];
+static void ocr__wino_filter_cols(const ocr__wino_job *j, int64_t k0, int64_t c0, int64_t kc, float *dst, int64_t ups, float *wt) {
+    int64_t C = j->g->C, K = j->g->K, nf = kc * 9, c, i, r, s, kv, f0;
     for (kv = 0; kv < 3; kv++) {
-        if (k0 + kv * 16 >= j->g->K) { /* past K: zero columns */
+        int64_t kb = k0 + kv * 16, nrows = K - kb < 16 ? K - kb : 16;
+        const float *src = j->w + kb * C * 9 + c0 * 9;
+        if (nrows <= 0) { /* past K: zero columns */
             for (c = 0; c < kc; c++)
-                for (xi = 0; xi < OCR__WINO_POINTS; xi++) _mm512_storeu_ps(dst + xi * ups + c * 48 + kv * 16, _mm512_setzero_ps());
+                for (i = 0; i < OCR__WINO_POINTS; i++) _mm512_storeu_ps(dst + i * ups + c * 48 + kv * 16, _mm512_setzero_ps());
             continue;
         }
-        for (cb = 0; cb < kc; cb += OCR__WINO_WT_CHANNELS) {
-            int64_t cc = kc - cb < OCR__WINO_WT_CHANNELS ? kc - cb : OCR__WINO_WT_CHANNELS;
-            ocr__wino_weights_t16(j, k0 + kv * 16, c0 + cb, cc, wt);
-            for (c = 0; c < cc; c++) {
-                float *d = dst + (cb + c) * 48 + kv * 16;
-                ocr__wino_g16(wt + c * 9 * 16, u);
-                for (xi = 0; xi < OCR__WINO_POINTS; xi++) _mm512_storeu_ps(d + xi * ups, u[xi]);
+        for (f0 = 0; f0 < nf; f0 += 16) {
+            if (nrows == 16 && f0 + 16 <= nf) ocr__transpose16(src + f0, C * 9, wt + f0 * 16, 16);
+            else { /* a part block: through a zero-padded copy */
+                float blk[256];
+                for (r = 0; r < 16; r++)
+                    _mm512_storeu_ps(blk + r * 16, r < nrows ? _mm512_maskz_loadu_ps(ocr__lanes(nf - f0), src + r * C * 9 + f0) : _mm512_setzero_ps());
+                ocr__transpose16(blk, 16, wt + f0 * 16, 16);
+            }
+        }
+        for (c = 0; c < kc; c++) {
+            const float *wc = wt + c * 9 * 16;
+            float *d = dst + c * 48 + kv * 16;
+            __m512 gv[9], t[18], col[6];
+            for (i = 0; i < 9; i++) gv[i] = _mm512_loadu_ps(wc + i * 16);
+            for (i = 0; i < 3; i++) {
+                OCR__WINO_G(_mm512, __m512, gv[i], gv[3 + i], gv[6 + i], col);
+                for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
+            }
+            for (r = 0; r < 6; r++) {
+                OCR__WINO_G(_mm512, __m512, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
+                for (s = 0; s < 6; s++) _mm512_storeu_ps(d + (r * 6 + s) * ups, col[s]);
             }
         }
     }
@@ -3103,15 +3084,16 @@ static void ocr__wino_rows_part(void *arg, int64_t q0, int64_t q1, int tid) {
     int64_t n, th0, T, Tp, Tr, xi, pc, rb, q, t, k, C = j->g->C, kcmax = j->rows_kc;
     int64_t ups = kcmax * 48 + 16; /* a cache line more than the block: blocks 4 KB multiples apart share L1 sets */
     float *V = j->buf[0] + j->pad_floats, *M = V + j->v_floats, *u = j->u + (int64_t)tid * j->rows_stride;
-    float *mt = u + OCR__WINO_POINTS * ups;
+    float *mt = u + OCR__WINO_POINTS * ups, *wt;
     ocr__wino_item_range(j, j->item, &n, &th0, &T, &Tp);
     Tr = (T + 15) / 16 * 16; /* the output transform reads tiles 16 at a time */
+    wt = mt + OCR__WINO_POINTS * Tr * 48;
     for (q = q0; q < q1; q++) {
         int64_t k0 = q * 48, nk = j->g->K - k0 < 48 ? j->g->K - k0 : 48;
         memset(mt, 0, (size_t)(OCR__WINO_POINTS * Tr * 48) * sizeof(float));
         for (pc = 0; pc < C; pc += kcmax) {
             int64_t kc = C - pc < kcmax ? C - pc : kcmax;
-            ocr__wino_filter_cols(j, k0, pc, kc, u, ups);
+            ocr__wino_filter_cols(j, k0, pc, kc, u, ups, wt);
             for (xi = 0; xi < OCR__WINO_POINTS; xi++) {
                 const float *v = V + xi * ocr__wino_vps(j, Tp) + pc * 8;
                 /* the next chunk's weights, which the transform would gather from memory: 48 rows of kc x 9 floats,
@@ -3647,19 +3629,18 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
             /* chunks of input channels whose transformed weights and the M block take about 640 KB (L2) */
             j.rows_kc = ((640 << 10) / (int64_t)sizeof(float) - OCR__WINO_POINTS * Tr0 * 48) / (OCR__WINO_POINTS * 48) / 8 * 8;
             j.rows_kc = j.rows_kc < 16 ? 16 : j.rows_kc > g->C ? g->C : j.rows_kc;
-            j.rows_stride = OCR__WINO_POINTS * (j.rows_kc * 48 + 16 + Tr0 * 48);
+            j.rows_stride = OCR__WINO_POINTS * (j.rows_kc * 48 + 16 + Tr0 * 48) + (j.rows_kc * 9 + 16) * 16;
         }
     }
     if (!ocr_size_mul(j.tiles_as_rows ? (size_t)ctx->n_threads * (size_t)j.rows_stride
-                      : (size_t)OCR__WINO_POINTS * (panels_apart ? (size_t)(16 * ctx->n_threads) : (size_t)j.Kp) * (size_t)g->C,
+                      : (size_t)OCR__WINO_POINTS * (panels_apart ? (size_t)(8 * ctx->n_threads) : (size_t)j.Kp) * (size_t)g->C,
                       sizeof(float), &u_bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
     if (!(j.u = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, u_bytes))) return ctx->last_status;
     for (t = 0; t < (parallel_items ? ctx->n_threads : 1); t++)
         if (!(j.buf[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
     if (!panels_apart && !j.tiles_as_rows)
-        ocr_parallel_for(ctx, j.uk.fn == ocr__ukernel_avx512 ? (j.Kp + 15) / 16 : j.Kp / j.uk.mr, 1,
-                         j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_filter_part : ocr__wino_filter_part_avx2, &j);
+        ocr_parallel_for(ctx, j.Kp / j.uk.mr, 1, j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_filter_part : ocr__wino_filter_part_avx2, &j);
     if (parallel_items) {
         ocr_parallel_for_dynamic(ctx, n_items, 1, ocr__wino_items, &j);
         return OCR_OK;
@@ -3668,7 +3649,7 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
         j.item = item;
         ocr_parallel_for(ctx, g->C, 1, ocr__wino_input_part, &j);
         if (j.tiles_as_rows) ocr_parallel_for_dynamic(ctx, (g->K + 47) / 48, 1, ocr__wino_rows_part, &j);
-        else if (panels_apart) ocr_parallel_for(ctx, (j.Kp + 15) / 16, 1, ocr__wino_panels_part, &j);
+        else if (panels_apart) ocr_parallel_for(ctx, j.Kp / 8, 1, ocr__wino_panels_part, &j);
         else ocr_parallel_for(ctx, OCR__WINO_POINTS, 1, ocr__wino_gemm_part, &j);
         ocr_parallel_for(ctx, g->K, 1, ocr__wino_output_part, &j);
     }
