@@ -2543,6 +2543,32 @@ static void ocr__conv_och_block(const ocr__conv_och_job *j, const float *xr, int
 #undef OCR__PUT
 }
 
+/* A block's buf [16][32] (pixels x channels; rows 14 and 15 spare) into y's channel rows by two 16x16 transposes:
+   output pixels ow0 .. ow0 + np - 1 of row oh, channels 32 kb .. 32 kb + nk - 1; = or +=, and with in_store the
+   epilogue's bias and ReLU as ocr__affine_row_avx512 computes them (max(0, v * 1 + bias): the same bits). */
+__attribute__((target("avx512f")))
+static void ocr__conv_och_store(const ocr__conv_och_job *j, const float *buf, int64_t n, int64_t kb, int64_t oh, int64_t ow0,
+                                int64_t np, int64_t nk, int in_store) {
+    const ocr__conv_geom *g = j->g;
+    int64_t P = g->OH * g->OW, h, k;
+    float t[256];
+    __mmask16 m = ocr__lanes(np);
+    for (h = 0; h < 2 && h * 16 < nk; h++) {
+        ocr__transpose16(buf + h * 16, 32, t, 16);
+        for (k = 0; k < 16 && h * 16 + k < nk; k++) {
+            int64_t ch = kb * 32 + h * 16 + k;
+            float *yk = j->y + (n * g->K + ch) * P + oh * g->OW + ow0;
+            __m512 v = _mm512_loadu_ps(t + k * 16);
+            if (j->accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, yk));
+            else if (in_store) {
+                if (j->ep.bias) v = _mm512_add_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.0f)), _mm512_set1_ps(j->ep.bias[ch]));
+                if (j->ep.relu) v = _mm512_max_ps(_mm512_setzero_ps(), v);
+            }
+            _mm512_mask_storeu_ps(yk, m, v);
+        }
+    }
+}
+
 /* Work items: (image, band of output rows): the band's input rows copied once, zero-padded, then every 14-pixel block
    of every row against every 32-channel block of weights. */
 static void ocr__conv_och_items(void *arg, int64_t begin, int64_t end, int tid) {
@@ -2550,10 +2576,11 @@ static void ocr__conv_och_items(void *arg, int64_t begin, int64_t end, int tid) 
     const ocr__conv_geom *g = j->g;
     int64_t P = g->OH * g->OW, kdim = g->C * g->kh * g->kw, item;
     int in_store = !j->accumulate && !j->ep.res; /* bias and ReLU applied as the block is stored */
-    float *xr = j->xpad[tid], buf[OCR__OCH_PIX * 32];
+    float *xr = j->xpad[tid], buf[16 * 32];
+    memset(buf + OCR__OCH_PIX * 32, 0, (16 - OCR__OCH_PIX) * 32 * sizeof(float)); /* the transposes' two spare rows */
     for (item = begin; item < end; item++) {
         int64_t n = item / j->n_bands, oh0 = (item % j->n_bands) * j->band, oh1 = oh0 + j->band < g->OH ? oh0 + j->band : g->OH;
-        int64_t c, i, oh, ow0, kb, k, p;
+        int64_t c, i, oh, ow0, kb;
         for (c = 0; c < g->C; c++)
             for (i = 0; i < j->rows; i++) {
                 int64_t ih = oh0 * g->sh - g->ph + i;
@@ -2572,16 +2599,7 @@ static void ocr__conv_och_items(void *arg, int64_t begin, int64_t end, int tid) 
                 for (ow0 = 0; ow0 < g->OW; ow0 += OCR__OCH_PIX) {
                     int64_t np = g->OW - ow0 < OCR__OCH_PIX ? g->OW - ow0 : OCR__OCH_PIX, nk = g->K - kb * 32 < 32 ? g->K - kb * 32 : 32;
                     ocr__conv_och_block(j, xr, oh - oh0, ow0, j->wq + kb * kdim * 32, buf);
-                    for (k = 0; k < nk; k++) {
-                        float *yk = j->y + (n * g->K + kb * 32 + k) * P + oh * g->OW + ow0;
-                        float shift = in_store && j->ep.bias ? j->ep.bias[kb * 32 + k] : 0.0f;
-                        if (j->accumulate) for (p = 0; p < np; p++) yk[p] += buf[p * 32 + k];
-                        else if (!in_store) for (p = 0; p < np; p++) yk[p] = buf[p * 32 + k];
-                        else for (p = 0; p < np; p++) { /* the epilogue's bias and ReLU, as ocr__affine_row computes them */
-                            float v = buf[p * 32 + k] * 1.0f + shift;
-                            yk[p] = j->ep.relu && v < 0.0f ? 0.0f : v;
-                        }
-                    }
+                    ocr__conv_och_store(j, buf, n, kb, oh, ow0, np, nk, in_store);
                 }
         if (!j->accumulate && !in_store) ocr__conv_epilogue_apply(&j->ep, j->y + n * g->K * P + oh0 * g->OW, P, 0, g->K, (oh1 - oh0) * g->OW);
     }
