@@ -3535,6 +3535,12 @@ static void ocr__wino_items(void *arg, int64_t begin, int64_t end, int tid) {
         j->output(j, item, j->buf[tid], 0, j->g->K);
     }
 }
+/* One phase of an item (or the weights' transform) over the threads: in chunks of about an eighth of a thread's
+   share, to whichever thread asks next, so that a thread the host holds up for a moment leaves its share to the
+   other (each item of a phase, a channel or a point, is computed whole by one thread: the same bits). */
+static void ocr__wino_phase(ocr_ctx *ctx, int64_t n, ocr_range_fn fn, void *arg) {
+    ocr_parallel_for_dynamic(ctx, n, (n + 8 * ctx->n_threads - 1) / (8 * ctx->n_threads), fn, arg);
+}
 static void ocr__wino_input_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; j->input(j, j->item, j->buf[0], b, e); }
 static void ocr__wino_gemm_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; ocr__wino_gemm(j, j->item, j->buf[0], b, e); }
 static void ocr__wino_output_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; j->output(j, j->item, j->buf[0], b, e); }
@@ -3658,18 +3664,18 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     for (t = 0; t < (parallel_items ? ctx->n_threads : 1); t++)
         if (!(j.buf[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
     if (!panels_apart && !j.tiles_as_rows)
-        ocr_parallel_for(ctx, j.Kp / j.uk.mr, 1, j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_filter_part : ocr__wino_filter_part_avx2, &j);
+        ocr__wino_phase(ctx, j.Kp / j.uk.mr, j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_filter_part : ocr__wino_filter_part_avx2, &j);
     if (parallel_items) {
         ocr_parallel_for_dynamic(ctx, n_items, 1, ocr__wino_items, &j);
         return OCR_OK;
     }
     for (item = 0; item < n_items; item++) {
         j.item = item;
-        ocr_parallel_for(ctx, g->C, 1, ocr__wino_input_part, &j);
+        ocr__wino_phase(ctx, g->C, ocr__wino_input_part, &j);
         if (j.tiles_as_rows) ocr_parallel_for_dynamic(ctx, (g->K + 47) / 48, 1, ocr__wino_rows_part, &j);
-        else if (panels_apart) ocr_parallel_for(ctx, j.Kp / 8, 1, ocr__wino_panels_part, &j);
-        else ocr_parallel_for(ctx, OCR__WINO_POINTS, 1, ocr__wino_gemm_part, &j);
-        ocr_parallel_for(ctx, g->K, 1, ocr__wino_output_part, &j);
+        else if (panels_apart) ocr__wino_phase(ctx, j.Kp / 8, ocr__wino_panels_part, &j);
+        else ocr__wino_phase(ctx, OCR__WINO_POINTS, ocr__wino_gemm_part, &j);
+        ocr__wino_phase(ctx, g->K, ocr__wino_output_part, &j);
     }
     return OCR_OK;
 }
@@ -3696,11 +3702,11 @@ static int ocr__conv_winograd_wgrad(ocr_ctx *ctx, const ocr__conv_geom *g, const
     memset(j.mw, 0, mw_bytes);
     for (item = 0; item < n_items; item++) {
         j.item = item;
-        ocr_parallel_for(ctx, g->C, 1, ocr__wino_input_part, &j);
-        ocr_parallel_for(ctx, g->K, 1, ocr__wino_dy_part, &j);
-        ocr_parallel_for(ctx, OCR__WINO_POINTS, 1, ocr__wino_wgemm_part, &j);
+        ocr__wino_phase(ctx, g->C, ocr__wino_input_part, &j);
+        ocr__wino_phase(ctx, g->K, ocr__wino_dy_part, &j);
+        ocr__wino_phase(ctx, OCR__WINO_POINTS, ocr__wino_wgemm_part, &j);
     }
-    ocr_parallel_for(ctx, g->K, 1, j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_wfinal_part : ocr__wino_wfinal_part_avx2, &j);
+    ocr__wino_phase(ctx, g->K, j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_wfinal_part : ocr__wino_wfinal_part_avx2, &j);
     return OCR_OK;
 }
 #endif
