@@ -5,7 +5,8 @@
    precision's rounding of an op's inputs (ocr__amp_*); then the fast paths: GEMM (micro-kernels, packing, ocr_gemm;
    tuning macros OCR__KC, OCR__NC, OCR__MC_PANELS, OCR__WGRAD_*), convolution lowering (im2col and packed GEMM, the
    implicit path on AVX-512 and AVX2, AVX-512's 3x3 stride-2 blocks over output channels (ocr__conv_och), Winograd
-   F(4x4, 3x3) with OCR__WINO_*, the data gradient as a flipped-kernel convolution;
+   F(4x4, 3x3) with OCR__WINO_* (and, for one image of few tiles, its tiles as the GEMMs' rows: ocr__wino_rows_part),
+   the data gradient as a flipped-kernel convolution;
    ocr__conv_forward and ocr__conv_run choose among them), the bf16 GEMM and convolutions on AMX-BF16 / AVX512_BF16
    (ocr__gemm_bf16, ocr__conv_bf16_run), the public convolutions (and their inference fusions), row helpers and batch
    normalisation, pointwise ops, pooling / upsampling / concat (and the fused upsample + add, upsamplings + concat), parameters, optimizers and their state files, loss scaling, and last the ops of a
@@ -2898,8 +2899,11 @@ static float *ocr__wino_pad_rows(const ocr__wino_job *j, float *xp, int64_t n, i
     for (r = 0; r < rows; r++) {
         int64_t ih = th0 * 4 + r - g->ph;
         float *dst = src + r * j->Wp;
-        memset(dst, 0, (size_t)j->Wp * sizeof(float));
-        if (ih >= 0 && ih < g->H) memcpy(dst + g->pw, j->x + ((n * g->C + c) * g->H + ih) * g->W, (size_t)g->W * sizeof(float));
+        if (ih < 0 || ih >= g->H) { memset(dst, 0, (size_t)j->Wp * sizeof(float)); continue; }
+        /* the row between its zero borders, each float written once (zeroing the whole row first cost as much as the copy) */
+        memset(dst, 0, (size_t)g->pw * sizeof(float));
+        memcpy(dst + g->pw, j->x + ((n * g->C + c) * g->H + ih) * g->W, (size_t)g->W * sizeof(float));
+        memset(dst + g->pw + g->W, 0, (size_t)(j->Wp - g->pw - g->W) * sizeof(float));
     }
     return src;
 }

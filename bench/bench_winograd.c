@@ -30,6 +30,8 @@ static const struct { const char *name; int N, C, K, H, W; } shapes[] = {
     {"w1 decoder 3x3 (b1 640x640)", 1, 256, 64, 160, 160},
     {"w1 layer3 (736x1280 inference)", 1, 256, 256, 46, 80},
     {"w1 layer4 (736x1280 inference)", 1, 512, 512, 23, 40},
+    {"w1 layer3 (320x320 inference)", 1, 256, 256, 20, 20},
+    {"w1 layer4 (320x320 inference)", 1, 512, 512, 10, 10},
 };
 
 /* Times one forward and one backward (data and weight gradients) on Winograd wherever it can run (no_wino 0; the
