@@ -3560,7 +3560,8 @@ static int ocr__wino_rows_ok(const ocr__conv_geom *g) {
 /* bench_winograd sets this to time Winograd on every shape it can run, whether or not the rule below picks it. */
 static int ocr__winograd_force = 0;
 
-static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, const ocr__ukernel *uk) {
+/* for_wgrad: asked for a weight gradient, which has no tiles-as-rows path */
+static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, const ocr__ukernel *uk, int for_wgrad) {
     int64_t TH = (g->OH + 3) / 4, TW = (g->OW + 3) / 4, gemm_cols = (TH * TW + uk->nr - 1) / uk->nr * uk->nr;
     int can = (uk->fn == ocr__ukernel_avx512 || uk->fn == ocr__ukernel_avx2) && !(ctx->debug_flags & OCR_DEBUG_NO_WINOGRAD) && g->groups == 1 && g->kh == 3 &&
               g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->OH * (g->OW + 8) < ((int64_t)1 << 30);
@@ -3573,9 +3574,10 @@ static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, co
        16x16 even; the recognizer's 128 channels at height 2, 100% of the products, 1.35-1.44x) */
     if (uk->fn == ocr__ukernel_avx2) return can && 6 * gemm_cols <= g->OH * g->OW;
     /* one image's tiles as the GEMM's rows (ocr__wino_rows_part), padded to 16, not 48: from 9 tiles with 128
-       channels each way (two threads, alternating: 512 channels at 10x10 2.75 against 3.83 ms direct, 128 -> 256 at
-       20x20 0.82 against 1.05, 256 at 16x16 1.10 against 1.60; at 8x12 and 8x8 the direct path wins) */
-    if (g->N == 1 && ocr__wino_rows_ok(g) && TH * TW >= 9 && g->C >= 128 && g->K >= 128) return 1;
+       channels each way, forward and data gradient (build/bench_winograd's 320x320 rows: 256 channels at 20x20 and
+       512 at 10x10 0.72-0.76x the direct forward; their weight gradients keep the rule below, which leaves 10x10 on
+       the direct path: 1.5x slower on Winograd's) */
+    if (!for_wgrad && g->N == 1 && ocr__wino_rows_ok(g) && TH * TW >= 9 && g->C >= 128 && g->K >= 128) return 1;
     return can &&
            /* an image's tiles fill whole 48-column panels of the 36 GEMMs: with few tiles per image the padding
               cancels the saving (36 products per tile for 16 outputs against 9 per output: at most half the direct
@@ -3728,7 +3730,7 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     if (ep) j.ep = *ep;
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
-    if (ocr__conv_winograd_ok(ctx, g, &j.uk)) return ocr__conv_winograd(ctx, g, x, w, y, accumulate, ep);
+    if (ocr__conv_winograd_ok(ctx, g, &j.uk, 0)) return ocr__conv_winograd(ctx, g, x, w, y, accumulate, ep);
     if (ocr__conv_och_ok(g, &j.uk)) return ocr__conv_och(ctx, g, x, w, y, accumulate, ep);
     if (ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, w, NULL, y, accumulate, ep);
 #endif
@@ -3773,7 +3775,7 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float 
     memset(&j, 0, sizeof j);
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
-    if (mode == OCR__CONV_BWD_WEIGHT && ocr__conv_winograd_ok(ctx, g, &j.uk) &&
+    if (mode == OCR__CONV_BWD_WEIGHT && ocr__conv_winograd_ok(ctx, g, &j.uk, 1) &&
         g->C >= (j.uk.fn == ocr__ukernel_avx2 ? OCR__WINO_WGRAD_MIN_IN_AVX2 : OCR__WINO_WGRAD_MIN_IN))
         return ocr__conv_winograd_wgrad(ctx, g, x, y, w);
     if (mode == OCR__CONV_BWD_WEIGHT && g->K <= OCR__WGRAD_IMPLICIT_MAX_K && ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1, NULL);
