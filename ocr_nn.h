@@ -2546,7 +2546,8 @@ static void ocr__conv_och_block(const ocr__conv_och_job *j, const float *xr, int
 
 /* A block's buf [16][32] (pixels x channels; rows 14 and 15 spare) into y's channel rows by two 16x16 transposes:
    output pixels ow0 .. ow0 + np - 1 of row oh, channels 32 kb .. 32 kb + nk - 1; = or +=, and with in_store the
-   epilogue's bias and ReLU as ocr__affine_row_avx512 computes them (max(0, v * 1 + bias): the same bits). */
+   epilogue's bias and ReLU as ocr__affine_row_avx512 computes them (max(0, v * 1 + bias), the product by 1 exact:
+   the same bits). */
 __attribute__((target("avx512f")))
 static void ocr__conv_och_store(const ocr__conv_och_job *j, const float *buf, int64_t n, int64_t kb, int64_t oh, int64_t ow0,
                                 int64_t np, int64_t nk, int in_store) {
@@ -2562,7 +2563,7 @@ static void ocr__conv_och_store(const ocr__conv_och_job *j, const float *buf, in
             __m512 v = _mm512_loadu_ps(t + k * 16);
             if (j->accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, yk));
             else if (in_store) {
-                if (j->ep.bias) v = _mm512_add_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.0f)), _mm512_set1_ps(j->ep.bias[ch]));
+                if (j->ep.bias) v = _mm512_add_ps(v, _mm512_set1_ps(j->ep.bias[ch]));
                 if (j->ep.relu) v = _mm512_max_ps(_mm512_setzero_ps(), v);
             }
             _mm512_mask_storeu_ps(yk, m, v);
@@ -3118,8 +3119,8 @@ static void ocr__wino_rows_part(void *arg, int64_t q0, int64_t q1, int tid) {
             ocr__wino_filter_cols(j, k0, pc, kc, u, ups, wt);
             for (xi = 0; xi < OCR__WINO_POINTS; xi++) {
                 const float *v = V + xi * ocr__wino_vps(j, Tp) + pc * 8;
-                /* the next chunk's weights, which the transform would gather from memory: 48 rows of kc x 9 floats,
-                   a 36th of them per point while the products run */
+                /* the next chunk's weights, which the transform would otherwise wait for from memory: 48 rows of
+                   kc x 9 floats, a 36th of them per point while the products run */
                 if (pc + kc < C) {
                     int64_t nxt = C - pc - kc < kcmax ? C - pc - kc : kcmax, kk, e;
                     for (kk = xi; kk < nk; kk += OCR__WINO_POINTS)
@@ -3549,10 +3550,10 @@ static void ocr__wino_input_part(void *arg, int64_t b, int64_t e, int tid) { con
 static void ocr__wino_gemm_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; ocr__wino_gemm(j, j->item, j->buf[0], b, e); }
 static void ocr__wino_output_part(void *arg, int64_t b, int64_t e, int tid) { const ocr__wino_job *j = (const ocr__wino_job *)arg; (void)tid; j->output(j, j->item, j->buf[0], b, e); }
 
-/* Where ocr__wino_rows_part pays (one image's tiles as rows; two threads, against 8-row weight panels each reading all
-   of V): up to 96 tiles and C x K of 128 x 256 or more. 512 -> 512 at 20x20 2.98 against 4.13 ms, at 23x40 6.7-7.0
-   against 10.4-10.8 ms, 256 -> 256 at 20x20 0.83 against 1.13; 128 -> 128 at 8x100 0.63 against 0.52, 64 -> 68
-   slower too (a 48-channel panel per thread where V is small enough to read again). */
+/* Where ocr__wino_rows_part pays against the 8-row weight panels that each read all of V: up to 96 tiles and C x K
+   of 128 x 256 or more (build/bench_winograd's layer4 rows: 640x640 5.1-5.4 -> 3.8-4.0 ms forward, 736x1280
+   10.6-10.8 -> 6.8-6.9 ms). With 128 or 64 channels each way, timed alone, the panels were faster: V is small enough
+   to read again, and a 48-channel panel per thread leaves little to share out. */
 static int ocr__wino_rows_ok(const ocr__conv_geom *g) {
     return ((g->OH + 3) / 4) * ((g->OW + 3) / 4) <= 96 && g->C * g->K >= 128 * 256;
 }
