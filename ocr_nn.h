@@ -2839,11 +2839,27 @@ typedef struct ocr__wino_job_ {
         (o)[2] = P##_mul_ps(P##_set1_ps(-1.0f / 6), P##_sub_ps(s02_, g1));                                       \
         (o)[3] = P##_add_ps(e_, f_); (o)[4] = P##_sub_ps(e_, f_); (o)[5] = g2;                                   \
     } while (0)
+/* G w Gt of 16 lanes' 3x3 weights (gv: the 9 taps, row by row): point xi's vector in u[xi]. Both weight transforms'
+   arithmetic, inlined into each (a call passing u through memory made the transform slower). */
+__attribute__((target("avx512f"), always_inline))
+static inline void ocr__wino_g_avx512(const __m512 gv[9], __m512 u[OCR__WINO_POINTS]) {
+    __m512 t[18], col[6];
+    int i, r, s;
+    for (i = 0; i < 3; i++) {  /* column i of G w */
+        OCR__WINO_G(_mm512, __m512, gv[i], gv[3 + i], gv[6 + i], col);
+        for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
+    }
+    for (r = 0; r < 6; r++) {  /* row r of (G w) Gt */
+        OCR__WINO_G(_mm512, __m512, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
+        for (s = 0; s < 6; s++) u[r * 6 + s] = col[s];
+    }
+}
+
 /* Panel p (output channels 8p .. 8p + 7) of every point: point xi's block at dst + xi * point_stride, element (k, c)
    at c * 8 + k % 8 in it. */
 __attribute__((target("avx512f")))
 static void ocr__wino_filter_panel(const ocr__wino_job *j, int64_t p, float *dst, int64_t point_stride) {
-    int64_t C = j->g->C, K = j->g->K, c0, i, r, s;
+    int64_t C = j->g->C, K = j->g->K, c0, i;
     int32_t il[16];
     __mmask16 kmask = 0;
     __m512i idx;
@@ -2857,16 +2873,10 @@ static void ocr__wino_filter_panel(const ocr__wino_job *j, int64_t p, float *dst
         __mmask16 cm = (__mmask16)(c0 + 1 < C ? 0xFFFF : 0x00FF);
         const float *w0 = j->w + c0 * 9;
         float *d = dst + c0 * 8;
-        __m512 gv[9], t[18], col[6];
+        __m512 gv[9], u[OCR__WINO_POINTS];
         for (i = 0; i < 9; i++) gv[i] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)(kmask & cm), idx, w0 + i, 4);
-        for (i = 0; i < 3; i++) {  /* column i of G w */
-            OCR__WINO_G(_mm512, __m512, gv[i], gv[3 + i], gv[6 + i], col);
-            for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
-        }
-        for (r = 0; r < 6; r++) {  /* row r of (G w) Gt */
-            OCR__WINO_G(_mm512, __m512, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
-            for (s = 0; s < 6; s++) _mm512_mask_storeu_ps(d + (r * 6 + s) * point_stride, cm, col[s]);
-        }
+        ocr__wino_g_avx512(gv, u);
+        for (i = 0; i < OCR__WINO_POINTS; i++) _mm512_mask_storeu_ps(d + i * point_stride, cm, u[i]);
     }
 }
 
@@ -3061,7 +3071,7 @@ static void ocr__wino_panels_part(void *arg, int64_t p0, int64_t p1, int tid) {
    gathers of 16 weights 18 KB apart took longer than the products. */
 __attribute__((target("avx512f")))
 static void ocr__wino_filter_cols(const ocr__wino_job *j, int64_t k0, int64_t c0, int64_t kc, float *dst, int64_t ups, float *wt) {
-    int64_t C = j->g->C, K = j->g->K, nf = kc * 9, c, i, r, s, kv, f0;
+    int64_t C = j->g->C, K = j->g->K, nf = kc * 9, c, i, r, kv, f0;
     for (kv = 0; kv < 3; kv++) {
         int64_t kb = k0 + kv * 16, nrows = K - kb < 16 ? K - kb : 16;
         const float *src = j->w + kb * C * 9 + c0 * 9;
@@ -3082,16 +3092,10 @@ static void ocr__wino_filter_cols(const ocr__wino_job *j, int64_t k0, int64_t c0
         for (c = 0; c < kc; c++) {
             const float *wc = wt + c * 9 * 16;
             float *d = dst + c * 48 + kv * 16;
-            __m512 gv[9], t[18], col[6];
+            __m512 gv[9], u[OCR__WINO_POINTS];
             for (i = 0; i < 9; i++) gv[i] = _mm512_loadu_ps(wc + i * 16);
-            for (i = 0; i < 3; i++) {
-                OCR__WINO_G(_mm512, __m512, gv[i], gv[3 + i], gv[6 + i], col);
-                for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
-            }
-            for (r = 0; r < 6; r++) {
-                OCR__WINO_G(_mm512, __m512, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
-                for (s = 0; s < 6; s++) _mm512_storeu_ps(d + (r * 6 + s) * ups, col[s]);
-            }
+            ocr__wino_g_avx512(gv, u);
+            for (i = 0; i < OCR__WINO_POINTS; i++) _mm512_storeu_ps(d + i * ups, u[i]);
         }
     }
 }
