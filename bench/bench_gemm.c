@@ -11,8 +11,8 @@
    same shapes on 1 thread and on N, with each figure's share of the measured bf16 peak of its instruction and its
    speed against ocr_gemm's fp32 on N threads; and the 3x3 convolutions of layer1 and layer3 (batch 4 at 640x640)
    in all three modes, ocr__conv_run's fp32 against ocr__conv_bf16_run on N threads.
-   --back-to-back times each side's calls one after another (a pause only between the two sides), as a training step
-   calls it: on some virtual machines a thread that slept for the pause comes back slowly, and the alternating
+   --back-to-back times each side's calls one after another (a pause only between the two sides, and before each bf16
+   shape), as a training step calls it: on some virtual machines a thread that slept for the pause comes back slowly, and the alternating
    default then measures the wake-up as much as the GEMM.
    usage: bench_gemm [--threads N] [--reps N] [--back-to-back] */
 #define OCR_IMPLEMENTATION
@@ -38,13 +38,14 @@ static const struct { const char *name; int M, N, K, ta, tb; } shapes[] = {
     {"bwd-weight 3x3 (64x576x1820, B^T)", 64, 576, 1820, 0, 1},
 };
 
-/* The median of reps timed calls of the bf16 GEMM of shape s on ctx (after a warm-up), in seconds. */
-static double bench_gemm_bf16_time(ocr_ctx *ctx, int s, int reps, const float *A, const float *B, float *C) {
+/* The median of reps timed calls of the bf16 GEMM of shape s on ctx (after a warm-up), in seconds; a pause before
+   each call, or before the warm-up only when back_to_back. */
+static double bench_gemm_bf16_time(ocr_ctx *ctx, int s, int reps, int back_to_back, const float *A, const float *B, float *C) {
     double t[64];
     int r;
     for (r = -1; r < reps && r < 64; r++) {
         double t0;
-        bench_settle();
+        if (!back_to_back || r == -1) bench_settle();
         t0 = now();
         ocr__gemm_bf16(ctx, shapes[s].ta, shapes[s].tb, shapes[s].M, shapes[s].N, shapes[s].K, 1.0f, A, shapes[s].ta ? shapes[s].M : shapes[s].K,
                        B, shapes[s].tb ? shapes[s].K : shapes[s].N, 0.0f, C, shapes[s].N);
@@ -56,8 +57,8 @@ static double bench_gemm_bf16_time(ocr_ctx *ctx, int s, int reps, const float *A
 
 /* The bf16 GEMM rows: every shape on 1 thread (ctx1) and on `threads` (ctxn), against fp32_gflops (ocr_gemm on
    `threads`); appends to the JSON line. */
-static size_t bench_gemm_bf16(ocr_ctx *ctx1, ocr_ctx *ctxn, int threads, int reps, const double *fp32_gflops, char *json, size_t cap,
-                              size_t jl) {
+static size_t bench_gemm_bf16(ocr_ctx *ctx1, ocr_ctx *ctxn, int threads, int reps, int back_to_back, const double *fp32_gflops, char *json,
+                              size_t cap, size_t jl) {
     int n_shapes = (int)(sizeof shapes / sizeof shapes[0]), s, i, amx = strstr(ocr_gemm_bf16_kernel_name(ctxn), "amx") != NULL;
     double p1 = amx ? bench_peak_bf16_measured.amx_one : bench_peak_bf16_measured.one;
     double pn = amx ? bench_peak_bf16_measured.amx_all : bench_peak_bf16_measured.all;
@@ -75,8 +76,8 @@ static size_t bench_gemm_bf16(ocr_ctx *ctx1, ocr_ctx *ctxn, int threads, int rep
         char label[32];
         for (i = 0; i < M * K; i++) A[i] = ocr_rng_uniform(&ctxn->rng) - 0.5f;
         for (i = 0; i < K * N; i++) B[i] = ocr_rng_uniform(&ctxn->rng) - 0.5f;
-        g1 = flops / bench_gemm_bf16_time(ctx1, s, reps, A, B, C) * 1e-9;
-        gn = flops / bench_gemm_bf16_time(ctxn, s, reps, A, B, C) * 1e-9;
+        g1 = flops / bench_gemm_bf16_time(ctx1, s, reps, back_to_back, A, B, C) * 1e-9;
+        gn = flops / bench_gemm_bf16_time(ctxn, s, reps, back_to_back, A, B, C) * 1e-9;
         snprintf(label, sizeof label, "%d thr GF/s", threads);
         if (s == 0) printf("%-36s %12s %8s %12s %8s %10s\n", "", "", "", label, "", "");
         printf("%-36s %12.1f %7.0f%% %12.1f %7.0f%% %9.2fx\n", shapes[s].name, g1, p1 > 0 ? 100 * g1 / p1 : 0.0, gn,
@@ -226,7 +227,7 @@ int main(int argc, char **argv) {
     }
     jl += (size_t)snprintf(json + jl, sizeof json - jl, "]");
     if (ocr_ctx_init(&ctx1, 1, 1) != OCR_OK) { fprintf(stderr, "%s\n", ocr_ctx_last_error(&ctx1)); return 1; }
-    jl = bench_gemm_bf16(&ctx1, &ctx, threads, reps, fp32_gflops, json, sizeof json, jl);
+    jl = bench_gemm_bf16(&ctx1, &ctx, threads, reps, back_to_back, fp32_gflops, json, sizeof json, jl);
     jl = bench_conv_bf16(&ctx, threads, reps, json, sizeof json, jl);
     snprintf(json + jl, sizeof json - jl, "}");
     printf("%s\n", json);

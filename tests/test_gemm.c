@@ -56,29 +56,34 @@ static void test_gemm_shapes(void) {
 
 /* Two threads give the same bits as one, whichever way the work is split (rows and K blocks shared, or a serial
    GEMM per column share for few rows): every tile starts at the same row and column and sums K in the same order. */
+/* Every thread count shares the work out differently (one rectangle of C per thread in a grid chosen by cost, or
+   the shared K blocks): 2, 3 and 4 threads must each give one thread's bits. The sizes reach each grid: columns
+   only, rows only (520 x 100), 2 x 2 (384 x 384 on 4), and the shared path. */
 static void test_gemm_threads_same_bits(void) {
-    static const int sizes[][3] = {{64, 576, 300}, {5, 2100, 20}, {64, 200, 1000}, {300, 500, 600}, {8, 97, 33}};
-    ocr_ctx one, two;
-    int s, ta, tb;
+    static const int sizes[][3] = {{64, 576, 300}, {5, 2100, 20}, {64, 200, 1000}, {300, 500, 600}, {8, 97, 33}, {520, 100, 700}, {384, 384, 500}};
+    ocr_ctx one, many;
+    int s, ta, tb, threads;
     OCR_CHECK_OK(&one, ocr_ctx_init(&one, 1, 3));
-    OCR_CHECK_OK(&two, ocr_ctx_init(&two, 2, 3));
-    for (s = 0; s < (int)(sizeof sizes / sizeof sizes[0]); s++)
-        for (ta = 0; ta < 2; ta++)
-            for (tb = 0; tb < 2; tb++) {
-                int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2], i;
-                float *A = (float *)malloc(sizeof(float) * (size_t)M * K), *B = (float *)malloc(sizeof(float) * (size_t)K * N);
-                float *C1 = (float *)malloc(sizeof(float) * (size_t)M * N), *C2 = (float *)malloc(sizeof(float) * (size_t)M * N);
-                for (i = 0; i < M * K; i++) A[i] = ocr_rng_uniform(&one.rng) - 0.5f;
-                for (i = 0; i < K * N; i++) B[i] = ocr_rng_uniform(&one.rng) - 0.5f;
-                for (i = 0; i < M * N; i++) C1[i] = C2[i] = ocr_rng_uniform(&one.rng);
-                OCR_CHECK_OK(&one, ocr_gemm(&one, ta, tb, M, N, K, 0.7f, A, ta ? M : K, B, tb ? K : N, 0.5f, C1, N));
-                OCR_CHECK_OK(&two, ocr_gemm(&two, ta, tb, M, N, K, 0.7f, A, ta ? M : K, B, tb ? K : N, 0.5f, C2, N));
-                OCR_CHECK_MSG(memcmp(C1, C2, sizeof(float) * (size_t)M * N) == 0, "M=%d N=%d K=%d ta=%d tb=%d: 2 threads differ from 1", M, N,
-                              K, ta, tb);
-                free(A); free(B); free(C1); free(C2);
-            }
+    for (threads = 2; threads <= 4; threads++) {
+        OCR_CHECK_OK(&many, ocr_ctx_init(&many, threads, 3));
+        for (s = 0; s < (int)(sizeof sizes / sizeof sizes[0]); s++)
+            for (ta = 0; ta < 2; ta++)
+                for (tb = 0; tb < 2; tb++) {
+                    int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2], i;
+                    float *A = (float *)malloc(sizeof(float) * (size_t)M * K), *B = (float *)malloc(sizeof(float) * (size_t)K * N);
+                    float *C1 = (float *)malloc(sizeof(float) * (size_t)M * N), *C2 = (float *)malloc(sizeof(float) * (size_t)M * N);
+                    for (i = 0; i < M * K; i++) A[i] = ocr_rng_uniform(&one.rng) - 0.5f;
+                    for (i = 0; i < K * N; i++) B[i] = ocr_rng_uniform(&one.rng) - 0.5f;
+                    for (i = 0; i < M * N; i++) C1[i] = C2[i] = ocr_rng_uniform(&one.rng);
+                    OCR_CHECK_OK(&one, ocr_gemm(&one, ta, tb, M, N, K, 0.7f, A, ta ? M : K, B, tb ? K : N, 0.5f, C1, N));
+                    OCR_CHECK_OK(&many, ocr_gemm(&many, ta, tb, M, N, K, 0.7f, A, ta ? M : K, B, tb ? K : N, 0.5f, C2, N));
+                    OCR_CHECK_MSG(memcmp(C1, C2, sizeof(float) * (size_t)M * N) == 0, "M=%d N=%d K=%d ta=%d tb=%d: %d threads differ from 1", M,
+                                  N, K, ta, tb, threads);
+                    free(A); free(B); free(C1); free(C2);
+                }
+        ocr_ctx_free(&many);
+    }
     ocr_ctx_free(&one);
-    ocr_ctx_free(&two);
 }
 
 static void test_gemm_bad_args(void) {
