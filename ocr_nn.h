@@ -4305,6 +4305,7 @@ typedef struct {
     float *C;
     uint16_t *pa, *pb;     /* all of op(A), packed; op(B)'s current column block [jc, jc + nc), packed */
     int64_t jc, nc, a_panels, nchunk, n_chunks;
+    int64_t parts, nc_thread, pb_stride; /* ocr__bf16_gemm_cols_part: column shares, their blocks, each thread's B */
 } ocr__bf16_gemm_job;
 
 /* Work items: A panels (when pack_a), then the column block's B panels. */
@@ -4340,6 +4341,32 @@ static void ocr__bf16_gemm_compute_part(void *arg, int64_t begin, int64_t end, i
     ocr__bf16_end(&j->kn);
 }
 #endif
+
+/* Work items: one contiguous share of the column panels each, packed into the running thread's own B buffer a block
+   at a time and multiplied by all of op(A) (packed before, by every thread). Packing each column block together and
+   then sharing its regions out, two threads had run layer3's shape and the weight gradient's barely faster than one:
+   the regions split unevenly, and each thread multiplied B panels that the other core had just written. The tiles
+   start where they do on one thread: the same sums. */
+static void ocr__bf16_gemm_cols_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__bf16_gemm_job *j = (const ocr__bf16_gemm_job *)arg;
+    int64_t part, nr = j->kn.nr, panels = (j->N + nr - 1) / nr;
+    uint16_t *pb = j->pb + (size_t)tid * (size_t)j->pb_stride;
+    ocr__bf16_begin(&j->kn);
+    for (part = begin; part < end; part++) {
+        int64_t c0 = part * panels / j->parts * nr, c1 = (part + 1) * panels / j->parts * nr, jc, q0, m0;
+        if (c1 > j->N) c1 = j->N;
+        for (jc = c0; jc < c1; jc += j->nc_thread) {
+            int64_t nc = c1 - jc < j->nc_thread ? c1 - jc : j->nc_thread;
+            for (q0 = 0; q0 < nc; q0 += nr)
+                ocr__bf16_pack_b(nr, j->trans_b ? j->B + (jc + q0) * j->ldb : j->B + jc + q0, j->ldb, j->trans_b, j->K, j->kp,
+                                 nc - q0 < nr ? nc - q0 : nr, pb + q0 * j->kp);
+            for (m0 = 0; m0 < j->M; m0 += OCR__BF16_MC)
+                ocr__bf16_region(&j->kn, j->pa + m0 * j->kp, j->M - m0 < OCR__BF16_MC ? j->M - m0 : OCR__BF16_MC, pb, nc, j->kp,
+                                 j->C + m0 * j->ldc + jc, j->ldc, j->alpha, j->load);
+        }
+    }
+    ocr__bf16_end(&j->kn);
+}
 
 /* ocr_gemm's contract (row-major, beta 0 ignores C, alpha 0 or K 0 leave beta C) with op(A) and op(B) rounded to bf16
    and products summed in fp32. op(A) is packed whole, op(B) in column blocks of about OCR__BF16_B_BYTES; each
@@ -4380,6 +4407,24 @@ static int ocr__gemm_bf16(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int
     }
     j.load = beta != 0.0f;
     m_blocks = (M + OCR__BF16_MC - 1) / OCR__BF16_MC;
+    b_panels = (N + j.kn.nr - 1) / j.kn.nr;
+    /* column shares per thread where the shared path would split columns anyway (one row block per thread or fewer),
+       or where the shares are wide enough to split evenly; tall A over few columns (layer4's 512 x 400) keeps the
+       shared path, whose threads each stream half of A rather than all of it */
+    if (ctx->n_threads > 1 && b_panels >= 2 * ctx->n_threads && (m_blocks < ctx->n_threads || b_panels >= 8 * ctx->n_threads)) {
+        size_t bytes_t;
+        j.parts = ctx->n_threads;
+        j.nc_thread = nc_max / ctx->n_threads / j.kn.nr * j.kn.nr;
+        if (j.nc_thread < j.kn.nr) j.nc_thread = j.kn.nr;
+        j.pb_stride = (j.nc_thread * j.kp + 31) / 32 * 32;
+        if (!ocr_size_mul((size_t)j.pb_stride * 2, (size_t)ctx->n_threads, &bytes_t))
+            return ocr_error(ctx, OCR_EOVERFLOW, "ocr_gemm (bf16): K=%lld too large", (long long)K);
+        if (!(j.pb = (uint16_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, bytes_t))) return ctx->last_status;
+        j.pack_a = 1;
+        ocr_parallel_for(ctx, j.a_panels, 1, ocr__bf16_gemm_pack_part, &j);
+        ocr_parallel_for(ctx, j.parts, 1, ocr__bf16_gemm_cols_part, &j);
+        return OCR_OK;
+    }
     for (j.jc = 0; j.jc < N; j.jc += nc_max) {
         j.nc = N - j.jc < nc_max ? N - j.jc : nc_max;
         b_panels = (j.nc + j.kn.nr - 1) / j.kn.nr;
