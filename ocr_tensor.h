@@ -40,14 +40,10 @@
 #ifndef OCR_TENSOR_H
 #define OCR_TENSOR_H
 
-/* The implementation uses POSIX (threads, fsync, clock_gettime) and, where the C library has it, madvise. This must
-   come before the first system header, so an implementation file that includes system headers before ocr-c defines
-   it itself. */
+/* The implementation uses POSIX (threads, fsync, clock_gettime). This must come before the first system header,
+   so an implementation file that includes system headers before ocr-c defines it itself. */
 #if (defined(OCR_IMPLEMENTATION) || defined(OCR_TENSOR_IMPLEMENTATION)) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
 #define _POSIX_C_SOURCE 200809L
-#ifndef _DEFAULT_SOURCE
-#define _DEFAULT_SOURCE
-#endif
 #endif
 
 #include <stddef.h>
@@ -440,6 +436,13 @@ OCRDEF int ocr_cuda_check_values(ocr_ctx *ctx, const char *fn, const ocr_tensor 
 #include <time.h>
 #ifdef __linux__
 #include <sys/mman.h>
+#if defined(MADV_HUGEPAGE)
+#define OCR__MADV_HUGEPAGE MADV_HUGEPAGE
+#elif defined(__GLIBC__) && (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__arm__))
+/* glibc declares madvise and its advice only for _DEFAULT_SOURCE, which POSIX feature macros turn off */
+int madvise(void *addr, size_t length, int advice);
+#define OCR__MADV_HUGEPAGE 14
+#endif
 #endif
 
 
@@ -576,10 +579,15 @@ OCRDEF const char *ocr_device_name(ocr_device d) { return d == OCR_DEVICE_CPU ? 
 
 /* ---------------------------------------------------------------- memory */
 
+static int ocr__env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
 /* Blocks of 2 MB or more (activation arenas, large tensors, GEMM and convolution scratch) start on a 2 MB boundary
    and ask Linux for transparent huge pages, which it gives in its "madvise" mode only on request: a training step of
    DB-ResNet-18 at 640x640 took 3-5% less time (fewer TLB misses, and caches indexed by the same addresses from run
-   to run), for at most 2 MB of padding per block. */
+   to run), for at most 2 MB of padding per block. OCR_NO_HUGE_PAGES=1 in the environment allocates as before. */
 #define OCR__HUGE_PAGE_BYTES ((size_t)2 << 20)
 
 OCRDEF void *ocr_aligned_alloc(size_t bytes) {
@@ -587,12 +595,12 @@ OCRDEF void *ocr_aligned_alloc(size_t bytes) {
     size_t total;
     unsigned char *raw = NULL, *p;
     if (!ocr_size_add(bytes, 64 + sizeof(void *), &total)) return NULL;
-#if defined(OCR__DEFAULT_ALLOCATOR) && defined(MADV_HUGEPAGE)
-    if (total >= OCR__HUGE_PAGE_BYTES && total <= SIZE_MAX - OCR__HUGE_PAGE_BYTES) {
+#if defined(OCR__DEFAULT_ALLOCATOR) && defined(OCR__MADV_HUGEPAGE)
+    if (total >= OCR__HUGE_PAGE_BYTES && total <= SIZE_MAX - OCR__HUGE_PAGE_BYTES && !ocr__env_flag("OCR_NO_HUGE_PAGES")) {
         size_t rounded = (total + OCR__HUGE_PAGE_BYTES - 1) & ~(OCR__HUGE_PAGE_BYTES - 1);
         void *q = NULL;
         if (posix_memalign(&q, OCR__HUGE_PAGE_BYTES, rounded) == 0) {
-            (void)madvise(q, rounded, MADV_HUGEPAGE); /* a hint: without huge pages the block works the same */
+            (void)madvise(q, rounded, OCR__MADV_HUGEPAGE); /* a hint: without huge pages the block works the same */
             raw = (unsigned char *)q;
         }
     }
@@ -822,11 +830,6 @@ OCRDEF int ocr_ctx_set_threads(ocr_ctx *ctx, int n_threads) {
     ctx->pool = p;
     ctx->n_threads = n_threads;
     return OCR_OK;
-}
-
-static int ocr__env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v && v[0] && strcmp(v, "0") != 0;
 }
 
 OCRDEF int ocr_ctx_init(ocr_ctx *ctx, int n_threads, uint64_t seed) {
