@@ -585,9 +585,10 @@ static int ocr__env_flag(const char *name) {
 }
 
 /* Blocks of 2 MB or more (activation arenas, large tensors, GEMM and convolution scratch) start on a 2 MB boundary
-   and ask Linux for transparent huge pages, which it gives in its "madvise" mode only on request: a training step of
-   DB-ResNet-18 at 640x640 took 3-5% less time (fewer TLB misses, and caches indexed by the same addresses from run
-   to run), for at most 2 MB of padding per block. OCR_NO_HUGE_PAGES=1 in the environment allocates as before. */
+   and ask Linux for transparent huge pages, which it gives in its "madvise" mode only on request: fewer TLB misses,
+   and physically indexed caches see the same layout from run to run (DB-ResNet-18's inference at 640x640 took about
+   a tenth less time, docs/PERFORMANCE.md), for at most 2 MB of padding per block. OCR_NO_HUGE_PAGES=1 in the
+   environment allocates as before. */
 #define OCR__HUGE_PAGE_BYTES ((size_t)2 << 20)
 
 OCRDEF void *ocr_aligned_alloc(size_t bytes) {
