@@ -4341,7 +4341,6 @@ static void ocr__bf16_gemm_compute_part(void *arg, int64_t begin, int64_t end, i
     }
     ocr__bf16_end(&j->kn);
 }
-#endif
 
 /* Work items: one contiguous share of the column panels each, packed into the running thread's own B buffer a block
    at a time and multiplied by all of op(A) (packed before, by every thread). Packing each column block together and
@@ -4368,10 +4367,12 @@ static void ocr__bf16_gemm_cols_part(void *arg, int64_t begin, int64_t end, int 
     }
     ocr__bf16_end(&j->kn);
 }
+#endif
 
 /* ocr_gemm's contract (row-major, beta 0 ignores C, alpha 0 or K 0 leave beta C) with op(A) and op(B) rounded to bf16
    and products summed in fp32. op(A) is packed whole, op(B) in column blocks of about OCR__BF16_B_BYTES; each
-   block's packing and then its (row block, column chunk) regions are shared out over the threads. */
+   block's packing and then its (row block, column chunk) regions are shared out over the threads, or each thread
+   packs and multiplies its own share of the columns (ocr__bf16_gemm_cols_part). */
 static int ocr__gemm_bf16(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                           const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
 #ifdef OCR__HAVE_BF16
