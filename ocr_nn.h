@@ -4389,6 +4389,7 @@ static int ocr__gemm_bf16(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int
     ocr__bf16_gemm_job j;
     size_t bytes_a, bytes_b;
     int64_t nc_max, m_blocks, b_panels;
+    int col_shares;
 #endif
     if (M < 0 || N < 0 || K < 0 || ldc < N || lda < (trans_a ? M : K) || ldb < (trans_b ? K : N))
         return ocr_error(ctx, OCR_EINVAL, "ocr_gemm (bf16): bad sizes M=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld", (long long)M,
@@ -4407,7 +4408,20 @@ static int ocr__gemm_bf16(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int
     nc_max = OCR__BF16_B_BYTES / (2 * j.kp) / j.kn.nr * j.kn.nr;
     if (nc_max < j.kn.nr) nc_max = j.kn.nr;
     if (nc_max > (N + j.kn.nr - 1) / j.kn.nr * j.kn.nr) nc_max = (N + j.kn.nr - 1) / j.kn.nr * j.kn.nr;
-    if (!ocr_size_mul((size_t)(j.a_panels * j.kn.mr), (size_t)j.kp * 2, &bytes_a) || !ocr_size_mul((size_t)nc_max, (size_t)j.kp * 2, &bytes_b))
+    m_blocks = (M + OCR__BF16_MC - 1) / OCR__BF16_MC;
+    b_panels = (N + j.kn.nr - 1) / j.kn.nr;
+    /* column shares per thread where the shared path would split columns anyway (one row block per thread or fewer),
+       or where the shares are wide enough to split evenly; tall A over few columns (layer4's 512 x 400) keeps the
+       shared path, whose threads each stream half of A rather than all of it */
+    col_shares = ctx->n_threads > 1 && b_panels >= 2 * ctx->n_threads && (m_blocks < ctx->n_threads || b_panels >= 8 * ctx->n_threads);
+    if (col_shares) {
+        j.parts = ctx->n_threads;
+        j.nc_thread = nc_max / ctx->n_threads / j.kn.nr * j.kn.nr;
+        if (j.nc_thread < j.kn.nr) j.nc_thread = j.kn.nr;
+        j.pb_stride = (j.nc_thread * j.kp + 31) / 32 * 32;
+    }
+    if (!ocr_size_mul((size_t)(j.a_panels * j.kn.mr), (size_t)j.kp * 2, &bytes_a) ||
+        !ocr_size_mul(col_shares ? (size_t)j.pb_stride * 2 : (size_t)nc_max, col_shares ? (size_t)ctx->n_threads : (size_t)j.kp * 2, &bytes_b))
         return ocr_error(ctx, OCR_EOVERFLOW, "ocr_gemm (bf16): M=%lld K=%lld too large", (long long)M, (long long)K);
     if (!(j.pa = (uint16_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, bytes_a)) || !(j.pb = (uint16_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, bytes_b)))
         return ctx->last_status;
@@ -4418,20 +4432,7 @@ static int ocr__gemm_bf16(ocr_ctx *ctx, int trans_a, int trans_b, int64_t M, int
         ocr_parallel_for(ctx, M, 64, ocr__gemm_scale_part, &sj);
     }
     j.load = beta != 0.0f;
-    m_blocks = (M + OCR__BF16_MC - 1) / OCR__BF16_MC;
-    b_panels = (N + j.kn.nr - 1) / j.kn.nr;
-    /* column shares per thread where the shared path would split columns anyway (one row block per thread or fewer),
-       or where the shares are wide enough to split evenly; tall A over few columns (layer4's 512 x 400) keeps the
-       shared path, whose threads each stream half of A rather than all of it */
-    if (ctx->n_threads > 1 && b_panels >= 2 * ctx->n_threads && (m_blocks < ctx->n_threads || b_panels >= 8 * ctx->n_threads)) {
-        size_t bytes_t;
-        j.parts = ctx->n_threads;
-        j.nc_thread = nc_max / ctx->n_threads / j.kn.nr * j.kn.nr;
-        if (j.nc_thread < j.kn.nr) j.nc_thread = j.kn.nr;
-        j.pb_stride = (j.nc_thread * j.kp + 31) / 32 * 32;
-        if (!ocr_size_mul((size_t)j.pb_stride * 2, (size_t)ctx->n_threads, &bytes_t))
-            return ocr_error(ctx, OCR_EOVERFLOW, "ocr_gemm (bf16): K=%lld too large", (long long)K);
-        if (!(j.pb = (uint16_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, bytes_t))) return ctx->last_status;
+    if (col_shares) {
         j.pack_a = 1;
         ocr_parallel_for(ctx, j.a_panels, 1, ocr__bf16_gemm_pack_part, &j);
         ocr_parallel_for(ctx, j.parts, 1, ocr__bf16_gemm_cols_part, &j);

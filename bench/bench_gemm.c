@@ -11,10 +11,10 @@
    same shapes on 1 thread and on N, with each figure's share of the measured bf16 peak of its instruction and its
    speed against ocr_gemm's fp32 on N threads; and the 3x3 convolutions of layer1 and layer3 (batch 4 at 640x640)
    in all three modes, ocr__conv_run's fp32 against ocr__conv_bf16_run on N threads.
-   --back-to-back times each side's calls one after another (a pause only between the two sides, and before each bf16
-   shape, then warm-up calls for BENCH_WARM_SECONDS: after a pause the second virtual CPU took a few milliseconds to
-   come back, and seven calls of a small shape measured that), as a training step calls it: on some virtual machines a thread that slept for the pause comes back slowly, and the alternating
-   default then measures the wake-up as much as the GEMM.
+   --back-to-back times each side's calls one after another, as a training step calls it (a pause only between the
+   two sides and before each bf16 shape, then warm-up calls for BENCH_WARM_SECONDS): on some virtual machines a thread
+   that slept for the pause comes back slowly, taking a few milliseconds, and the alternating default then measures
+   the wake-up as much as the GEMM.
    usage: bench_gemm [--threads N] [--reps N] [--back-to-back] */
 #define OCR_IMPLEMENTATION
 #include "ocr_tensor.h"
