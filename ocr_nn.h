@@ -1903,7 +1903,20 @@ typedef struct {
     const float *x;  /* image n, group g: [Cg, H, W] */
     float *col;      /* [Cg*kh*kw, cols] */
     int64_t p0, cols;
+    int even16;      /* stride 2: gather the columns 16 at a time with AVX-512 (the kernel picked is the AVX-512 one) */
 } ocr__im2col_job;
+
+#ifdef OCR__HAVE_AVX2
+__attribute__((target("avx512f"))) static void ocr__gather_even_avx512(const float *src, int64_t n, float *dst);
+#endif
+static int ocr__ukernel_is_avx512(const ocr__ukernel *uk) {
+#ifdef OCR__HAVE_AVX2
+    return uk->fn == ocr__ukernel_avx512;
+#else
+    (void)uk;
+    return 0;
+#endif
+}
 
 /* Output columns [lo, hi) of a row whose input column ow*sw + base lies inside [0, W): only those read or
    write the image, the rest is zero padding. */
@@ -1926,6 +1939,20 @@ static void ocr__valid_cols(int64_t base, int64_t sw, int64_t W, int64_t ow0, in
         }                                                                                                     \
     } while (0)
 
+/* dst[q] = src[q * stride] for q < n */
+static void ocr__gather_strided(const float *src, int64_t stride, int64_t n, float *dst, int even16) {
+    int64_t q;
+#ifdef OCR__HAVE_AVX2
+    if (stride == 2 && even16) {
+        ocr__gather_even_avx512(src, n, dst);
+        return;
+    }
+#else
+    (void)even16;
+#endif
+    for (q = 0; q < n; q++) dst[q] = src[q * stride];
+}
+
 static void ocr__im2col_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__im2col_job *j = (const ocr__im2col_job *)arg;
     const ocr__conv_geom *g = j->g;
@@ -1944,7 +1971,7 @@ static void ocr__im2col_part(void *arg, int64_t begin, int64_t end, int tid) {
                 ocr__valid_cols(base, g->sw, g->W, ow0, len, &lo, &hi);
                 for (ow = ow0; ow < lo; ow++) d[ow] = 0.0f;
                 if (g->sw == 1) { if (hi > lo) memcpy(d + lo, srow + lo, (size_t)(hi - lo) * sizeof(float)); }
-                else for (ow = lo; ow < hi; ow++) d[ow] = srow[ow * g->sw];
+                else ocr__gather_strided(srow + lo * g->sw, g->sw, hi - lo, d + lo, j->even16);
                 for (ow = hi; ow < ow0 + len; ow++) d[ow] = 0.0f;
             }
         });
@@ -2021,7 +2048,7 @@ static int ocr__conv_piece(ocr_ctx *ctx, const ocr__conv_job *j, int64_t n, int6
     int64_t ldb = HW;
     if (j->mode != OCR__CONV_BWD_DATA && !j->pointwise) {
         ocr__im2col_job ij;
-        ij.g = g; ij.x = xg; ij.col = col; ij.p0 = p0; ij.cols = cols;
+        ij.g = g; ij.x = xg; ij.col = col; ij.p0 = p0; ij.cols = cols; ij.even16 = ocr__ukernel_is_avx512(&j->uk);
         if (parallel_gemm) ocr_parallel_for(ctx, kdim, 1, ocr__im2col_part, &ij);
         else ocr__im2col_part(&ij, 0, kdim, 0);
         B = col;
@@ -2149,6 +2176,7 @@ typedef struct {
     float *pb[OCR_MAX_THREADS];  /* per thread: the B panels of one chunk */
     const float *w;              /* for packing pa */
     int64_t kdim, Kg, kg_pad;
+    int64_t image;               /* the shared-panels route: its image, and all of its panels in pb[0] */
 } ocr__conv_fwd_job;
 
 /* Work items are the weights' mr-row panels (of every group): pack them into pa. */
@@ -2169,16 +2197,44 @@ static void ocr__conv_pack_weights_part(void *arg, int64_t begin, int64_t end, i
 
 /* Work items: (image, group, chunk of output pixels). The chunk's B panels are packed from the image, then every
    A panel runs against each B panel while it is hot in L1. */
+/* Output rows [r0, r1) (r0 a multiple of mr) of cols columns at yc (P apart) from the packed weights pa and the B
+   panels pb, added to what yc holds: K blocks outermost, so each output's sum runs in the same order on either route. */
+static void ocr__conv_fwd_tiles(const ocr__conv_fwd_job *j, const float *pa, const float *pb, float *yc, int64_t cols, int64_t r0,
+                                int64_t r1) {
+    int64_t kdim = j->kdim, P = j->g->OH * j->g->OW, MR = j->uk.mr, NR = j->uk.nr, n_panels = (cols + NR - 1) / NR, pc, jp, ip;
+    float edge[OCR__MR_MAX * OCR__NR_MAX];
+    for (pc = 0; pc < kdim; pc += OCR__KC) {
+        int64_t kc = kdim - pc < OCR__KC ? kdim - pc : OCR__KC;
+        for (jp = 0; jp < n_panels; jp++) {
+            int64_t nr = cols - jp * NR < NR ? cols - jp * NR : NR;
+            const float *bp = pb + jp * kdim * NR + pc * NR;
+            for (ip = r0; ip < r1; ip += MR) {
+                int64_t mr = r1 - ip < MR ? r1 - ip : MR;
+                float *c = yc + ip * P + jp * NR;
+                if (mr == MR && nr == NR) {
+                    j->uk.fn(kc, pa + ip * kdim + pc * MR, bp, c, P, 1.0f);
+                } else {
+                    int64_t a, b;
+                    memset(edge, 0, sizeof edge);
+                    j->uk.fn(kc, pa + ip * kdim + pc * MR, bp, edge, NR, 1.0f);
+                    for (a = 0; a < mr; a++)
+                        for (b = 0; b < nr; b++) c[a * P + b] += edge[a * NR + b];
+                }
+            }
+        }
+    }
+}
+
 static void ocr__conv_fwd_items(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__conv_fwd_job *j = (const ocr__conv_fwd_job *)arg;
     const ocr__conv_geom *g = j->g;
     int64_t Cg = g->C / g->groups, Kg = g->K / g->groups, kdim = Cg * g->kh * g->kw, P = g->OH * g->OW;
     int64_t MR = j->uk.mr, NR = j->uk.nr, item;
-    float *pb = j->pb[tid], edge[OCR__MR_MAX * OCR__NR_MAX];
+    float *pb = j->pb[tid];
     for (item = begin; item < end; item++) {
         int64_t pair = item / j->n_chunks, n = pair / g->groups, gr = pair % g->groups, chunk = item % j->n_chunks;
         int64_t panels = (P + NR - 1) / NR, p0 = chunk * panels / j->n_chunks * NR, p1 = (chunk + 1) * panels / j->n_chunks * NR;
-        int64_t cols = (p1 < P ? p1 : P) - p0, n_panels = (cols + NR - 1) / NR, jp, ip, pc, i;
+        int64_t cols = (p1 < P ? p1 : P) - p0, n_panels = (cols + NR - 1) / NR, jp, i;
         const float *xg = j->x + (n * g->C + gr * Cg) * g->H * g->W;
         const float *pa = j->pa + gr * ((Kg + MR - 1) / MR * MR) * kdim;
         float *yc = j->y + (n * g->K + gr * Kg) * P + p0;
@@ -2186,28 +2242,33 @@ static void ocr__conv_fwd_items(void *arg, int64_t begin, int64_t end, int tid) 
             ocr__im2col_panel(g, xg, p0 + jp * NR, cols - jp * NR < NR ? cols - jp * NR : NR, NR, pb + jp * kdim * NR);
         if (!j->accumulate)
             for (i = 0; i < Kg; i++) memset(yc + i * P, 0, (size_t)cols * sizeof(float));
-        for (pc = 0; pc < kdim; pc += OCR__KC) {
-            int64_t kc = kdim - pc < OCR__KC ? kdim - pc : OCR__KC;
-            for (jp = 0; jp < n_panels; jp++) {
-                int64_t nr = cols - jp * NR < NR ? cols - jp * NR : NR;
-                const float *bp = pb + jp * kdim * NR + pc * NR;
-                for (ip = 0; ip < Kg; ip += MR) {
-                    int64_t mr = Kg - ip < MR ? Kg - ip : MR;
-                    float *c = yc + ip * P + jp * NR;
-                    if (mr == MR && nr == NR) {
-                        j->uk.fn(kc, pa + ip * kdim + pc * MR, bp, c, P, 1.0f);
-                    } else {
-                        int64_t a, b;
-                        memset(edge, 0, sizeof edge);
-                        j->uk.fn(kc, pa + ip * kdim + pc * MR, bp, edge, NR, 1.0f);
-                        for (a = 0; a < mr; a++)
-                            for (b = 0; b < nr; b++) c[a * P + b] += edge[a * NR + b];
-                    }
-                }
-            }
-        }
+        ocr__conv_fwd_tiles(j, pa, pb, yc, cols, 0, Kg);
         if (!j->accumulate) ocr__conv_epilogue_apply(&j->ep, yc, P, gr * Kg, Kg, cols);
     }
+}
+
+/* The shared-panels route (one group): all of an image's B panels, packed by every thread into pb[0] ... */
+static void ocr__conv_fwd_panels_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__conv_fwd_job *j = (const ocr__conv_fwd_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t P = g->OH * g->OW, NR = j->uk.nr, jp;
+    (void)tid;
+    for (jp = begin; jp < end; jp++)
+        ocr__im2col_panel(g, j->x + j->image * g->C * g->H * g->W, jp * NR, P - jp * NR < NR ? P - jp * NR : NR, NR,
+                          j->pb[0] + jp * j->kdim * NR);
+}
+
+/* ... then each thread's share of the output rows (items: mr-row panels) against all of them */
+static void ocr__conv_fwd_rows_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__conv_fwd_job *j = (const ocr__conv_fwd_job *)arg;
+    const ocr__conv_geom *g = j->g;
+    int64_t P = g->OH * g->OW, r0 = begin * j->uk.mr, r1 = end * j->uk.mr < g->K ? end * j->uk.mr : g->K, i;
+    float *yc = j->y + j->image * g->K * P;
+    (void)tid;
+    if (!j->accumulate)
+        for (i = r0; i < r1; i++) memset(yc + i * P, 0, (size_t)P * sizeof(float));
+    ocr__conv_fwd_tiles(j, j->pa, j->pb[0], yc, P, r0, r1);
+    if (!j->accumulate) ocr__conv_epilogue_apply(&j->ep, yc + r0 * P, P, r0, r1 - r0, P);
 }
 
 #ifdef OCR__HAVE_AVX2
@@ -3812,6 +3873,27 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
 #endif
     j.chunk = ocr__conv_chunk(g);
     j.n_chunks = (P + j.chunk - 1) / j.chunk;
+    kg_pad = (Kg + j.uk.mr - 1) / j.uk.mr * j.uk.mr;
+    j.w = w; j.kdim = kdim; j.Kg = Kg; j.kg_pad = kg_pad;
+    /* No more pieces than threads and more weights than L2 holds: each thread's piece would stream all of the
+       weights. Instead every thread packs a share of the image's panels, then multiplies its share of the output
+       channels with all of them (layer4's 3x3/2 at 640x640: 512 x 2304 weights, 400 columns). */
+    if (ctx->n_threads > 1 && g->groups == 1 && g->N * j.n_chunks <= ctx->n_threads && Kg * kdim >= (128 << 10) &&
+        Kg >= j.uk.mr * ctx->n_threads) {
+        int64_t panels = (P + j.uk.nr - 1) / j.uk.nr;
+        if (!ocr_size_mul((size_t)(kg_pad * kdim), sizeof(float), &bytes) ||
+            !(pa = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, bytes)) ||
+            !ocr_size_mul((size_t)(panels * j.uk.nr * kdim), sizeof(float), &bytes) ||
+            !(j.pb[0] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0, bytes)))
+            return ctx->last_status ? ctx->last_status : ocr_error(ctx, OCR_EOVERFLOW, "conv: work buffers too large");
+        j.pa = pa;
+        ocr_parallel_for(ctx, kg_pad / j.uk.mr, 4, ocr__conv_pack_weights_part, &j);
+        for (j.image = 0; j.image < g->N; j.image++) {
+            ocr_parallel_for(ctx, panels, 1, ocr__conv_fwd_panels_part, &j);
+            ocr_parallel_for(ctx, kg_pad / j.uk.mr, 1, ocr__conv_fwd_rows_part, &j);
+        }
+        return OCR_OK;
+    }
     /* fewer pieces than threads: one per thread, each with an even share of the panels (layer4 at 640x640: 400
        columns as 192 and 208, not 240 and 160) */
     if (g->N * g->groups * j.n_chunks < ctx->n_threads) j.n_chunks = ctx->n_threads;
@@ -3821,7 +3903,6 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
         j.chunk = (panels + j.n_chunks - 1) / j.n_chunks * j.uk.nr;
     }
     j.pb_floats = j.chunk * kdim;
-    kg_pad = (Kg + j.uk.mr - 1) / j.uk.mr * j.uk.mr;
     if (!ocr_size_mul((size_t)(g->groups * kg_pad), (size_t)kdim * sizeof(float), &bytes) ||
         !ocr_size_mul((size_t)j.pb_floats, sizeof(float), &bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: work buffers too large");
@@ -3829,7 +3910,6 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     for (t = 0; t < ctx->n_threads; t++)
         if (!(j.pb[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
     j.pa = pa;
-    j.w = w; j.kdim = kdim; j.Kg = Kg; j.kg_pad = kg_pad;
     /* the weights are packed by all threads: layer4's 9 MB took a serial 2-3 ms of a 10 ms convolution */
     ocr_parallel_for(ctx, g->groups * (kg_pad / j.uk.mr), 4, ocr__conv_pack_weights_part, &j);
     ocr_parallel_for_dynamic(ctx, g->N * g->groups * j.n_chunks, 1, ocr__conv_fwd_items, &j);
@@ -4531,7 +4611,7 @@ static void ocr__bf16_conv_pack_w_part(void *arg, int64_t begin, int64_t end, in
    a multiple of taps (ocr__im2col_part numbers rows from the first channel it is given) */
 static void ocr__bf16_im2col_rows(const ocr__bf16_conv_job *j, const float *xg, int64_t p0, int64_t cols, int64_t r0, int64_t r1, float *dst) {
     ocr__im2col_job ij;
-    ij.g = j->g; ij.x = xg + r0 / j->taps * j->HW; ij.col = dst; ij.p0 = p0; ij.cols = cols;
+    ij.g = j->g; ij.x = xg + r0 / j->taps * j->HW; ij.col = dst; ij.p0 = p0; ij.cols = cols; ij.even16 = 0;
     ocr__im2col_part(&ij, 0, r1 - r0, 0);
 }
 

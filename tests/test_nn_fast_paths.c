@@ -173,6 +173,10 @@ static void test_conv_paths(void) {
         {"3x3 s2 p1, 8->16, 19 wide", 2, 8, 16, 11, 19, 3, 3, 2, 2, 1, 1, 1, 1},
         {"3x3 s1 p1, 8->48 outputs (weight gradient through the GEMM), 10 wide", 2, 8, 48, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1},
         {"3x3 groups 2, 40 wide", 1, 4, 6, 5, 40, 3, 3, 1, 1, 1, 1, 1, 2},
+        /* on two threads, one chunk per image and large weights: every thread packs a share of the panels, then
+           multiplies its share of the output channels (ocr__conv_fwd_rows_part) */
+        {"3x3 s2 p1, 256->60 (a partial panel; shared panels on two threads), 20x20", 1, 256, 60, 20, 20, 3, 3, 2, 2, 1, 1, 1, 1},
+        {"1x1 s2, 512->260, 2 images 14x30 (shared panels, one image after the other)", 2, 512, 260, 14, 30, 1, 1, 2, 2, 0, 0, 1, 1},
         /* 3x3 stride 2, 32 outputs or more, rows of 32 or more: AVX-512's output-channel blocks (14 pixels x 32 channels) */
         {"3x3 s2 p1, 20->40 (a partial 32-channel block), 73 wide input (37 outputs: blocks of 14, 14, 9)", 2, 20, 40, 9, 73, 3, 3, 2, 2, 1, 1, 1, 1},
         {"3x3 s2 p0, 8->32, 70 wide input (34 outputs)", 1, 8, 32, 7, 70, 3, 3, 2, 2, 0, 0, 1, 1},
@@ -271,6 +275,53 @@ static void test_strided_blocks_same_bits(void) {
         ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&b); ocr_tensor_free(&y[0]); ocr_tensor_free(&y[1]);
         ocr_ctx_free(&ctx);
     }
+}
+
+/* The shared-panels route (two threads: each packs a share of an image's panels, then multiplies a share of the
+   output channels) sums each output in the same order as the per-chunk route (one thread), on every kernel: the same
+   bits, with the bias, ReLU and residual applied to each thread's rows. */
+static void test_shared_panels_same_bits(void) {
+    static const geom cases[] = {
+        {"3x3 s2 p1, 256->60, 20x20", 1, 256, 60, 20, 20, 3, 3, 2, 2, 1, 1, 1, 1},
+        {"1x1 s2, 512->260, 2 images 14x30", 2, 512, 260, 14, 30, 1, 1, 2, 2, 0, 0, 1, 1},
+        {"3x3 s1 p1, 128->136, 9x13 (the direct path where Winograd is off)", 1, 128, 136, 9, 13, 3, 3, 1, 1, 1, 1, 1, 1},
+    };
+    static const int kernels[3] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2, OCR_CPU_KERNEL_PORTABLE};
+    int c, k, t;
+    for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+        for (k = 0; k < 3; k++) {
+            const geom *g = &cases[c];
+            ocr_ctx ctx;
+            ocr_tensor x, w, b, res, y[2];
+            ocr_conv_params p = ocr_conv_params_make(g->sh, g->ph, 1, 1);
+            ocr_shape ys;
+            memset(&x, 0, sizeof x); w = b = res = y[0] = y[1] = x;
+            OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 21 + c));
+            ctx.debug_flags &= ~(unsigned)OCR_DEBUG_REFERENCE;
+            ctx.debug_flags |= OCR_DEBUG_NO_WINOGRAD;
+            ctx.cpu_kernel = kernels[k];
+            OCR_CHECK_OK(&ctx, ocr_nn_conv2d_out_shape(&ctx, ocr_shape4(g->N, g->C, g->H, g->W), ocr_shape4(g->K, g->C, g->kh, g->kw), p, &ys));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(g->N, g->C, g->H, g->W)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(g->K, g->C, g->kh, g->kw)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &b, "b", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(g->K)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &res, "res", OCR_F32, OCR_DEVICE_CPU, ys));
+            for (t = 0; t < 2; t++) OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y[t], "y", OCR_F32, OCR_DEVICE_CPU, ys));
+            if (!ocr_test__case_failed) {
+                ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
+                ocr_tensor_fill_uniform(&ctx, &w, -0.05f, 0.05f);
+                ocr_tensor_fill_uniform(&ctx, &b, -0.5f, 0.5f);
+                ocr_tensor_fill_uniform(&ctx, &res, -0.5f, 0.5f);
+                for (t = 0; t < 2; t++) {
+                    OCR_CHECK_OK(&ctx, ocr_ctx_set_threads(&ctx, 2 - t));
+                    OCR_CHECK_OK(&ctx, ocr_nn_conv2d_add_relu_forward(&ctx, &x, &w, &b, p, &res, &y[t]));
+                }
+                OCR_CHECK_MSG(memcmp(y[0].data, y[1].data, ocr_tensor_bytes(&y[0])) == 0, "%s, kernel %s: two threads differ from one",
+                              g->name, ocr_gemm_kernel_name(&ctx));
+            }
+            ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&b); ocr_tensor_free(&res);
+            ocr_tensor_free(&y[0]); ocr_tensor_free(&y[1]);
+            ocr_ctx_free(&ctx);
+        }
 }
 
 static int same_bits(const ocr_tensor *a, const ocr_tensor *b) {
@@ -852,6 +903,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_dbnet_bn_fold);
     OCR_TEST_RUN(test_dbnet_eval_fusion);
     OCR_TEST_RUN(test_strided_blocks_same_bits);
+    OCR_TEST_RUN(test_shared_panels_same_bits);
     OCR_TEST_RUN(test_maxpool_stem_path);
     OCR_TEST_RUN(test_maxpool_nopad_path);
     OCR_TEST_RUN(test_ops_vs_reference);
