@@ -5,8 +5,8 @@
    GEMM, the packed im2col path, 1x1 convolutions, groups, output-channel counts that leave partial 8-row panels and
    widths that leave partial 48-pixel blocks, Winograd F(4x4, 3x3) forward, data and weight gradients (gathered and row-loaded
    tiles, partial tiles, pads 0-2, several K blocks, one work item per image or the phases spread over the threads)
-   and the shapes it is chosen for (and not);
-   each on 1 and 2 threads and with every micro-kernel this CPU runs.
+   and the shapes it is chosen for (and not), the shared-panels route of two threads against one (bit for bit);
+   each on 1 and 2 threads and with every micro-kernel this CPU runs. The sigmoid's vector exp against exp in double.
    And the fused BatchNorm + ReLU against the two ops it replaces (bit for bit, NaN and Inf included), the convolution
    with its bias and ReLU (or a residual and the ReLU) in the output pass against the separate ops (bit for bit),
    transposed convolutions with kernel = stride (and one general) against the reference, their fused ReLU and the
@@ -21,6 +21,7 @@
 #include "ocr_loss.h"
 #include "ocr_dbnet.h"
 #include "ocr_test.h"
+#include <float.h>
 
 typedef struct { const char *name; int N, C, K, H, W, kh, kw, sh, sw, ph, pw, dil, groups; } geom;
 
