@@ -2195,8 +2195,6 @@ static void ocr__conv_pack_weights_part(void *arg, int64_t begin, int64_t end, i
     }
 }
 
-/* Work items: (image, group, chunk of output pixels). The chunk's B panels are packed from the image, then every
-   A panel runs against each B panel while it is hot in L1. */
 /* Output rows [r0, r1) (r0 a multiple of mr) of cols columns at yc (P apart) from the packed weights pa and the B
    panels pb, added to what yc holds: K blocks outermost, so each output's sum runs in the same order on either route. */
 static void ocr__conv_fwd_tiles(const ocr__conv_fwd_job *j, const float *pa, const float *pb, float *yc, int64_t cols, int64_t r0,
@@ -2225,6 +2223,8 @@ static void ocr__conv_fwd_tiles(const ocr__conv_fwd_job *j, const float *pa, con
     }
 }
 
+/* Work items: (image, group, chunk of output pixels). The chunk's B panels are packed from the image, then every
+   A panel runs against each B panel while it is hot in L1. */
 static void ocr__conv_fwd_items(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__conv_fwd_job *j = (const ocr__conv_fwd_job *)arg;
     const ocr__conv_geom *g = j->g;
@@ -3883,11 +3883,13 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     if (ctx->n_threads > 1 && g->groups == 1 && g->N * j.n_chunks <= ctx->n_threads && Kg * kdim >= (128 << 10) &&
         Kg * ctx->n_threads > P && Kg >= j.uk.mr * ctx->n_threads) {
         int64_t panels = (P + j.uk.nr - 1) / j.uk.nr;
+        size_t pb_bytes;
         if (!ocr_size_mul((size_t)(kg_pad * kdim), sizeof(float), &bytes) ||
-            !(pa = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, bytes)) ||
-            !ocr_size_mul((size_t)(panels * j.uk.nr * kdim), sizeof(float), &bytes) ||
-            !(j.pb[0] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0, bytes)))
-            return ctx->last_status ? ctx->last_status : ocr_error(ctx, OCR_EOVERFLOW, "conv: work buffers too large");
+            !ocr_size_mul((size_t)(panels * j.uk.nr * kdim), sizeof(float), &pb_bytes))
+            return ocr_error(ctx, OCR_EOVERFLOW, "conv: work buffers too large");
+        if (!(pa = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, bytes)) ||
+            !(j.pb[0] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0, pb_bytes)))
+            return ctx->last_status;
         j.pa = pa;
         ocr_parallel_for(ctx, kg_pad / j.uk.mr, 4, ocr__conv_pack_weights_part, &j);
         for (j.image = 0; j.image < g->N; j.image++) {
