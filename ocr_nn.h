@@ -6451,7 +6451,7 @@ static void ocr__pw_part_add(const float *a, const float *b, float *y, int64_t n
 #ifdef OCR__HAVE_AVX2
 /* The sigmoid below, 16 at a time: exp(-|x|) as 2^k p(r), k = round(-|x| / ln 2), r = -|x| - k ln 2 (ln 2 in two
    parts, so r carries no rounding of its own), p the degree-7 Taylor polynomial (its truncation under 1e-8 for
-   |r| <= ln 2 / 2). The scalar expf took 1.4 ms of a 38 ms inference at 736x1280 (width 0.25). -|x| is clamped at
+   |r| <= ln 2 / 2). The scalar expf took 1.8 ms of a 40 ms inference at 736x1280 (width 0.25). -|x| is clamped at
    -104, where exp is below float's smallest denormal, so p never overflows; NaN passes through the clamp (max takes
    its second operand when one is NaN) and through everything after it. */
 __attribute__((target("avx512f")))
