@@ -9,8 +9,9 @@
    yourself to choose another).
    Then the bf16 GEMM of mixed precision (ocr__gemm_bf16: AMX-BF16, AVX512_BF16 or the fp32 fallback, named) on the
    same shapes on 1 thread and on N, with each figure's share of the measured bf16 peak of its instruction and its
-   speed against ocr_gemm's fp32 on N threads; and the 3x3 convolutions of layer1 and layer3 (batch 4 at 640x640)
-   in all three modes, ocr__conv_run's fp32 against ocr__conv_bf16_run on N threads.
+   speed against ocr_gemm's fp32 on N threads; and the 3x3 stride-1 convolutions of DB-ResNet-18 (layer1 to layer4
+   and the decoder's largest, batch 4 at 640x640) in all three modes, ocr__conv_run's fp32 against
+   ocr__conv_bf16_run on N threads.
    --back-to-back times each side's calls one after another, as a training step calls it (a pause only between the
    two sides and before each bf16 shape, then warm-up calls for BENCH_WARM_SECONDS): on some virtual machines a thread
    that slept for the pause comes back slowly, taking a few milliseconds, and the alternating default then measures
@@ -96,24 +97,28 @@ static size_t bench_gemm_bf16(ocr_ctx *ctx1, ocr_ctx *ctxn, int threads, int rep
     return jl + (size_t)snprintf(json + jl, cap - jl, "]");
 }
 
-/* The 3x3 stride-1 convolutions of layer1 (64 channels, 160x160) and layer3 (256, 40x40) at batch 4, each mode
-   on ocr__conv_run (fp32: Winograd, implicit or packed im2col, as the layer would run) and ocr__conv_bf16_run,
-   alternated; medians of reps runs. */
+/* The 3x3 stride-1 convolutions of DB-ResNet-18 at width 1 and 640x640 (layer1 to layer4, and the decoder's 256 to 64
+   channels at 160x160) at batch 4, each mode on ocr__conv_run (fp32: Winograd, implicit or packed im2col, as the layer
+   would run) and ocr__conv_bf16_run, alternated; medians of reps runs. */
 static size_t bench_conv_bf16(ocr_ctx *ctx, int threads, int reps, char *json, size_t cap, size_t jl) {
-    static const struct { const char *name; int C, HW; } layers[] = {{"layer1 3x3 64ch 160x160", 64, 160}, {"layer3 3x3 256ch 40x40", 256, 40}};
+    static const struct { const char *name; int C, K, HW; } layers[] = {
+        {"layer1 3x3 64ch 160x160", 64, 64, 160},    {"layer2 3x3 128ch 80x80", 128, 128, 80},
+        {"layer3 3x3 256ch 40x40", 256, 256, 40},    {"layer4 3x3 512ch 20x20", 512, 512, 20},
+        {"decoder 3x3 256->64 160x160", 256, 64, 160}};
+    const int n_layers = (int)(sizeof layers / sizeof layers[0]);
     static const char *mode_name[3] = {"forward", "data grad", "weight grad"};
     int l, m, r, v;
     printf("bench_gemm: convolutions, batch 4, %d threads: fp32 (ocr__conv_run) against bf16 (ocr__conv_bf16_run, %s)\n", threads,
            ocr_gemm_bf16_kernel_name(ctx));
-    printf("%-26s %-12s %9s %10s %9s %10s %8s\n", "layer", "mode", "fp32 ms", "GFLOP/s", "bf16 ms", "GFLOP/s", "speedup");
+    printf("%-28s %-12s %9s %10s %9s %10s %8s\n", "layer", "mode", "fp32 ms", "GFLOP/s", "bf16 ms", "GFLOP/s", "speedup");
     jl += (size_t)snprintf(json + jl, cap - jl, ",\"conv\":[");
-    for (l = 0; l < 2; l++) {
+    for (l = 0; l < n_layers; l++) {
         ocr__conv_geom g;
         size_t nx, nw, ny, i;
         float *x, *w, *y, *dx, *dw;
         double flops;
         memset(&g, 0, sizeof g);
-        g.N = 4; g.C = g.K = layers[l].C; g.H = g.W = g.OH = g.OW = layers[l].HW;
+        g.N = 4; g.C = layers[l].C; g.K = layers[l].K; g.H = g.W = g.OH = g.OW = layers[l].HW;
         g.kh = g.kw = 3; g.sh = g.sw = 1; g.ph = g.pw = 1; g.dh = g.dw = 1; g.groups = 1;
         nx = (size_t)(g.N * g.C * g.H * g.W); nw = (size_t)(g.K * g.C * 9); ny = (size_t)(g.N * g.K * g.OH * g.OW);
         x = (float *)ocr_aligned_alloc(nx * 4); dx = (float *)ocr_aligned_alloc(nx * 4);
@@ -137,7 +142,7 @@ static size_t bench_conv_bf16(ocr_ctx *ctx, int threads, int reps, char *json, s
                     if (r >= 0) t[v][r] = now() - t0;
                 }
             for (v = 0; v < 2; v++) { qsort(t[v], (size_t)reps, sizeof(double), cmp_double); med[v] = t[v][reps / 2]; }
-            printf("%-26s %-12s %9.2f %10.0f %9.2f %10.0f %7.2fx\n", layers[l].name, mode_name[m], med[0] * 1e3, flops / med[0] * 1e-9,
+            printf("%-28s %-12s %9.2f %10.0f %9.2f %10.0f %7.2fx\n", layers[l].name, mode_name[m], med[0] * 1e3, flops / med[0] * 1e-9,
                    med[1] * 1e3, flops / med[1] * 1e-9, med[0] / med[1]);
             jl += (size_t)snprintf(json + jl, cap - jl, "%s{\"layer\":\"%s\",\"mode\":\"%s\",\"fp32_ms\":%.3f,\"bf16_ms\":%.3f}",
                                    l || m ? "," : "", layers[l].name, mode_name[m], med[0] * 1e3, med[1] * 1e3);

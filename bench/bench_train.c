@@ -188,7 +188,7 @@ int main(int argc, char **argv) {
         {"train r18 w1 640x640 b4 t1", 1, 1.0f, 4, 640, 640, 1, OCR_AMP_OFF},
         {"train r18 w1 640x640 b4 t2", 1, 1.0f, 4, 640, 640, 2, OCR_AMP_OFF},
         {"infer r18 w1 736x1280 b1 t2", 0, 1.0f, 1, 736, 1280, 2, OCR_AMP_OFF},
-        /* mixed precision against PyTorch's CPU bf16 autocast; each also against its fp32 row above, when run */
+        /* mixed precision against PyTorch's CPU bf16 autocast, and against its fp32 twin above (timed alternately) */
         {"train r18 w0.25 320x320 b8 t2 bf16", 1, 0.25f, 8, 320, 320, 2, OCR_AMP_BF16},
         {"train r18 w1 640x640 b4 t2 bf16", 1, 1.0f, 4, 640, 640, 2, OCR_AMP_BF16},
         {"infer r18 w1 736x1280 b1 t2 bf16", 0, 1.0f, 1, 736, 1280, 2, OCR_AMP_BF16},
@@ -260,9 +260,22 @@ int main(int argc, char **argv) {
         const config *cf = &configs[c];
         double t_ours[MAX_REPS], t_peer[2][MAX_REPS], med_ours, med_peer[2] = {0, 0}, best = 0, best_mem = 0, arena[4];
         double flops, peak = bench_peak_fp32_on(cf->threads), gf[3], share[3]; /* ours, torch, torch+jemalloc */
-        int ok[2] = {0, 0}, p, same;
-        ours o;
+        double t_ref[MAX_REPS];
+        int ok[2] = {0, 0}, p, same, twin;
+        ours o, ref;
         if (only && !strstr(cf->name, only)) continue;
+        /* a mixed-precision row times its fp32 twin step by step beside it: the host's speed moves between rows more
+           than the two differ */
+        twin = -1;
+        if (cf->amp != OCR_AMP_OFF)
+            for (i = 0; i < (int)(sizeof configs / sizeof configs[0]); i++)
+                if (configs[i].amp == OCR_AMP_OFF && configs[i].train == cf->train && configs[i].width == cf->width &&
+                    configs[i].N == cf->N && configs[i].H == cf->H && configs[i].W == cf->W && configs[i].threads == cf->threads)
+                    twin = i;
+        if (twin >= 0) {
+            ours_setup(&ctx, &ref, &configs[twin]);
+            (void)ours_run(&ctx, &ref);
+        }
         ours_setup(&ctx, &o, cf);
         snprintf(cmd, sizeof cmd, "setup %s 18 %g %d %d %d %d %s", cf->train ? "train" : "infer", cf->width, cf->N, cf->H, cf->W, cf->threads,
                  ocr_amp_name(cf->amp));
@@ -270,6 +283,12 @@ int main(int argc, char **argv) {
         (void)ours_run(&ctx, &o); /* warm-up: buffers grow, pages fault in */
         if (layers && ocr_dbnet_profile(&ctx, &o.m, now)) die(&ctx, "profile");
         for (r = 0; r < reps; r++) {
+            if (twin >= 0) {
+                bench_settle();
+                ctx.amp = OCR_AMP_OFF;
+                t_ref[r] = ours_run(&ctx, &ref);
+                ctx.amp = cf->amp;
+            }
             bench_settle();
             t_ours[r] = ours_run(&ctx, &o);
             for (p = 0; p < n_peers; p++) {
@@ -310,21 +329,15 @@ int main(int argc, char **argv) {
                100 * share[1], gf[2], 100 * share[2]);
         med_ours_of[c] = med_ours;
         best_torch_of[c] = best;
-        if (cf->amp != OCR_AMP_OFF) { /* against this run's fp32 row of the same shape */
-            int f;
-            for (f = 0; f < c; f++)
-                if (configs[f].amp == OCR_AMP_OFF && med_ours_of[f] > 0 && configs[f].train == cf->train && configs[f].width == cf->width &&
-                    configs[f].N == cf->N && configs[f].H == cf->H && configs[f].W == cf->W && configs[f].threads == cf->threads)
-                    break;
-            if (f < c) {
-                double torch_best = best_torch_of[f] > 0 && (best == 0 || best_torch_of[f] < best) ? best_torch_of[f] : best;
-                printf("  %s (%s): %.2fx our fp32 step's time (%.3f s); %.2fx the faster of PyTorch fp32 (%.3f s) and PyTorch %s autocast "
-                       "(%.3f s)\n", ocr_amp_name(cf->amp), ocr_gemm_bf16_kernel_name(&ctx), med_ours / med_ours_of[f], med_ours_of[f],
-                       torch_best > 0 ? med_ours / torch_best : 0.0, best_torch_of[f], ocr_amp_name(cf->amp), best);
-            } else {
-                printf("  %s (%s): run its fp32 row in the same run (--only without \"bf16\") for the ratio to fp32\n", ocr_amp_name(cf->amp),
-                       ocr_gemm_bf16_kernel_name(&ctx));
-            }
+        if (twin >= 0) { /* against its fp32 twin, timed alternately above; PyTorch's fp32 from the twin's row when it ran */
+            double med_ref = median(t_ref, reps), torch_fp32 = med_ours_of[twin] > 0 ? best_torch_of[twin] : 0.0;
+            double torch_best = torch_fp32 > 0 && (best == 0 || torch_fp32 < best) ? torch_fp32 : best;
+            printf("  %s (%s): %.2fx our fp32 step's time (%.3f s, timed alternately with this row's steps)", ocr_amp_name(cf->amp),
+                   ocr_gemm_bf16_kernel_name(&ctx), med_ours / med_ref, med_ref);
+            if (torch_best > 0)
+                printf("; %.2fx the faster of PyTorch fp32 (%.3f s%s) and PyTorch %s autocast (%.3f s)", med_ours / torch_best, torch_fp32,
+                       torch_fp32 > 0 ? "" : ": run its row in the same run", ocr_amp_name(cf->amp), best);
+            printf("\n");
         }
         fflush(stdout);
         jl += (size_t)snprintf(json + jl, sizeof json - jl,
@@ -340,6 +353,7 @@ int main(int argc, char **argv) {
                                share[0], gf[1], share[1], gf[2], share[2]);
         if (layers) print_layers(&o, cf->train, reps, cf->N);
         ours_free(&o);
+        if (twin >= 0) ours_free(&ref);
     }
     for (i = 0; i < n_peers; i++) bench_peer_stop(&peers[i], 1, NULL, 0);
     snprintf(json + jl, sizeof json - jl, "]}");
