@@ -197,6 +197,7 @@ int main(int argc, char **argv) {
         {"infer r18 w0.25 736x1280 b1 t2", 0, 0.25f, 1, 736, 1280, 2, OCR_AMP_OFF},
         /* train_dbnet's default step */
         {"train r18 w0.25 256x256 b4 t2", 1, 0.25f, 4, 256, 256, 2, OCR_AMP_OFF},
+        {"train r18 w0.25 256x256 b4 t2 bf16", 1, 0.25f, 4, 256, 256, 2, OCR_AMP_BF16},
     };
     const char *jemalloc_paths[] = {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"};
     int reps = 5, issue = 0, use_torch = 1, layers = 0, n_configs, i, c, r, n_peers = 0, mem_child = -1, n_done = 0, measured[16] = {0};
