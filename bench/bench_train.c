@@ -6,6 +6,8 @@
    and runs two steps; under each row, our activation values and gradients (arenas shared by liveness, and what they
    would take unshared), then each side's GFLOP/s and share of the CPU's measured fp32 peak on the config's threads
    (bench_peak.h; one FLOP count for all sides, bench_model.h: a training step is 3x its forward's convolutions).
+   A mixed-precision row also times its fp32 twin (same model and shape) step by step beside it, for the ratio
+   (fp32_alternating_s): timed rows apart, the host's speed moves between them more than the two differ.
    Prints a table and, last, one JSON line with every figure and ratio.
    usage: bench_train [--reps N] [--issue] [--only TEXT] [--no-torch] [--layers]
      default   DB-ResNet-18 width 0.25, 320x320, batch 8, 2 threads (train_dbnet's model; its default crops, 4 x
@@ -347,11 +349,11 @@ int main(int argc, char **argv) {
                                "\"torch_peak_rss_mib\":%.1f,\"torch_jemalloc_peak_rss_mib\":%.1f,\"ratio_rss_ours_over_best_torch\":%.3f,"
                                "\"ours_activations_mib\":%.1f,\"ours_activation_grads_mib\":%.1f,\"gflop_per_run\":%.3f,\"fp32_peak_gflops\":%.1f,"
                                "\"ours_gflops\":%.2f,\"ours_peak_share\":%.4f,\"torch_gflops\":%.2f,\"torch_peak_share\":%.4f,"
-                               "\"torch_jemalloc_gflops\":%.2f,\"torch_jemalloc_peak_share\":%.4f}",
+                               "\"torch_jemalloc_gflops\":%.2f,\"torch_jemalloc_peak_share\":%.4f,\"fp32_alternating_s\":%.4f}",
                                n_done++ ? "," : "", cf->name, med_ours, cf->N / med_ours, med_peer[0], med_peer[1], best > 0 ? cf->N / best : 0.0,
                                best > 0 ? med_ours / best : 0.0, mem_ours[c], mem_peer[c][0], mem_peer[c][1],
                                best_mem > 0 ? mem_ours[c] / best_mem : 0.0, arena[0], arena[1], 1e-9 * flops, peak, gf[0],
-                               share[0], gf[1], share[1], gf[2], share[2]);
+                               share[0], gf[1], share[1], gf[2], share[2], twin >= 0 ? median(t_ref, reps) : 0.0);
         if (layers) print_layers(&o, cf->train, reps, cf->N);
         ours_free(&o);
         if (twin >= 0) ours_free(&ref);
