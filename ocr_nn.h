@@ -2887,6 +2887,9 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
 #define OCR__WINO_WIDE 512
 #define OCR__WINO_MIN_TILES_WIDE 16
 #define OCR__WINO_BAND_BYTES ((int64_t)2 << 20)        /* an item's V and M stay in L2 */
+/* one image's bands spread over the threads: at most this each (a band of layer3 at width 1 and 736x1280 taking
+   13 MB ran 6% slower than the phases spread) */
+#define OCR__WINO_SPLIT_BYTES ((int64_t)10 << 20)
 /* the weight gradient's GEMMs run along an item's tiles, so it takes twice the bands: fewer, longer sums (l1, l2, l3
    and the decoder's 3x3 weight gradients 7% faster together than at 2 MB, 6 of 6 alternating runs) */
 #define OCR__WINO_WGRAD_BAND_BYTES ((int64_t)4 << 20)
@@ -3726,9 +3729,11 @@ static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, co
 }
 
 /* The work split shared by both drivers: tiles, the padded band's row length, bands of tile rows sized so an item's V
-   and M (or D) take about budget bytes, and the per-item buffer size (padded band | V | M) in *bytes. Kp: output channels
-   padded to what M's rows need. Returns the number of work items, or -1 (error set) when the buffers overflow. */
-static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_geom *g, int64_t Kp, int64_t budget, size_t *bytes) {
+   and M (or D) take about budget bytes (or of band rows exactly, when band > 0), and the per-item buffer size (padded
+   band | V | M) in *bytes. Kp: output channels padded to what M's rows need. Returns the number of work items, or -1
+   (error set) when the buffers overflow. */
+static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_geom *g, int64_t Kp, int64_t budget, int64_t band,
+                              size_t *bytes) {
     int64_t band_tiles_pad;
     j->g = g;
     j->uk = ocr__pick_ukernel(ctx);
@@ -3738,11 +3743,11 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
     j->TH = (g->OH + 3) / 4; j->TW = (g->OW + 3) / 4;
     j->Kp = Kp;
     j->Wp = j->TW * 4 + 2;
-    j->band = budget / (OCR__WINO_POINTS * (g->C + Kp) * j->TW * (int64_t)sizeof(float));
+    j->band = band > 0 ? band : budget / (OCR__WINO_POINTS * (g->C + Kp) * j->TW * (int64_t)sizeof(float));
     j->band = j->band < 1 ? 1 : j->band > j->TH ? j->TH : j->band;
     /* AVX2's 16-tile panels: up to three rows more can end the band at (or near) a panel's edge (736x1280's
        layer4, 10-tile rows: 3 rows in 32 columns instead of 1 row in 16) */
-    if (j->uk.nr == 16) {
+    if (j->uk.nr == 16 && band <= 0) {
         int64_t b;
         for (b = j->band; b <= j->TH && b < j->band + 4; b++)
             if (8 * ((b * j->TW + 15) / 16 * 16 - b * j->TW) <= b * j->TW) { j->band = b; break; }
@@ -3750,7 +3755,7 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
     /* the GEMMs run over whole panels whatever the band: fill the last one (AVX-512's 48-tile panels, layer3's
        10-tile rows: 4 rows, 40 of 48 columns used, instead of 2 rows and 20) */
     band_tiles_pad = (j->band * j->TW + j->uk.nr - 1) / j->uk.nr * j->uk.nr;
-    j->band = band_tiles_pad / j->TW > j->TH ? j->TH : band_tiles_pad / j->TW;
+    if (band <= 0) j->band = band_tiles_pad / j->TW > j->TH ? j->TH : band_tiles_pad / j->TW;
     j->n_bands = (j->TH + j->band - 1) / j->band;
     /* 32 floats past the band: the AVX2 input transform loads 8 tiles' 36 floats whatever the row has left */
     j->pad_floats = (size_t)((g->C * (j->band * 4 + 2) * j->Wp + 32 + 15) & ~(int64_t)15);
@@ -3762,9 +3767,19 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
     return g->N * j->n_bands;
 }
 
+/* The GEMM columns of a plan's bands over one image: each band's tiles rounded up to whole panels. */
+static int64_t ocr__wino_padded_tiles(const ocr__wino_job *j) {
+    int64_t r, rows, total = 0;
+    for (r = 0; r < j->TH; r += j->band) {
+        rows = j->TH - r < j->band ? j->TH - r : j->band;
+        total += (rows * j->TW + j->uk.nr - 1) / j->uk.nr * j->uk.nr;
+    }
+    return total;
+}
+
 /* y (= or +=) conv(x, w) by F(4x4, 3x3). Work items are (image, band of tile rows); with too few items to keep every
-   thread on whole items, the items run one after another and each of their three phases is spread over the threads
-   instead. */
+   thread on whole items, one image is cut into two bands per thread where that costs nothing, else the items run one
+   after another and each of their three phases is spread over the threads. */
 static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *y, int accumulate,
                               const ocr__conv_epilogue *ep) {
     ocr__wino_job j;
@@ -3778,9 +3793,24 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
        is one item for ocr__wino_rows_part */
     tiles_as_rows = ocr__pick_ukernel(ctx).fn == ocr__ukernel_avx512 && g->N == 1 && ocr__wino_rows_ok(g);
     if ((n_items = ocr__wino_plan(ctx, &j, g, (g->K + mr - 1) / mr * mr, tiles_as_rows ? (int64_t)1 << 40 : OCR__WINO_BAND_BYTES,
-                                  &bytes)) < 0)
+                                  0, &bytes)) < 0)
         return ctx->last_status;
     parallel_items = !tiles_as_rows && (ctx->n_threads == 1 || n_items >= 4 * ctx->n_threads);
+    if (!tiles_as_rows && !parallel_items && g->N == 1 && n_items > 1 && j.TH >= ctx->n_threads) {
+        /* One image in a few bands: two bands per thread, where that adds no padding tiles to the GEMMs and their
+           buffers stay within OCR__WINO_SPLIT_BYTES, beat spreading each band's phases over the threads (a barrier
+           after each): width 0.25's layer2 at 736x1280 1.09 -> 0.58 ms (alternating, two threads). One band per
+           thread would also take layer3 there (0.82 -> 0.55 ms alone) but lost 3 ms of the whole inference beside
+           ONNX Runtime in bench_infer: a thread held up has no band left to give away. The bits are the same:
+           every tile is summed over the same channels in the same order whatever band it is in. */
+        ocr__wino_job k = j;
+        size_t k_bytes;
+        int64_t k_items = ocr__wino_plan(ctx, &k, g, j.Kp, 0, (j.TH + 2 * ctx->n_threads - 1) / (2 * ctx->n_threads), &k_bytes);
+        if (k_items < 0) return ctx->last_status;
+        if (ocr__wino_padded_tiles(&k) <= ocr__wino_padded_tiles(&j) && k_bytes <= (size_t)OCR__WINO_SPLIT_BYTES) {
+            j = k; bytes = k_bytes; n_items = k_items; parallel_items = 1;
+        }
+    }
     /* U: all panels' transformed weights, or (panels on their own: AVX-512, one item of at most two 48-tile panels)
        one panel's block per thread. Each panel's GEMMs then read all of V (36 x C x tiles), which costs more than U's
        trip to memory and back once the tiles are many (layer3 at 640x640, 100 tiles: 4.4 -> 5.1 ms) or the items are
@@ -3834,7 +3864,7 @@ static int ocr__conv_winograd_wgrad(ocr_ctx *ctx, const ocr__conv_geom *g, const
     size_t bytes, mw_bytes;
     memset(&j, 0, sizeof j);
     j.x = x; j.y = (float *)dy; j.dw = dw; j.wgrad = 1;
-    if ((n_items = ocr__wino_plan(ctx, &j, g, g->K, OCR__WINO_WGRAD_BAND_BYTES, &bytes)) < 0) return ctx->last_status;
+    if ((n_items = ocr__wino_plan(ctx, &j, g, g->K, OCR__WINO_WGRAD_BAND_BYTES, 0, &bytes)) < 0) return ctx->last_status;
     if (!ocr_size_mul((size_t)(OCR__WINO_POINTS * g->K), (size_t)g->C * sizeof(float), &mw_bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
     ocr__gemm_buffer_floats(&j.uk, g->K, g->C, (j.band * j.TW + 47) / 48 * 48, &j.gemm_pa, &j.gemm_pb);

@@ -5,7 +5,8 @@
    GEMM, the packed im2col path, 1x1 convolutions, groups, output-channel counts that leave partial 8-row panels and
    widths that leave partial 48-pixel blocks, Winograd F(4x4, 3x3) forward, data and weight gradients (gathered and row-loaded
    tiles, partial tiles, pads 0-2, several K blocks, one work item per image or the phases spread over the threads)
-   and the shapes it is chosen for (and not), the shared-panels route of two threads against one (bit for bit);
+   and the shapes it is chosen for (and not), the shared-panels route and Winograd's bands of one image on two threads
+   against one (bit for bit);
    each on 1 and 2 threads and with every micro-kernel this CPU runs. The sigmoid's vector exp against exp in double.
    And the fused BatchNorm + ReLU against the two ops it replaces (bit for bit, NaN and Inf included), the convolution
    with its bias and ReLU (or a residual and the ReLU) in the output pass against the separate ops (bit for bit),
@@ -320,6 +321,56 @@ static void test_shared_panels_same_bits(void) {
             }
             ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&b); ocr_tensor_free(&res);
             ocr_tensor_free(&y[0]); ocr_tensor_free(&y[1]);
+            ocr_ctx_free(&ctx);
+        }
+}
+
+/* Winograd on one image of a few bands: on two threads two bands per thread (ocr__conv_winograd, where that adds no
+   padding tiles) or each band's phases spread over the threads, on one thread bands sized by the buffer budget. Every tile is
+   summed over the same channels in the same order in any band, so the forward and the data gradient (a flipped
+   forward) must give one thread's bits on two. The reference comparisons of test_conv_paths cover the values. */
+static void test_winograd_bands_same_bits(void) {
+    static const geom cases[] = {
+        {"32->32, 92x160 (bands of 6, 6, 6 and 5 rows of 40 tiles: two a thread on two)", 1, 32, 32, 92, 160, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"64->64, 46x80 (bands of 7 + 5 tile rows; quarters would add padding tiles: phases spread on two)", 1, 64, 64, 46, 80, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"400->64, 44x28 (6 + 5 rows, phases spread on two)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
+    };
+    static const int kernels[2] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2};
+    int c, k, t;
+    for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+        for (k = 0; k < 2; k++) {
+            const geom *g = &cases[c];
+            ocr_ctx ctx;
+            ocr_tensor x, w, dy, y[2], dx[2];
+            ocr_conv_params p = ocr_conv_params_make(1, 1, 1, 1);
+            memset(&x, 0, sizeof x); w = dy = y[0] = y[1] = dx[0] = dx[1] = x;
+            OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 31 + c));
+            ctx.debug_flags &= ~(unsigned)(OCR_DEBUG_REFERENCE | OCR_DEBUG_NO_WINOGRAD);
+            ctx.cpu_kernel = kernels[k];
+            if (k == 1 && strncmp(ocr_gemm_kernel_name(&ctx), "avx2", 4) != 0) { ocr_ctx_free(&ctx); continue; } /* no AVX2 here */
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(g->N, g->C, g->H, g->W)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(g->K, g->C, 3, 3)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dy, "dy", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(g->N, g->K, g->H, g->W)));
+            for (t = 0; t < 2; t++) {
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y[t], "y", OCR_F32, OCR_DEVICE_CPU, dy.shape));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dx[t], "dx", OCR_F32, OCR_DEVICE_CPU, x.shape));
+            }
+            if (!ocr_test__case_failed) {
+                ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
+                ocr_tensor_fill_uniform(&ctx, &w, -0.05f, 0.05f);
+                ocr_tensor_fill_uniform(&ctx, &dy, -1.0f, 1.0f);
+                for (t = 0; t < 2; t++) {
+                    OCR_CHECK_OK(&ctx, ocr_ctx_set_threads(&ctx, 2 - t));
+                    OCR_CHECK_OK(&ctx, ocr_nn_conv2d_forward(&ctx, &x, &w, NULL, p, &y[t]));
+                    OCR_CHECK_OK(&ctx, ocr_nn_conv2d_backward(&ctx, &x, &w, &dy, p, &dx[t], NULL, NULL));
+                }
+                OCR_CHECK_MSG(memcmp(y[0].data, y[1].data, ocr_tensor_bytes(&y[0])) == 0, "%s, kernel %s: two threads' y differs from one's",
+                              g->name, ocr_gemm_kernel_name(&ctx));
+                OCR_CHECK_MSG(memcmp(dx[0].data, dx[1].data, ocr_tensor_bytes(&dx[0])) == 0, "%s, kernel %s: two threads' dx differs from "
+                              "one's", g->name, ocr_gemm_kernel_name(&ctx));
+            }
+            ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&dy);
+            for (t = 0; t < 2; t++) { ocr_tensor_free(&y[t]); ocr_tensor_free(&dx[t]); }
             ocr_ctx_free(&ctx);
         }
 }
@@ -945,6 +996,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_dbnet_eval_fusion);
     OCR_TEST_RUN(test_strided_blocks_same_bits);
     OCR_TEST_RUN(test_shared_panels_same_bits);
+    OCR_TEST_RUN(test_winograd_bands_same_bits);
     OCR_TEST_RUN(test_sigmoid_paths);
     OCR_TEST_RUN(test_maxpool_stem_path);
     OCR_TEST_RUN(test_maxpool_nopad_path);
