@@ -3778,8 +3778,8 @@ static int64_t ocr__wino_padded_tiles(const ocr__wino_job *j) {
 }
 
 /* y (= or +=) conv(x, w) by F(4x4, 3x3). Work items are (image, band of tile rows); with too few items to keep every
-   thread on whole items, one image is cut into two bands per thread where that costs nothing, else the items run one
-   after another and each of their three phases is spread over the threads. */
+   thread on whole items, one image is cut into 2 to 4 bands per thread where that costs nothing, else the items run
+   one after another and each of their three phases is spread over the threads. */
 static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *y, int accumulate,
                               const ocr__conv_epilogue *ep) {
     ocr__wino_job j;
@@ -3797,18 +3797,22 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
         return ctx->last_status;
     parallel_items = !tiles_as_rows && (ctx->n_threads == 1 || n_items >= 4 * ctx->n_threads);
     if (!tiles_as_rows && !parallel_items && g->N == 1 && n_items > 1 && j.TH >= ctx->n_threads) {
-        /* One image in a few bands: two bands per thread, where that adds no padding tiles to the GEMMs and their
-           buffers stay within OCR__WINO_SPLIT_BYTES, beat spreading each band's phases over the threads (a barrier
-           after each): width 0.25's layer2 at 736x1280 1.09 -> 0.58 ms (alternating, two threads). One band per
-           thread would also take layer3 there (0.82 -> 0.55 ms alone) but lost 3 ms of the whole inference beside
-           ONNX Runtime in bench_infer: a thread held up has no band left to give away. The bits are the same:
-           every tile is summed over the same channels in the same order whatever band it is in. */
-        ocr__wino_job k = j;
-        size_t k_bytes;
-        int64_t k_items = ocr__wino_plan(ctx, &k, g, j.Kp, 0, (j.TH + 2 * ctx->n_threads - 1) / (2 * ctx->n_threads), &k_bytes);
-        if (k_items < 0) return ctx->last_status;
-        if (ocr__wino_padded_tiles(&k) <= ocr__wino_padded_tiles(&j) && k_bytes <= (size_t)OCR__WINO_SPLIT_BYTES) {
-            j = k; bytes = k_bytes; n_items = k_items; parallel_items = 1;
+        /* One image in a few bands: 2 to 4 bands per thread, the first count that adds no padding tiles to the
+           GEMMs and keeps each band's buffers within OCR__WINO_SPLIT_BYTES, beat spreading each band's phases over
+           the threads (a barrier after each): at 736x1280, width 0.25's layer2 1.09 -> 0.58 ms and layer3 0.88 ->
+           0.60-0.74, width 1's decoder 3x3 to 64 channels 3.05 -> 2.24 (alternating, two threads). One band per
+           thread lost 3 ms of the whole inference beside ONNX Runtime in bench_infer though faster alone: a thread
+           held up had no band left to give away. The bits are the same: every tile is summed over the same
+           channels in the same order whatever band it is in. */
+        int64_t per, padded = ocr__wino_padded_tiles(&j);
+        for (per = 2; per <= 4 && !parallel_items; per++) {
+            ocr__wino_job k = j;
+            size_t k_bytes;
+            int64_t k_items = ocr__wino_plan(ctx, &k, g, j.Kp, 0, (j.TH + per * ctx->n_threads - 1) / (per * ctx->n_threads), &k_bytes);
+            if (k_items < 0) return ctx->last_status;
+            if (k_items >= 2 * ctx->n_threads && ocr__wino_padded_tiles(&k) <= padded && k_bytes <= (size_t)OCR__WINO_SPLIT_BYTES) {
+                j = k; bytes = k_bytes; n_items = k_items; parallel_items = 1;
+            }
         }
     }
     /* U: all panels' transformed weights, or (panels on their own: AVX-512, one item of at most two 48-tile panels)

@@ -325,15 +325,15 @@ static void test_shared_panels_same_bits(void) {
         }
 }
 
-/* Winograd on one image of a few bands: on two threads two bands per thread (ocr__conv_winograd, where that adds no
-   padding tiles) or each band's phases spread over the threads, on one thread bands sized by the buffer budget. Every tile is
+/* Winograd on one image of a few bands: on two threads 2 to 4 bands per thread (ocr__conv_winograd, where that adds
+   no padding tiles) or each band's phases spread over the threads, on one thread bands sized by the buffer budget. Every tile is
    summed over the same channels in the same order in any band, so the forward and the data gradient (a flipped
    forward) must give one thread's bits on two. The reference comparisons of test_conv_paths cover the values. */
 static void test_winograd_bands_same_bits(void) {
     static const geom cases[] = {
         {"32->32, 92x160 (bands of 6, 6, 6 and 5 rows of 40 tiles: two a thread on two)", 1, 32, 32, 92, 160, 3, 3, 1, 1, 1, 1, 1, 1},
-        {"64->64, 46x80 (bands of 7 + 5 tile rows; quarters would add padding tiles: phases spread on two)", 1, 64, 64, 46, 80, 3, 3, 1, 1, 1, 1, 1, 1},
-        {"400->64, 44x28 (6 + 5 rows, phases spread on two)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"64->64, 46x80 (bands of 7 + 5 tile rows of 20; on two, six of 2)", 1, 64, 64, 46, 80, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"400->64, 44x28 (6 + 5 rows of 7; on two, phases spread on AVX-512, six bands of 2 on AVX2's 16-tile panels)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
     };
     static const int kernels[2] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2};
     int c, k, t;
