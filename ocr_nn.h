@@ -3796,7 +3796,7 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
                                   0, &bytes)) < 0)
         return ctx->last_status;
     parallel_items = !tiles_as_rows && (ctx->n_threads == 1 || n_items >= 4 * ctx->n_threads);
-    if (!tiles_as_rows && !parallel_items && g->N == 1 && n_items > 1 && j.TH >= ctx->n_threads) {
+    if (!tiles_as_rows && !parallel_items && g->N == 1 && n_items > 1) {
         /* One image in a few bands: 2 to 4 bands per thread, the first count that adds no padding tiles to the
            GEMMs and keeps each band's buffers within OCR__WINO_SPLIT_BYTES, beat spreading each band's phases over
            the threads (a barrier after each): at 736x1280, width 0.25's layer2 1.09 -> 0.58 ms and layer3 0.88 ->

@@ -263,7 +263,7 @@ int main(int argc, char **argv) {
         const config *cf = &configs[c];
         double t_ours[MAX_REPS], t_peer[2][MAX_REPS], med_ours, med_peer[2] = {0, 0}, best = 0, best_mem = 0, arena[4];
         double flops, peak = bench_peak_fp32_on(cf->threads), gf[3], share[3]; /* ours, torch, torch+jemalloc */
-        double t_ref[MAX_REPS];
+        double t_ref[MAX_REPS], med_ref = 0;
         int ok[2] = {0, 0}, p, same, twin;
         ours o, ref;
         if (only && !strstr(cf->name, only)) continue;
@@ -333,8 +333,9 @@ int main(int argc, char **argv) {
         med_ours_of[c] = med_ours;
         best_torch_of[c] = best;
         if (twin >= 0) { /* against its fp32 twin, timed alternately above; PyTorch's fp32 from the twin's row when it ran */
-            double med_ref = median(t_ref, reps), torch_fp32 = med_ours_of[twin] > 0 ? best_torch_of[twin] : 0.0;
+            double torch_fp32 = med_ours_of[twin] > 0 ? best_torch_of[twin] : 0.0;
             double torch_best = torch_fp32 > 0 && (best == 0 || torch_fp32 < best) ? torch_fp32 : best;
+            med_ref = median(t_ref, reps);
             printf("  %s (%s): %.2fx our fp32 step's time (%.3f s, timed alternately with this row's steps)", ocr_amp_name(cf->amp),
                    ocr_gemm_bf16_kernel_name(&ctx), med_ours / med_ref, med_ref);
             if (torch_best > 0)
@@ -353,7 +354,7 @@ int main(int argc, char **argv) {
                                n_done++ ? "," : "", cf->name, med_ours, cf->N / med_ours, med_peer[0], med_peer[1], best > 0 ? cf->N / best : 0.0,
                                best > 0 ? med_ours / best : 0.0, mem_ours[c], mem_peer[c][0], mem_peer[c][1],
                                best_mem > 0 ? mem_ours[c] / best_mem : 0.0, arena[0], arena[1], 1e-9 * flops, peak, gf[0],
-                               share[0], gf[1], share[1], gf[2], share[2], twin >= 0 ? median(t_ref, reps) : 0.0);
+                               share[0], gf[1], share[1], gf[2], share[2], med_ref);
         if (layers) print_layers(&o, cf->train, reps, cf->N);
         ours_free(&o);
         if (twin >= 0) ours_free(&ref);
