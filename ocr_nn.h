@@ -2347,7 +2347,11 @@ typedef struct {
     int wide;                /* the AVX-512 kernels (8 x 48 blocks); else the AVX2 ones (6 x 16) */
     const float *x, *pa;     /* pa: the weights packed into the micro-kernel's row panels over the whole kdim */
     float *y;
-    const int64_t *off;      /* per k step: offset of its pixels in the padded band */
+    const int64_t *off;      /* per k step: offset of its pixels in the padded band (direct: in the image) */
+    /* direct: a 1x1 stride-1 unpadded forward on AVX-512 reads its 48-pixel blocks straight from x, flat over the
+       band's rows; only a block that would read past the image's last pixel goes through xpad, [C][48] */
+    int direct;
+    const int64_t *off_tail;
     int accumulate;
     ocr__conv_epilogue ep;
     /* The padded band is split into stride_h x stride_w phases (rows and columns of one remainder modulo the
@@ -2474,6 +2478,28 @@ static void ocr__conv_implicit_items(void *arg, int64_t begin, int64_t end, int 
     for (item = begin; item < end; item++) {
         int64_t n = item / j->n_bands, oh0 = (item % j->n_bands) * j->band, oh1 = oh0 + j->band < g->OH ? oh0 + j->band : g->OH;
         int64_t oh, ow, ip;
+        if (j->direct) {
+            const float *xn = j->x + n * g->C * P;
+            int64_t q, c, p1 = oh1 * g->OW;
+            for (q = oh0 * g->OW; q < p1; q += 48) {
+                int64_t cols = p1 - q < 48 ? p1 - q : 48;
+                const float *b = xn + q;
+                const int64_t *off = j->off;
+                if (q + 48 > P) { /* the image's last block: its channels copied, zero-padded to 48 */
+                    for (c = 0; c < g->C; c++) {
+                        memcpy(xp + c * 48, xn + c * P + q, (size_t)cols * sizeof(float));
+                        memset(xp + c * 48 + cols, 0, (size_t)(48 - cols) * sizeof(float));
+                    }
+                    b = xp;
+                    off = j->off_tail;
+                }
+                for (ip = 0; ip < g->K; ip += 8)
+                    ocr__ukernel_avx512_implicit(kdim, j->pa + ip * kdim, b, off, j->y + (n * g->K + ip) * P + q, P, g->K - ip < 8 ? g->K - ip : 8,
+                                                 cols, j->accumulate, in_kernel && j->ep.bias ? j->ep.bias + ip : NULL, in_kernel && j->ep.relu);
+            }
+            if (!j->accumulate && !in_kernel) ocr__conv_epilogue_apply(&j->ep, j->y + n * g->K * P + oh0 * g->OW, P, 0, g->K, (oh1 - oh0) * g->OW);
+            continue;
+        }
         ocr__conv_pad_band(j, n, oh0, oh1, xp);
         for (oh = oh0; oh < oh1; oh++)
             if (j->wide)
@@ -2825,14 +2851,15 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     if (g->N * ((g->OH + j.band - 1) / j.band) < ctx->n_threads) j.band = (g->OH + ctx->n_threads - 1) / ctx->n_threads;
     j.n_bands = (g->OH + j.band - 1) / j.band;
     j.band_rows = rows = j.band + (int64_t)(g->kh - 1) * g->dh / g->sh;
+    j.direct = !dw && j.wide && g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
     /* slack: a row's last block reads up to 47 floats past it */
-    j.pad_floats = (g->C * g->sh * g->sw * rows * j.Wp + 64 + 15) & ~(int64_t)15;
+    j.pad_floats = j.direct ? g->C * 48 : (g->C * g->sh * g->sw * rows * j.Wp + 64 + 15) & ~(int64_t)15;
     if (dw) dw_floats = (g->K * kdim + 15) & ~(int64_t)15;
-    if (!ocr_size_mul((size_t)kpad, (size_t)kdim * sizeof(float) + sizeof(int64_t), &bytes) ||
+    if (!ocr_size_mul((size_t)kpad, (size_t)kdim * sizeof(float) + 2 * sizeof(int64_t), &bytes) ||
         !ocr_size_mul((size_t)(j.pad_floats + dw_floats), sizeof(float), &bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: work buffers too large");
     if ((!dw && !(pa = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, (size_t)(kpad * kdim) * sizeof(float)))) ||
-        !(off = (int64_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, (size_t)kdim * sizeof(int64_t))))
+        !(off = (int64_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, (size_t)(2 * kdim) * sizeof(int64_t))))
         return ctx->last_status;
     for (t = 0; t < ctx->n_threads; t++) {
         if (!(j.xpad[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
@@ -2849,6 +2876,9 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
                 off[r++] = (((c * g->sh + ty % g->sh) * g->sw + tx % g->sw) * rows + ty / g->sh) * j.Wp + tx / g->sw;
             }
     j.off = off;
+    if (j.direct)
+        for (c = 0; c < g->C; c++) { off[c] = c * g->H * g->W; off[kdim + c] = c * 48; }
+    j.off_tail = off + kdim;
     if (dw) {
         ocr_parallel_for(ctx, g->N * j.n_bands, 1, ocr__conv_wgrad_implicit_items, &j);
         /* partials summed in thread order: deterministic for a thread count */

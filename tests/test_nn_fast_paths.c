@@ -278,6 +278,69 @@ static void test_strided_blocks_same_bits(void) {
     }
 }
 
+/* A 1x1 stride-1 unpadded convolution on AVX-512 reads its blocks straight from the image, flat over rows, and copies
+   only an image's last part-full block: each output is still the sum over the input channels in order, so it gives
+   the bits of the padded-band route, which a 3x3 convolution (padding 1, no Winograd) with only the centre tap
+   non-zero takes (the other taps add exact zeros). Forward with bias and ReLU, plain forward, and the data gradient
+   (accumulated into a non-zero dx) of the same layer. Skipped without AVX-512. */
+static void test_pointwise_direct_same_bits(void) {
+    static const geom cases[] = {
+        {"1x1, 16->64, 2 images 37x50 (1850 pixels: the last block 26 of 48)", 2, 16, 64, 37, 50, 1, 1, 1, 1, 0, 0, 1, 1},
+        {"1x1, 5->20, 3x50 (blocks 48, 48, 48 and 6; 20 outputs: a part-full row panel)", 1, 5, 20, 3, 50, 1, 1, 1, 1, 0, 0, 1, 1},
+        {"1x1, 300->9, 4x96 (whole blocks only)", 1, 300, 9, 4, 96, 1, 1, 1, 1, 0, 0, 1, 1},
+    };
+    int c, r, k, i;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (!__builtin_cpu_supports("avx512f")) { ocr_test_skip("this CPU has no AVX-512: 1x1 convolutions take the AVX2 paths"); return; }
+#else
+    ocr_test_skip("not an x86 build: 1x1 convolutions take the portable paths");
+    return;
+#endif
+    for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+        const geom *t = &cases[c];
+        ocr_ctx ctx;
+        ocr_tensor x, w[2], b, dy, y[2], yb[2], dx[2];
+        memset(&x, 0, sizeof x); w[0] = w[1] = b = dy = y[0] = y[1] = yb[0] = yb[1] = dx[0] = dx[1] = x;
+        OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 41 + c));
+        ctx.debug_flags &= ~(unsigned)OCR_DEBUG_REFERENCE;
+        ctx.debug_flags |= OCR_DEBUG_NO_WINOGRAD;
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->C, t->H, t->W)));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w[0], "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->K, t->C, 1, 1)));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w[1], "w3", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->K, t->C, 3, 3)));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &b, "b", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(t->K)));
+        OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dy, "dy", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(t->N, t->K, t->H, t->W)));
+        for (r = 0; r < 2; r++) {
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y[r], "y", OCR_F32, OCR_DEVICE_CPU, dy.shape));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &yb[r], "y_bias_relu", OCR_F32, OCR_DEVICE_CPU, dy.shape));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dx[r], "dx", OCR_F32, OCR_DEVICE_CPU, x.shape));
+        }
+        if (!ocr_test__case_failed) {
+            float *w1 = (float *)w[0].data, *w3 = (float *)w[1].data;
+            ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
+            ocr_tensor_fill_uniform(&ctx, &w[0], -0.2f, 0.2f);
+            ocr_tensor_fill_uniform(&ctx, &b, -0.5f, 0.5f);
+            ocr_tensor_fill_uniform(&ctx, &dy, -1.0f, 1.0f);
+            ocr_tensor_fill_uniform(&ctx, &dx[0], -1.0f, 1.0f);
+            memcpy(dx[1].data, dx[0].data, ocr_tensor_bytes(&dx[0]));
+            for (k = 0; k < t->K * t->C; k++)
+                for (i = 0; i < 9; i++) w3[k * 9 + i] = i == 4 ? w1[k] : 0.0f;
+            for (r = 0; r < 2; r++) { /* r 0: the direct route (1x1); 1: the padded band (3x3, centre tap) */
+                ocr_conv_params p = ocr_conv_params_make(1, r, 1, 1);
+                OCR_CHECK_OK(&ctx, ocr_nn_conv2d_forward(&ctx, &x, &w[r], NULL, p, &y[r]));
+                OCR_CHECK_OK(&ctx, ocr_nn_conv2d_relu_forward(&ctx, &x, &w[r], &b, p, &yb[r]));
+                OCR_CHECK_OK(&ctx, ocr_nn_conv2d_backward(&ctx, &x, &w[r], &dy, p, &dx[r], NULL, NULL));
+            }
+            OCR_CHECK_MSG(memcmp(y[0].data, y[1].data, ocr_tensor_bytes(&y[0])) == 0, "%s: the direct route's y differs from the padded band's", t->name);
+            OCR_CHECK_MSG(memcmp(yb[0].data, yb[1].data, ocr_tensor_bytes(&yb[0])) == 0, "%s: the direct route's bias + ReLU output differs",
+                          t->name);
+            OCR_CHECK_MSG(memcmp(dx[0].data, dx[1].data, ocr_tensor_bytes(&dx[0])) == 0, "%s: the direct route's dx differs", t->name);
+        }
+        ocr_tensor_free(&x); ocr_tensor_free(&w[0]); ocr_tensor_free(&w[1]); ocr_tensor_free(&b); ocr_tensor_free(&dy);
+        for (r = 0; r < 2; r++) { ocr_tensor_free(&y[r]); ocr_tensor_free(&yb[r]); ocr_tensor_free(&dx[r]); }
+        ocr_ctx_free(&ctx);
+    }
+}
+
 /* The shared-panels route (two threads: each packs a share of an image's panels, then multiplies a share of the
    output channels) sums each output in the same order as the per-chunk route (one thread), on every kernel: the same
    bits, with the bias, ReLU and residual applied to each thread's rows. */
@@ -995,6 +1058,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_dbnet_bn_fold);
     OCR_TEST_RUN(test_dbnet_eval_fusion);
     OCR_TEST_RUN(test_strided_blocks_same_bits);
+    OCR_TEST_RUN(test_pointwise_direct_same_bits);
     OCR_TEST_RUN(test_shared_panels_same_bits);
     OCR_TEST_RUN(test_winograd_bands_same_bits);
     OCR_TEST_RUN(test_sigmoid_paths);
