@@ -2349,9 +2349,9 @@ typedef struct {
     float *y;
     const int64_t *off;      /* per k step: offset of its pixels in the padded band (direct: in the image) */
     /* direct: a 1x1 stride-1 unpadded forward on AVX-512 reads its 48-pixel blocks straight from x, flat over the
-       band's rows; only a block that would read past the image's last pixel goes through xpad, [C][48] */
+       band's rows; only a block that would read past the image's last pixel goes through xpad, [C][48], whose
+       offsets follow off's kdim */
     int direct;
-    const int64_t *off_tail;
     int accumulate;
     ocr__conv_epilogue ep;
     /* The padded band is split into stride_h x stride_w phases (rows and columns of one remainder modulo the
@@ -2491,7 +2491,7 @@ static void ocr__conv_implicit_items(void *arg, int64_t begin, int64_t end, int 
                         memset(xp + c * 48 + cols, 0, (size_t)(48 - cols) * sizeof(float));
                     }
                     b = xp;
-                    off = j->off_tail;
+                    off = j->off + kdim;
                 }
                 for (ip = 0; ip < g->K; ip += 8)
                     ocr__ukernel_avx512_implicit(kdim, j->pa + ip * kdim, b, off, j->y + (n * g->K + ip) * P + q, P, g->K - ip < 8 ? g->K - ip : 8,
@@ -2878,7 +2878,6 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     j.off = off;
     if (j.direct)
         for (c = 0; c < g->C; c++) { off[c] = c * g->H * g->W; off[kdim + c] = c * 48; }
-    j.off_tail = off + kdim;
     if (dw) {
         ocr_parallel_for(ctx, g->N * j.n_bands, 1, ocr__conv_wgrad_implicit_items, &j);
         /* partials summed in thread order: deterministic for a thread count */
