@@ -2859,7 +2859,7 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
         !ocr_size_mul((size_t)(j.pad_floats + dw_floats), sizeof(float), &bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: work buffers too large");
     if ((!dw && !(pa = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, (size_t)(kpad * kdim) * sizeof(float)))) ||
-        !(off = (int64_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, (size_t)(2 * kdim) * sizeof(int64_t))))
+        !(off = (int64_t *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, (size_t)((j.direct ? 2 : 1) * kdim) * sizeof(int64_t))))
         return ctx->last_status;
     for (t = 0; t < ctx->n_threads; t++) {
         if (!(j.xpad[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
@@ -2869,15 +2869,16 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     /* the phases the taps read (strides past 31: all) */
     for (i = 0; i < g->kh; i++) j.phase_rows |= g->sh > 31 ? 0xFFFFFFFFu : 1u << ((int64_t)i * g->dh % g->sh);
     for (kk = 0; kk < g->kw; kk++) j.phase_cols |= g->sw > 31 ? 0xFFFFFFFFu : 1u << ((int64_t)kk * g->dw % g->sw);
-    for (r = 0, c = 0; c < g->C; c++)
-        for (i = 0; i < g->kh; i++)
-            for (kk = 0; kk < g->kw; kk++) {
-                int64_t ty = (int64_t)i * g->dh, tx = (int64_t)kk * g->dw;
-                off[r++] = (((c * g->sh + ty % g->sh) * g->sw + tx % g->sw) * rows + ty / g->sh) * j.Wp + tx / g->sw;
-            }
-    j.off = off;
-    if (j.direct)
+    if (j.direct) /* each channel's plane in the image, then its row in the last block's copy */
         for (c = 0; c < g->C; c++) { off[c] = c * g->H * g->W; off[kdim + c] = c * 48; }
+    else
+        for (r = 0, c = 0; c < g->C; c++)
+            for (i = 0; i < g->kh; i++)
+                for (kk = 0; kk < g->kw; kk++) {
+                    int64_t ty = (int64_t)i * g->dh, tx = (int64_t)kk * g->dw;
+                    off[r++] = (((c * g->sh + ty % g->sh) * g->sw + tx % g->sw) * rows + ty / g->sh) * j.Wp + tx / g->sw;
+                }
+    j.off = off;
     if (dw) {
         ocr_parallel_for(ctx, g->N * j.n_bands, 1, ocr__conv_wgrad_implicit_items, &j);
         /* partials summed in thread order: deterministic for a thread count */
