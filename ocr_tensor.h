@@ -1034,6 +1034,21 @@ OCRDEF int ocr_tensor_zero(ocr_ctx *ctx, ocr_tensor *t) {
     return OCR_OK;
 }
 
+/* Large copies between separate buffers run on every thread: the model's 11 MB input took 0.45 ms on one. */
+#define OCR__COPY_PIECE ((size_t)1 << 18)
+typedef struct { char *dst; const char *src; size_t bytes; } ocr__copy_job;
+static int ocr__parallel_bytes(const void *dst, const void *src, size_t bytes) {
+    const char *d = (const char *)dst, *s = (const char *)src;
+    return bytes >= 4 * OCR__COPY_PIECE && (d + bytes <= s || s + bytes <= d);
+}
+static void ocr__copy_part(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__copy_job *j = (const ocr__copy_job *)arg;
+    size_t from = (size_t)begin * OCR__COPY_PIECE, to = (size_t)end * OCR__COPY_PIECE;
+    (void)tid;
+    if (to > j->bytes) to = j->bytes;
+    memcpy(j->dst + from, j->src + from, to - from);
+}
+
 OCRDEF int ocr_tensor_copy(ocr_ctx *ctx, ocr_tensor *dst, const ocr_tensor *src) {
     int64_t i, n;
     int rc;
@@ -1044,7 +1059,11 @@ OCRDEF int ocr_tensor_copy(ocr_ctx *ctx, ocr_tensor *dst, const ocr_tensor *src)
         (rc = ocr_check_same_shape(ctx, "ocr_tensor_copy", dst, src)))
         return rc;
     n = ocr_tensor_numel(src);
-    if (dst->dtype == src->dtype) memmove(dst->data, src->data, ocr_tensor_bytes(src));
+    if (dst->dtype == src->dtype && ocr__parallel_bytes(dst->data, src->data, ocr_tensor_bytes(src))) {
+        ocr__copy_job j;
+        j.dst = (char *)dst->data; j.src = (const char *)src->data; j.bytes = ocr_tensor_bytes(src);
+        ocr_parallel_for(ctx, (int64_t)((j.bytes + OCR__COPY_PIECE - 1) / OCR__COPY_PIECE), 1, ocr__copy_part, &j);
+    } else if (dst->dtype == src->dtype) memmove(dst->data, src->data, ocr_tensor_bytes(src));
     else for (i = 0; i < n; i++) ocr_tensor_set(dst, i, ocr_tensor_get(src, i));
     return OCR_OK;
 }
@@ -1148,15 +1167,41 @@ OCRDEF int ocr_check_f32(ocr_ctx *ctx, const char *fn, const ocr_tensor *t) {
     return ocr_check_device(ctx, fn, t, ctx->device);
 }
 
+/* 1 when one of p[0 .. OCR__SCAN_BLOCK) is an infinity or a NaN (exponent bits all ones). Free of branches, with a
+   fixed count, so that compilers vectorise it at -O2: the scan of a 736x1280 input took 1.0 ms one isfinite at a
+   time, as long as one of the model's convolutions. */
+#define OCR__SCAN_BLOCK 256
+static int ocr__f32_block_nonfinite(const float *p) {
+    uint32_t bad = 0, u;
+    int i;
+    for (i = 0; i < OCR__SCAN_BLOCK; i++) {
+        memcpy(&u, p + i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad != 0;
+}
+
 OCRDEF int64_t ocr_find_nonfinite(const ocr_tensor *t) {
     int64_t i, n = ocr_tensor_numel(t);
     if (t->dtype == OCR_F32) {
         const float *p = (const float *)t->data;
-        for (i = 0; i < n; i++) if (!isfinite(p[i])) return i;
+        for (i = 0; i + OCR__SCAN_BLOCK <= n && !ocr__f32_block_nonfinite(p + i); i += OCR__SCAN_BLOCK) {}
+        for (; i < n; i++) if (!isfinite(p[i])) return i;
     } else if (t->dtype == OCR_F16 || t->dtype == OCR_BF16) {
         for (i = 0; i < n; i++) if (!isfinite(ocr_tensor_get(t, i))) return i;
     }
     return -1;
+}
+
+#define OCR__SCAN_PIECE (64 * OCR__SCAN_BLOCK)
+typedef struct { const float *p; int64_t n; int bad; } ocr__scan_job;
+static void ocr__scan_part(void *arg, int64_t begin, int64_t end, int tid) {
+    ocr__scan_job *j = (ocr__scan_job *)arg;
+    int64_t i = begin * OCR__SCAN_PIECE, stop = end * OCR__SCAN_PIECE < j->n ? end * OCR__SCAN_PIECE : j->n, bad = 0;
+    (void)tid;
+    for (; i + OCR__SCAN_BLOCK <= stop && !bad; i += OCR__SCAN_BLOCK) bad = ocr__f32_block_nonfinite(j->p + i);
+    for (; i < stop && !bad; i++) bad = !isfinite(j->p[i]);
+    if (bad) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }
 
 /* "[0,0,8,5]" for flat index i of shape s */
@@ -1180,6 +1225,13 @@ OCRDEF int ocr_check_finite(ocr_ctx *ctx, const char *fn, const ocr_tensor *t) {
 #endif
     rc = ocr__check_cpu(ctx, fn, t);
     if (rc) return rc;
+    if (t->dtype == OCR_F32 && ocr_tensor_numel(t) >= 64 * OCR__SCAN_PIECE) {
+        /* all threads look; the first bad value's index is then found one block after another */
+        ocr__scan_job j;
+        j.p = (const float *)t->data; j.n = ocr_tensor_numel(t); j.bad = 0;
+        ocr_parallel_for(ctx, (j.n + OCR__SCAN_PIECE - 1) / OCR__SCAN_PIECE, 1, ocr__scan_part, &j);
+        if (!__atomic_load_n(&j.bad, __ATOMIC_RELAXED)) return OCR_OK;
+    }
     i = ocr_find_nonfinite(t);
     if (i >= 0)
         return ocr_error(ctx, OCR_ENONFINITE, "%s: tensor %s has non-finite value %g at index %lld %s", fn,

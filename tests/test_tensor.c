@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "ocr_tensor.h"
 #include "ocr_test.h"
+#include <float.h>
 #include <stdarg.h>
 #include <stdint.h>
 
@@ -663,6 +664,55 @@ static void test_check_helpers(void) {
 
 /* ---------------------------------------------------------------- RNG */
 
+/* Large F32 tensors are scanned and copied on every thread: the first bad value is still the one reported, wherever
+   it lies (a thread's second piece, the tail past the last whole block), values at the edge of the range are not
+   flagged, and an overlapping copy still moves like memmove. */
+static void test_check_copy_large(void) {
+    ocr_ctx ctx;
+    ocr_tensor x, y;
+    int64_t n = 3 * 736 * 1280 + 37, i, k; /* a whole number of neither blocks nor pieces */
+    int64_t spots[] = {0, 255, 256, 16383, 16384, 1413120, 2826239, 2826240, 2826276};
+    float *a;
+    char want[64];
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 1));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "img", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(n)));
+    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y, "copy", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(n)));
+    a = (float *)x.data;
+    for (i = 0; i < n; i++) a[i] = (float)(i % 1000) - 500.0f;
+    a[1] = FLT_MAX; a[2] = -FLT_MAX; a[3] = FLT_MIN; a[4] = 1e-45f; a[n - 1] = -FLT_MAX;
+    OCR_CHECK_OK(&ctx, ocr_check_finite(&ctx, "op", &x));
+    for (k = 0; k < (int64_t)(sizeof spots / sizeof spots[0]); k++) {
+        float keep = a[spots[k]];
+        OCR_CHECK(spots[k] < n);
+        a[spots[k]] = k % 2 ? NAN : -INFINITY;
+        if (spots[k] + 3 < n) a[spots[k] + 3] = INFINITY; /* a later one is never the one named */
+        snprintf(want, sizeof want, "index %lld [%lld]", (long long)spots[k], (long long)spots[k]);
+        OCR_CHECK(ocr_find_nonfinite(&x) == spots[k]);
+        EXPECT_ERR(&ctx, ocr_check_finite(&ctx, "forward", &x), OCR_ENONFINITE, "'img'", k % 2 ? "nan" : "-inf", want);
+        a[spots[k]] = keep;
+        if (spots[k] + 3 < n) a[spots[k] + 3] = 0.0f;
+    }
+    OCR_CHECK_OK(&ctx, ocr_check_finite(&ctx, "op", &x));
+
+    OCR_CHECK_OK(&ctx, ocr_tensor_copy(&ctx, &y, &x));
+    OCR_CHECK(memcmp(x.data, y.data, (size_t)n * sizeof(float)) == 0);
+    {
+        /* overlapping views of one buffer, both ways */
+        int64_t m = n - 1001;
+        ocr_tensor lo = ocr_tensor_f32("lo", ocr_shape1(m), a), hi = ocr_tensor_f32("hi", ocr_shape1(m), a + 1001);
+        float *b = (float *)y.data;
+        OCR_CHECK_OK(&ctx, ocr_tensor_copy(&ctx, &hi, &lo));
+        for (i = 0; i < n && (i < 1001 ? a[i] == b[i] : a[i] == b[i - 1001]); i++) {}
+        OCR_CHECK(i == n);
+        OCR_CHECK_OK(&ctx, ocr_tensor_copy(&ctx, &lo, &hi));
+        for (i = 0; i < m && a[i] == b[i]; i++) {}
+        OCR_CHECK(i == m);
+    }
+    ocr_tensor_free(&x);
+    ocr_tensor_free(&y);
+    ocr_ctx_free(&ctx);
+}
+
 static void test_rng_streams(void) {
     ocr_rng a, b, c;
     ocr_ctx ctx;
@@ -1001,6 +1051,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_tensor_alloc);
     OCR_TEST_RUN(test_shape_limits);
     OCR_TEST_RUN(test_views_slice_reshape);
+    OCR_TEST_RUN(test_check_copy_large);
     OCR_TEST_RUN(test_fill_copy_dtypes);
     OCR_TEST_RUN(test_fill_random);
     OCR_TEST_RUN(test_check_helpers);
