@@ -2658,9 +2658,9 @@ static void ocr__conv_wgrad_implicit_items(void *arg, int64_t begin, int64_t end
     }
 }
 
-/* ---- strided convolutions vectorised over output channels (AVX-512) ----
+/* ---- strided and narrow convolutions vectorised over output channels (AVX-512) ----
    The implicit path vectorises over pixels, so a strided input must first be split into its phases (a quarter of
-   the input each at stride 2) and a row's last block is often part empty. Here a vector holds 16 output channels
+   the input each at stride 2) and a row's last block is often part empty (a row under 48 wide leaves lanes empty). Here a vector holds 16 output channels
    and a block is 14 output pixels x 32 output channels (28 accumulators): per tap, two weight vectors and 14
    broadcast input values, read from a zero-padded copy of the band's input rows at any stride. Each output's sum
    runs over the taps in the same order as the implicit kernel's (channel, kernel row, kernel column), so the results
@@ -2777,14 +2777,17 @@ static void ocr__och_pack_part(void *arg, int64_t begin, int64_t end, int tid) {
                 j->wq[(kb * kdim + t) * 32 + k] = kb * 32 + k < j->g->K ? j->w[(kb * 32 + k) * kdim + t] : 0.0f;
 }
 
-/* 3x3 stride-2 convolutions (undilated, ungrouped) of 32 outputs or more on AVX-512, where the implicit path would
-   take them (rows of 32 or more; narrower ones go to im2col, whose sums are ordered otherwise, and at 20 wide were no
-   faster here). The stem's 7x7 (3 input channels) and the 1x1 stride-2 ones measured slower here (one convolution
-   timed alone at 640x640: 6.8 against 5.9 ms, 1.2 against 0.65 ms): few products per tap for the transposing store,
-   and a whole-input copy where the implicit path copies one phase. */
+/* 3x3 convolutions (undilated, ungrouped) of 32 outputs or more on AVX-512, where the implicit path would take them
+   (rows of 32 or more; narrower ones go to im2col, whose sums are ordered otherwise, and at 20 wide were no faster
+   here): at stride 2, and at stride 1 where Winograd does not pay and a row is narrower than one 48-pixel block of the
+   implicit kernel, which then leaves up to a third of its lanes empty (width 0.25's layer4, 128 channels at 23x40,
+   timed alone: 0.97-1.2 -> 0.85 ms; 256-to-64 channels at 23x40 1.02 -> 0.86, at 32x32 1.43 -> 1.35). The stem's
+   7x7 (3 input channels) and the 1x1 stride-2 ones measured slower here (one convolution timed alone at 640x640: 6.8
+   against 5.9 ms, 1.2 against 0.65 ms): few products per tap for the transposing store, and a whole-input copy where
+   the implicit path copies one phase. */
 static int ocr__conv_och_ok(const ocr__conv_geom *g, const ocr__ukernel *uk) {
-    return uk->fn == ocr__ukernel_avx512 && g->groups == 1 && g->dh == 1 && g->dw == 1 && g->sh == 2 && g->sw == 2 &&
-           g->kh == 3 && g->kw == 3 && g->OW >= 32 && g->K >= 32;
+    return uk->fn == ocr__ukernel_avx512 && g->groups == 1 && g->dh == 1 && g->dw == 1 && g->sh == g->sw &&
+           (g->sh == 2 || (g->sh == 1 && g->OW < 48)) && g->kh == 3 && g->kw == 3 && g->OW >= 32 && g->K >= 32;
 }
 
 static int ocr__conv_och(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *y, int accumulate,
