@@ -3030,6 +3030,11 @@ static inline void ocr__wino_g_avx512(const __m512 gv[9], __m512 u[OCR__WINO_POI
     }
 }
 
+/* U's point stride, a cache line past Kp x C floats (as V's and M's below): a multiple of 4 KB from 128 channels
+   each way put the 36 stores of each weight transform in one L1 set (256-to-256 channels at 40x40: the transform
+   took 29% of the convolution). u_panel: a panels-apart thread's block of 8 channels. */
+static int64_t ocr__wino_ups(const ocr__wino_job *j, int u_panel) { return (u_panel ? 8 : j->Kp) * j->g->C + 16; }
+
 /* Panel p (output channels 8p .. 8p + 7) of every point: point xi's block at dst + xi * point_stride, element (k, c)
    at c * 8 + k % 8 in it. */
 __attribute__((target("avx512f")))
@@ -3059,7 +3064,7 @@ static void ocr__wino_filter_part(void *arg, int64_t begin, int64_t end, int tid
     const ocr__wino_job *j = (const ocr__wino_job *)arg;
     int64_t p;
     (void)tid;
-    for (p = begin; p < end; p++) ocr__wino_filter_panel(j, p, j->u + p * 8 * j->g->C, j->Kp * j->g->C);
+    for (p = begin; p < end; p++) ocr__wino_filter_panel(j, p, j->u + p * 8 * j->g->C, ocr__wino_ups(j, 0));
 }
 
 static void ocr__wino_item_range(const ocr__wino_job *j, int64_t item, int64_t *n, int64_t *th0, int64_t *T, int64_t *Tp) {
@@ -3204,7 +3209,7 @@ static void ocr__wino_gemm(const ocr__wino_job *j, int64_t item, float *buf, int
     float *V = buf + j->pad_floats, *M = V + j->v_floats;
     ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
     for (xi = xi0; xi < xi1; xi++) {
-        const float *u = j->u + xi * j->Kp * C, *v = V + xi * ocr__wino_vps(j, Tp);
+        const float *u = j->u + xi * ocr__wino_ups(j, 0), *v = V + xi * ocr__wino_vps(j, Tp);
         float *m = M + xi * ocr__wino_mps(j, Tp);
         memset(m, 0, (size_t)(j->Kp * Tp) * sizeof(float));
         for (pc = 0; pc < C; pc += OCR__KC) {
@@ -3224,17 +3229,17 @@ static void ocr__wino_gemm(const ocr__wino_job *j, int64_t item, float *buf, int
 static void ocr__wino_panels_part(void *arg, int64_t p0, int64_t p1, int tid) {
     const ocr__wino_job *j = (const ocr__wino_job *)arg;
     int64_t n, th0, T, Tp, xi, pc, jp, p, C = j->g->C;
-    float *V = j->buf[0] + j->pad_floats, *M = V + j->v_floats, *u = j->u + (int64_t)tid * OCR__WINO_POINTS * 8 * C;
+    float *V = j->buf[0] + j->pad_floats, *M = V + j->v_floats, *u = j->u + (int64_t)tid * OCR__WINO_POINTS * ocr__wino_ups(j, 1);
     ocr__wino_item_range(j, j->item, &n, &th0, &T, &Tp);
     for (p = p0; p < p1; p++) {
-        ocr__wino_filter_panel(j, p, u, 8 * C);
+        ocr__wino_filter_panel(j, p, u, ocr__wino_ups(j, 1));
         for (xi = 0; xi < OCR__WINO_POINTS; xi++) {
             const float *v = V + xi * ocr__wino_vps(j, Tp);
             float *m = M + xi * ocr__wino_mps(j, Tp) + p * 8 * Tp;
             memset(m, 0, (size_t)(8 * Tp) * sizeof(float));
             for (pc = 0; pc < C; pc += OCR__KC) {
                 int64_t kc = C - pc < OCR__KC ? C - pc : OCR__KC;
-                for (jp = 0; jp < Tp; jp += j->uk.nr) j->uk.fn(kc, u + xi * 8 * C + pc * 8, v + jp * C + pc * j->uk.nr, m + jp, Tp, 1.0f);
+                for (jp = 0; jp < Tp; jp += j->uk.nr) j->uk.fn(kc, u + xi * ocr__wino_ups(j, 1) + pc * 8, v + jp * C + pc * j->uk.nr, m + jp, Tp, 1.0f);
             }
         }
     }
@@ -3465,7 +3470,7 @@ static void ocr__wino_filter_part_avx2(void *arg, int64_t begin, int64_t end, in
             }
             for (r = 0; r < 6; r++) {  /* row r of (G w) Gt */
                 OCR__WINO_G(_mm256, __m256, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
-                for (s = 0; s < 6; s++) _mm256_maskstore_ps(dst + (r * 6 + s) * j->Kp * C, store6, col[s]);
+                for (s = 0; s < 6; s++) _mm256_maskstore_ps(dst + (r * 6 + s) * ocr__wino_ups(j, 0), store6, col[s]);
             }
         }
     }
@@ -3874,7 +3879,7 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
         }
     }
     if (!ocr_size_mul(j.tiles_as_rows ? (size_t)ctx->n_threads * (size_t)j.rows_stride
-                      : (size_t)OCR__WINO_POINTS * (panels_apart ? (size_t)(8 * ctx->n_threads) : (size_t)j.Kp) * (size_t)g->C,
+                      : (size_t)OCR__WINO_POINTS * (size_t)(panels_apart ? ctx->n_threads * ocr__wino_ups(&j, 1) : ocr__wino_ups(&j, 0)),
                       sizeof(float), &u_bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
     if (!(j.u = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, u_bytes))) return ctx->last_status;
