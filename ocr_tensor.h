@@ -230,7 +230,8 @@ OCRDEF char *ocr_tensor_describe(const ocr_tensor *t, char *buf, size_t cap); /*
 OCRDEF void ocr_tensor_set_name(ocr_tensor *t, const char *name);
 OCRDEF int ocr_tensor_fill(ocr_ctx *ctx, ocr_tensor *t, double value);
 OCRDEF int ocr_tensor_zero(ocr_ctx *ctx, ocr_tensor *t);
-OCRDEF int ocr_tensor_copy(ocr_ctx *ctx, ocr_tensor *dst, const ocr_tensor *src);  /* same shape, converts dtype */
+/* Same shape, converts dtype. Large copies between separate buffers run on ctx's threads. */
+OCRDEF int ocr_tensor_copy(ocr_ctx *ctx, ocr_tensor *dst, const ocr_tensor *src);
 /* t where the host can read it: *out is t itself when t is on the CPU, else a view of its download into *staging
    (reallocated when the shape or dtype changes; ocr_tensor_free it when done). *out never owns its data. */
 OCRDEF int ocr_tensor_on_host(ocr_ctx *ctx, const ocr_tensor *t, ocr_tensor *staging, ocr_tensor *out);
@@ -246,7 +247,7 @@ OCRDEF int ocr_check_same_shape(ocr_ctx *ctx, const char *fn, const ocr_tensor *
 OCRDEF int ocr_check_dtype(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, ocr_dtype dt);
 OCRDEF int ocr_check_device(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, ocr_device dev);
 OCRDEF int ocr_check_same_device(ocr_ctx *ctx, const char *fn, const ocr_tensor *a, const ocr_tensor *b);
-OCRDEF int ocr_check_finite(ocr_ctx *ctx, const char *fn, const ocr_tensor *t);
+OCRDEF int ocr_check_finite(ocr_ctx *ctx, const char *fn, const ocr_tensor *t); /* large F32 tensors: on ctx's threads */
 OCRDEF int ocr_check_range(ocr_ctx *ctx, const char *fn, const ocr_tensor *t, double lo, double hi);
 /* The usual preamble of an op on F32 tensors: valid, F32, on ctx's device... reported under fn. */
 OCRDEF int ocr_check_f32(ocr_ctx *ctx, const char *fn, const ocr_tensor *t);
