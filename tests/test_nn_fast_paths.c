@@ -234,8 +234,9 @@ static void test_conv_paths(void) {
 
 /* The strided convolutions, and the stride-1 ones with rows under 48 wide, on AVX-512's output-channel blocks sum
    each output over the same taps in the same order as the implicit kernels do, so they give the AVX2 implicit path's
-   bits exactly (the reference, whose order differs, is compared within a tolerance in test_conv_paths); Winograd,
-   which would take some of the stride-1 shapes, is off. Skipped without AVX-512. */
+   bits exactly (the reference, whose order differs, is compared within a tolerance in test_conv_paths), and so do the
+   stride-1 ones' data gradients, which run as forwards added into dx; Winograd, which would take some of the stride-1
+   shapes, is off. Skipped without AVX-512. */
 static void test_strided_blocks_same_bits(void) {
     static const geom cases[] = {
         {"3x3 s2 p1, 20->40, 73 wide input", 2, 20, 40, 9, 73, 3, 3, 2, 2, 1, 1, 1, 1},
@@ -276,6 +277,19 @@ static void test_strided_blocks_same_bits(void) {
                 OCR_CHECK_OK(&ctx, ocr_nn_conv2d_relu_forward(&ctx, &x, &w, &b, p, &y[r]));
             }
             OCR_CHECK_MSG(memcmp(y[0].data, y[1].data, ocr_tensor_bytes(&y[0])) == 0, "%s: the output-channel blocks differ from the implicit path", t->name);
+            if (t->sh == 1) { /* a stride-1 data gradient runs as a forward into dx (flipped weights, added to dx) */
+                ocr_tensor dx[2];
+                memset(dx, 0, sizeof dx);
+                for (r = 0; r < 2 && !ocr_test__case_failed; r++) {
+                    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dx[r], "dx", OCR_F32, OCR_DEVICE_CPU, x.shape));
+                    OCR_CHECK_OK(&ctx, ocr_tensor_fill(&ctx, &dx[r], 0.5));
+                    ctx.cpu_kernel = r ? OCR_CPU_KERNEL_AVX2 : OCR_CPU_KERNEL_AUTO;
+                    OCR_CHECK_OK(&ctx, ocr_nn_conv2d_backward(&ctx, &x, &w, &y[0], p, &dx[r], NULL, NULL));
+                }
+                OCR_CHECK_MSG(!ocr_test__case_failed && memcmp(dx[0].data, dx[1].data, ocr_tensor_bytes(&dx[0])) == 0,
+                              "%s: the data gradient differs from the implicit path's", t->name);
+                ocr_tensor_free(&dx[0]); ocr_tensor_free(&dx[1]);
+            }
         }
         ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&b); ocr_tensor_free(&y[0]); ocr_tensor_free(&y[1]);
         ocr_ctx_free(&ctx);
