@@ -830,6 +830,22 @@ static int ocr__db_concat_up_pattern(const ocr_dbnet *m, int i) {
     return -1;
 }
 
+/* Op i a concatenation that, in eval mode, only the convolution right after reads, that convolution followed by its BN
+   (the fuse and the binarize head's first layer): the convolution may read the parts in place of the concatenation
+   (ocr_nn_concat_conv2d_forward), so they live until it runs. */
+static int ocr__db_concat_conv_pattern(const ocr_dbnet *m, int i) {
+    const ocr__dbnet_state *S = m->state_;
+    const ocr__dbnet_op *op = &S->ops[i];
+    int j, k;
+    if (op->kind != OCR__DB_CONCAT || op->mode != OCR__DB_BOTH || i + 1 >= S->n_ops || S->ops[i + 1].kind != OCR__DB_CONV ||
+        S->ops[i + 1].mode != OCR__DB_BOTH || S->ops[i + 1].in[0] != op->out || !ocr__db_conv_bn_pair(m, i + 1))
+        return 0;
+    for (j = 0; j < S->n_ops; j++)
+        for (k = 0; k < S->ops[j].n_in; k++)
+            if (j != i + 1 && S->ops[j].in[k] == op->out && S->ops[j].mode != OCR__DB_TRAIN) return 0;
+    return 1;
+}
+
 /* Op i an addition whose sum only the ReLU right after reads, or an upsampling whose output only the addition right
    after reads (which does not write in place of the upsampling's input): the two run as one pass. */
 static int ocr__db_pair_pattern(const ocr_dbnet *m, int i) {
@@ -912,8 +928,14 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
             if (!training && ocr__db_conv_bn_pair(m, i)) r[S->ops[i + 1].out].t0 = i;
             if (!training && ocr__db_residual_pattern(m, i) >= 0) r[S->ops[i + 3].out].t0 = i;
             if (!training && ocr__db_pair_pattern(m, i)) r[S->ops[i + 1].out].t0 = i;
-            if (!training && (k = ocr__db_concat_up_pattern(m, i)) >= 0 && r[op->in[0]].t1 < k) r[op->in[0]].t1 = k;
-            for (k = 0; k < op->n_in; k++) if (r[op->in[k]].t1 < i) r[op->in[k]].t1 = i;
+            if (!training && (k = ocr__db_concat_up_pattern(m, i)) >= 0) {
+                k += ocr__db_concat_conv_pattern(m, k); /* read by the convolution after the concatenation */
+                if (r[op->in[0]].t1 < k) r[op->in[0]].t1 = k;
+            }
+            for (k = 0; k < op->n_in; k++) {
+                int last = !training && ocr__db_concat_conv_pattern(m, i) ? i + 1 : i;
+                if (r[op->in[k]].t1 < last) r[op->in[k]].t1 = last;
+            }
             if (!training) continue;
             if (op->kind == OCR__DB_CONV || op->kind == OCR__DB_CONVT || op->kind == OCR__DB_BN) bwd_reads[0] = op->in[0];
             if ((op->kind == OCR__DB_BN && op->relu) || op->kind == OCR__DB_RELU || op->kind == OCR__DB_SIGMOID) bwd_reads[1] = op->out;
@@ -1238,7 +1260,22 @@ static void ocr__db_fold_part(void *arg, int64_t begin, int64_t end, int tid) {
 
 /* residual >= 0: the folded convolution also adds that activation and applies the ReLU, writing act out (the end of a
    residual block, ocr__db_residual_pattern); else it writes the BN's output. */
-static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *conv, const ocr__dbnet_op *bn, int residual, int out) {
+/* The parts of eval concatenation op and their factors: a part whose upsampling was left to it
+   (ocr__db_concat_up_pattern) is read before that upsampling. */
+static void ocr__db_concat_parts(const ocr_dbnet *m, const ocr__dbnet_op *op, ocr_tensor *parts, const ocr_tensor **ptrs, int *factors) {
+    const ocr__dbnet_state *S = m->state_;
+    int i = (int)(op - S->ops), k;
+    for (k = 0; k < op->n_in; k++) {
+        int p = ocr__db_producer(m, op->in[k]), up = p >= 0 && ocr__db_concat_up_pattern(m, p) == i;
+        parts[k] = ocr__db_val(m, up ? S->ops[p].in[0] : op->in[k]);
+        factors[k] = up ? S->ops[p].factor : 1;
+        ptrs[k] = &parts[k];
+    }
+}
+
+/* cat (or NULL): the convolution's input is that concatenation's, read from its parts */
+static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *conv, const ocr__dbnet_op *bn, int residual, int out,
+                                const ocr__dbnet_op *cat) {
     ocr__dbnet_state *S = m->state_;
     ocr_tensor x = ocr__db_val(m, conv->in[0]), y = ocr__db_val(m, out), w = ocr_params_value(&m->params, conv->w), wf, bf;
     const float *gamma = (const float *)ocr_params_value(&m->params, bn->w).data, *beta = (const float *)ocr_params_value(&m->params, bn->b).data;
@@ -1274,6 +1311,13 @@ static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op 
     if (residual >= 0) {
         ocr_tensor res = ocr__db_val(m, residual);
         return ocr_nn_conv2d_add_relu_forward(ctx, &x, &wf, &bf, cp, &res, &y);
+    }
+    if (cat) {
+        ocr_tensor parts[OCR__CAT_MAX];
+        const ocr_tensor *ptrs[OCR__CAT_MAX];
+        int factors[OCR__CAT_MAX];
+        ocr__db_concat_parts(m, cat, parts, ptrs, factors);
+        return ocr_nn_concat_conv2d_forward(ctx, ptrs, factors, cat->n_in, &x, &wf, &bf, cp, bn->relu, &y);
     }
     if (conv->kind == OCR__DB_CONV)
         return bn->relu ? ocr_nn_conv2d_relu_forward(ctx, &x, &wf, &bf, cp, &y) : ocr_nn_conv2d_forward(ctx, &x, &wf, &bf, cp, &y);
@@ -1328,7 +1372,7 @@ OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, in
         double t0 = S->op_seconds && S->op_clock ? S->op_clock() : 0.0;
         if (ocr__db_runs(op->mode, training) && ocr__db_foldable(m, i, training)) {
             int res = S->fusion_off ? -1 : ocr__db_residual_pattern(m, i);
-            if ((rc = ocr__db_fold_forward(ctx, m, op, &S->ops[i + 1], res, S->ops[i + (res >= 0 ? 3 : 1)].out)))
+            if ((rc = ocr__db_fold_forward(ctx, m, op, &S->ops[i + 1], res, S->ops[i + (res >= 0 ? 3 : 1)].out, NULL)))
                 return ocr__db_layer_error(ctx, fn, m, op, rc);
             if (S->op_seconds && S->op_clock) S->op_seconds[i] += S->op_clock() - t0;
             i += res >= 0 ? 3 : 1; /* the BN (and addition and ReLU) ran inside the convolution */
@@ -1336,16 +1380,18 @@ OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, in
         }
         if (!training && !S->fusion_off && m->params.device == OCR_DEVICE_CPU && ocr__db_concat_up_pattern(m, i) >= 0) continue;
         if (!training && !S->fusion_off && m->params.device == OCR_DEVICE_CPU && op->kind == OCR__DB_CONCAT) {
-            /* parts whose upsampling was left to it (above) are read before it */
-            ocr_tensor parts[4], y1 = ocr__db_val(m, op->out);
-            const ocr_tensor *ptrs[4];
-            int factors[4], k;
-            for (k = 0; k < op->n_in; k++) {
-                int p = ocr__db_producer(m, op->in[k]), up = p >= 0 && ocr__db_concat_up_pattern(m, p) == i;
-                parts[k] = ocr__db_val(m, up ? S->ops[p].in[0] : op->in[k]);
-                factors[k] = up ? S->ops[p].factor : 1;
-                ptrs[k] = &parts[k];
+            ocr_tensor parts[OCR__CAT_MAX], y1 = ocr__db_val(m, op->out);
+            const ocr_tensor *ptrs[OCR__CAT_MAX];
+            int factors[OCR__CAT_MAX];
+            if (ocr__db_concat_conv_pattern(m, i) && ocr__db_foldable(m, i + 1, training)) {
+                /* the convolution after it reads its parts (its BN folded in, as above) */
+                if ((rc = ocr__db_fold_forward(ctx, m, &S->ops[i + 1], &S->ops[i + 2], -1, S->ops[i + 2].out, op)))
+                    return ocr__db_layer_error(ctx, fn, m, &S->ops[i + 1], rc);
+                if (S->op_seconds && S->op_clock) S->op_seconds[i + 1] += S->op_clock() - t0;
+                i += 2;
+                continue;
             }
+            ocr__db_concat_parts(m, op, parts, ptrs, factors);
             if ((rc = ocr_nn_concat_upsampled_forward(ctx, ptrs, factors, op->n_in, &y1))) return ocr__db_layer_error(ctx, fn, m, op, rc);
             if (S->op_seconds && S->op_clock) S->op_seconds[i] += S->op_clock() - t0;
             continue;

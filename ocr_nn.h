@@ -185,6 +185,11 @@ OCRDEF int ocr_nn_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor
 /* y = concat(upsample_nearest(xs[i], factors[i]) for i < n) (factor 1: the part itself), each part [N, Ci, H/f, W/f],
    written in one pass: upsample_nearest_forward and concat_forward fused (inference). CPU only. */
 OCRDEF int ocr_nn_concat_upsampled_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, const int *factors, int n, ocr_tensor *y);
+/* y = conv2d(concat_upsampled(xs, factors, n), w) + b, then ReLU when relu (inference). Where the convolution takes
+   Winograd's path it reads the parts as it goes and cat, which has the concatenation's shape, is left unwritten;
+   elsewhere the concatenation is written into cat first. The same values either way. CPU only; at most 8 parts. */
+OCRDEF int ocr_nn_concat_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, const int *factors, int n, ocr_tensor *cat,
+                                        const ocr_tensor *w, const ocr_tensor *b, ocr_conv_params p, int relu, ocr_tensor *y);
 
 /* ---- parameters: one contiguous value buffer and one gradient buffer, with a table of named views ---- */
 typedef struct {
@@ -2987,6 +2992,50 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
 #define OCR__WINO_LOAD16_LM(ptr) _mm512_maskz_loadu_ps(lm, ptr)
 #define OCR__WINO_LOAD8_LM(ptr) _mm256_maskload_ps(ptr, lm)
 
+/* row [W f] = each of xr's W values f times */
+static void ocr__widen_row(const float *xr, int64_t W, int64_t f, float *row) {
+    int64_t w, k;
+    if (f == 2) for (w = 0; w < W; w++) row[2 * w] = row[2 * w + 1] = xr[w];
+    else
+        for (w = 0; w < W; w++)
+            for (k = 0; k < f; k++) row[w * f + k] = xr[w];
+}
+
+/* A convolution's input given as the concatenation along channels of parts [N, channels, H/f, W/f], each upsampled
+   by its nearest factor f (ocr_nn_concat_conv2d_forward). */
+#define OCR__CAT_MAX 8
+typedef struct {
+    int n;
+    const float *data[OCR__CAT_MAX];
+    int64_t channels[OCR__CAT_MAX], factor[OCR__CAT_MAX];
+} ocr__cat_input;
+
+/* ocr__widen_row for factors 2, 4 and 8 on AVX-512: 16 outputs per permute of 16 / f inputs (the scalar loops took
+   as long as the rest of the band copy) */
+__attribute__((target("avx512f")))
+static void ocr__widen_row_avx512(const float *xr, int64_t W, int64_t f, float *row) {
+    int64_t o, n = W * f, per = 16 / f;
+    __m512i idx = _mm512_srlv_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                    _mm512_set1_epi32(f == 2 ? 1 : f == 4 ? 2 : 3));
+    for (o = 0; o < n; o += 16, xr += per) {
+        int64_t in = (n - o + f - 1) / f < per ? (n - o + f - 1) / f : per; /* no read past the row */
+        _mm512_mask_storeu_ps(row + o, ocr__lanes(n - o), _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(ocr__lanes(in), xr)));
+    }
+}
+
+/* Row ih of channel c of image n of the concatenation: its W values into dst. */
+static void ocr__cat_row(const ocr__cat_input *cat, int64_t n, int64_t c, int64_t ih, int64_t H, int64_t W, int avx512, float *dst) {
+    int i = 0;
+    int64_t f, h, w;
+    const float *src;
+    while (c >= cat->channels[i]) c -= cat->channels[i++];
+    f = cat->factor[i]; h = H / f; w = W / f;
+    src = cat->data[i] + ((n * cat->channels[i] + c) * h + ih / f) * w;
+    if (f == 1) memcpy(dst, src, (size_t)W * sizeof(float));
+    else if (avx512 && (f == 2 || f == 4 || f == 8)) ocr__widen_row_avx512(src, w, f, dst);
+    else ocr__widen_row(src, w, f, dst);
+}
+
 typedef struct ocr__wino_job_ {
     const ocr__conv_geom *g;
     const float *x, *w;
@@ -3000,6 +3049,7 @@ typedef struct ocr__wino_job_ {
     size_t pad_floats, v_floats;
     float *buf[OCR_MAX_THREADS];  /* per thread: padded input band | V [36][Tp/48][C][48] | M [36][Kp][Tp] */
     int64_t item;            /* phases-in-parallel mode: the item its phases work on (buffers of thread 0) */
+    const ocr__cat_input *cat;    /* or NULL: the input is the concatenation of these parts, read in place of x */
     int wgrad;               /* weight gradient: y holds dy, V and the dy transforms are plain rows, sums go to mw */
     int tiles_as_rows;       /* few tiles (ocr__wino_rows_part): V packed as 8-row A panels [36][Tp/8][C][8] */
     int64_t rows_kc, rows_stride; /* there: input channels per chunk of transformed weights; floats of u per thread */
@@ -3104,7 +3154,8 @@ static float *ocr__wino_pad_rows(const ocr__wino_job *j, float *xp, int64_t n, i
         if (ih < 0 || ih >= g->H) { memset(dst, 0, (size_t)j->Wp * sizeof(float)); continue; }
         /* the row between its zero borders, each float written once (zeroing the whole row first cost as much as the copy) */
         memset(dst, 0, (size_t)g->pw * sizeof(float));
-        memcpy(dst + g->pw, j->x + ((n * g->C + c) * g->H + ih) * g->W, (size_t)g->W * sizeof(float));
+        if (j->cat) ocr__cat_row(j->cat, n, c, ih, g->H, g->W, j->uk.fn == ocr__ukernel_avx512, dst + g->pw);
+        else memcpy(dst + g->pw, j->x + ((n * g->C + c) * g->H + ih) * g->W, (size_t)g->W * sizeof(float));
         memset(dst + g->pw + g->W, 0, (size_t)(j->Wp - g->pw - g->W) * sizeof(float));
     }
     return src;
@@ -3836,14 +3887,14 @@ static int64_t ocr__wino_padded_tiles(const ocr__wino_job *j) {
 /* y (= or +=) conv(x, w) by F(4x4, 3x3). Work items are (image, band of tile rows); with too few items to keep every
    thread on whole items, one image is cut into 2 to 4 bands per thread where that costs nothing, else the items run
    one after another and each of their three phases is spread over the threads. */
-static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, float *y, int accumulate,
-                              const ocr__conv_epilogue *ep) {
+static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const ocr__cat_input *cat, const float *w, float *y,
+                              int accumulate, const ocr__conv_epilogue *ep) {
     ocr__wino_job j;
     int64_t n_items, item, t, parallel_items, panels_apart, tiles_as_rows;
     size_t bytes, u_bytes;
     int mr = ocr__pick_ukernel(ctx).mr; /* M's rows: whole A panels */
     memset(&j, 0, sizeof j);
-    j.x = x; j.w = w; j.y = y; j.accumulate = accumulate;
+    j.x = x; j.cat = cat; j.w = w; j.y = y; j.accumulate = accumulate;
     if (ep) j.ep = *ep;
     /* an image of at most two 48-tile panels with many channels (layer4 at 640x640 and 736x1280: 25 and 60 tiles)
        is one item for ocr__wino_rows_part */
@@ -3957,7 +4008,7 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     if (ep) j.ep = *ep;
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
-    if (ocr__conv_winograd_ok(ctx, g, &j.uk, 0)) return ocr__conv_winograd(ctx, g, x, w, y, accumulate, ep);
+    if (ocr__conv_winograd_ok(ctx, g, &j.uk, 0)) return ocr__conv_winograd(ctx, g, x, NULL, w, y, accumulate, ep);
     if (ocr__conv_och_ok(g, &j.uk)) return ocr__conv_och(ctx, g, x, w, y, accumulate, ep);
     if (ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, w, NULL, y, accumulate, ep);
 #endif
@@ -6989,14 +7040,6 @@ OCRDEF int ocr_nn_maxpool2d_backward(ocr_ctx *ctx, const ocr_tensor *dy, const o
 
 /* Nearest upsampling by an integer factor, work items over planes: x [H, W] per plane, y [H*factor, W*factor]. */
 typedef struct { float *x, *y; int64_t H, W, factor; } ocr__upsample_job;
-/* row [W f] = each of xr's W values f times */
-static void ocr__widen_row(const float *xr, int64_t W, int64_t f, float *row) {
-    int64_t w, k;
-    if (f == 2) for (w = 0; w < W; w++) row[2 * w] = row[2 * w + 1] = xr[w];
-    else
-        for (w = 0; w < W; w++)
-            for (k = 0; k < f; k++) row[w * f + k] = xr[w];
-}
 
 /* one plane [H, W] upsampled into yp [H f, W f]: each input row widened once, then copied to the other f - 1 rows */
 static void ocr__upsample_plane(const float *xp, int64_t H, int64_t W, int64_t f, float *yp) {
@@ -7212,6 +7255,47 @@ OCRDEF int ocr_nn_concat_upsampled_forward(ocr_ctx *ctx, const ocr_tensor *const
     }
     ocr_parallel_for(ctx, y->shape.dim[0] * j.C, 1, ocr__concat_up_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
+}
+
+OCRDEF int ocr_nn_concat_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *const *xs, const int *factors, int n, ocr_tensor *cat,
+                                        const ocr_tensor *w, const ocr_tensor *b, ocr_conv_params p, int relu, ocr_tensor *y) {
+    const char *fn = "ocr_nn_concat_conv2d_forward";
+    ocr__conv_geom g;
+    ocr_shape ys;
+    int i, rc;
+    if (!factors || !cat) return ocr_error(ctx, OCR_EINVAL, "%s: needs a factor per part and a cat tensor", fn);
+    if (n > OCR__CAT_MAX) return ocr_error(ctx, OCR_EINVAL, "%s: %d parts, at most %d", fn, n, OCR__CAT_MAX);
+    if ((rc = ocr__concat_check(ctx, fn, xs, factors, n, cat)) || (rc = ocr__conv_check(ctx, fn, cat, w, b, p, 0, &g, &ys)) ||
+        (rc = ocr_check_f32(ctx, fn, y)) || (rc = ocr_check_shape(ctx, fn, y, ys)))
+        return rc;
+    for (i = 0; i < n; i++)
+        if (xs[i]->data == cat->data || xs[i]->data == y->data)
+            return ocr_error(ctx, OCR_EINVAL, "%s: part '%s' must not alias cat '%s' or output '%s'", fn, xs[i]->name, cat->name, y->name);
+    if (cat->data == y->data) return ocr_error(ctx, OCR_EINVAL, "%s: output '%s' must not alias cat '%s'", fn, y->name, cat->name);
+    if (ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: CPU only; on %s call the upsample_nearest, concat and conv2d ops", fn, ocr_device_name(ctx->device));
+#ifdef OCR__HAVE_AVX2
+    {
+        ocr__ukernel uk = ocr__pick_ukernel(ctx);
+        /* Winograd copies each channel's band rows before transforming them: those rows come from the parts (the
+           concatenation of the decoder's fuse is the largest tensor of an inference and was written only to be read
+           once, here) */
+        if (ctx->amp == OCR_AMP_OFF && !ocr__use_ref(ctx) && ocr__conv_winograd_ok(ctx, &g, &uk, 0)) {
+            ocr__cat_input in;
+            ocr__conv_epilogue ep;
+            in.n = n;
+            for (i = 0; i < n; i++) { in.data[i] = (const float *)xs[i]->data; in.channels[i] = xs[i]->shape.dim[1]; in.factor[i] = factors[i]; }
+            ep.bias = b ? (const float *)b->data : NULL;
+            ep.relu = relu;
+            ep.res = NULL;
+            ep.y0 = (const float *)y->data;
+            if ((rc = ocr__conv_winograd(ctx, &g, NULL, &in, (const float *)w->data, (float *)y->data, 0, &ep))) return rc;
+            return ocr__watch(ctx, fn, "forward", y);
+        }
+    }
+#endif
+    if ((rc = ocr_nn_concat_upsampled_forward(ctx, xs, factors, n, cat))) return rc;
+    return ocr__conv2d_forward(ctx, fn, cat, w, b, p, relu, NULL, y);
 }
 
 OCRDEF int ocr_nn_concat_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *const *dxs, int n) {

@@ -449,6 +449,82 @@ static void test_winograd_bands_same_bits(void) {
         }
 }
 
+/* ocr_nn_concat_conv2d_forward against concat_upsampled_forward then the convolution, bit for bit, on the AVX-512 and
+   AVX2 kernels, 1 and 2 threads: Winograd reading the parts (one work item per band, the tiles as the GEMMs' rows, the
+   phases spread over the threads), where cat must stay as it was (NaN here), and a shape Winograd does not take, where
+   cat must hold the concatenation. And its refusals. */
+typedef struct { const char *name; int N, H, W, K, relu, n, ch[4], f[4], winograd; /* 1: on AVX-512, 2: on AVX2 */ } concat_conv_case;
+static void test_concat_conv_same_bits(void) {
+    static const concat_conv_case cases[] = {
+        {"4 parts (x8, x4, x2, x1) of 16 channels to 32 at 64x64, batch 2, bias and ReLU", 2, 64, 64, 32, 1, 4, {16, 16, 16, 16}, {8, 4, 2, 1}, 3},
+        {"128 (x2) + 128 channels to 128 at 16x16 (16 tiles: the tiles as rows on AVX-512, not Winograd on AVX2)", 1, 16, 16, 128, 0, 2, {128, 128}, {2, 1}, 1},
+        {"200 (x2) + 200 channels to 64 at 44x28 (phases spread on AVX-512)", 1, 44, 28, 64, 1, 2, {200, 200}, {2, 1}, 3},
+        {"8 (x2) + 8 channels to 16 at 32x32 (not Winograd: cat written)", 1, 32, 32, 16, 1, 2, {8, 8}, {2, 1}, 0},
+    };
+    static const int kernels[2] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2};
+    int c, k, t, i;
+    for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+        for (k = 0; k < 2; k++)
+            for (t = 1; t <= 2; t++) {
+                const concat_conv_case *q = &cases[c];
+                ocr_ctx ctx;
+                ocr_tensor parts[4], cat, cat_ref, w, b, y, y_ref;
+                const ocr_tensor *ptrs[4];
+                ocr_conv_params p = ocr_conv_params_make(1, 1, 1, 1);
+                int C = 0;
+                memset(&cat, 0, sizeof cat); cat_ref = w = b = y = y_ref = cat;
+                for (i = 0; i < 4; i++) { parts[i] = cat; ptrs[i] = &parts[i]; }
+                OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, t, 41 + c));
+                ctx.debug_flags &= ~(unsigned)(OCR_DEBUG_REFERENCE | OCR_DEBUG_NO_WINOGRAD);
+                ctx.cpu_kernel = kernels[k];
+                if (k == 1 && strncmp(ocr_gemm_kernel_name(&ctx), "avx2", 4) != 0) { ocr_ctx_free(&ctx); continue; } /* no AVX2 here */
+                for (i = 0; i < q->n; i++) {
+                    OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &parts[i], "part", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(q->N, q->ch[i], q->H / q->f[i], q->W / q->f[i])));
+                    C += q->ch[i];
+                }
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &cat, "cat", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(q->N, C, q->H, q->W)));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &cat_ref, "cat_ref", OCR_F32, OCR_DEVICE_CPU, cat.shape));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(q->K, C, 3, 3)));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &b, "b", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(q->K)));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y, "y", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(q->N, q->K, q->H, q->W)));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y_ref, "y_ref", OCR_F32, OCR_DEVICE_CPU, y.shape));
+                if (!ocr_test__case_failed) {
+                    int64_t n_cat = ocr_tensor_numel(&cat), e, nan_left = 0;
+                    for (i = 0; i < q->n; i++) ocr_tensor_fill_uniform(&ctx, &parts[i], -1.0f, 1.0f);
+                    ocr_tensor_fill_uniform(&ctx, &w, -0.05f, 0.05f);
+                    ocr_tensor_fill_uniform(&ctx, &b, -0.5f, 0.5f);
+                    for (e = 0; e < n_cat; e++) ((float *)cat.data)[e] = NAN;
+                    OCR_CHECK_OK(&ctx, ocr_nn_concat_upsampled_forward(&ctx, ptrs, q->f, q->n, &cat_ref));
+                    OCR_CHECK_OK(&ctx, q->relu ? ocr_nn_conv2d_relu_forward(&ctx, &cat_ref, &w, &b, p, &y_ref) : ocr_nn_conv2d_forward(&ctx, &cat_ref, &w, &b, p, &y_ref));
+                    OCR_CHECK_OK(&ctx, ocr_nn_concat_conv2d_forward(&ctx, ptrs, q->f, q->n, &cat, &w, &b, p, q->relu, &y));
+                    OCR_CHECK_MSG(memcmp(y.data, y_ref.data, ocr_tensor_bytes(&y)) == 0, "%s, kernel %s, %d thread(s): differs from the concatenation "
+                                  "then the convolution (relative %g)", q->name, ocr_gemm_kernel_name(&ctx), t,
+                                  ocr_test_rel_err((const float *)y.data, (const float *)y_ref.data, (long long)ocr_tensor_numel(&y), 1e-6));
+                    for (e = 0; e < n_cat; e++) nan_left += isnan(((const float *)cat.data)[e]) != 0;
+                    if (q->winograd & (strncmp(ocr_gemm_kernel_name(&ctx), "avx512", 6) == 0 ? 1 : 2)) OCR_CHECK_MSG(nan_left == n_cat, "%s, kernel %s: cat was written (%lld of %lld values): not Winograd's route", q->name,
+                                                   ocr_gemm_kernel_name(&ctx), (long long)(n_cat - nan_left), (long long)n_cat);
+                    else OCR_CHECK_MSG(memcmp(cat.data, cat_ref.data, ocr_tensor_bytes(&cat)) == 0, "%s, kernel %s: cat does not hold the "
+                                       "concatenation", q->name, ocr_gemm_kernel_name(&ctx));
+                    if (c == 0 && k == 0 && t == 1) {
+                        const ocr_tensor *nine[9];
+                        int f9[9];
+                        for (i = 0; i < 9; i++) { nine[i] = &parts[0]; f9[i] = 8; }
+                        OCR_CHECK_ERR(&ctx, ocr_nn_concat_conv2d_forward(&ctx, nine, f9, 9, &cat, &w, &b, p, 1, &y), OCR_EINVAL, "at most 8");
+                        ocr_tensor alias = ocr_tensor_view("alias", OCR_F32, OCR_DEVICE_CPU, parts[3].shape, cat.data);
+                        ptrs[3] = &alias;
+                        OCR_CHECK_ERR(&ctx, ocr_nn_concat_conv2d_forward(&ctx, ptrs, q->f, q->n, &cat, &w, &b, p, 1, &y), OCR_EINVAL, "must not alias");
+                        ptrs[3] = &parts[3];
+                        OCR_CHECK_ERR(&ctx, ocr_nn_concat_conv2d_forward(&ctx, ptrs, q->f, q->n, &cat, &w, &b, p, 1, &cat), OCR_ESHAPE, "cat");
+                        OCR_CHECK_ERR(&ctx, ocr_nn_concat_conv2d_forward(&ctx, ptrs, NULL, q->n, &cat, &w, &b, p, 1, &y), OCR_EINVAL, "factor");
+                    }
+                }
+                for (i = 0; i < 4; i++) ocr_tensor_free(&parts[i]);
+                ocr_tensor_free(&cat); ocr_tensor_free(&cat_ref); ocr_tensor_free(&w); ocr_tensor_free(&b);
+                ocr_tensor_free(&y); ocr_tensor_free(&y_ref);
+                ocr_ctx_free(&ctx);
+            }
+}
+
 /* The sigmoid on every kernel (AVX-512's polynomial exp, the scalar expf elsewhere) against exp in double: within
    4e-7 relative across [-110, 110] in steps of 1/128 (outputs under 1e-37 within 4e-37 absolute; AVX-512 measured
    1.6e-7), 0 and 1 at -inf and +inf, NaN kept, 0.5 at -0 and 0, the largest floats; 28170 values, so the last
@@ -1072,6 +1148,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_pointwise_direct_same_bits);
     OCR_TEST_RUN(test_shared_panels_same_bits);
     OCR_TEST_RUN(test_winograd_bands_same_bits);
+    OCR_TEST_RUN(test_concat_conv_same_bits);
     OCR_TEST_RUN(test_sigmoid_paths);
     OCR_TEST_RUN(test_maxpool_stem_path);
     OCR_TEST_RUN(test_maxpool_nopad_path);
