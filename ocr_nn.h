@@ -3167,9 +3167,10 @@ static float *ocr__wino_pad_rows(const ocr__wino_job *j, float *xp, int64_t n, i
 __attribute__((target("avx512f")))
 static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, int64_t c0, int64_t c1) {
     const ocr__conv_geom *g = j->g;
-    int64_t n, th0, T, Tp, c, r, t0, i, rows, pw, Wp = j->Wp;
+    int64_t n, th0, T, Tp, c, r, t0, i, rows, pw, vps, Wp = j->Wp;
     float *xp = buf, *V = buf + j->pad_floats;
     ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
+    vps = ocr__wino_vps(j, Tp);
     pw = j->wgrad ? Tp : j->tiles_as_rows ? 8 : j->uk.nr;
     rows = T / j->TW * 4 + 2;
     for (c = c0; c < c1; c++) {
@@ -3213,6 +3214,9 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
             for (tc0 = 0; tc0 < j->TW; tc0 += 16) {
                 int nl = j->TW - tc0 < 16 ? (int)(j->TW - tc0) : 16;
                 int64_t t = t0 + tc0, q = t % pw, nf = 4 * (int64_t)nl + 2;
+                int in_panel = pw != 8 && q + nl <= pw;
+                float *grp = V + (t / pw) * g->C * pw + c * pw + q;
+                __mmask16 gmask = ocr__lanes(nl);
                 __m512 e[36], o[6];
                 for (i = 0; i < 6; i++) {
                     const float *row = src + ((t0 / j->TW) * 4 + i) * Wp + tc0 * 4;
@@ -3232,8 +3236,13 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
                 }
                 for (i = 0; i < 6; i++) {
                     OCR__WINO_BT(_mm512, __m512, e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
+                    if (in_panel) { /* the usual case, its addresses and mask found once per group (their arithmetic
+                                       had taken longer than the transform) */
+                        for (r = 0; r < 6; r++) _mm512_mask_storeu_ps(grp + (r * 6 + i) * vps, gmask, o[r]);
+                        continue;
+                    }
                     for (r = 0; r < 6; r++) {
-                        float *plane = V + (r * 6 + i) * ocr__wino_vps(j, Tp), *dst = plane + (t / pw) * g->C * pw + c * pw + q;
+                        float *plane = V + (r * 6 + i) * vps, *dst = plane + (t / pw) * g->C * pw + c * pw + q;
                         if (pw == 8) { /* 8-row panels: the lanes in runs of up to 8, one panel each */
                             int l, cnt;
                             for (l = 0; l < nl; l += cnt) {
@@ -3543,9 +3552,10 @@ static void ocr__wino_filter_part_avx2(void *arg, int64_t begin, int64_t end, in
 __attribute__((target("avx2,fma")))
 static void ocr__wino_input_avx2(const ocr__wino_job *j, int64_t item, float *buf, int64_t c0, int64_t c1) {
     const ocr__conv_geom *g = j->g;
-    int64_t n, th0, T, Tp, c, r, t0, tc0, i, rows, Wp = j->Wp, pw;
+    int64_t n, th0, T, Tp, c, r, t0, tc0, i, rows, Wp = j->Wp, pw, vps;
     float *V = buf + j->pad_floats;
     ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
+    vps = ocr__wino_vps(j, Tp);
     pw = j->wgrad ? Tp : 16;
     rows = T / j->TW * 4 + 2;
     for (c = c0; c < c1; c++) {
@@ -3554,6 +3564,7 @@ static void ocr__wino_input_avx2(const ocr__wino_job *j, int64_t item, float *bu
             for (tc0 = 0; tc0 < j->TW; tc0 += 8) {
                 /* a partial group's loads run past its row (at most into the band's slack): those lanes are not stored */
                 int64_t nl = j->TW - tc0 < 8 ? j->TW - tc0 : 8, t = t0 + tc0, q = t % pw;
+                float *grp = V + (t / pw) * g->C * pw + c * pw + q;
                 __m256 e[36], o[6];
                 for (i = 0; i < 6; i++) {
                     const float *row = src + ((t0 / j->TW) * 4 + i) * Wp + tc0 * 4;
@@ -3565,8 +3576,12 @@ static void ocr__wino_input_avx2(const ocr__wino_job *j, int64_t item, float *bu
                 }
                 for (i = 0; i < 6; i++) {
                     OCR__WINO_BT(_mm256, __m256, e[i], e[6 + i], e[12 + i], e[18 + i], e[24 + i], e[30 + i], o);
+                    if (nl == 8 && q + 8 <= pw) { /* the usual case: whole stores, their addresses found once per group */
+                        for (r = 0; r < 6; r++) _mm256_storeu_ps(grp + (r * 6 + i) * vps, o[r]);
+                        continue;
+                    }
                     for (r = 0; r < 6; r++) {
-                        float *plane = V + (r * 6 + i) * ocr__wino_vps(j, Tp), *dst = plane + (t / pw) * g->C * pw + c * pw + q;
+                        float *plane = V + (r * 6 + i) * vps, *dst = plane + (t / pw) * g->C * pw + c * pw + q;
                         if (q + nl <= pw) _mm256_maskstore_ps(dst, ocr__lanes8(nl), o[r]);
                         else { /* the group crosses into the next panel: its last lanes go to that panel's first columns */
                             int first = (int)(16 - q);
@@ -3849,7 +3864,7 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
     j->dy = j->uk.fn == ocr__ukernel_avx512 ? ocr__wino_dy : ocr__wino_dy_avx2;
     j->TH = (g->OH + 3) / 4; j->TW = (g->OW + 3) / 4;
     j->Kp = Kp;
-    j->Wp = j->TW * 4 + 2;
+    j->Wp = (j->TW * 4 + 2 + 15) & ~(int64_t)15; /* rows start on a cache line: whole-line loads in the transforms (1% on 256-to-64 channels at 160x160) */
     j->band = band > 0 ? band : budget / (OCR__WINO_POINTS * (g->C + Kp) * j->TW * (int64_t)sizeof(float));
     j->band = j->band < 1 ? 1 : j->band > j->TH ? j->TH : j->band;
     /* AVX2's 16-tile panels: up to three rows more can end the band at (or near) a panel's edge (736x1280's
