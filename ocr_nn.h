@@ -3441,6 +3441,14 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
                     const float *m = M + k * Tp + t;
                     float *yk = j->y + (n * g->K + k) * P + tc0 * 4;
                     __m512 q[24], o[4];
+                    if (k + 1 < k1) /* the next channel's rows lie a plane away, where the hardware's prefetch does not
+                                       look: its output lines (and residual's) fetched while this one computes */
+                        for (a = 0; a < 4 && oh0 + a < g->OH; a++) {
+                            const float *yn = yk + P + (oh0 + a) * g->OW;
+                            int64_t f;
+                            for (f = 0; f < cols; f += 16) __builtin_prefetch(yn + f, 1, 3);
+                            if (j->ep.res && !j->accumulate) ocr__prefetch_floats(j->ep.res + (yn - j->ep.y0), cols);
+                        }
                     OCR__WINO_AT_COLUMNS(_mm512, __m512, OCR__WINO_LOAD16_LM, m, ocr__wino_mps(j, Tp), 6 * ocr__wino_mps(j, Tp), q);
                     for (a = 0; a < 4 && oh0 + a < g->OH; a++) {
                         __m512 lo01, hi01, lo23, hi23, rv[4];
