@@ -2761,6 +2761,12 @@ static void ocr__conv_och_items(void *arg, int64_t begin, int64_t end, int tid) 
             for (i = 0; i < j->rows; i++) {
                 int64_t ih = oh0 * g->sh - g->ph + i;
                 float *dst = xr + (c * j->rows + i) * j->Wpad;
+                /* each channel's rows are one short run a plane from the last, which the hardware's prefetch does not
+                   foresee: the run two channels ahead is fetched as this one starts */
+                if (i == 0 && c + 2 < g->C) {
+                    int64_t h0 = ih < 0 ? 0 : ih, h1 = oh0 * g->sh - g->ph + j->rows < g->H ? oh0 * g->sh - g->ph + j->rows : g->H;
+                    if (h1 > h0) ocr__prefetch_floats(j->x + ((n * g->C + c + 2) * g->H + h0) * g->W, (h1 - h0) * g->W);
+                }
                 if (ih < 0 || ih >= g->H || i >= (oh1 - oh0 - 1) * g->sh + g->kh) {
                     memset(dst, 0, (size_t)j->Wpad * sizeof(float));
                     continue;
