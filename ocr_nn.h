@@ -3487,28 +3487,59 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
         }
         return;
     }
+    /* Rows of fewer than 16 tiles: a group of 16 tiles spans tile rows. Its outputs are interleaved as above into 4
+       rows of 64 floats (16 tiles x 4 columns) and written as runs, each the tiles of one tile row side by side,
+       contiguous in every output row (scatters, one per output column, took as long as the GEMMs' products of
+       layer3's 256 channels at 40x40). */
     for (t0 = 0; t0 < T; t0 += 16) {
-        __mmask16 valid[16];
-        __m512i base = ocr__wino_tile_lanes(j, th0, t0, T, valid);
+        const __m512i pair = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const __m512i quad = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+        const __m512i eight = _mm512_set1_epi32(8), iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        int64_t run_first[16], run_off[16], run_oh[16], run_cols[16], l = 0, nt = T - t0 < 16 ? T - t0 : 16;
+        int n_runs = 0, rn;
+        while (l < nt) { /* run: tiles l .. l + cnt - 1 of the group, in one tile row */
+            int64_t t = t0 + l, oh = (th0 + t / j->TW) * 4, ow = (t % j->TW) * 4, cnt = j->TW - t % j->TW;
+            cnt = cnt < nt - l ? cnt : nt - l;
+            run_first[n_runs] = 4 * l;
+            run_off[n_runs] = oh * g->OW + ow;
+            run_oh[n_runs] = oh;
+            run_cols[n_runs] = 4 * cnt < g->OW - ow ? 4 * cnt : g->OW - ow;
+            n_runs++;
+            l += cnt;
+        }
         for (k = k0; k < k1; k++) {
             const float *m = M + k * Tp + t0;
             float *yk = j->y + (n * g->K + k) * P;
             __m512 q[24], o[4];
             OCR__WINO_AT_COLUMNS(_mm512, __m512, OCR__WINO_LOAD16, m, ocr__wino_mps(j, Tp), 6 * ocr__wino_mps(j, Tp), q);
             for (a = 0; a < 4; a++) {
+                __m512 lo01, hi01, lo23, hi23, rv[5];
                 OCR__WINO_AT(_mm512, __m512, q[a], q[4 + a], q[8 + a], q[12 + a], q[16 + a], q[20 + a], o);
-                for (i = 0; i < 4; i++) {
-                    __mmask16 mk = valid[a * 4 + i];
-                    __m512i idx = _mm512_add_epi32(base, _mm512_set1_epi32((int)(a * g->OW + i)));
-                    __m512 v = o[i];
-                    if (j->accumulate) v = _mm512_add_ps(v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, yk, 4));
-                    else {
-                        if (j->ep.bias) v = _mm512_add_ps(v, _mm512_set1_ps(j->ep.bias[k]));
-                        if (j->ep.res)
-                            v = _mm512_max_ps(_mm512_setzero_ps(), _mm512_add_ps(v, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, j->ep.res + (yk - j->ep.y0), 4)));
-                        else if (j->ep.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+                lo01 = _mm512_permutex2var_ps(o[0], pair, o[1]);
+                hi01 = _mm512_permutex2var_ps(o[0], _mm512_add_epi32(pair, eight), o[1]);
+                lo23 = _mm512_permutex2var_ps(o[2], pair, o[3]);
+                hi23 = _mm512_permutex2var_ps(o[2], _mm512_add_epi32(pair, eight), o[3]);
+                rv[0] = _mm512_permutex2var_ps(lo01, quad, lo23);
+                rv[1] = _mm512_permutex2var_ps(lo01, _mm512_add_epi32(quad, eight), lo23);
+                rv[2] = _mm512_permutex2var_ps(hi01, quad, hi23);
+                rv[3] = _mm512_permutex2var_ps(hi01, _mm512_add_epi32(quad, eight), hi23);
+                rv[4] = _mm512_setzero_ps();
+                for (rn = 0; rn < n_runs; rn++) {
+                    float *yr = yk + run_off[rn] + a * g->OW;
+                    if (run_oh[rn] + a >= g->OH) continue;
+                    for (i = 0; i < run_cols[rn]; i += 16) {
+                        int64_t f = run_first[rn] + i, vi = f / 16, sh = f % 16;
+                        __mmask16 mk = ocr__lanes(run_cols[rn] - i);
+                        __m512 v = sh ? _mm512_permutex2var_ps(rv[vi], _mm512_add_epi32(iota, _mm512_set1_epi32((int)sh)), rv[vi + 1]) : rv[vi];
+                        if (j->accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, yr + i));
+                        else {
+                            if (j->ep.bias) v = _mm512_add_ps(v, _mm512_set1_ps(j->ep.bias[k]));
+                            if (j->ep.res) /* as the ReLU op: max(0, v) keeps a NaN */
+                                v = _mm512_max_ps(_mm512_setzero_ps(), _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, j->ep.res + (yr + i - j->ep.y0))));
+                            else if (j->ep.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+                        }
+                        _mm512_mask_storeu_ps(yr + i, mk, v);
                     }
-                    _mm512_mask_i32scatter_ps(yk, mk, idx, v, 4);
                 }
             }
         }
