@@ -346,9 +346,10 @@ typedef struct {
                            reader), or -1 */
 } ocr__dbnet_act;
 
+#define OCR__DB_MAX_IN 4 /* an op's inputs at most (the fuse's four parts) */
 typedef struct {
     int kind;           /* OCR__DB_CONV, ... */
-    int in[4], n_in, out, aux;  /* activations; aux: the argmax of a max pool */
+    int in[OCR__DB_MAX_IN], n_in, out, aux;  /* activations; aux: the argmax of a max pool */
     int w, b, mean, var;        /* parameter indices, -1 when absent (BN: w = gamma, b = beta) */
     size_t stats;               /* BN: offset of save_mean, then save_invstd, in bn_stats */
     int kernel, stride, pad, factor;
@@ -1313,9 +1314,9 @@ static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op 
         return ocr_nn_conv2d_add_relu_forward(ctx, &x, &wf, &bf, cp, &res, &y);
     }
     if (cat) {
-        ocr_tensor parts[OCR__CAT_MAX];
-        const ocr_tensor *ptrs[OCR__CAT_MAX];
-        int factors[OCR__CAT_MAX];
+        ocr_tensor parts[OCR__DB_MAX_IN];
+        const ocr_tensor *ptrs[OCR__DB_MAX_IN];
+        int factors[OCR__DB_MAX_IN];
         ocr__db_concat_parts(m, cat, parts, ptrs, factors);
         return ocr_nn_concat_conv2d_forward(ctx, ptrs, factors, cat->n_in, &x, &wf, &bf, cp, bn->relu, &y);
     }
@@ -1380,9 +1381,9 @@ OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, in
         }
         if (!training && !S->fusion_off && m->params.device == OCR_DEVICE_CPU && ocr__db_concat_up_pattern(m, i) >= 0) continue;
         if (!training && !S->fusion_off && m->params.device == OCR_DEVICE_CPU && op->kind == OCR__DB_CONCAT) {
-            ocr_tensor parts[OCR__CAT_MAX], y1 = ocr__db_val(m, op->out);
-            const ocr_tensor *ptrs[OCR__CAT_MAX];
-            int factors[OCR__CAT_MAX];
+            ocr_tensor parts[OCR__DB_MAX_IN], y1 = ocr__db_val(m, op->out);
+            const ocr_tensor *ptrs[OCR__DB_MAX_IN];
+            int factors[OCR__DB_MAX_IN];
             if (ocr__db_concat_conv_pattern(m, i) && ocr__db_foldable(m, i + 1, training)) {
                 /* the convolution after it reads its parts (its BN folded in, as above) */
                 if ((rc = ocr__db_fold_forward(ctx, m, &S->ops[i + 1], &S->ops[i + 2], -1, S->ops[i + 2].out, op)))
