@@ -831,6 +831,20 @@ static int ocr__db_concat_up_pattern(const ocr_dbnet *m, int i) {
     return -1;
 }
 
+/* Op i a 2x2/2 transposed convolution followed by its BN and ReLU, whose output only the 2x2/2 transposed convolution
+   to one channel right after reads (the head's last two layers): in eval the two run as one pass
+   (ocr_nn_conv_transpose2d_pair_forward), which writes the second's output at op i. */
+static int ocr__db_convt_pair_pattern(const ocr_dbnet *m, int i) {
+    const ocr__dbnet_state *S = m->state_;
+    const ocr__dbnet_op *op = &S->ops[i], *bn, *next;
+    if (i + 2 >= S->n_ops || op->kind != OCR__DB_CONVT || !ocr__db_conv_bn_pair(m, i)) return 0;
+    bn = &S->ops[i + 1]; next = &S->ops[i + 2];
+    return bn->relu && next->kind == OCR__DB_CONVT && next->in[0] == bn->out && ocr__db_readers(m, bn->out) == 1 &&
+           op->mode == OCR__DB_BOTH && bn->mode == OCR__DB_BOTH && next->mode == OCR__DB_BOTH && op->kernel == 2 && op->stride == 2 &&
+           op->pad == 0 && next->kernel == 2 && next->stride == 2 && next->pad == 0 && S->acts[next->out].channels == 1 &&
+           !ocr__db_conv_bn_pair(m, i + 2);
+}
+
 /* Op i a concatenation that, in eval mode, only the convolution right after reads, that convolution followed by its BN
    (the fuse and the binarize head's first layer): the convolution may read the parts in place of the concatenation
    (ocr_nn_concat_conv2d_forward), so they live until it runs. */
@@ -929,6 +943,7 @@ static int ocr__db_layout(ocr_ctx *ctx, const char *fn, ocr_dbnet *m, int64_t N,
             if (!training && ocr__db_conv_bn_pair(m, i)) r[S->ops[i + 1].out].t0 = i;
             if (!training && ocr__db_residual_pattern(m, i) >= 0) r[S->ops[i + 3].out].t0 = i;
             if (!training && ocr__db_pair_pattern(m, i)) r[S->ops[i + 1].out].t0 = i;
+            if (!training && ocr__db_convt_pair_pattern(m, i)) r[S->ops[i + 2].out].t0 = i;
             if (!training && (k = ocr__db_concat_up_pattern(m, i)) >= 0) {
                 k += ocr__db_concat_conv_pattern(m, k); /* read by the convolution after the concatenation */
                 if (r[op->in[0]].t1 < k) r[op->in[0]].t1 = k;
@@ -1275,8 +1290,9 @@ static void ocr__db_concat_parts(const ocr_dbnet *m, const ocr__dbnet_op *op, oc
 }
 
 /* cat (or NULL): the convolution's input is that concatenation's, read from its parts */
+/* second (or NULL): a 2x2/2 transposed convolution to one channel run with this one (ocr__db_convt_pair_pattern) */
 static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *conv, const ocr__dbnet_op *bn, int residual, int out,
-                                const ocr__dbnet_op *cat) {
+                                const ocr__dbnet_op *cat, const ocr__dbnet_op *second) {
     ocr__dbnet_state *S = m->state_;
     ocr_tensor x = ocr__db_val(m, conv->in[0]), y = ocr__db_val(m, out), w = ocr_params_value(&m->params, conv->w), wf, bf;
     const float *gamma = (const float *)ocr_params_value(&m->params, bn->w).data, *beta = (const float *)ocr_params_value(&m->params, bn->b).data;
@@ -1319,6 +1335,11 @@ static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op 
         int factors[OCR__DB_MAX_IN];
         ocr__db_concat_parts(m, cat, parts, ptrs, factors);
         return ocr_nn_concat_conv2d_forward(ctx, ptrs, factors, cat->n_in, &x, &wf, &bf, cp, bn->relu, &y);
+    }
+    if (second) {
+        ocr_tensor w2 = ocr_params_value(&m->params, second->w), b2 = second->b >= 0 ? ocr_params_value(&m->params, second->b) : w2;
+        ocr_tensor y2 = ocr__db_val(m, second->out);
+        return ocr_nn_conv_transpose2d_pair_forward(ctx, &x, &wf, &bf, &y, &w2, second->b >= 0 ? &b2 : NULL, &y2);
     }
     if (conv->kind == OCR__DB_CONV)
         return bn->relu ? ocr_nn_conv2d_relu_forward(ctx, &x, &wf, &bf, cp, &y) : ocr_nn_conv2d_forward(ctx, &x, &wf, &bf, cp, &y);
@@ -1373,10 +1394,11 @@ OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, in
         double t0 = S->op_seconds && S->op_clock ? S->op_clock() : 0.0;
         if (ocr__db_runs(op->mode, training) && ocr__db_foldable(m, i, training)) {
             int res = S->fusion_off ? -1 : ocr__db_residual_pattern(m, i);
-            if ((rc = ocr__db_fold_forward(ctx, m, op, &S->ops[i + 1], res, S->ops[i + (res >= 0 ? 3 : 1)].out, NULL)))
+            int pair = !S->fusion_off && res < 0 && ocr__db_convt_pair_pattern(m, i);
+            if ((rc = ocr__db_fold_forward(ctx, m, op, &S->ops[i + 1], res, S->ops[i + (res >= 0 ? 3 : 1)].out, NULL, pair ? &S->ops[i + 2] : NULL)))
                 return ocr__db_layer_error(ctx, fn, m, op, rc);
             if (S->op_seconds && S->op_clock) S->op_seconds[i] += S->op_clock() - t0;
-            i += res >= 0 ? 3 : 1; /* the BN (and addition and ReLU) ran inside the convolution */
+            i += res >= 0 ? 3 : pair ? 2 : 1; /* the BN (and addition and ReLU, or the next transposed convolution) ran with it */
             continue;
         }
         if (!training && !S->fusion_off && m->params.device == OCR_DEVICE_CPU && ocr__db_concat_up_pattern(m, i) >= 0) continue;
@@ -1386,7 +1408,7 @@ OCRDEF int ocr_dbnet_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr_tensor *x, in
             int factors[OCR__DB_MAX_IN];
             if (ocr__db_concat_conv_pattern(m, i) && ocr__db_foldable(m, i + 1, training)) {
                 /* the convolution after it reads its parts (its BN folded in, as above) */
-                if ((rc = ocr__db_fold_forward(ctx, m, &S->ops[i + 1], &S->ops[i + 2], -1, S->ops[i + 2].out, op)))
+                if ((rc = ocr__db_fold_forward(ctx, m, &S->ops[i + 1], &S->ops[i + 2], -1, S->ops[i + 2].out, op, NULL)))
                     return ocr__db_layer_error(ctx, fn, m, &S->ops[i + 1], rc);
                 if (S->op_seconds && S->op_clock) S->op_seconds[i + 1] += S->op_clock() - t0;
                 i += 2;

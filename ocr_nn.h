@@ -91,6 +91,12 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
    folded into w and b). Equal to conv_transpose2d_forward then relu_forward. */
 OCRDEF int ocr_nn_conv_transpose2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
                                                 ocr_conv_params p, ocr_tensor *y);
+/* y = conv_transpose2d(relu(conv_transpose2d(x, w1) + b1), w2) + b2, both 2x2 with stride 2, w2 [C, 1, 2, 2] (DBNet's
+   binarize head; inference). On AVX-512 the first's output rows go to a buffer the second reads while they are in
+   cache and mid (the first's output shape) is left unwritten; elsewhere mid is written first. The same values
+   either way. CPU only. */
+OCRDEF int ocr_nn_conv_transpose2d_pair_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w1, const ocr_tensor *b1, ocr_tensor *mid,
+                                                const ocr_tensor *w2, const ocr_tensor *b2, ocr_tensor *y);
 
 /* ---- mixed precision (ctx->amp: OCR_AMP_OFF, OCR_AMP_BF16, OCR_AMP_F16) ----
    Which op runs in which precision, in one place. With ctx->amp set to a half type h:
@@ -2927,6 +2933,24 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
 }
 #endif
 
+/* row [W f] = each of xr's W values f times */
+static void ocr__widen_row(const float *xr, int64_t W, int64_t f, float *row) {
+    int64_t w, k;
+    if (f == 2) for (w = 0; w < W; w++) row[2 * w] = row[2 * w + 1] = xr[w];
+    else
+        for (w = 0; w < W; w++)
+            for (k = 0; k < f; k++) row[w * f + k] = xr[w];
+}
+
+/* A convolution's input given as the concatenation along channels of parts [N, channels, H/f, W/f], each upsampled
+   by its nearest factor f (ocr_nn_concat_conv2d_forward). */
+#define OCR__CAT_MAX 8
+typedef struct {
+    int n;
+    const float *data[OCR__CAT_MAX];
+    int64_t channels[OCR__CAT_MAX], factor[OCR__CAT_MAX];
+} ocr__cat_input;
+
 #ifdef OCR__HAVE_AVX2
 /* ---- Winograd F(4x4, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", 2015) ----
    A 4x4 output tile is At [ (G w Gt) . (Bt d B) ] A with d its 6x6 input tile, so each (input, output channel)
@@ -2997,24 +3021,6 @@ static int ocr__conv_implicit(ocr_ctx *ctx, const ocr__conv_geom *g, const float
 #define OCR__WINO_LOAD16(ptr) _mm512_loadu_ps(ptr)
 #define OCR__WINO_LOAD16_LM(ptr) _mm512_maskz_loadu_ps(lm, ptr)
 #define OCR__WINO_LOAD8_LM(ptr) _mm256_maskload_ps(ptr, lm)
-
-/* row [W f] = each of xr's W values f times */
-static void ocr__widen_row(const float *xr, int64_t W, int64_t f, float *row) {
-    int64_t w, k;
-    if (f == 2) for (w = 0; w < W; w++) row[2 * w] = row[2 * w + 1] = xr[w];
-    else
-        for (w = 0; w < W; w++)
-            for (k = 0; k < f; k++) row[w * f + k] = xr[w];
-}
-
-/* A convolution's input given as the concatenation along channels of parts [N, channels, H/f, W/f], each upsampled
-   by its nearest factor f (ocr_nn_concat_conv2d_forward). */
-#define OCR__CAT_MAX 8
-typedef struct {
-    int n;
-    const float *data[OCR__CAT_MAX];
-    int64_t channels[OCR__CAT_MAX], factor[OCR__CAT_MAX];
-} ocr__cat_input;
 
 /* ocr__widen_row for factors 2, 4 and 8 on AVX-512: 16 outputs per permute of 16 / f inputs (the scalar loops took
    as long as the rest of the band copy) */
@@ -5808,6 +5814,12 @@ OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_t
    then each column value plus its bias goes straight to its output pixel. No zeroing, scatter-adding or bias pass
    over the output, and the same sums as the general path (which adds the columns into a zeroed output). */
 typedef struct {
+    const struct ocr__convt_job_ *first;
+    const float *w2;
+    float b2;
+    float *y;
+} ocr__convt_pair_job;
+typedef struct ocr__convt_job_ {
     const ocr__conv_geom *g;   /* conv2d sense: C, H, W the output; K, OH, OW the input */
     const float *x, *w, *bias;
     float *y;
@@ -5846,34 +5858,41 @@ static void ocr__interleave2_avx512(const float *a, const float *c, int64_t n, f
 }
 #endif
 
+/* Input rows [oh0, oh1) of image n: output row R of channel co at yb + co * plane + (R - row0) * W. */
+static void ocr__convt_chunk(const ocr__convt_job *j, int64_t n, int64_t oh0, int64_t oh1, float *pa, float *pb, float *col, float *yb,
+                             int64_t plane, int64_t row0) {
+    const ocr__conv_geom *g = j->g;
+    int64_t kdim = g->C * g->kh * g->kw, P = g->OH * g->OW, cols = (oh1 - oh0) * g->OW, co, i, jj, r, q;
+    if (j->wt_packed) ocr__gemm_serial_packed_a(&j->uk, kdim, cols, g->K, 1.0f, j->wt_packed, j->x + n * g->K * P + oh0 * g->OW, P, 0.0f, col, cols, pb);
+    else ocr__gemm_serial(&j->uk, 1, 0, kdim, cols, g->K, 1.0f, j->w, kdim, j->x + n * g->K * P + oh0 * g->OW, P, 0.0f, col, cols, pa, pb);
+    for (co = 0; co < g->C; co++) {
+        float b = j->bias ? j->bias[co] : 0.0f;
+        for (i = 0; i < g->kh; i++)
+            for (r = oh0; r < oh1; r++) {
+                float *yrow = yb + co * plane + (r * g->sh + i - row0) * g->W;
+                const float *src0 = col + (co * g->kh + i) * g->kw * cols + (r - oh0) * g->OW;
+#ifdef OCR__HAVE_AVX2
+                if (j->interleave2) { ocr__interleave2_avx512(src0, src0 + cols, g->OW, b, j->relu, yrow); continue; }
+#endif
+                for (jj = 0; jj < g->kw; jj++) {
+                    const float *src = src0 + jj * cols;
+                    for (q = 0; q < g->OW; q++) {
+                        float v = (0.0f + src[q]) + b;
+                        yrow[q * g->sw + jj] = j->relu && v < 0.0f ? 0.0f : v;
+                    }
+                }
+            }
+    }
+}
+
 static void ocr__convt_items(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__convt_job *j = (const ocr__convt_job *)arg;
     const ocr__conv_geom *g = j->g;
-    int64_t kdim = g->C * g->kh * g->kw, P = g->OH * g->OW, item, co, i, jj, r, q;
+    int64_t item;
     float *pa = j->block[tid], *pb = pa + j->pa_floats, *col = pb + j->pb_floats;
     for (item = begin; item < end; item++) {
         int64_t n = item / j->n_chunks, oh0 = (item % j->n_chunks) * j->rows, oh1 = oh0 + j->rows < g->OH ? oh0 + j->rows : g->OH;
-        int64_t cols = (oh1 - oh0) * g->OW;
-        if (j->wt_packed) ocr__gemm_serial_packed_a(&j->uk, kdim, cols, g->K, 1.0f, j->wt_packed, j->x + n * g->K * P + oh0 * g->OW, P, 0.0f, col, cols, pb);
-        else ocr__gemm_serial(&j->uk, 1, 0, kdim, cols, g->K, 1.0f, j->w, kdim, j->x + n * g->K * P + oh0 * g->OW, P, 0.0f, col, cols, pa, pb);
-        for (co = 0; co < g->C; co++) {
-            float b = j->bias ? j->bias[co] : 0.0f;
-            for (i = 0; i < g->kh; i++)
-                for (r = oh0; r < oh1; r++) {
-                    float *yrow = j->y + ((n * g->C + co) * g->H + r * g->sh + i) * g->W;
-                    const float *src0 = col + (co * g->kh + i) * g->kw * cols + (r - oh0) * g->OW;
-#ifdef OCR__HAVE_AVX2
-                    if (j->interleave2) { ocr__interleave2_avx512(src0, src0 + cols, g->OW, b, j->relu, yrow); continue; }
-#endif
-                    for (jj = 0; jj < g->kw; jj++) {
-                        const float *src = src0 + jj * cols;
-                        for (q = 0; q < g->OW; q++) {
-                            float v = (0.0f + src[q]) + b;
-                            yrow[q * g->sw + jj] = j->relu && v < 0.0f ? 0.0f : v;
-                        }
-                    }
-                }
-        }
+        ocr__convt_chunk(j, n, oh0, oh1, pa, pb, col, j->y + n * g->C * g->H * g->W, g->H * g->W, 0);
     }
 }
 
@@ -5882,38 +5901,60 @@ static void ocr__convt_items(void *arg, int64_t begin, int64_t end, int tid) {
    four taps' sums over the input channels in registers, read straight from the input planes. The same sums as the
    GEMM path (a fused multiply-add chain over the channels from zero, one K block), without packing the whole input
    into B panels for a 4-row product. Work items are (image, input row). */
+/* One input row xr (K channels a plane apart, OW pixels) into output rows y0 and y0 + 2 OW */
 __attribute__((target("avx512f")))
+static void ocr__convt_c1_row(const float *xr, int64_t plane, int64_t OW, int64_t K, const float *w, float b, int relu, float *y0) {
+    int64_t q, k;
+    for (q = 0; q < OW; q += 16) {
+        __mmask16 m = ocr__lanes(OW - q);
+        __m512 a00 = _mm512_setzero_ps(), a01 = _mm512_setzero_ps(), a10 = _mm512_setzero_ps(), a11 = _mm512_setzero_ps();
+        float t00[16], t01[16], t10[16], t11[16];
+        for (k = 0; k < K; k++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, xr + k * plane + q);
+            const float *wk = w + k * 4;
+            a00 = _mm512_fmadd_ps(_mm512_set1_ps(wk[0]), xv, a00);
+            a01 = _mm512_fmadd_ps(_mm512_set1_ps(wk[1]), xv, a01);
+            a10 = _mm512_fmadd_ps(_mm512_set1_ps(wk[2]), xv, a10);
+            a11 = _mm512_fmadd_ps(_mm512_set1_ps(wk[3]), xv, a11);
+        }
+        _mm512_storeu_ps(t00, a00); _mm512_storeu_ps(t01, a01); _mm512_storeu_ps(t10, a10); _mm512_storeu_ps(t11, a11);
+        ocr__interleave2_avx512(t00, t01, OW - q < 16 ? OW - q : 16, b, relu, y0 + 2 * q);
+        ocr__interleave2_avx512(t10, t11, OW - q < 16 ? OW - q : 16, b, relu, y0 + 2 * OW + 2 * q);
+    }
+}
+
 static void ocr__convt_c1_rows(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__convt_job *j = (const ocr__convt_job *)arg;
     const ocr__conv_geom *g = j->g;
-    int64_t item, q, k, P = g->OH * g->OW;
-    const float b = j->bias ? j->bias[0] : 0.0f;
+    int64_t item, P = g->OH * g->OW;
     (void)tid;
     for (item = begin; item < end; item++) {
         int64_t n = item / g->OH, r = item % g->OH;
-        const float *xr = j->x + n * g->K * P + r * g->OW;
-        float *y0 = j->y + (n * g->H + 2 * r) * g->W;
-        for (q = 0; q < g->OW; q += 16) {
-            __mmask16 m = ocr__lanes(g->OW - q);
-            __m512 a00 = _mm512_setzero_ps(), a01 = _mm512_setzero_ps(), a10 = _mm512_setzero_ps(), a11 = _mm512_setzero_ps();
-            float t00[16], t01[16], t10[16], t11[16];
-            for (k = 0; k < g->K; k++) {
-                __m512 xv = _mm512_maskz_loadu_ps(m, xr + k * P + q);
-                const float *wk = j->w + k * 4;
-                a00 = _mm512_fmadd_ps(_mm512_set1_ps(wk[0]), xv, a00);
-                a01 = _mm512_fmadd_ps(_mm512_set1_ps(wk[1]), xv, a01);
-                a10 = _mm512_fmadd_ps(_mm512_set1_ps(wk[2]), xv, a10);
-                a11 = _mm512_fmadd_ps(_mm512_set1_ps(wk[3]), xv, a11);
-            }
-            _mm512_storeu_ps(t00, a00); _mm512_storeu_ps(t01, a01); _mm512_storeu_ps(t10, a10); _mm512_storeu_ps(t11, a11);
-            ocr__interleave2_avx512(t00, t01, g->OW - q < 16 ? g->OW - q : 16, b, j->relu, y0 + 2 * q);
-            ocr__interleave2_avx512(t10, t11, g->OW - q < 16 ? g->OW - q : 16, b, j->relu, y0 + g->W + 2 * q);
-        }
+        ocr__convt_c1_row(j->x + n * g->K * P + r * g->OW, P, g->OW, g->K, j->w, j->bias ? j->bias[0] : 0.0f, j->relu, j->y + (n * g->H + 2 * r) * g->W);
+    }
+}
+
+/* The pair of ocr_nn_conv_transpose2d_pair_forward: per chunk of the first's input rows, its output rows into the
+   thread's band buffer (after the packing buffers and columns), then the second's rows from there. */
+static void ocr__convt_pair_items(void *arg, int64_t begin, int64_t end, int tid) {
+    const ocr__convt_pair_job *pj = (const ocr__convt_pair_job *)arg;
+    const ocr__convt_job *j = pj->first;
+    const ocr__conv_geom *g = j->g;
+    int64_t item, r, plane = 2 * j->rows * g->W;
+    float *pa = j->block[tid], *pb = pa + j->pa_floats, *col = pb + j->pb_floats, *band = col + g->C * g->kh * g->kw * j->rows * g->OW;
+    for (item = begin; item < end; item++) {
+        int64_t n = item / j->n_chunks, oh0 = (item % j->n_chunks) * j->rows, oh1 = oh0 + j->rows < g->OH ? oh0 + j->rows : g->OH;
+        ocr__convt_chunk(j, n, oh0, oh1, pa, pb, col, band, plane, 2 * oh0);
+        for (r = 0; r < 2 * (oh1 - oh0); r++)
+            ocr__convt_c1_row(band + r * g->W, plane, g->W, g->C, pj->w2, pj->b2, 0, pj->y + (n * 2 * g->H + 2 * (2 * oh0 + r)) * 2 * g->W);
     }
 }
 #endif
 
-static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, const float *bias, int relu, float *y) {
+/* pair (or NULL): the second transposed convolution of ocr_nn_conv_transpose2d_pair_forward, run per chunk on the
+   first's output rows (its w2, b2, y set; the first's rows go to a band buffer instead of y) */
+static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *w, const float *bias, int relu, float *y,
+                             ocr__convt_pair_job *pair) {
     int64_t kdim = g->C * g->kh * g->kw, t;
     size_t bytes;
     ocr__convt_job j;
@@ -5922,7 +5963,7 @@ static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
     j.interleave2 = g->kw == 2 && g->sw == 2 && j.uk.fn == ocr__ukernel_avx512;
-    if (j.interleave2 && g->C == 1 && g->kh == 2 && g->K <= OCR__KC) {
+    if (!pair && j.interleave2 && g->C == 1 && g->kh == 2 && g->K <= OCR__KC) {
         ocr_parallel_for_dynamic(ctx, g->N * g->OH, 1, ocr__convt_c1_rows, &j);
         return OCR_OK;
     }
@@ -5934,7 +5975,7 @@ static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     j.n_chunks = (g->OH + j.rows - 1) / j.rows;
     ocr__gemm_buffer_floats(&j.uk, kdim, j.rows * g->OW, g->K, &j.pa_floats, &j.pb_floats);
     if (!ocr_size_mul((size_t)kdim, (size_t)(j.rows * g->OW), &bytes) || !ocr_size_add(bytes, j.pa_floats + j.pb_floats, &bytes) ||
-        !ocr_size_mul(bytes, sizeof(float), &bytes))
+        (pair && !ocr_size_add(bytes, (size_t)(g->C * 2 * j.rows * g->W), &bytes)) || !ocr_size_mul(bytes, sizeof(float), &bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv_transpose: work buffers too large");
     for (t = 0; t < ctx->n_threads; t++)
         if (!(j.block[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
@@ -5948,6 +5989,13 @@ static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
         ocr__pack_a(&pk, 0, kdim, 0, g->K, wt);
         j.wt_packed = wt;
     }
+#ifdef OCR__HAVE_AVX2
+    if (pair) {
+        pair->first = &j;
+        ocr_parallel_for_dynamic(ctx, g->N * j.n_chunks, 1, ocr__convt_pair_items, pair);
+        return OCR_OK;
+    }
+#endif
     ocr_parallel_for_dynamic(ctx, g->N * j.n_chunks, 1, ocr__convt_items, &j);
     return OCR_OK;
 }
@@ -5977,7 +6025,7 @@ static int ocr__conv_transpose2d_forward(ocr_ctx *ctx, const char *fn, const ocr
         return ocr__watch(ctx, fn, "forward", y);
     }
     if (ocr__convt_is_unfold(&g)) {
-        if ((rc = ocr__convt_unfold(ctx, &g, xd, wd, b ? (const float *)b->data : NULL, relu, (float *)y->data))) return rc;
+        if ((rc = ocr__convt_unfold(ctx, &g, xd, wd, b ? (const float *)b->data : NULL, relu, (float *)y->data, NULL))) return rc;
         return ocr__watch(ctx, fn, "forward", y);
     }
     /* A transposed convolution is the data gradient of the convolution it transposes. */
@@ -5996,6 +6044,38 @@ OCRDEF int ocr_nn_conv_transpose2d_forward(ocr_ctx *ctx, const ocr_tensor *x, co
 OCRDEF int ocr_nn_conv_transpose2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
                                                 ocr_conv_params p, ocr_tensor *y) {
     return ocr__conv_transpose2d_forward(ctx, "ocr_nn_conv_transpose2d_relu_forward", x, w, b, p, 1, y);
+}
+
+OCRDEF int ocr_nn_conv_transpose2d_pair_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w1, const ocr_tensor *b1, ocr_tensor *mid,
+                                                const ocr_tensor *w2, const ocr_tensor *b2, ocr_tensor *y) {
+    const char *fn = "ocr_nn_conv_transpose2d_pair_forward";
+    ocr_conv_params p = ocr_conv_params_make(2, 0, 1, 1);
+    ocr__conv_geom g1, g2;
+    ocr_shape s1, s2;
+    int rc;
+    if (!mid) return ocr_error(ctx, OCR_EINVAL, "%s: needs a mid tensor", fn);
+    if ((rc = ocr__conv_check(ctx, fn, x, w1, b1, p, 1, &g1, &s1)) || (rc = ocr_check_f32(ctx, fn, mid)) || (rc = ocr_check_shape(ctx, fn, mid, s1)) ||
+        (rc = ocr__conv_check(ctx, fn, mid, w2, b2, p, 1, &g2, &s2)) || (rc = ocr_check_f32(ctx, fn, y)) || (rc = ocr_check_shape(ctx, fn, y, s2)))
+        return rc;
+    if (w1->shape.dim[2] != 2 || w1->shape.dim[3] != 2 || w2->shape.dim[2] != 2 || w2->shape.dim[3] != 2 || w2->shape.dim[1] != 1)
+        return ocr_error(ctx, OCR_ESHAPE, "%s: needs 2x2 kernels ('%s', '%s') and one output channel for the second", fn, w1->name, w2->name);
+    if (x->data == mid->data || x->data == y->data || mid->data == y->data)
+        return ocr_error(ctx, OCR_EINVAL, "%s: x '%s', mid '%s' and y '%s' must not alias", fn, x->name, mid->name, y->name);
+    if (ctx->device != OCR_DEVICE_CPU)
+        return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: CPU only; on %s call the two conv_transpose2d ops", fn, ocr_device_name(ctx->device));
+#ifdef OCR__HAVE_AVX2
+    if (ctx->amp == OCR_AMP_OFF && !ocr__use_ref(ctx) && ocr__pick_ukernel(ctx).fn == ocr__ukernel_avx512 && g2.K <= OCR__KC) {
+        ocr__convt_pair_job pj;
+        memset(&pj, 0, sizeof pj);
+        pj.w2 = (const float *)w2->data; pj.b2 = b2 ? ((const float *)b2->data)[0] : 0.0f; pj.y = (float *)y->data;
+        if ((rc = ocr__convt_unfold(ctx, &g1, (const float *)x->data, (const float *)w1->data, b1 ? (const float *)b1->data : NULL, 1,
+                                    (float *)mid->data, &pj)))
+            return rc;
+        return ocr__watch(ctx, fn, "forward", y);
+    }
+#endif
+    if ((rc = ocr__conv_transpose2d_forward(ctx, fn, x, w1, b1, p, 1, mid))) return rc;
+    return ocr__conv_transpose2d_forward(ctx, fn, mid, w2, b2, p, 0, y);
 }
 
 OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *dy,

@@ -525,6 +525,67 @@ static void test_concat_conv_same_bits(void) {
             }
 }
 
+/* ocr_nn_conv_transpose2d_pair_forward against the two transposed convolutions in turn (ReLU after the first), bit
+   for bit, on the AVX-512 kernel (the first's rows read from the band buffer, mid left unwritten: NaN here) and the
+   AVX2 one (mid written), 1 and 2 threads, rows that leave partial vectors and chunks, a batch of 2; and its refusals. */
+static void test_convt_pair_same_bits(void) {
+    static const int sizes[][4] = {{2, 64, 10, 12}, {1, 16, 7, 9}, {1, 64, 40, 40}}; /* N, C, H, W of x */
+    static const int kernels[2] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2};
+    int c, k, t;
+    for (c = 0; c < (int)(sizeof sizes / sizeof sizes[0]); c++)
+        for (k = 0; k < 2; k++)
+            for (t = 1; t <= 2; t++) {
+                ocr_ctx ctx;
+                ocr_tensor x, w1, b1, w2, b2, mid, mid_ref, y, y_ref;
+                ocr_conv_params p = ocr_conv_params_make(2, 0, 1, 1);
+                int N = sizes[c][0], C = sizes[c][1], H = sizes[c][2], W = sizes[c][3];
+                memset(&x, 0, sizeof x); w1 = b1 = w2 = b2 = mid = mid_ref = y = y_ref = x;
+                OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, t, 61 + c));
+                ctx.debug_flags &= ~(unsigned)OCR_DEBUG_REFERENCE;
+                ctx.cpu_kernel = kernels[k];
+                if (k == 1 && strncmp(ocr_gemm_kernel_name(&ctx), "avx2", 4) != 0) { ocr_ctx_free(&ctx); continue; } /* no AVX2 here */
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, C, H, W)));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w1, "w1", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(C, C, 2, 2)));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &b1, "b1", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(C)));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w2, "w2", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(C, 1, 2, 2)));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &b2, "b2", OCR_F32, OCR_DEVICE_CPU, ocr_shape1(1)));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &mid, "mid", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, C, 2 * H, 2 * W)));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &mid_ref, "mid_ref", OCR_F32, OCR_DEVICE_CPU, mid.shape));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y, "y", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(N, 1, 4 * H, 4 * W)));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y_ref, "y_ref", OCR_F32, OCR_DEVICE_CPU, y.shape));
+                if (!ocr_test__case_failed) {
+                    int64_t n_mid = ocr_tensor_numel(&mid), e, nan_left = 0;
+                    const char *kn = ocr_gemm_kernel_name(&ctx);
+                    ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
+                    ocr_tensor_fill_uniform(&ctx, &w1, -0.2f, 0.2f);
+                    ocr_tensor_fill_uniform(&ctx, &b1, -0.3f, 0.3f);
+                    ocr_tensor_fill_uniform(&ctx, &w2, -0.2f, 0.2f);
+                    ocr_tensor_fill_uniform(&ctx, &b2, -0.3f, 0.3f);
+                    for (e = 0; e < n_mid; e++) ((float *)mid.data)[e] = NAN;
+                    OCR_CHECK_OK(&ctx, ocr_nn_conv_transpose2d_relu_forward(&ctx, &x, &w1, &b1, p, &mid_ref));
+                    OCR_CHECK_OK(&ctx, ocr_nn_conv_transpose2d_forward(&ctx, &mid_ref, &w2, &b2, p, &y_ref));
+                    OCR_CHECK_OK(&ctx, ocr_nn_conv_transpose2d_pair_forward(&ctx, &x, &w1, &b1, &mid, &w2, &b2, &y));
+                    OCR_CHECK_MSG(memcmp(y.data, y_ref.data, ocr_tensor_bytes(&y)) == 0, "x %dx%dx%dx%d, kernel %s, %d thread(s): differs from the "
+                                  "two transposed convolutions (relative %g)", N, C, H, W, kn, t,
+                                  ocr_test_rel_err((const float *)y.data, (const float *)y_ref.data, (long long)ocr_tensor_numel(&y), 1e-6));
+                    for (e = 0; e < n_mid; e++) nan_left += isnan(((const float *)mid.data)[e]) != 0;
+                    if (strncmp(kn, "avx512", 6) == 0) OCR_CHECK_MSG(nan_left == n_mid, "x %dx%dx%dx%d: mid was written on AVX-512", N, C, H, W);
+                    else OCR_CHECK_MSG(memcmp(mid.data, mid_ref.data, ocr_tensor_bytes(&mid)) == 0, "x %dx%dx%dx%d, kernel %s: mid does not hold "
+                                       "the first's output", N, C, H, W, kn);
+                    if (c == 0 && k == 0 && t == 1) {
+                        ocr_tensor w2c = ocr_tensor_view("w2c", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(C / 2, 2, 2, 2), w2.data);
+                        OCR_CHECK_ERR(&ctx, ocr_nn_conv_transpose2d_pair_forward(&ctx, &x, &w1, &b1, &mid, &w2, &b2, &mid), OCR_ESHAPE, "mid");
+                        OCR_CHECK_ERR(&ctx, ocr_nn_conv_transpose2d_pair_forward(&ctx, &x, &w1, &b1, &x, &w2, &b2, &y), OCR_ESHAPE, "x");
+                        OCR_CHECK_ERR(&ctx, ocr_nn_conv_transpose2d_pair_forward(&ctx, &x, &w1, &b1, NULL, &w2, &b2, &y), OCR_EINVAL, "mid");
+                        OCR_CHECK_ERR(&ctx, ocr_nn_conv_transpose2d_pair_forward(&ctx, &x, &w1, &b1, &mid, &w2c, &b2, &y), OCR_ESHAPE, "w2c");
+                    }
+                }
+                ocr_tensor_free(&x); ocr_tensor_free(&w1); ocr_tensor_free(&b1); ocr_tensor_free(&w2); ocr_tensor_free(&b2);
+                ocr_tensor_free(&mid); ocr_tensor_free(&mid_ref); ocr_tensor_free(&y); ocr_tensor_free(&y_ref);
+                ocr_ctx_free(&ctx);
+            }
+}
+
 /* The sigmoid on every kernel (AVX-512's polynomial exp, the scalar expf elsewhere) against exp in double: within
    4e-7 relative across [-110, 110] in steps of 1/128 (outputs under 1e-37 within 4e-37 absolute; AVX-512 measured
    1.6e-7), 0 and 1 at -inf and +inf, NaN kept, 0.5 at -0 and 0, the largest floats; 28170 values, so the last
@@ -1149,6 +1210,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_shared_panels_same_bits);
     OCR_TEST_RUN(test_winograd_bands_same_bits);
     OCR_TEST_RUN(test_concat_conv_same_bits);
+    OCR_TEST_RUN(test_convt_pair_same_bits);
     OCR_TEST_RUN(test_sigmoid_paths);
     OCR_TEST_RUN(test_maxpool_stem_path);
     OCR_TEST_RUN(test_maxpool_nopad_path);
