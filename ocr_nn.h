@@ -3435,7 +3435,36 @@ static __m512i ocr__wino_tile_lanes(const ocr__wino_job *j, int64_t th0, int64_t
     return _mm512_loadu_si512(ol);
 }
 
-/* Output channels [k0, k1) of an item: At M A of every tile, bias and ReLU (when not accumulating), scattered into y. */
+/* The 4 output columns of 16 side-by-side tiles (o[c], lane l: tile l's column c) as 64 floats in row order: rv[v]
+   holds tiles 4v .. 4v+3, 4 columns each */
+__attribute__((target("avx512f"), always_inline))
+static inline void ocr__wino_interleave16(const __m512 o[4], __m512 rv[4]) {
+    const __m512i pair = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i quad = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+    const __m512i eight = _mm512_set1_epi32(8);
+    __m512 lo01 = _mm512_permutex2var_ps(o[0], pair, o[1]), hi01 = _mm512_permutex2var_ps(o[0], _mm512_add_epi32(pair, eight), o[1]);
+    __m512 lo23 = _mm512_permutex2var_ps(o[2], pair, o[3]), hi23 = _mm512_permutex2var_ps(o[2], _mm512_add_epi32(pair, eight), o[3]);
+    rv[0] = _mm512_permutex2var_ps(lo01, quad, lo23);
+    rv[1] = _mm512_permutex2var_ps(lo01, _mm512_add_epi32(quad, eight), lo23);
+    rv[2] = _mm512_permutex2var_ps(hi01, quad, hi23);
+    rv[3] = _mm512_permutex2var_ps(hi01, _mm512_add_epi32(quad, eight), hi23);
+}
+
+/* v, outputs of channel k, into the lanes mk of y: added to y (accumulate), or its bias added, then the residual and
+   the ReLU or the ReLU alone, as the ops compute them */
+__attribute__((target("avx512f"), always_inline))
+static inline void ocr__wino_store_out(const ocr__wino_job *j, int64_t k, __m512 v, __mmask16 mk, float *y) {
+    if (j->accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, y));
+    else {
+        if (j->ep.bias) v = _mm512_add_ps(v, _mm512_set1_ps(j->ep.bias[k]));
+        if (j->ep.res) /* as the ReLU op: max(0, v) keeps a NaN */
+            v = _mm512_max_ps(_mm512_setzero_ps(), _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, j->ep.res + (y - j->ep.y0))));
+        else if (j->ep.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+    }
+    _mm512_mask_storeu_ps(y, mk, v);
+}
+
+/* Output channels [k0, k1) of an item: At M A of every tile, bias and ReLU (when not accumulating), stored into y's rows. */
 __attribute__((target("avx512f")))
 static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, int64_t k0, int64_t k1) {
     const ocr__conv_geom *g = j->g;
@@ -3445,9 +3474,6 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
     if (j->TW >= 16) {
         /* rows of at least 16 tiles: 16 side-by-side tiles' outputs are 4 rows of 64 contiguous floats, interleaved
            with permutes and written with (masked) row stores */
-        const __m512i pair = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        const __m512i quad = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
-        const __m512i eight = _mm512_set1_epi32(8);
         for (t0 = 0; t0 < T; t0 += j->TW) {
             int64_t tc0, oh0 = (th0 + t0 / j->TW) * 4;
             for (tc0 = 0; tc0 < j->TW; tc0 += 16) {
@@ -3468,29 +3494,14 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
                         }
                     OCR__WINO_AT_COLUMNS(_mm512, __m512, OCR__WINO_LOAD16_LM, m, ocr__wino_mps(j, Tp), 6 * ocr__wino_mps(j, Tp), q);
                     for (a = 0; a < 4 && oh0 + a < g->OH; a++) {
-                        __m512 lo01, hi01, lo23, hi23, rv[4];
+                        __m512 rv[4];
                         float *yr = yk + (oh0 + a) * g->OW;
                         OCR__WINO_AT(_mm512, __m512, q[a], q[4 + a], q[8 + a], q[12 + a], q[16 + a], q[20 + a], o);
-                        lo01 = _mm512_permutex2var_ps(o[0], pair, o[1]);
-                        hi01 = _mm512_permutex2var_ps(o[0], _mm512_add_epi32(pair, eight), o[1]);
-                        lo23 = _mm512_permutex2var_ps(o[2], pair, o[3]);
-                        hi23 = _mm512_permutex2var_ps(o[2], _mm512_add_epi32(pair, eight), o[3]);
-                        rv[0] = _mm512_permutex2var_ps(lo01, quad, lo23);
-                        rv[1] = _mm512_permutex2var_ps(lo01, _mm512_add_epi32(quad, eight), lo23);
-                        rv[2] = _mm512_permutex2var_ps(hi01, quad, hi23);
-                        rv[3] = _mm512_permutex2var_ps(hi01, _mm512_add_epi32(quad, eight), hi23);
+                        ocr__wino_interleave16(o, rv);
                         for (i = 0; i < 4; i++) {
                             __mmask16 mk = ocr__lanes(cols - 16 * i);
-                            __m512 v = rv[i];
                             if (!mk) break;
-                            if (j->accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, yr + 16 * i));
-                            else {
-                                if (j->ep.bias) v = _mm512_add_ps(v, _mm512_set1_ps(j->ep.bias[k]));
-                                if (j->ep.res) /* as the ReLU op: max(0, v) keeps a NaN */
-                                    v = _mm512_max_ps(_mm512_setzero_ps(), _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, j->ep.res + (yr + 16 * i - j->ep.y0))));
-                                else if (j->ep.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
-                            }
-                            _mm512_mask_storeu_ps(yr + 16 * i, mk, v);
+                            ocr__wino_store_out(j, k, rv[i], mk, yr + 16 * i);
                         }
                     }
                 }
@@ -3503,9 +3514,7 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
        contiguous in every output row (scatters, one per output column, took as long as the GEMMs' products of
        layer3's 256 channels at 40x40). */
     for (t0 = 0; t0 < T; t0 += 16) {
-        const __m512i pair = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-        const __m512i quad = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
-        const __m512i eight = _mm512_set1_epi32(8), iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         int64_t run_first[16], run_off[16], run_oh[16], run_cols[16], l = 0, nt = T - t0 < 16 ? T - t0 : 16;
         int n_runs = 0, rn;
         while (l < nt) { /* run: tiles l .. l + cnt - 1 of the group, in one tile row */
@@ -3524,16 +3533,9 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
             __m512 q[24], o[4];
             OCR__WINO_AT_COLUMNS(_mm512, __m512, OCR__WINO_LOAD16, m, ocr__wino_mps(j, Tp), 6 * ocr__wino_mps(j, Tp), q);
             for (a = 0; a < 4; a++) {
-                __m512 lo01, hi01, lo23, hi23, rv[5];
+                __m512 rv[5];
                 OCR__WINO_AT(_mm512, __m512, q[a], q[4 + a], q[8 + a], q[12 + a], q[16 + a], q[20 + a], o);
-                lo01 = _mm512_permutex2var_ps(o[0], pair, o[1]);
-                hi01 = _mm512_permutex2var_ps(o[0], _mm512_add_epi32(pair, eight), o[1]);
-                lo23 = _mm512_permutex2var_ps(o[2], pair, o[3]);
-                hi23 = _mm512_permutex2var_ps(o[2], _mm512_add_epi32(pair, eight), o[3]);
-                rv[0] = _mm512_permutex2var_ps(lo01, quad, lo23);
-                rv[1] = _mm512_permutex2var_ps(lo01, _mm512_add_epi32(quad, eight), lo23);
-                rv[2] = _mm512_permutex2var_ps(hi01, quad, hi23);
-                rv[3] = _mm512_permutex2var_ps(hi01, _mm512_add_epi32(quad, eight), hi23);
+                ocr__wino_interleave16(o, rv);
                 rv[4] = _mm512_setzero_ps();
                 for (rn = 0; rn < n_runs; rn++) {
                     float *yr = yk + run_off[rn] + a * g->OW;
@@ -3541,15 +3543,8 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
                     for (i = 0; i < run_cols[rn]; i += 16) {
                         int64_t f = run_first[rn] + i, vi = f / 16, sh = f % 16;
                         __mmask16 mk = ocr__lanes(run_cols[rn] - i);
-                        __m512 v = sh ? _mm512_permutex2var_ps(rv[vi], _mm512_add_epi32(iota, _mm512_set1_epi32((int)sh)), rv[vi + 1]) : rv[vi];
-                        if (j->accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, yr + i));
-                        else {
-                            if (j->ep.bias) v = _mm512_add_ps(v, _mm512_set1_ps(j->ep.bias[k]));
-                            if (j->ep.res) /* as the ReLU op: max(0, v) keeps a NaN */
-                                v = _mm512_max_ps(_mm512_setzero_ps(), _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, j->ep.res + (yr + i - j->ep.y0))));
-                            else if (j->ep.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
-                        }
-                        _mm512_mask_storeu_ps(yr + i, mk, v);
+                        ocr__wino_store_out(j, k, sh ? _mm512_permutex2var_ps(rv[vi], _mm512_add_epi32(iota, _mm512_set1_epi32((int)sh)), rv[vi + 1]) : rv[vi],
+                                            mk, yr + i);
                     }
                 }
             }
