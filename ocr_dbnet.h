@@ -1274,8 +1274,6 @@ static void ocr__db_fold_part(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
-/* residual >= 0: the folded convolution also adds that activation and applies the ReLU, writing act out (the end of a
-   residual block, ocr__db_residual_pattern); else it writes the BN's output. */
 /* The parts of eval concatenation op and their factors: a part whose upsampling was left to it
    (ocr__db_concat_up_pattern) is read before that upsampling. */
 static void ocr__db_concat_parts(const ocr_dbnet *m, const ocr__dbnet_op *op, ocr_tensor *parts, const ocr_tensor **ptrs, int *factors) {
@@ -1289,8 +1287,10 @@ static void ocr__db_concat_parts(const ocr_dbnet *m, const ocr__dbnet_op *op, oc
     }
 }
 
-/* cat (or NULL): the convolution's input is that concatenation's, read from its parts */
-/* second (or NULL): a 2x2/2 transposed convolution to one channel run with this one (ocr__db_convt_pair_pattern) */
+/* residual >= 0: the folded convolution also adds that activation and applies the ReLU, writing act out (the end of a
+   residual block, ocr__db_residual_pattern); else it writes the BN's output. cat (or NULL): the convolution's input is
+   that concatenation's, read from its parts. second (or NULL): a 2x2/2 transposed convolution to one channel run with
+   this one (ocr__db_convt_pair_pattern), writing its own output. */
 static int ocr__db_fold_forward(ocr_ctx *ctx, ocr_dbnet *m, const ocr__dbnet_op *conv, const ocr__dbnet_op *bn, int residual, int out,
                                 const ocr__dbnet_op *cat, const ocr__dbnet_op *second) {
     ocr__dbnet_state *S = m->state_;
