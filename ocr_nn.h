@@ -5809,12 +5809,6 @@ OCRDEF int ocr_nn_conv2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_t
    then each column value plus its bias goes straight to its output pixel. No zeroing, scatter-adding or bias pass
    over the output, and the same sums as the general path (which adds the columns into a zeroed output). */
 typedef struct {
-    const struct ocr__convt_job_ *first;
-    const float *w2;
-    float b2;
-    float *y;
-} ocr__convt_pair_job;
-typedef struct ocr__convt_job_ {
     const ocr__conv_geom *g;   /* conv2d sense: C, H, W the output; K, OH, OW the input */
     const float *x, *w, *bias;
     float *y;
@@ -5826,6 +5820,14 @@ typedef struct ocr__convt_job_ {
     const float *wt_packed;          /* W^T packed once for every chunk when the input has <= OCR__KC channels, else NULL */
     float *block[OCR_MAX_THREADS];   /* per thread: packed A | packed B | columns */
 } ocr__convt_job;
+
+/* ocr_nn_conv_transpose2d_pair_forward's second transposed convolution (one output channel), run on the first's rows */
+typedef struct {
+    const ocr__convt_job *first;
+    const float *w2;
+    float b2;
+    float *y;
+} ocr__convt_pair_job;
 
 static int ocr__convt_is_unfold(const ocr__conv_geom *g) {
     return g->groups == 1 && g->kh == g->sh && g->kw == g->sw && g->ph == 0 && g->pw == 0 && g->dh == 1 && g->dw == 1 &&
