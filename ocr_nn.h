@@ -1453,6 +1453,36 @@ static int64_t ocr__pack_a_rows8(const float *a, int64_t lda, int64_t kc, float 
     for (k = 0; k + 8 <= kc; k += 8, dst += 64) ocr__transpose8(a + k, lda, dst, 8);
     return k;
 }
+
+/* The same for a full 6-row panel (the AVX2 kernel): the 8 x 8 transpose with rows 6 and 7 zero, each column's
+   first 6 values stored in order, so that a store's two spare lanes are overwritten by the next (the last column is
+   stored as 4 + 2). */
+__attribute__((target("avx2")))
+static int64_t ocr__pack_a_rows6(const float *a, int64_t lda, int64_t kc, float *dst) {
+    int64_t k;
+    for (k = 0; k + 8 <= kc; k += 8, dst += 48) {
+        const float *s = a + k;
+        __m256 z = _mm256_setzero_ps();
+        __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lda), r2 = _mm256_loadu_ps(s + 2 * lda),
+               r3 = _mm256_loadu_ps(s + 3 * lda), r4 = _mm256_loadu_ps(s + 4 * lda), r5 = _mm256_loadu_ps(s + 5 * lda);
+        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+               t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44),
+               u3 = _mm256_shuffle_ps(t1, t3, 0xEE), u4 = _mm256_shuffle_ps(t4, z, 0x44), u5 = _mm256_shuffle_ps(t4, z, 0xEE),
+               u6 = _mm256_shuffle_ps(t5, z, 0x44), u7 = _mm256_shuffle_ps(t5, z, 0xEE);
+        __m256 last = _mm256_permute2f128_ps(u3, u7, 0x31);
+        _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(dst + 6, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(dst + 12, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(dst + 18, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(dst + 30, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(dst + 36, _mm256_permute2f128_ps(u2, u6, 0x31));
+        _mm_storeu_ps(dst + 42, _mm256_castps256_ps128(last));
+        _mm_storel_pi((__m64 *)(void *)(dst + 46), _mm256_extractf128_ps(last, 1));
+    }
+    return k;
+}
 #endif
 
 /* Packs op(A)[i0:i0+mc, k0:k0+kc] into mr-row panels, k-major inside a panel. */
@@ -1464,6 +1494,9 @@ static void ocr__pack_a(const ocr__gemm_job *g, int64_t i0, int64_t mc, int64_t 
 #ifdef OCR__HAVE_AVX2
         if (!g->trans_a && rows == 8 && mr == 8 && g->uk.fn != ocr__ukernel_portable) {
             k = ocr__pack_a_rows8(g->A + (i0 + ip) * g->lda + k0, g->lda, kc, dst);
+            dst += k * mr;
+        } else if (!g->trans_a && rows == 6 && mr == 6 && g->uk.fn != ocr__ukernel_portable) {
+            k = ocr__pack_a_rows6(g->A + (i0 + ip) * g->lda + k0, g->lda, kc, dst);
             dst += k * mr;
         }
 #endif
@@ -1503,12 +1536,26 @@ static void ocr__transpose16(const float *src, int64_t lds, float *dst, int64_t 
 }
 #endif
 
+#ifdef OCR__HAVE_AVX2
+/* kc rows of nr floats (a multiple of 8) from src (row stride lds) to dst, back to back: inline vector copies, as a
+   memcpy call per 64-byte row cost more than the copy itself */
+__attribute__((target("avx2")))
+static void ocr__copy_rows8(const float *src, int64_t lds, int64_t kc, int64_t nr, float *dst) {
+    int64_t k, j;
+    for (k = 0; k < kc; k++, src += lds, dst += nr)
+        for (j = 0; j < nr; j += 8) _mm256_store_ps(dst + j, _mm256_loadu_ps(src + j));
+}
+#endif
+
 /* Packs op(B)[k0:k0+kc, j0:j0+nc] into nr-column panels. */
 static void ocr__pack_b(const ocr__gemm_job *g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
     int64_t jp, k, j, nr = g->uk.nr;
     for (jp = 0; jp < nc; jp += nr) {
         int64_t cols = nc - jp < nr ? nc - jp : nr;
         if (!g->trans_b && cols == nr) {
+#ifdef OCR__HAVE_AVX2
+            if (g->uk.fn != ocr__ukernel_portable) { ocr__copy_rows8(g->B + k0 * g->ldb + j0 + jp, g->ldb, kc, nr, dst); dst += kc * nr; continue; }
+#endif
             for (k = 0; k < kc; k++, dst += nr) memcpy(dst, g->B + (k0 + k) * g->ldb + j0 + jp, (size_t)nr * sizeof(float));
             continue;
         }
