@@ -1418,6 +1418,7 @@ typedef struct {
     int64_t mc, nchunk, m_blocks, n_chunks, a_panels;
     int a_prepacked;         /* serial runs only: pa already holds all of op(A) packed, K <= OCR__KC */
     int overwrite;           /* beta 0 and one K block: tiles store with uk.fn0, C is neither zeroed nor read */
+    int b_per_chunk;         /* serial runs: pb holds only the current column chunk's panels, from its start */
 } ocr__gemm_job;
 
 #ifdef OCR__HAVE_AVX2
@@ -1629,7 +1630,7 @@ static void ocr__gemm_compute_part(void *arg, int64_t begin, int64_t end, int ti
         int64_t jr, ir;
         for (jr = n0; jr < n1; jr += NR) {
             int64_t nr = n1 - jr < NR ? n1 - jr : NR;
-            const float *bp = g->pb + jr * g->kc;
+            const float *bp = g->pb + (g->b_per_chunk ? jr - n0 : jr) * g->kc;
             for (ir = m0; ir < m1; ir += MR) {
                 int64_t mr = m1 - ir < MR ? m1 - ir : MR;
                 const float *ap = g->pa + ir * g->kc;
@@ -1702,15 +1703,24 @@ static void ocr__gemm_run(ocr_ctx *ctx, ocr__gemm_job *g) {
         for (pc = 0; pc < g->K; pc += OCR__KC) {
             g->pc = pc;
             g->kc = g->K - pc < OCR__KC ? g->K - pc : OCR__KC;
-            if (ctx) {
+            if (ctx && ctx->n_threads > 1) {
                 /* small problems stay on one thread: the dispatches would cost more than they save */
                 g->a_panels = a_panels;
                 ocr_parallel_for(ctx, a_panels * g->uk.mr + b_panels * g->uk.nr, 64, ocr__gemm_pack_part, g);
                 ocr_parallel_for(ctx, items, g->M * g->nc * g->kc > 32 * 32 * 32 ? 1 : items, ocr__gemm_compute_part, g);
             } else {
+                /* one column chunk of B packed at a time and used by every row block at once: its panels (a quarter
+                   of a MB at most) are written and read in L2, where packing the whole block first sent them to L3
+                   and back (a fifth of the time of the 64-row shapes) */
+                int64_t jb, ib;
                 if (!g->a_prepacked) ocr__gemm_pack_a_part(g, 0, a_panels, 0);
-                ocr__gemm_pack_b_part(g, 0, b_panels, 0);
-                ocr__gemm_compute_part(g, 0, items, 0);
+                g->b_per_chunk = 1;
+                for (jb = 0; jb < g->n_chunks; jb++) {
+                    int64_t n0 = jb * g->nchunk, n1 = n0 + g->nchunk < g->nc ? n0 + g->nchunk : g->nc;
+                    ocr__pack_b(g, g->pc, g->kc, g->jc + n0, n1 - n0, g->pb);
+                    for (ib = 0; ib < g->m_blocks; ib++) ocr__gemm_compute_part(g, ib * g->n_chunks + jb, ib * g->n_chunks + jb + 1, 0);
+                }
+                g->b_per_chunk = 0;
             }
         }
     }
