@@ -1774,10 +1774,12 @@ static void ocr__gemm_serial(const ocr__ukernel *uk, int trans_a, int trans_b, i
    time went to waiting at the barriers, and packing B ran at a third of one thread's speed, its stores taking the
    lines back from the other core.) A rectangle repacks the operand it shares with its neighbours (all of op(A)
    when the columns are split), so the grid of tm x tn rectangles is chosen by a cost in flops, each packed float
-   counted as OCR__GEMM_PACK_FLOPS; the shared path stays for when every grid costs more than it would (it also
-   pays about 15% for its barriers). Rectangles start at multiples of mr and nr, so every tile and its sums are
-   those of one thread: the same bits. */
+   counted as OCR__GEMM_PACK_FLOPS, twice that for A, whose panels are transposed as they are packed where B's are
+   copied (at the same weight, layer3's 256 x 455 x 2304 split its columns and ran 8% slower than split by rows); the
+   shared path stays for when every grid costs more than it would (it also pays about 15% for its barriers).
+   Rectangles start at multiples of mr and nr, so every tile and its sums are those of one thread: the same bits. */
 #define OCR__GEMM_PACK_FLOPS 30.0
+#define OCR__GEMM_PACK_A_FLOPS (2 * OCR__GEMM_PACK_FLOPS)
 typedef struct { const ocr__gemm_job *g; float *pa, *pb; size_t pa_floats, pb_floats; int64_t row_panels, col_panels; int tm, tn; } ocr__gemm_split_job;
 
 static void ocr__gemm_split_part(void *arg, int64_t begin, int64_t end, int tid) {
@@ -1800,7 +1802,8 @@ static void ocr__gemm_split_part(void *arg, int64_t begin, int64_t end, int tid)
 /* The cost in flops of one rectangle of rows x cols (whole micro-panels) with its packing. */
 static double ocr__gemm_rect_cost(int64_t rows, int64_t cols, int64_t K) {
     return 2.0 * (double)rows * (double)cols * (double)K +
-           OCR__GEMM_PACK_FLOPS * ((double)rows * (double)K * (double)((cols + OCR__NC - 1) / OCR__NC) + (double)cols * (double)K);
+           OCR__GEMM_PACK_A_FLOPS * (double)rows * (double)K * (double)((cols + OCR__NC - 1) / OCR__NC) +
+           OCR__GEMM_PACK_FLOPS * (double)cols * (double)K;
 }
 
 /* The number of row parts tm of the cheapest grid for `threads` threads (tn = threads / tm), or 0 when the shared
