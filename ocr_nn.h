@@ -4,7 +4,7 @@
    op as the direct loop of its PyTorch definition: ocr__ref_gemm, ocr__ref_conv2d_forward, ...); then mixed
    precision's rounding of an op's inputs (ocr__amp_*); then the fast paths: GEMM (micro-kernels, packing, ocr_gemm and
    its rectangles per thread, ocr__gemm_split; tuning macros OCR__KC, OCR__NC, OCR__MC_PANELS, OCR__GEMM_PACK_FLOPS,
-   OCR__WGRAD_*), convolution lowering (im2col and packed GEMM, the
+   OCR__GEMM_PACK_A_FLOPS, OCR__WGRAD_*), convolution lowering (im2col and packed GEMM, the
    implicit path on AVX-512 and AVX2, AVX-512's 3x3 stride-2 blocks over output channels (ocr__conv_och), Winograd
    F(4x4, 3x3) with OCR__WINO_* (and, for one image of few tiles, its tiles as the GEMMs' rows: ocr__wino_rows_part),
    the data gradient as a flipped-kernel convolution;
