@@ -1322,14 +1322,20 @@ static void ocr__ukernel_portable(int64_t kc, const float *a, const float *b, fl
 }
 
 #ifdef OCR__HAVE_AVX2
+/* tail 0: a full 6 x 16 tile, C = alpha * sum + (overwrite ? 0 : C) in one rounding. tail 1: the last panel of M rows
+   not a multiple of 6 (64 = 10 x 6 + 4, 256 = 42 x 6 + 4): 4 rows of FMAs, `rows` of them stored straight into C and
+   rounded as the edge buffer's path rounds them, instead of 6 rows into that buffer and a copy (the 64-row shapes
+   spent 5% of their time on that panel). */
 __attribute__((target("avx2,fma"), always_inline))
-static inline void ocr__ukernel_avx2_body(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, int overwrite) {
+static inline void ocr__ukernel_avx2_body(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, int overwrite,
+                                          int tail, int64_t rows) {
 #define OCR__ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define OCR__DECL(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps();
-#define OCR__FMA(i) { __m256 x = _mm256_broadcast_ss(a + i); c##i##0 = _mm256_fmadd_ps(x, b0, c##i##0); \
-                      c##i##1 = _mm256_fmadd_ps(x, b1, c##i##1); }
-#define OCR__STORE(i) _mm256_storeu_ps(c + i * ldc, _mm256_fmadd_ps(va, c##i##0, overwrite ? zero : _mm256_loadu_ps(c + i * ldc))); \
-                      _mm256_storeu_ps(c + i * ldc + 8, _mm256_fmadd_ps(va, c##i##1, overwrite ? zero : _mm256_loadu_ps(c + i * ldc + 8)));
+#define OCR__FMA(i) if (i < (tail ? 4 : 6)) { __m256 x = _mm256_broadcast_ss(a + i); c##i##0 = _mm256_fmadd_ps(x, b0, c##i##0); \
+                                              c##i##1 = _mm256_fmadd_ps(x, b1, c##i##1); }
+#define OCR__PUT(i, v) { float *cp = c + i * ldc + 8 * v; __m256 old = overwrite ? zero : _mm256_loadu_ps(cp);                       \
+                         _mm256_storeu_ps(cp, tail ? _mm256_add_ps(old, _mm256_fmadd_ps(va, c##i##v, zero)) : _mm256_fmadd_ps(va, c##i##v, old)); }
+#define OCR__STORE(i) if (i < (tail ? rows : 6)) { OCR__PUT(i, 0) OCR__PUT(i, 1) }
     __m256 va = _mm256_set1_ps(alpha), zero = _mm256_setzero_ps();
     int64_t k;
     OCR__ROWS6(OCR__DECL)
@@ -1340,40 +1346,21 @@ static inline void ocr__ukernel_avx2_body(int64_t kc, const float *a, const floa
     OCR__ROWS6(OCR__STORE)
 #undef OCR__DECL
 #undef OCR__FMA
+#undef OCR__PUT
 #undef OCR__STORE
 }
 __attribute__((target("avx2,fma")))
 static void ocr__ukernel_avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-    ocr__ukernel_avx2_body(kc, a, b, c, ldc, alpha, 0);
+    ocr__ukernel_avx2_body(kc, a, b, c, ldc, alpha, 0, 0, 6);
 }
 __attribute__((target("avx2,fma")))
 static void ocr__ukernel_avx2_store(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-    ocr__ukernel_avx2_body(kc, a, b, c, ldc, alpha, 1);
+    ocr__ukernel_avx2_body(kc, a, b, c, ldc, alpha, 1, 0, 6);
 }
-/* The last panel of M rows not a multiple of 6 (64 = 10 x 6 + 4, 256 = 42 x 6 + 4): 4 rows of FMAs instead of 6 into
-   the edge buffer and a copy (the 64-row shapes spent 5% of their time on that panel). */
 __attribute__((target("avx2,fma")))
 static void ocr__ukernel_avx2_rows4(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, int64_t rows,
                                     int overwrite) {
-#define OCR__ROWS4(X) X(0) X(1) X(2) X(3)
-#define OCR__DECL(i) __m256 c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps();
-#define OCR__FMA(i) { __m256 x = _mm256_broadcast_ss(a + i); c##i##0 = _mm256_fmadd_ps(x, b0, c##i##0); \
-                      c##i##1 = _mm256_fmadd_ps(x, b1, c##i##1); }
-#define OCR__STORE(i) if (i < rows) { \
-        _mm256_storeu_ps(c + i * ldc, _mm256_add_ps(overwrite ? zero : _mm256_loadu_ps(c + i * ldc), _mm256_fmadd_ps(va, c##i##0, zero))); \
-        _mm256_storeu_ps(c + i * ldc + 8, _mm256_add_ps(overwrite ? zero : _mm256_loadu_ps(c + i * ldc + 8), _mm256_fmadd_ps(va, c##i##1, zero))); }
-    __m256 va = _mm256_set1_ps(alpha), zero = _mm256_setzero_ps();
-    int64_t k;
-    OCR__ROWS4(OCR__DECL)
-    for (k = 0; k < kc; k++, a += 6, b += 16) {
-        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-        OCR__ROWS4(OCR__FMA)
-    }
-    OCR__ROWS4(OCR__STORE)
-#undef OCR__ROWS4
-#undef OCR__DECL
-#undef OCR__FMA
-#undef OCR__STORE
+    ocr__ukernel_avx2_body(kc, a, b, c, ldc, alpha, overwrite, 1, rows);
 }
 
 /* 8 x 48: 24 accumulators and three B registers; the A values are broadcast straight from memory. Eight rows
