@@ -1438,12 +1438,15 @@ typedef struct {
 } ocr__gemm_job;
 
 #ifdef OCR__HAVE_AVX2
-/* dst[j * ldd + i] = src[i * lds + j] for an 8 x 8 block, in registers. */
-__attribute__((target("avx2")))
-static void ocr__transpose8(const float *src, int64_t lds, float *dst, int64_t ldd) {
+/* The 8 columns of an 8 x 8 block in registers, col[j][i] = src[i * lds + j], rows 6 and 7 read as zeros when
+   six_rows: pairs of rows interleaved, then pairs of pairs, then the 128-bit halves moved into place. (Written out:
+   as loops over arrays, GCC kept the vectors on the stack.) */
+__attribute__((target("avx2"), always_inline))
+static inline void ocr__transpose8_cols(const float *src, int64_t lds, int six_rows, __m256 col[8]) {
+    __m256 z = _mm256_setzero_ps();
     __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds), r2 = _mm256_loadu_ps(src + 2 * lds),
            r3 = _mm256_loadu_ps(src + 3 * lds), r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds),
-           r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
+           r6 = six_rows ? z : _mm256_loadu_ps(src + 6 * lds), r7 = six_rows ? z : _mm256_loadu_ps(src + 7 * lds);
     __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
            t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
            t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
@@ -1451,14 +1454,20 @@ static void ocr__transpose8(const float *src, int64_t lds, float *dst, int64_t l
     __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44),
            u3 = _mm256_shuffle_ps(t1, t3, 0xEE), u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
            u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(dst + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+    col[0] = _mm256_permute2f128_ps(u0, u4, 0x20); col[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    col[2] = _mm256_permute2f128_ps(u2, u6, 0x20); col[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    col[4] = _mm256_permute2f128_ps(u0, u4, 0x31); col[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    col[6] = _mm256_permute2f128_ps(u2, u6, 0x31); col[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* dst[j * ldd + i] = src[i * lds + j] for an 8 x 8 block. */
+__attribute__((target("avx2")))
+static void ocr__transpose8(const float *src, int64_t lds, float *dst, int64_t ldd) {
+    __m256 c[8];
+    ocr__transpose8_cols(src, lds, 0, c);
+    _mm256_storeu_ps(dst, c[0]); _mm256_storeu_ps(dst + ldd, c[1]); _mm256_storeu_ps(dst + 2 * ldd, c[2]);
+    _mm256_storeu_ps(dst + 3 * ldd, c[3]); _mm256_storeu_ps(dst + 4 * ldd, c[4]); _mm256_storeu_ps(dst + 5 * ldd, c[5]);
+    _mm256_storeu_ps(dst + 6 * ldd, c[6]); _mm256_storeu_ps(dst + 7 * ldd, c[7]);
 }
 
 /* One full 8-row panel of a row-major A: dst[k * 8 + i] = a[i * lda + k] for k < kc, 8 x 8 blocks transposed in
@@ -1478,25 +1487,13 @@ __attribute__((target("avx2")))
 static int64_t ocr__pack_a_rows6(const float *a, int64_t lda, int64_t kc, float *dst) {
     int64_t k;
     for (k = 0; k + 8 <= kc; k += 8, dst += 48) {
-        const float *s = a + k;
-        __m256 z = _mm256_setzero_ps();
-        __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lda), r2 = _mm256_loadu_ps(s + 2 * lda),
-               r3 = _mm256_loadu_ps(s + 3 * lda), r4 = _mm256_loadu_ps(s + 4 * lda), r5 = _mm256_loadu_ps(s + 5 * lda);
-        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
-               t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44),
-               u3 = _mm256_shuffle_ps(t1, t3, 0xEE), u4 = _mm256_shuffle_ps(t4, z, 0x44), u5 = _mm256_shuffle_ps(t4, z, 0xEE),
-               u6 = _mm256_shuffle_ps(t5, z, 0x44), u7 = _mm256_shuffle_ps(t5, z, 0xEE);
-        __m256 last = _mm256_permute2f128_ps(u3, u7, 0x31);
-        _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
-        _mm256_storeu_ps(dst + 6, _mm256_permute2f128_ps(u1, u5, 0x20));
-        _mm256_storeu_ps(dst + 12, _mm256_permute2f128_ps(u2, u6, 0x20));
-        _mm256_storeu_ps(dst + 18, _mm256_permute2f128_ps(u3, u7, 0x20));
-        _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(u0, u4, 0x31));
-        _mm256_storeu_ps(dst + 30, _mm256_permute2f128_ps(u1, u5, 0x31));
-        _mm256_storeu_ps(dst + 36, _mm256_permute2f128_ps(u2, u6, 0x31));
-        _mm_storeu_ps(dst + 42, _mm256_castps256_ps128(last));
-        _mm_storel_pi((__m64 *)(void *)(dst + 46), _mm256_extractf128_ps(last, 1));
+        __m256 c[8];
+        ocr__transpose8_cols(a + k, lda, 1, c);
+        _mm256_storeu_ps(dst, c[0]); _mm256_storeu_ps(dst + 6, c[1]); _mm256_storeu_ps(dst + 12, c[2]);
+        _mm256_storeu_ps(dst + 18, c[3]); _mm256_storeu_ps(dst + 24, c[4]); _mm256_storeu_ps(dst + 30, c[5]);
+        _mm256_storeu_ps(dst + 36, c[6]);
+        _mm_storeu_ps(dst + 42, _mm256_castps256_ps128(c[7]));
+        _mm_storel_pi((__m64 *)(void *)(dst + 46), _mm256_extractf128_ps(c[7], 1));
     }
     return k;
 }
