@@ -105,17 +105,15 @@ export CC WARN INC LIBS
 
 # Each header alone, with its implementation, as C99 and as C++, under every compiler present.
 check_headers() {
-    local h m c
+    local h c
     for h in $HEADERS; do
         [ -f "$h" ] || continue
-        m=$(echo "${h%.h}" | tr a-z A-Z)_IMPLEMENTATION
         for c in "gcc -std=c99 -x c" "g++ -std=c++11 -x c++" "clang -std=c99 -x c" "clang++ -std=c++11 -x c++"; do
-            command -v "${c%% *}" >/dev/null 2>&1 || continue
-            printf '#define %s\n#include "%s"\n' "$m" "$h" |
-                ${c} - -fsyntax-only -Wall -Wextra -Wpedantic -Wshadow -Werror $INC ||
-                { say "build.sh: $h does not compile alone under: $c"; return 1; }
+            command -v "${c%% *}" >/dev/null 2>&1 && printf '%s\n%s\n' "$h" "$c"
         done
-    done
+    done | xargs -d '\n' -n 2 -P "$JOBS" sh -c 'm=$(echo "${0%.h}" | tr a-z A-Z)_IMPLEMENTATION
+        printf "#define %s\n#include \"%s\"\n" "$m" "$0" | $1 - -fsyntax-only -Wall -Wextra -Wpedantic -Wshadow -Werror $INC ||
+        { echo "build.sh: $0 does not compile alone under: $1"; exit 255; }'
 }
 
 # The library is compiled once per flavour (build/ocr_impl.o, build/san/ocr_impl.o, and with the CUDA defines for the

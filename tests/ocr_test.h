@@ -33,6 +33,13 @@ static char ocr_test__skip_reason[256];
             __FILE__, __LINE__, #call, ocr_test__rc, (int)(code), ocr_ctx_last_error(ctx), (substr)); } } while (0)
 
 #define OCR_TEST_RUN(fn) ocr_test__run(#fn, fn)
+/* A case whose work is the unsanitized programs it runs (./examples/..., python3, node), its own code only reading
+   what they wrote: the sanitizer pass (OCR_SANITIZED=1, set by build.sh) would run the same binaries again and check
+   nothing new, so the case runs in the plain pass only (the suite's ten minutes). */
+#define OCR_TEST_RUN_PROGRAMS(fn) do { if (!ocr_test_sanitized()) ocr_test__run(#fn, fn); \
+    else printf("plain pass only: %s\n", #fn); } while (0)
+
+OCR_TEST__UNUSED static int ocr_test_sanitized(void) { const char *v = getenv("OCR_SANITIZED"); return v && v[0] == '1'; }
 
 /* Marks the running case skipped, with the reason (a CPU without the instructions a path needs, say); the case then
    counts neither as passed nor as failed, unless a check in it failed. Return from the case after calling it. */
@@ -42,12 +49,17 @@ OCR_TEST__UNUSED static void ocr_test_skip(const char *reason) {
 
 OCR_TEST__UNUSED static void ocr_test__run(const char *name, void (*fn)(void)) {
     if (ocr_test__filter && !strstr(name, ocr_test__filter)) return;
+    double t0 = ocr_monotonic_seconds(), seconds;
+    char took[32] = "";
     ocr_test__case_failed = 0;
     ocr_test__skip_reason[0] = 0;
     fn();
-    if (ocr_test__case_failed) { ocr_test__failed++; printf("FAIL %s\n", name); }
+    /* a case's time, when it is long enough to matter to the suite's ten minutes */
+    seconds = ocr_monotonic_seconds() - t0;
+    if (seconds >= 0.5) snprintf(took, sizeof took, " (%.1f s)", seconds);
+    if (ocr_test__case_failed) { ocr_test__failed++; printf("FAIL %s%s\n", name, took); }
     else if (ocr_test__skip_reason[0]) { ocr_test__skipped++; printf("SKIP %s: %s\n", name, ocr_test__skip_reason); }
-    else { ocr_test__passed++; printf("ok   %s\n", name); }
+    else { ocr_test__passed++; printf("ok   %s%s\n", name, took); }
     fflush(stdout);
 }
 

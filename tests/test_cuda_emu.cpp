@@ -47,7 +47,6 @@ static ocr_ctx cpu, gpu;
 static const char *self_exe;
 
 /* Sanitizer builds run fewer shapes: every emulated CUDA thread is an OS thread, and TSan makes each costly. */
-static int sanitized(void) { const char *v = getenv("OCR_SANITIZED"); return v && v[0] == '1'; }
 
 /* ---------------------------------------------------------------- device buffers with guards */
 
@@ -210,7 +209,7 @@ static void test_tensor_basics(void) {
 static void test_gemm(void) {
     static const int sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {17, 9, 23}, {33, 31, 2}};
     int s, ta, tb;
-    for (s = sanitized() ? 1 : 0; s < 4; s++)
+    for (s = ocr_test_sanitized() ? 1 : 0; s < 4; s++)
         for (ta = 0; ta < 2; ta++)
             for (tb = 0; tb < 2; tb++) {
                 int M = sizes[s][0], N = sizes[s][1], K = sizes[s][2], lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 1;
@@ -289,7 +288,7 @@ static void test_conv(void) {
     };
     size_t i;
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (!sanitized() || i != 1) run_conv(&cases[i]); /* the stride-2 3x3 case is covered by the 7x7 stem there */
+        if (!ocr_test_sanitized() || i != 1) run_conv(&cases[i]); /* the stride-2 3x3 case is covered by the 7x7 stem there */
 }
 
 /* ---------------------------------------------------------------- mixed precision (ctx->amp) */
@@ -475,7 +474,7 @@ static void test_amp_conv(void) {
         ax = amp_copy(&a.x, OCR_AMP_OFF); aw = amp_copy(&a.w, OCR_AMP_OFF); ady = amp_copy(&a.dy, OCR_AMP_OFF);
         amp_conv_cpu(c, &a, &ax, &aw, &ady, 1, &bound);
         for (amp = OCR_AMP_BF16; amp <= OCR_AMP_F16; amp++) {
-            if (sanitized() && amp != (ci % 2 ? OCR_AMP_F16 : OCR_AMP_BF16)) continue; /* there one type per case: the same kernels */
+            if (ocr_test_sanitized() && amp != (ci % 2 ? OCR_AMP_F16 : OCR_AMP_BF16)) continue; /* there one type per case: the same kernels */
             amp_result got, ref;
             ocr_tensor rx = amp_copy(&a.x, amp), rw = amp_copy(&a.w, amp), rdy = amp_copy(&a.dy, amp);
             double u = amp_unit(amp), kb = 2.0 * u + u * u + AMP_SUM_TOL + AMP_OUT_ROUND * u, ka = AMP_OUT_ROUND * u;
@@ -723,7 +722,7 @@ static void test_amp_off_unchanged(void) {
 static void test_batchnorm(void) {
     static const int shapes[][4] = {{2, 3, 5, 7}, {1, 5, 3, 3}, {3, 2, 1, 2}};
     int s, training;
-    for (s = sanitized() ? 1 : 0; s < 3; s++)
+    for (s = ocr_test_sanitized() ? 1 : 0; s < 3; s++)
         for (training = 1; training >= 0; training--) {
             ocr_shape xs = ocr_shape4(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]), cs = ocr_shape1(shapes[s][1]);
             ocr_tensor x = host_rand("x", xs, -2, 3), g = host_rand("gamma", cs, 0.5f, 1.5f), be = host_rand("beta", cs, -1, 1);

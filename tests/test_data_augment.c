@@ -8,7 +8,6 @@
 #include "ocr_test.h"
 #include "ocr_test_poly.h"
 
-static int sanitized(void) { const char *v = getenv("OCR_SANITIZED"); return v && v[0] == '1'; }
 
 /* ---------------------------------------------------------------- sample helpers of the test itself */
 
@@ -202,7 +201,7 @@ static double poly_area(const ocr_polygon *p) {
 static void test_augment_masks_stay_aligned(void) {
     ocr_ctx ctx;
     ocr_augment_config cfg = ocr_augment_defaults();
-    int trial, trials = sanitized() ? 12 : 60, with_text = 0;
+    int trial, trials = ocr_test_sanitized() ? 12 : 60, with_text = 0;
     ocr_ctx_init(&ctx, 1, 1);
     cfg.crop_width = 160;
     cfg.crop_height = 128;

@@ -17,7 +17,6 @@
 static char g_tmp[256];      /* per-run temporary directory */
 static int g_lmdb_ready;     /* the python reference LMDBs exist */
 
-static int sanitized(void) { const char *s = getenv("OCR_SANITIZED"); return s && s[0] == '1'; }
 
 static unsigned char *slurp(const char *path, size_t *size) {
     ocr_ctx ctx;
@@ -135,7 +134,7 @@ static void put_be32(unsigned char *p, uint32_t v) { p[0] = (unsigned char)(v >>
 static void test_decode_corrupt(void) {
     ocr_ctx ctx;
     size_t i, n, cut;
-    int flips = sanitized() ? 40 : 300;
+    int flips = ocr_test_sanitized() ? 40 : 300;
     ocr_ctx_init(&ctx, 1, 7);
     for (i = 0; i < sizeof k_images / sizeof *k_images; i++) {
         char path[256];
@@ -610,7 +609,7 @@ static void test_lmdb_fork(void) {
     ocr_hash128 want[16];
     char path[400];
     pid_t kids[4];
-    int i, rc, rounds = sanitized() ? 5 : 30, parent_bad = 0;
+    int i, rc, rounds = ocr_test_sanitized() ? 5 : 30, parent_bad = 0;
     if (!g_lmdb_ready) { OCR_CHECK_MSG(0, "reference LMDBs missing"); return; }
     ocr_ctx_init(&ctx, 1, 0);
     snprintf(path, sizeof path, "%s/ref/good", g_tmp);

@@ -510,7 +510,7 @@ static void test_errors(void) {
 
 int main(int argc, char **argv) {
     ocr_test_init(argc, argv);
-    sanitized = getenv("OCR_SANITIZED") != NULL;
+    sanitized = ocr_test_sanitized();
     OCR_TEST_RUN(test_kind_selection);
     OCR_TEST_RUN(test_errors);
     OCR_TEST_RUN(test_rounding_amx);

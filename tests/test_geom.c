@@ -295,7 +295,7 @@ static void test_offset_degenerate(void) {
    empty shrink is what makes the official targets ignore a polygon. Measured on 30,000: 0.35% disagree (1.5%
    before the rounding of Clipper's sweep was modelled), mostly pieces of 0.5 to 2 px^2 one side keeps. */
 static void test_offset_degenerate_vs_pyclipper(void) {
-    const int n_cases = getenv("OCR_SANITIZED") ? 1000 : 4000;
+    const int n_cases = ocr_test_sanitized() ? 1000 : 4000;
     ocr_ctx ctx;
     contour_case *cases = (contour_case *)calloc((size_t)n_cases, sizeof(contour_case));
     ocr_tensor t_off;
@@ -350,7 +350,7 @@ out:
 }
 
 static void test_offset_vs_pyclipper(void) {
-    const int n_cases = getenv("OCR_SANITIZED") ? 1000 : 4000;
+    const int n_cases = ocr_test_sanitized() ? 1000 : 4000;
     ocr_ctx ctx;
     contour_case *cases = (contour_case *)calloc((size_t)n_cases, sizeof(contour_case));
     ocr_tensor t_off;

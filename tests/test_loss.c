@@ -10,11 +10,6 @@
 
 #define FIXTURE "tests/fixtures/loss/db_loss.safetensors"
 
-static int sanitized(void) {
-    const char *v = getenv("OCR_SANITIZED");
-    return v && v[0] == '1';
-}
-
 static int all_finite(const float *p, int64_t n) {
     int64_t i;
     for (i = 0; i < n; i++) if (!isfinite(p[i])) return 0;
@@ -410,7 +405,7 @@ static void ohem_case(ocr_ctx *ctx, int64_t n, int levels, double pos_frac, floa
 static void test_ohem_selection_matches_sort(void) {
     ocr_ctx ctx;
     int threads;
-    int64_t big = sanitized() ? 20000 : 300000;
+    int64_t big = ocr_test_sanitized() ? 20000 : 300000;
     for (threads = 1; threads <= 2; threads++) {
         OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, threads, 11));
         ohem_case(&ctx, big, 0, 0.1, 3.0f, "continuous");
@@ -583,7 +578,7 @@ static float config_weight(ocr_rng *r, float hi) {
 
 static void test_extreme_inputs_stay_finite(void) {
     ocr_ctx ctx;
-    int iter, iters = sanitized() ? 800 : 4000, failures = 0;
+    int iter, iters = ocr_test_sanitized() ? 800 : 4000, failures = 0;
     enum { MAXP = 3 * 6 * 7 };
     float buf[10][MAXP];
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 1, 2024));

@@ -344,12 +344,12 @@ int main(int argc, char **argv) {
     ocr_test_cli_ctx = &ctx;
     snprintf(dir, sizeof dir, "/tmp/ocr_test_make_synth.XXXXXX");
     if (!mkdtemp(dir)) { fprintf(stderr, "test_make_synth: mkdtemp failed\n"); return 1; }
-    OCR_TEST_RUN(test_folder_is_the_library_scenes);
-    OCR_TEST_RUN(test_sets_follow_train_dbnet);
-    OCR_TEST_RUN(test_manifest);
-    OCR_TEST_RUN(test_usage_errors);
-    OCR_TEST_RUN(test_words);
-    OCR_TEST_RUN(test_train_rec_words);
+    OCR_TEST_RUN_PROGRAMS(test_folder_is_the_library_scenes);
+    OCR_TEST_RUN_PROGRAMS(test_sets_follow_train_dbnet);
+    OCR_TEST_RUN_PROGRAMS(test_manifest);
+    OCR_TEST_RUN_PROGRAMS(test_usage_errors);
+    OCR_TEST_RUN_PROGRAMS(test_words);
+    OCR_TEST_RUN_PROGRAMS(test_train_rec_words);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "test_make_synth: could not remove %s\n", dir);
     ocr_ctx_free(&ctx);

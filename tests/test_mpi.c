@@ -577,7 +577,6 @@ static void test_train_rec(void) {
 
 int main(int argc, char **argv) {
     char cmd[128];
-    const char *san = getenv("OCR_SANITIZED");
     ocr_test_init(argc, argv);
     if (ocr_ctx_init(&ctx, 1, 7) != OCR_OK) return 1;
     ocr_test_cli_ctx = &ctx;
@@ -587,7 +586,7 @@ int main(int argc, char **argv) {
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     OCR_TEST_RUN(test_sync_bn_replicas);
     OCR_TEST_RUN(test_no_mpi_build_refuses_launch);
-    if (san && san[0] == '1') {
+    if (ocr_test_sanitized()) {
         printf("test_mpi: OCR_SANITIZED=1: the cases that run %s under mpirun ran in the plain pass\n", TRAIN);
     } else if (access(TRAIN, X_OK) != 0) {
         fprintf(stderr, "test_mpi: %s must be built first (./build.sh builds it)\n", TRAIN);

@@ -212,8 +212,7 @@ static void test_conv_paths(void) {
     static const int kernels[3] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2, OCR_CPU_KERNEL_PORTABLE};
     /* under the sanitizers the Winograd shapes run on two threads only (their work split, hence their edges, is what
        differs with the thread count; one thread is the plain run's): the reference sums are most of the time there */
-    const char *san = getenv("OCR_SANITIZED");
-    int c, t, k, t_first = san && san[0] && strcmp(san, "0") != 0 ? 2 : 1;
+    int c, t, k, t_first = ocr_test_sanitized() ? 2 : 1;
     for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
         for (t = 1; t <= 2; t++)
             for (k = 0; k < 3; k++) run_case(&cases[c], t, kernels[k], 2e-6);

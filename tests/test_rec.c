@@ -940,7 +940,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_eval_metrics);
     OCR_TEST_RUN(test_overfit_words);
     OCR_TEST_RUN(test_make_lmdb_rec);
-    OCR_TEST_RUN(test_programs);
+    OCR_TEST_RUN_PROGRAMS(test_programs);
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
     if (system(cmd) != 0) fprintf(stderr, "test_rec: could not remove %s\n", g_tmp);
     return ocr_test_finish();

@@ -264,9 +264,8 @@ static void test_rec_empty(void) {
 
 int main(int argc, char **argv) {
     char cmd[128];
-    const char *san = getenv("OCR_SANITIZED");
     ocr_test_init(argc, argv);
-    sanitized = san && san[0] && strcmp(san, "0") != 0;
+    sanitized = ocr_test_sanitized();
     bin_dir = sanitized ? "build/san" : "./examples";
     emu_dir = sanitized ? "build/san" : "build";
     if (ocr_ctx_init(&ctx, 1, 7) != OCR_OK) return 1;

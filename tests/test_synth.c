@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int sanitized(void) { const char *v = getenv("OCR_SANITIZED"); return v && v[0] == '1'; }
 
 #define FONTS "/usr/share/fonts"
 #define PHOTOS "/usr/share/backgrounds"
@@ -112,7 +111,7 @@ static void test_synth_polygons_tight(void) {
     ocr_ctx ctx;
     ocr_synth sy;
     ocr_synth_config cfg = ocr_synth_defaults();
-    int scenes = sanitized() ? 4 : 16, n, i, k, x, y, checked_sides = 0, rotated = 0, small = 0, large = 0, tiny = 0;
+    int scenes = ocr_test_sanitized() ? 4 : 16, n, i, k, x, y, checked_sides = 0, rotated = 0, small = 0, large = 0, tiny = 0;
     ocr_ctx_init(&ctx, 1, 1);
     cfg.plain_background = 1;
     cfg.low_contrast_prob = 0; /* faint ink at the edges would be invisible, so sides could not be checked */
@@ -204,7 +203,7 @@ static int utf8_valid(const char *s) {
 static void test_synth_scene_content(void) {
     const ocr_synth *sy = default_synth();
     ocr_ctx ctx;
-    int n, i, x, y, scenes = sanitized() ? 6 : 12, words = 0, ignored = 0, digits = 0, non_latin = 0, punct = 0, cluttered = 0;
+    int n, i, x, y, scenes = ocr_test_sanitized() ? 6 : 12, words = 0, ignored = 0, digits = 0, non_latin = 0, punct = 0, cluttered = 0;
     if (!sy) return;
     ocr_ctx_init(&ctx, 1, 1);
     for (n = 0; n < scenes; n++) {
@@ -380,7 +379,7 @@ static void test_synth_declared_fonts_only(void) {
     ocr_ctx ctx;
     ocr_synth real, mixed;
     ocr_synth_config cfg = ocr_synth_defaults();
-    int i, split, n = sanitized() ? 6 : 20;
+    int i, split, n = ocr_test_sanitized() ? 6 : 20;
     if (!mkdtemp(dir)) { OCR_CHECK(0); return; }
     for (i = 0; i < n_declared_fonts(); i++) {
         char target[4096];
@@ -497,7 +496,7 @@ static int utf8_next(const char **s) {
 static void test_synth_glyph_coverage(void) {
     static const char *const paths[] = {NULL, NULL, FONTS "/truetype/quicksand/Quicksand-Regular.ttf," FONTS "/opentype/lobster/lobster.otf"};
     ocr_ctx ctx;
-    int run, n, i, scenes = sanitized() ? 8 : 30;
+    int run, n, i, scenes = ocr_test_sanitized() ? 8 : 30;
     ocr_ctx_init(&ctx, 1, 1);
     for (run = 0; run < 3; run++) {
         ocr_synth sy;
@@ -657,7 +656,7 @@ static void test_synth_photo_text_legible(void) {
     ocr_ctx ctx;
     ocr_synth sy;
     ocr_synth_config cfg = ocr_synth_defaults();
-    int n, i, x, y, scenes = sanitized() ? 6 : 16, care = 0, checked = 0;
+    int n, i, x, y, scenes = ocr_test_sanitized() ? 6 : 16, care = 0, checked = 0;
     double *deltas = (double *)malloc(320 * 240 * sizeof(double));
     ocr_ctx_init(&ctx, 1, 1);
     cfg.photo_path = TWO_PHOTOS;
@@ -715,7 +714,7 @@ static void test_synth_effects_stay_in_polygons(void) {
     ocr_ctx ctx;
     ocr_synth sy;
     ocr_synth_config cfg = ocr_synth_defaults();
-    int n, i, x, y, scenes = sanitized() ? 6 : 24, stray = 0, changed = 0;
+    int n, i, x, y, scenes = ocr_test_sanitized() ? 6 : 24, stray = 0, changed = 0;
     ocr_ctx_init(&ctx, 1, 1);
     cfg.photo_path = "none";
     cfg.blur_prob = 0;
@@ -755,7 +754,7 @@ static void test_synth_photo_none_is_procedural(void) {
     ocr_ctx ctx;
     ocr_synth none, half;
     ocr_synth_config cfg = ocr_synth_defaults();
-    int n, procedural = 0, photo_scenes = 0, scenes = sanitized() ? 8 : 20;
+    int n, procedural = 0, photo_scenes = 0, scenes = ocr_test_sanitized() ? 8 : 20;
     ocr_ctx_init(&ctx, 1, 1);
     cfg.photo_path = "none";
     OCR_CHECK_OK(&ctx, ocr_synth_init(&ctx, &none, &cfg));

@@ -164,7 +164,7 @@ static void sum_fn(void *argp, int64_t begin, int64_t end, int thread_index) {
 static void test_parallel_for_many_jobs(void) {
     ocr_ctx ctx;
     int64_t partial[OCR_MAX_THREADS], total = 0;
-    int job, t, jobs = getenv("OCR_SANITIZED") ? 1000 : 5000;
+    int job, t, jobs = ocr_test_sanitized() ? 1000 : 5000;
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 4, 1));
     memset(partial, 0, sizeof partial);
     for (job = 0; job < jobs; job++) ocr_parallel_for(&ctx, 1000, 1, sum_fn, partial);
