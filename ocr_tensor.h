@@ -436,6 +436,13 @@ OCRDEF int ocr_cuda_check_values(ocr_ctx *ctx, const char *fn, const ocr_tensor 
 #include <dirent.h>
 #include <time.h>
 #ifdef __linux__
+#include <sched.h>
+#if defined(__GLIBC__) && !defined(__USE_GNU)
+/* glibc declares these only for _GNU_SOURCE (the same prototypes; cpu_set_t itself is always there) */
+int sched_getaffinity(pid_t pid, size_t cpusetsize, cpu_set_t *mask);
+int sched_getcpu(void);
+int pthread_setaffinity_np(pthread_t thread, size_t cpusetsize, const cpu_set_t *cpuset);
+#endif
 #include <sys/mman.h>
 #if defined(MADV_HUGEPAGE)
 #define OCR__MADV_HUGEPAGE MADV_HUGEPAGE
@@ -683,6 +690,9 @@ struct ocr__pool {
     pthread_cond_t work_cv, done_cv;
     pthread_t threads[OCR_MAX_THREADS];
     int n_workers;            /* threads besides the caller */
+    int pinned;               /* each worker keeps to one CPU (ocr__pool_plan_cpus) */
+    int worker_cpu[OCR_MAX_THREADS]; /* worker i's CPU when pinned */
+    int free_cpu;             /* the one no worker holds: the caller's */
     double spin_seconds;      /* 0 when threads outnumber cores: a spinner would hold the core its waker needs */
     unsigned long generation; /* bumped for every job; read atomically by spinning workers */
     unsigned long pending;    /* workers still running the current job (atomic) */
@@ -707,6 +717,69 @@ static void ocr__pool_run_part(ocr__pool *p, int part) {
     }
     begin = p->n * part / p->n_parts; end = p->n * (part + 1) / p->n_parts;
     if (begin < end) p->fn(p->arg, begin, end, part);
+}
+
+/* When the threads are as many as the CPUs the creating thread may run on, each worker keeps to one of them and the
+   caller's thread, left free, finds the remaining one (ocr__pool_follow_caller). On the project's virtual machines the
+   two vCPUs share no last-level cache (a cache line's round trip between them takes about 0.5 us, bench_pool), and
+   Linux places a thread it wakes only on an idle CPU that shares the waker's cache: a worker woken after sleeping ran
+   on the caller's CPU, both threads on one core, each dispatch taking 110 us instead of 1 until the load balancer
+   moved it milliseconds later. With fewer threads than CPUs the scheduler keeps its freedom (a pinned worker could not
+   leave a CPU another program took); OCR_NO_PIN_THREADS=1 turns pinning off. */
+#define OCR__ULONG_BITS (int)(8 * sizeof(unsigned long)) /* the kernel's CPU masks: bit c of word c / that */
+static void ocr__pool_plan_cpus(ocr__pool *p, int n_threads) {
+    p->pinned = 0;
+#if defined(__linux__) && defined(__GLIBC__)
+    {
+        cpu_set_t allowed;
+        int cpu, i, n_allowed = 0, order[OCR_MAX_THREADS];
+        if (n_threads < 2 || ocr__env_flag("OCR_NO_PIN_THREADS") || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+        for (cpu = 0; cpu < (int)(8 * sizeof allowed); cpu++)
+            if (((const unsigned long *)&allowed)[cpu / OCR__ULONG_BITS] >> (cpu % OCR__ULONG_BITS) & 1) {
+                if (n_allowed < n_threads) order[n_allowed] = cpu;
+                n_allowed++;
+            }
+        if (n_allowed != n_threads) return;
+        p->free_cpu = order[0];
+        for (i = 1; i < n_threads; i++) p->worker_cpu[i - 1] = order[i];
+        p->pinned = 1;
+    }
+#else
+    (void)n_threads;
+#endif
+}
+
+/* Keeps worker w to its CPU; 0 when the system refuses (the worker then runs where the scheduler puts it). */
+static int ocr__pool_pin(ocr__pool *p, int w) {
+#if defined(__linux__) && defined(__GLIBC__)
+    cpu_set_t one;
+    int cpu = p->worker_cpu[w];
+    if (cpu < 0 || cpu >= (int)(8 * sizeof one)) return 0;
+    memset(&one, 0, sizeof one);
+    ((unsigned long *)&one)[cpu / OCR__ULONG_BITS] = 1ul << (cpu % OCR__ULONG_BITS);
+    return pthread_setaffinity_np(p->threads[w], sizeof one, &one) == 0;
+#else
+    (void)p; (void)w;
+    return 0;
+#endif
+}
+
+/* Before a dispatch: when the caller's thread has moved onto a worker's CPU, that worker takes the free one (a
+   system call, only then; reading the CPU costs nanoseconds). */
+static void ocr__pool_follow_caller(ocr__pool *p) {
+#if defined(__linux__) && defined(__GLIBC__)
+    int cpu, w;
+    if (!p->pinned || (cpu = sched_getcpu()) == p->free_cpu || cpu < 0) return;
+    for (w = 0; w < p->n_workers; w++)
+        if (p->worker_cpu[w] == cpu) {
+            p->worker_cpu[w] = p->free_cpu;
+            p->free_cpu = cpu;
+            if (!ocr__pool_pin(p, w)) p->pinned = 0;
+            return;
+        }
+#else
+    (void)p;
+#endif
 }
 
 typedef struct { ocr__pool *pool; int index; } ocr__worker_arg;
@@ -755,6 +828,7 @@ static int ocr__pool_create(ocr_ctx *ctx, int n_threads, ocr__pool **out) {
     if (!p) return ocr_error(ctx, OCR_ENOMEM, "ocr_ctx_init: cannot allocate the thread pool");
     memset(p, 0, sizeof *p);
     p->spin_seconds = n_threads <= ocr_cpu_count() ? OCR__SPIN_SECONDS : 0;
+    ocr__pool_plan_cpus(p, n_threads);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
@@ -765,6 +839,7 @@ static int ocr__pool_create(ocr_ctx *ctx, int n_threads, ocr__pool **out) {
         wa->index = i + 1;
         if (pthread_create(&p->threads[i], NULL, ocr__pool_worker, wa) != 0) { OCR_FREE(wa); break; }
         p->n_workers++;
+        if (p->pinned && !ocr__pool_pin(p, i)) p->pinned = 0;
     }
     if (p->n_workers != n_threads - 1) {
         ocr__pool_destroy(p);
@@ -781,6 +856,7 @@ static void ocr__parallel_run(ocr_ctx *ctx, int64_t n, int64_t min_chunk, int64_
     if (min_chunk < 1) min_chunk = 1;
     if (parts > n / min_chunk) parts = n / min_chunk;
     if (!p || parts <= 1) { fn(arg, 0, n, 0); return; }
+    ocr__pool_follow_caller(p);
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->arg = arg;

@@ -2,12 +2,14 @@
    the RNG's statistics, F16/BF16 conversions against numpy and torch (tests/fixtures/st/half.safetensors from
    tools/make_st_fixtures.py) and the strict JSON parser. */
 #define OCR_IMPLEMENTATION
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getcpu and the CPU masks, for the pool's CPUs */
 #include "ocr_tensor.h"
 #include "ocr_test.h"
 #include <float.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <sched.h>
+#include <time.h>
 
 
 static int is_aligned64(const void *p) { return ((uintptr_t)p & 63) == 0; }
@@ -170,6 +172,50 @@ static void test_parallel_for_many_jobs(void) {
     for (job = 0; job < jobs; job++) ocr_parallel_for(&ctx, 1000, 1, sum_fn, partial);
     for (t = 0; t < OCR_MAX_THREADS; t++) total += partial[t];
     OCR_CHECK(total == (int64_t)jobs * (999 * 1000 / 2));
+    ocr_ctx_free(&ctx);
+}
+
+typedef struct { int cpu[OCR_MAX_THREADS]; } cpus_job;
+static void cpu_fn(void *arg, int64_t begin, int64_t end, int tid) {
+    double t0 = ocr_monotonic_seconds();
+    (void)begin; (void)end;
+    ((cpus_job *)arg)->cpu[tid] = sched_getcpu();
+    while (ocr_monotonic_seconds() - t0 < 2e-4) {} /* the parts overlap: one done at once would free its CPU */
+}
+
+/* With as many threads as the CPUs the process may use, a job after the pool slept runs its parts on distinct CPUs,
+   also once the caller's thread has moved onto a worker's CPU (the pool then moves that worker). Without pinning a
+   woken worker was placed on the caller's CPU here, every time (docs/PERFORMANCE.md). Three tries a round: under the
+   suite another program may take a CPU for a moment. */
+static void test_parallel_for_cpus(void) {
+    cpu_set_t allowed, last;
+    int n, i, k, round, attempt, cpu, last_cpu = -1, distinct = 0;
+    ocr_ctx ctx;
+    cpus_job j;
+    if (getenv("OCR_NO_PIN_THREADS")) { ocr_test_skip("OCR_NO_PIN_THREADS is set"); return; }
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || (n = CPU_COUNT(&allowed)) < 2 || n > OCR_MAX_THREADS) {
+        ocr_test_skip("needs 2 to OCR_MAX_THREADS CPUs in the process's affinity set");
+        return;
+    }
+    for (cpu = 0; cpu < CPU_SETSIZE; cpu++) if (CPU_ISSET(cpu, &allowed)) last_cpu = cpu;
+    CPU_ZERO(&last);
+    CPU_SET(last_cpu, &last);
+    OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, n, 1));
+    for (round = 0; round < 4; round++) {
+        /* rounds 2 and 3: the caller's thread on the last CPU, which a worker holds */
+        if (round >= 2) OCR_CHECK(sched_setaffinity(0, sizeof last, &last) == 0);
+        for (attempt = 0, distinct = 0; attempt < 3 && !distinct; attempt++) {
+            struct timespec pause = {0, 20000000}; /* the workers go to sleep */
+            nanosleep(&pause, NULL);
+            for (i = 0; i < n; i++) j.cpu[i] = -1;
+            ocr_parallel_for(&ctx, n, 1, cpu_fn, &j);
+            distinct = 1;
+            for (i = 0; i < n; i++)
+                for (k = 0; k < i; k++) distinct &= j.cpu[i] >= 0 && j.cpu[i] != j.cpu[k];
+        }
+        OCR_CHECK_MSG(distinct, "round %d: after the pool slept, parts 0 and 1 ran on CPUs %d and %d", round, j.cpu[0], j.cpu[1]);
+        if (round >= 2) OCR_CHECK(sched_setaffinity(0, sizeof allowed, &allowed) == 0);
+    }
     ocr_ctx_free(&ctx);
 }
 
@@ -1045,6 +1091,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_parallel_for_cover);
     OCR_TEST_RUN(test_parallel_for_many_jobs);
     OCR_TEST_RUN(test_parallel_for_dynamic);
+    OCR_TEST_RUN(test_parallel_for_cpus);
     OCR_TEST_RUN(test_scratch);
     OCR_TEST_RUN(test_sizes_and_names);
     OCR_TEST_RUN(test_errors_and_log);
