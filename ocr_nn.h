@@ -3162,20 +3162,26 @@ typedef struct ocr__wino_job_ {
         (o)[2] = P##_mul_ps(P##_set1_ps(-1.0f / 6), P##_sub_ps(s02_, g1));                                       \
         (o)[3] = P##_add_ps(e_, f_); (o)[4] = P##_sub_ps(e_, f_); (o)[5] = g2;                                   \
     } while (0)
-/* G w Gt of 16 lanes' 3x3 weights (gv: the 9 taps, row by row): point xi's vector in u[xi]. Both weight transforms'
-   arithmetic, inlined into each (a call passing u through memory made the transform slower). */
+/* G w Gt of 16 lanes' 3x3 weights (gv: the 9 taps, row by row), stored (lanes in mask m) at d + xi * stride for each
+   point xi as it is made: through an array of 36 vectors GCC spilled them all to the stack and copied them back.
+   Both weight transforms' arithmetic, inlined into each. */
 __attribute__((target("avx512f"), always_inline))
-static inline void ocr__wino_g_avx512(const __m512 gv[9], __m512 u[OCR__WINO_POINTS]) {
-    __m512 t[18], col[6];
-    int i, r, s;
-    for (i = 0; i < 3; i++) {  /* column i of G w */
-        OCR__WINO_G(_mm512, __m512, gv[i], gv[3 + i], gv[6 + i], col);
-        for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
-    }
-    for (r = 0; r < 6; r++) {  /* row r of (G w) Gt */
-        OCR__WINO_G(_mm512, __m512, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
-        for (s = 0; s < 6; s++) u[r * 6 + s] = col[s];
-    }
+static inline void ocr__wino_g_store_avx512(const __m512 gv[9], float *d, int64_t stride, __mmask16 m) {
+    __m512 c0[6], c1[6], c2[6]; /* the columns of G w; every index a constant, so all stay in registers */
+    OCR__WINO_G(_mm512, __m512, gv[0], gv[3], gv[6], c0);
+    OCR__WINO_G(_mm512, __m512, gv[1], gv[4], gv[7], c1);
+    OCR__WINO_G(_mm512, __m512, gv[2], gv[5], gv[8], c2);
+#define OCR__WINO_G_ROW(r)                                                                                      \
+    do { /* row r of (G w) Gt */                                                                              \
+        __m512 o_[6];                                                                                         \
+        float *dr_ = d + 6 * (r) * stride;                                                                    \
+        OCR__WINO_G(_mm512, __m512, c0[r], c1[r], c2[r], o_);                                                 \
+        _mm512_mask_storeu_ps(dr_, m, o_[0]); _mm512_mask_storeu_ps(dr_ + stride, m, o_[1]);                   \
+        _mm512_mask_storeu_ps(dr_ + 2 * stride, m, o_[2]); _mm512_mask_storeu_ps(dr_ + 3 * stride, m, o_[3]);  \
+        _mm512_mask_storeu_ps(dr_ + 4 * stride, m, o_[4]); _mm512_mask_storeu_ps(dr_ + 5 * stride, m, o_[5]);  \
+    } while (0)
+    OCR__WINO_G_ROW(0); OCR__WINO_G_ROW(1); OCR__WINO_G_ROW(2); OCR__WINO_G_ROW(3); OCR__WINO_G_ROW(4); OCR__WINO_G_ROW(5);
+#undef OCR__WINO_G_ROW
 }
 
 /* U's point stride, a cache line past Kp x C floats (as V's and M's below): a multiple of 4 KB from 128 channels
@@ -3201,10 +3207,9 @@ static void ocr__wino_filter_panel(const ocr__wino_job *j, int64_t p, float *dst
         __mmask16 cm = (__mmask16)(c0 + 1 < C ? 0xFFFF : 0x00FF);
         const float *w0 = j->w + c0 * 9;
         float *d = dst + c0 * 8;
-        __m512 gv[9], u[OCR__WINO_POINTS];
+        __m512 gv[9];
         for (i = 0; i < 9; i++) gv[i] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)(kmask & cm), idx, w0 + i, 4);
-        ocr__wino_g_avx512(gv, u);
-        for (i = 0; i < OCR__WINO_POINTS; i++) _mm512_mask_storeu_ps(d + i * point_stride, cm, u[i]);
+        ocr__wino_g_store_avx512(gv, d, point_stride, cm);
     }
 }
 
@@ -3435,10 +3440,9 @@ static void ocr__wino_filter_cols(const ocr__wino_job *j, int64_t k0, int64_t c0
         for (c = 0; c < kc; c++) {
             const float *wc = wt + c * 9 * 16;
             float *d = dst + c * 48 + kv * 16;
-            __m512 gv[9], u[OCR__WINO_POINTS];
+            __m512 gv[9];
             for (i = 0; i < 9; i++) gv[i] = _mm512_loadu_ps(wc + i * 16);
-            ocr__wino_g_avx512(gv, u);
-            for (i = 0; i < OCR__WINO_POINTS; i++) _mm512_storeu_ps(d + i * ups, u[i]);
+            ocr__wino_g_store_avx512(gv, d, ups, (__mmask16)0xFFFF);
         }
     }
 }
