@@ -691,6 +691,9 @@ struct ocr__pool {
     pthread_t threads[OCR_MAX_THREADS];
     int n_workers;            /* threads besides the caller */
     int pinned;               /* each worker keeps to one CPU (ocr__pool_plan_cpus) */
+#if defined(__linux__) && defined(__GLIBC__)
+    cpu_set_t allowed;        /* the creating thread's CPUs: what a worker gets back when pinning fails */
+#endif
     int worker_cpu[OCR_MAX_THREADS]; /* worker i's CPU when pinned */
     int free_cpu;             /* the one no worker holds: the caller's */
     double spin_seconds;      /* 0 when threads outnumber cores: a spinner would hold the core its waker needs */
@@ -731,11 +734,10 @@ static void ocr__pool_plan_cpus(ocr__pool *p, int n_threads) {
     p->pinned = 0;
 #if defined(__linux__) && defined(__GLIBC__)
     {
-        cpu_set_t allowed;
         int cpu, i, n_allowed = 0, order[OCR_MAX_THREADS];
-        if (n_threads < 2 || ocr__env_flag("OCR_NO_PIN_THREADS") || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-        for (cpu = 0; cpu < (int)(8 * sizeof allowed); cpu++)
-            if (((const unsigned long *)&allowed)[cpu / OCR__ULONG_BITS] >> (cpu % OCR__ULONG_BITS) & 1) {
+        if (n_threads < 2 || ocr__env_flag("OCR_NO_PIN_THREADS") || sched_getaffinity(0, sizeof p->allowed, &p->allowed) != 0) return;
+        for (cpu = 0; cpu < (int)(8 * sizeof p->allowed); cpu++)
+            if (((const unsigned long *)&p->allowed)[cpu / OCR__ULONG_BITS] >> (cpu % OCR__ULONG_BITS) & 1) {
                 if (n_allowed < n_threads) order[n_allowed] = cpu;
                 n_allowed++;
             }
@@ -764,6 +766,17 @@ static int ocr__pool_pin(ocr__pool *p, int w) {
 #endif
 }
 
+/* Pinning refused (a cgroup changed since, say): every worker gets the creating thread's CPUs back. */
+static void ocr__pool_unpin(ocr__pool *p) {
+    int w;
+    p->pinned = 0;
+#if defined(__linux__) && defined(__GLIBC__)
+    for (w = 0; w < p->n_workers; w++) (void)pthread_setaffinity_np(p->threads[w], sizeof p->allowed, &p->allowed);
+#else
+    (void)w;
+#endif
+}
+
 /* Before a dispatch: when the caller's thread has moved onto a worker's CPU, that worker takes the free one (a
    system call, only then; reading the CPU costs nanoseconds). */
 static void ocr__pool_follow_caller(ocr__pool *p) {
@@ -774,7 +787,7 @@ static void ocr__pool_follow_caller(ocr__pool *p) {
         if (p->worker_cpu[w] == cpu) {
             p->worker_cpu[w] = p->free_cpu;
             p->free_cpu = cpu;
-            if (!ocr__pool_pin(p, w)) p->pinned = 0;
+            if (!ocr__pool_pin(p, w)) ocr__pool_unpin(p);
             return;
         }
 #else
@@ -839,7 +852,7 @@ static int ocr__pool_create(ocr_ctx *ctx, int n_threads, ocr__pool **out) {
         wa->index = i + 1;
         if (pthread_create(&p->threads[i], NULL, ocr__pool_worker, wa) != 0) { OCR_FREE(wa); break; }
         p->n_workers++;
-        if (p->pinned && !ocr__pool_pin(p, i)) p->pinned = 0;
+        if (p->pinned && !ocr__pool_pin(p, i)) ocr__pool_unpin(p);
     }
     if (p->n_workers != n_threads - 1) {
         ocr__pool_destroy(p);
