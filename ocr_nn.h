@@ -3132,7 +3132,9 @@ typedef struct ocr__wino_job_ {
     ocr__conv_epilogue ep;
     ocr__ukernel uk;
     int64_t TH, TW, Kp, Wp;  /* tile rows and columns; K padded to the panel height; padded band row length */
-    int64_t band, n_bands;   /* tile rows per work item */
+    int64_t band, n_bands;   /* tile rows per work item (with item_tiles: the most rows an item spans) */
+    int64_t item_tiles, items_per_image; /* > 0: items are runs of item_tiles tiles of an image in row order (the
+                                            AVX-512 forward), so a tile row of 40 no longer fills 48 GEMM columns */
     size_t pad_floats, v_floats;
     float *buf[OCR_MAX_THREADS];  /* per thread: padded input band | V [36][Tp/48][C][48] | M [36][Kp][Tp] */
     int64_t item;            /* phases-in-parallel mode: the item its phases work on (buffers of thread 0) */
@@ -3220,13 +3222,26 @@ static void ocr__wino_filter_part(void *arg, int64_t begin, int64_t end, int tid
     for (p = begin; p < end; p++) ocr__wino_filter_panel(j, p, j->u + p * 8 * j->g->C, ocr__wino_ups(j, 0));
 }
 
-static void ocr__wino_item_range(const ocr__wino_job *j, int64_t item, int64_t *n, int64_t *th0, int64_t *T, int64_t *Tp) {
-    int64_t th1;
-    *n = item / j->n_bands;
-    *th0 = (item % j->n_bands) * j->band;
-    th1 = *th0 + j->band < j->TH ? *th0 + j->band : j->TH;
-    *T = (th1 - *th0) * j->TW;
+/* An item's image n, its first tile's row th0 and column o (0 for bands of rows), its tiles T and GEMM columns Tp */
+static void ocr__wino_item_span(const ocr__wino_job *j, int64_t item, int64_t *n, int64_t *th0, int64_t *o, int64_t *T, int64_t *Tp) {
+    if (j->item_tiles > 0) {
+        int64_t first = (item % j->items_per_image) * j->item_tiles, rest = j->TH * j->TW - first;
+        *n = item / j->items_per_image;
+        *th0 = first / j->TW; *o = first % j->TW;
+        *T = rest < j->item_tiles ? rest : j->item_tiles;
+    } else {
+        int64_t th1;
+        *n = item / j->n_bands;
+        *th0 = (item % j->n_bands) * j->band; *o = 0;
+        th1 = *th0 + j->band < j->TH ? *th0 + j->band : j->TH;
+        *T = (th1 - *th0) * j->TW;
+    }
     *Tp = (*T + j->uk.nr - 1) / j->uk.nr * j->uk.nr;
+}
+/* the same for the paths that run bands of whole tile rows only (AVX2, the weight gradient, tiles as rows) */
+static void ocr__wino_item_range(const ocr__wino_job *j, int64_t item, int64_t *n, int64_t *th0, int64_t *T, int64_t *Tp) {
+    int64_t o;
+    ocr__wino_item_span(j, item, n, th0, &o, T, Tp);
 }
 
 /* The floats from one point's block of V (C x Tp) or M and D (Kp x Tp) to the next: a cache line more than the
@@ -3235,9 +3250,13 @@ static void ocr__wino_item_range(const ocr__wino_job *j, int64_t item, int64_t *
 static int64_t ocr__wino_vps(const ocr__wino_job *j, int64_t Tp) { return Tp * j->g->C + 16; }
 static int64_t ocr__wino_mps(const ocr__wino_job *j, int64_t Tp) { return Tp * j->Kp + 16; }
 
-/* Channel c's rows of the band starting at tile row th0, zero-padded, into its slot of xp; returns the slot. */
-static float *ocr__wino_pad_rows(const ocr__wino_job *j, float *xp, int64_t n, int64_t th0, int64_t rows, int64_t c) {
+/* Channel c's rows for an item's T tiles from column o of tile row th0, zero-padded, into its slot of xp (rows of Wp
+   floats, span * 4 + 2 of them for the span tile rows it touches); returns the slot. Each row gets the columns its
+   tiles read: all of them (and the slack to Wp, which the AVX2 loads reach) unless the item starts or ends inside
+   the tile rows that read it. */
+static float *ocr__wino_pad_rows(const ocr__wino_job *j, float *xp, int64_t n, int64_t th0, int64_t o, int64_t T, int64_t c) {
     const ocr__conv_geom *g = j->g;
+    int64_t span = (o + T + j->TW - 1) / j->TW, rows = span * 4 + 2, end_col = o + T - (span - 1) * j->TW;
     float *src = xp + c * rows * j->Wp;
     int64_t r;
     if (c + 2 < g->C && !j->cat) { /* the run of rows two channels ahead, a plane away, where the hardware's prefetch does not look */
@@ -3246,14 +3265,18 @@ static float *ocr__wino_pad_rows(const ocr__wino_job *j, float *xp, int64_t n, i
         if (h1 > h0) ocr__prefetch_floats(j->x + ((n * g->C + c + 2) * g->H + h0) * g->W, (h1 - h0) * g->W);
     }
     for (r = 0; r < rows; r++) {
-        int64_t ih = th0 * 4 + r - g->ph;
+        /* tile rows r_lo..r_hi of the item read this row (tile row t: rows 4t .. 4t+5); only the first starts at
+           tile column o, only the last ends before the row's end */
+        int64_t ih = th0 * 4 + r - g->ph, r_hi = r / 4 < span - 1 ? r / 4 : span - 1, r_lo = r < 5 ? 0 : (r - 2) / 4;
+        int64_t c0 = r_hi == 0 ? 4 * o : 0, c1 = r_lo == span - 1 && end_col < j->TW ? 4 * end_col + 2 : j->Wp;
+        int64_t z0 = c0 > g->pw ? c0 : g->pw, z1 = c1 < g->pw + g->W ? c1 : g->pw + g->W; /* [z0, z1): the image's columns */
         float *dst = src + r * j->Wp;
-        if (ih < 0 || ih >= g->H) { memset(dst, 0, (size_t)j->Wp * sizeof(float)); continue; }
+        if (ih < 0 || ih >= g->H || z1 <= z0) { memset(dst + c0, 0, (size_t)(c1 - c0) * sizeof(float)); continue; }
         /* the row between its zero borders, each float written once (zeroing the whole row first cost as much as the copy) */
-        memset(dst, 0, (size_t)g->pw * sizeof(float));
-        if (j->cat) ocr__cat_row(j->cat, n, c, ih, g->H, g->W, j->uk.fn == ocr__ukernel_avx512, dst + g->pw);
-        else memcpy(dst + g->pw, j->x + ((n * g->C + c) * g->H + ih) * g->W, (size_t)g->W * sizeof(float));
-        memset(dst + g->pw + g->W, 0, (size_t)(j->Wp - g->pw - g->W) * sizeof(float));
+        if (z0 > c0) memset(dst + c0, 0, (size_t)(z0 - c0) * sizeof(float));
+        if (j->cat) ocr__cat_row(j->cat, n, c, ih, g->H, g->W, j->uk.fn == ocr__ukernel_avx512, dst + g->pw); /* the whole row */
+        else memcpy(dst + z0, j->x + ((n * g->C + c) * g->H + ih) * g->W + (z0 - g->pw), (size_t)(z1 - z0) * sizeof(float));
+        if (c1 > z1) memset(dst + z1, 0, (size_t)(c1 - z1) * sizeof(float));
     }
     return src;
 }
@@ -3264,21 +3287,20 @@ static float *ocr__wino_pad_rows(const ocr__wino_job *j, float *xp, int64_t n, i
 __attribute__((target("avx512f")))
 static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, int64_t c0, int64_t c1) {
     const ocr__conv_geom *g = j->g;
-    int64_t n, th0, T, Tp, c, r, t0, i, rows, pw, vps, Wp = j->Wp;
+    int64_t n, th0, col0, T, Tp, c, r, t0, i, pw, vps, Wp = j->Wp;
     float *xp = buf, *V = buf + j->pad_floats;
-    ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
+    ocr__wino_item_span(j, item, &n, &th0, &col0, &T, &Tp);
     vps = ocr__wino_vps(j, Tp);
     pw = j->wgrad ? Tp : j->tiles_as_rows ? 8 : j->uk.nr;
-    rows = T / j->TW * 4 + 2;
     for (c = c0; c < c1; c++) {
-        float *src = ocr__wino_pad_rows(j, xp, n, th0, rows, c);
+        float *src = ocr__wino_pad_rows(j, xp, n, th0, col0, T, c);
         if (j->TW < 16) {
             for (t0 = 0; t0 < Tp; t0 += 16) {
                 __m512 e[36], o[6];
                 __m512i base;
                 int32_t bl[16];
-                for (i = 0; i < 16; i++) { /* tiles past T read tile 0: finite values in columns nobody reads */
-                    int64_t t = t0 + i < T ? t0 + i : 0;
+                for (i = 0; i < 16; i++) { /* tiles past T read the item's first: finite values in columns nobody reads */
+                    int64_t t = col0 + (t0 + i < T ? t0 + i : 0);
                     bl[i] = (int32_t)((t / j->TW) * 4 * Wp + (t % j->TW) * 4);
                 }
                 base = _mm512_loadu_si512(bl);
@@ -3306,17 +3328,17 @@ static void ocr__wino_input(const ocr__wino_job *j, int64_t item, float *buf, in
         }
         /* rows of at least 16 tiles: the 6x6 inputs of 16 side-by-side tiles are 6 rows of 66 contiguous floats,
            split into their 6 columns with permutes instead of gathers */
-        for (t0 = 0; t0 < T; t0 += j->TW) {
-            int64_t tc0;
-            for (tc0 = 0; tc0 < j->TW; tc0 += 16) {
-                int nl = j->TW - tc0 < 16 ? (int)(j->TW - tc0) : 16;
+        for (t0 = -col0; t0 < T; t0 += j->TW) { /* t0: the item's index of the tile row's first tile */
+            int64_t tc0, tc1 = T - t0 < j->TW ? T - t0 : j->TW;
+            for (tc0 = t0 < 0 ? col0 : 0; tc0 < tc1; tc0 += 16) {
+                int nl = tc1 - tc0 < 16 ? (int)(tc1 - tc0) : 16;
                 int64_t t = t0 + tc0, q = t % pw, nf = 4 * (int64_t)nl + 2;
                 int in_panel = pw != 8 && q + nl <= pw;
                 float *grp = V + (t / pw) * g->C * pw + c * pw + q;
                 __mmask16 gmask = ocr__lanes(nl);
                 __m512 e[36], o[6];
                 for (i = 0; i < 6; i++) {
-                    const float *row = src + ((t0 / j->TW) * 4 + i) * Wp + tc0 * 4;
+                    const float *row = src + (((t0 + col0) / j->TW) * 4 + i) * Wp + tc0 * 4;
                     __m512 a0 = _mm512_maskz_loadu_ps(ocr__lanes(nf), row), a1 = _mm512_maskz_loadu_ps(ocr__lanes(nf - 16), row + 16);
                     __m512 a2 = _mm512_maskz_loadu_ps(ocr__lanes(nf - 32), row + 32), a3 = _mm512_maskz_loadu_ps(ocr__lanes(nf - 48), row + 48);
                     __m512 a4 = _mm512_maskz_loadu_ps(ocr__lanes(nf - 64), row + 64), d[6];
@@ -3547,16 +3569,16 @@ static inline void ocr__wino_store_out(const ocr__wino_job *j, int64_t k, __m512
 __attribute__((target("avx512f")))
 static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, int64_t k0, int64_t k1) {
     const ocr__conv_geom *g = j->g;
-    int64_t n, th0, T, Tp, k, t0, i, a, P = g->OH * g->OW;
+    int64_t n, th0, col0, T, Tp, k, t0, i, a, P = g->OH * g->OW;
     const float *M = buf + j->pad_floats + j->v_floats;
-    ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
+    ocr__wino_item_span(j, item, &n, &th0, &col0, &T, &Tp);
     if (j->TW >= 16) {
         /* rows of at least 16 tiles: 16 side-by-side tiles' outputs are 4 rows of 64 contiguous floats, interleaved
            with permutes and written with (masked) row stores */
-        for (t0 = 0; t0 < T; t0 += j->TW) {
-            int64_t tc0, oh0 = (th0 + t0 / j->TW) * 4;
-            for (tc0 = 0; tc0 < j->TW; tc0 += 16) {
-                int64_t nl = j->TW - tc0 < 16 ? j->TW - tc0 : 16, t = t0 + tc0, cols = g->OW - tc0 * 4;
+        for (t0 = -col0; t0 < T; t0 += j->TW) { /* t0: the item's index of the tile row's first tile */
+            int64_t tc0, tc1 = T - t0 < j->TW ? T - t0 : j->TW, oh0 = (th0 + (t0 + col0) / j->TW) * 4;
+            for (tc0 = t0 < 0 ? col0 : 0; tc0 < tc1; tc0 += 16) {
+                int64_t nl = tc1 - tc0 < 16 ? tc1 - tc0 : 16, t = t0 + tc0, cols = g->OW - tc0 * 4;
                 __mmask16 lm = ocr__lanes(nl);
                 cols = cols < 4 * nl ? cols : 4 * nl;
                 for (k = k0; k < k1; k++) {
@@ -3597,7 +3619,7 @@ static void ocr__wino_output(const ocr__wino_job *j, int64_t item, float *buf, i
         int64_t run_first[16], run_off[16], run_oh[16], run_cols[16], l = 0, nt = T - t0 < 16 ? T - t0 : 16;
         int n_runs = 0, rn;
         while (l < nt) { /* run: tiles l .. l + cnt - 1 of the group, in one tile row */
-            int64_t t = t0 + l, oh = (th0 + t / j->TW) * 4, ow = (t % j->TW) * 4, cnt = j->TW - t % j->TW;
+            int64_t t = col0 + t0 + l, oh = (th0 + t / j->TW) * 4, ow = (t % j->TW) * 4, cnt = j->TW - t % j->TW;
             cnt = cnt < nt - l ? cnt : nt - l;
             run_first[n_runs] = 4 * l;
             run_off[n_runs] = oh * g->OW + ow;
@@ -3682,14 +3704,13 @@ static void ocr__wino_filter_part_avx2(void *arg, int64_t begin, int64_t end, in
 __attribute__((target("avx2,fma")))
 static void ocr__wino_input_avx2(const ocr__wino_job *j, int64_t item, float *buf, int64_t c0, int64_t c1) {
     const ocr__conv_geom *g = j->g;
-    int64_t n, th0, T, Tp, c, r, t0, tc0, i, rows, Wp = j->Wp, pw, vps;
+    int64_t n, th0, T, Tp, c, r, t0, tc0, i, Wp = j->Wp, pw, vps;
     float *V = buf + j->pad_floats;
     ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
     vps = ocr__wino_vps(j, Tp);
     pw = j->wgrad ? Tp : 16;
-    rows = T / j->TW * 4 + 2;
     for (c = c0; c < c1; c++) {
-        const float *src = ocr__wino_pad_rows(j, buf, n, th0, rows, c);
+        const float *src = ocr__wino_pad_rows(j, buf, n, th0, 0, T, c);
         for (t0 = 0; t0 < T; t0 += j->TW)
             for (tc0 = 0; tc0 < j->TW; tc0 += 8) {
                 /* a partial group's loads run past its row (at most into the band's slack): those lanes are not stored */
@@ -3951,6 +3972,9 @@ static int ocr__wino_rows_ok(const ocr__conv_geom *g) {
 
 /* bench_winograd sets this to time Winograd on every shape it can run, whether or not the rule below picks it. */
 static int ocr__winograd_force = 0;
+/* tests set this to compare the AVX-512 forward's items: > 0 runs of this many tiles (rounded up to a panel)
+   wherever they can run, < 0 bands of tile rows, 0 the rule in ocr__conv_winograd */
+static int64_t ocr__wino_item_tiles_test = 0;
 
 /* for_wgrad: asked for a weight gradient, which has no tiles-as-rows path */
 static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, const ocr__ukernel *uk, int for_wgrad) {
@@ -3982,10 +4006,11 @@ static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, co
 
 /* The work split shared by both drivers: tiles, the padded band's row length, bands of tile rows sized so an item's V
    and M (or D) take about budget bytes (or of band rows exactly, when band > 0), and the per-item buffer size (padded
-   band | V | M) in *bytes. Kp: output channels padded to what M's rows need. Returns the number of work items, or -1
-   (error set) when the buffers overflow. */
+   band | V | M) in *bytes. Kp: output channels padded to what M's rows need. tiles != 0: items are runs of whole
+   GEMM panels of tiles instead (tiles of them when > 0, else sized by the budget), whatever rows they start and end
+   in. Returns the number of work items, or -1 (error set) when the buffers overflow. */
 static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_geom *g, int64_t Kp, int64_t budget, int64_t band,
-                              size_t *bytes) {
+                              int64_t tiles, size_t *bytes) {
     int64_t band_tiles_pad;
     j->g = g;
     j->uk = ocr__pick_ukernel(ctx);
@@ -4009,6 +4034,17 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
     band_tiles_pad = (j->band * j->TW + j->uk.nr - 1) / j->uk.nr * j->uk.nr;
     if (band <= 0) j->band = band_tiles_pad / j->TW > j->TH ? j->TH : band_tiles_pad / j->TW;
     j->n_bands = (j->TH + j->band - 1) / j->band;
+    j->item_tiles = 0;
+    if (tiles) {
+        int64_t all = j->TH * j->TW, nr = j->uk.nr;
+        if (tiles < 0) tiles = budget / (OCR__WINO_POINTS * (g->C + Kp) * (int64_t)sizeof(float)) / nr * nr;
+        tiles = tiles < nr ? nr : (tiles + nr - 1) / nr * nr;
+        j->item_tiles = band_tiles_pad = tiles < all ? tiles : (all + nr - 1) / nr * nr;
+        j->items_per_image = (all + j->item_tiles - 1) / j->item_tiles;
+        j->band = (j->item_tiles + 2 * j->TW - 2) / j->TW; /* the most tile rows an item touches */
+        j->band = j->band > j->TH ? j->TH : j->band;
+        j->n_bands = j->items_per_image;
+    }
     /* 32 floats past the band: the AVX2 input transform loads 8 tiles' 36 floats whatever the row has left */
     j->pad_floats = (size_t)((g->C * (j->band * 4 + 2) * j->Wp + 32 + 15) & ~(int64_t)15);
     j->v_floats = (size_t)(OCR__WINO_POINTS * (g->C * band_tiles_pad + 16));
@@ -4019,9 +4055,10 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
     return g->N * j->n_bands;
 }
 
-/* The GEMM columns of a plan's bands over one image: each band's tiles rounded up to whole panels. */
+/* The GEMM columns of a plan's items over one image: each item's tiles rounded up to whole panels. */
 static int64_t ocr__wino_padded_tiles(const ocr__wino_job *j) {
     int64_t r, rows, total = 0;
+    if (j->item_tiles > 0) return (j->TH * j->TW + j->uk.nr - 1) / j->uk.nr * j->uk.nr;
     for (r = 0; r < j->TH; r += j->band) {
         rows = j->TH - r < j->band ? j->TH - r : j->band;
         total += (rows * j->TW + j->uk.nr - 1) / j->uk.nr * j->uk.nr;
@@ -4045,8 +4082,18 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
        is one item for ocr__wino_rows_part */
     tiles_as_rows = ocr__pick_ukernel(ctx).fn == ocr__ukernel_avx512 && g->N == 1 && ocr__wino_rows_ok(g);
     if ((n_items = ocr__wino_plan(ctx, &j, g, (g->K + mr - 1) / mr * mr, tiles_as_rows ? (int64_t)1 << 40 : OCR__WINO_BAND_BYTES,
-                                  0, &bytes)) < 0)
+                                  0, 0, &bytes)) < 0)
         return ctx->last_status;
+    if (!tiles_as_rows && j.uk.fn == ocr__ukernel_avx512 && ocr__wino_item_tiles_test >= 0) {
+        /* items of whole 48-tile panels where bands of rows leave panels part empty (rows of 40 tiles: 40 of 48
+           columns; two threads, the decoder's 256-to-64 channels at 160x160 10.0 -> 9.2 ms, 64 to 64 2.8 -> 2.5).
+           The same sums: a tile's GEMM column sums the same channels in the same order wherever it lies. */
+        ocr__wino_job k = j;
+        size_t k_bytes;
+        int64_t k_items = ocr__wino_plan(ctx, &k, g, j.Kp, OCR__WINO_BAND_BYTES, 0, ocr__wino_item_tiles_test ? ocr__wino_item_tiles_test : -1, &k_bytes);
+        if (k_items < 0) return ctx->last_status;
+        if (ocr__wino_item_tiles_test || ocr__wino_padded_tiles(&k) < ocr__wino_padded_tiles(&j)) { j = k; bytes = k_bytes; n_items = k_items; }
+    }
     parallel_items = !tiles_as_rows && (ctx->n_threads == 1 || n_items >= 4 * ctx->n_threads);
     if (!tiles_as_rows && !parallel_items && g->N == 1 && n_items > 1) {
         /* One image in a few bands: 2 to 4 bands per thread, the first count that adds no padding tiles to the
@@ -4060,7 +4107,8 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
         for (per = 2; per <= 4 && !parallel_items; per++) {
             ocr__wino_job k = j;
             size_t k_bytes;
-            int64_t k_items = ocr__wino_plan(ctx, &k, g, j.Kp, 0, (j.TH + per * ctx->n_threads - 1) / (per * ctx->n_threads), &k_bytes);
+            int64_t k_items = j.item_tiles ? ocr__wino_plan(ctx, &k, g, j.Kp, 0, 0, (j.TH * j.TW + per * ctx->n_threads - 1) / (per * ctx->n_threads), &k_bytes)
+                                           : ocr__wino_plan(ctx, &k, g, j.Kp, 0, (j.TH + per * ctx->n_threads - 1) / (per * ctx->n_threads), 0, &k_bytes);
             if (k_items < 0) return ctx->last_status;
             if (k_items >= 2 * ctx->n_threads && ocr__wino_padded_tiles(&k) <= padded && k_bytes <= (size_t)OCR__WINO_SPLIT_BYTES) {
                 j = k; bytes = k_bytes; n_items = k_items; parallel_items = 1;
@@ -4120,7 +4168,7 @@ static int ocr__conv_winograd_wgrad(ocr_ctx *ctx, const ocr__conv_geom *g, const
     size_t bytes, mw_bytes;
     memset(&j, 0, sizeof j);
     j.x = x; j.y = (float *)dy; j.dw = dw; j.wgrad = 1;
-    if ((n_items = ocr__wino_plan(ctx, &j, g, g->K, OCR__WINO_WGRAD_BAND_BYTES, 0, &bytes)) < 0) return ctx->last_status;
+    if ((n_items = ocr__wino_plan(ctx, &j, g, g->K, OCR__WINO_WGRAD_BAND_BYTES, 0, 0, &bytes)) < 0) return ctx->last_status;
     if (!ocr_size_mul((size_t)(OCR__WINO_POINTS * g->K), (size_t)g->C * sizeof(float), &mw_bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
     ocr__gemm_buffer_floats(&j.uk, g->K, g->C, (j.band * j.TW + 47) / 48 * 48, &j.gemm_pa, &j.gemm_pb);

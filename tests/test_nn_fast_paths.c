@@ -524,6 +524,77 @@ static void test_concat_conv_same_bits(void) {
             }
 }
 
+/* The AVX-512 forward's items as runs of 48-tile panels that start and end anywhere in a tile row (ocr__wino_plan's
+   tiles) against bands of whole tile rows: the same bits, forward and data gradient, 1 and 2 threads, on shapes that
+   put an item's edges in every place (rows of 20, 17, 19, 18 tiles on the permuted path, 10 and 7 on the gathered
+   one, zero padding of 0 and 2, two images). */
+static void test_winograd_tile_items_same_bits(void) {
+#ifdef OCR__HAVE_AVX2
+    static const geom cases[] = {
+        {"64->64, 46x80 (rows of 20 tiles)", 1, 64, 64, 46, 80, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"16->32, 17x66, pad 2 (rows of 17)", 1, 16, 32, 17, 66, 3, 3, 1, 1, 2, 2, 1, 1},
+        {"24->32, 40x75, pad 0 (rows of 19, the last tile partial)", 1, 24, 32, 40, 75, 3, 3, 1, 1, 0, 0, 1, 1},
+        {"16->32, 30x70 (rows of 18)", 1, 16, 32, 30, 70, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"256->64, 40x40 (rows of 10, gathered)", 1, 256, 64, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"64->68, 2 images 21x27 (rows of 7)", 2, 64, 68, 21, 27, 3, 3, 1, 1, 1, 1, 1, 1},
+    };
+    int c, t, mode;
+    {
+        ocr_ctx probe;
+        int avx512;
+        OCR_CHECK_OK(&probe, ocr_ctx_init(&probe, 1, 1));
+        avx512 = strncmp(ocr_gemm_kernel_name(&probe), "avx512", 6) == 0;
+        ocr_ctx_free(&probe);
+        if (!avx512) { ocr_test_skip("the tile runs are the AVX-512 kernel's and this CPU has no AVX-512"); return; }
+    }
+    for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+        for (t = 1; t <= 2; t++) {
+            const geom *g = &cases[c];
+            ocr_ctx ctx;
+            ocr_tensor x, w, dy, y[2], dx[2];
+            ocr_conv_params p = ocr_conv_params_make(1, g->ph, 1, 1);
+            int OH = g->H + 2 * g->ph - 2, OW = g->W + 2 * g->pw - 2;
+            memset(&x, 0, sizeof x); w = dy = y[0] = y[1] = dx[0] = dx[1] = x;
+            OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, t, 71 + c));
+            ctx.debug_flags &= ~(unsigned)(OCR_DEBUG_REFERENCE | OCR_DEBUG_NO_WINOGRAD);
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &x, "x", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(g->N, g->C, g->H, g->W)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &w, "w", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(g->K, g->C, 3, 3)));
+            OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dy, "dy", OCR_F32, OCR_DEVICE_CPU, ocr_shape4(g->N, g->K, OH, OW)));
+            for (mode = 0; mode < 2; mode++) {
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y[mode], "y", OCR_F32, OCR_DEVICE_CPU, dy.shape));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dx[mode], "dx", OCR_F32, OCR_DEVICE_CPU, x.shape));
+            }
+            if (!ocr_test__case_failed) {
+                ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
+                ocr_tensor_fill_uniform(&ctx, &w, -0.05f, 0.05f);
+                ocr_tensor_fill_uniform(&ctx, &dy, -1.0f, 1.0f);
+                for (mode = 0; mode < 2; mode++) {
+                    ocr__wino_item_tiles_test = mode ? 48 : -1;
+                    ocr__winograd_force = 1;
+                    OCR_CHECK_OK(&ctx, ocr_nn_conv2d_forward(&ctx, &x, &w, NULL, p, &y[mode]));
+                    OCR_CHECK_OK(&ctx, ocr_nn_conv2d_backward(&ctx, &x, &w, &dy, p, &dx[mode], NULL, NULL));
+                    ocr__wino_item_tiles_test = 0;
+                    ocr__winograd_force = 0;
+                }
+                OCR_CHECK_MSG(memcmp(y[0].data, y[1].data, ocr_tensor_bytes(&y[0])) == 0, "%s, %d thread(s): y from runs of tiles differs "
+                              "from bands of rows (relative %g)", g->name, t,
+                              ocr_test_rel_err((const float *)y[1].data, (const float *)y[0].data, (long long)ocr_tensor_numel(&y[0]), 1e-6));
+                OCR_CHECK_MSG(memcmp(dx[0].data, dx[1].data, ocr_tensor_bytes(&dx[0])) == 0, "%s, %d thread(s): dx from runs of tiles "
+                              "differs from bands of rows", g->name, t);
+            }
+            ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&dy);
+            for (mode = 0; mode < 2; mode++) { ocr_tensor_free(&y[mode]); ocr_tensor_free(&dx[mode]); }
+            ocr_ctx_free(&ctx);
+        }
+    /* reading a concatenation's parts, whose rows are written whole */
+    ocr__wino_item_tiles_test = 48;
+    test_concat_conv_same_bits();
+    ocr__wino_item_tiles_test = 0;
+#else
+    ocr_test_skip("built without the AVX kernels (OCR_NO_SIMD)");
+#endif
+}
+
 /* ocr_nn_conv_transpose2d_pair_forward against the two transposed convolutions in turn (ReLU after the first), bit
    for bit, on the AVX-512 kernel (the first's rows read from the band buffer, mid left unwritten: NaN here) and the
    AVX2 one (mid written), 1 and 2 threads, rows that leave partial vectors and chunks, a batch of 2; and its refusals. */
@@ -1208,6 +1279,7 @@ int main(int argc, char **argv) {
     OCR_TEST_RUN(test_pointwise_direct_same_bits);
     OCR_TEST_RUN(test_shared_panels_same_bits);
     OCR_TEST_RUN(test_winograd_bands_same_bits);
+    OCR_TEST_RUN(test_winograd_tile_items_same_bits);
     OCR_TEST_RUN(test_concat_conv_same_bits);
     OCR_TEST_RUN(test_convt_pair_same_bits);
     OCR_TEST_RUN(test_sigmoid_paths);
