@@ -1402,6 +1402,40 @@ __attribute__((target("avx512f")))
 static void ocr__ukernel_avx512_store(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
     ocr__ukernel_avx512_body(kc, a, b, c, ldc, alpha, 1);
 }
+/* The first 16 or 32 columns of an 8 x 48 tile, B still in 48-wide panels: a GEMM's last panel holding that few
+   columns (Winograd's 100 tiles at 40x40: 4 in the third panel) costs a third or two thirds of a full one. Each
+   element is summed as the full kernel sums it: the same bits. */
+__attribute__((target("avx512f"), always_inline))
+static inline void ocr__ukernel_avx512_narrow_body(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, int nv) {
+#define OCR__DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
+#define OCR__FMA(i) { __m512 x = _mm512_set1_ps(a[i]); c##i##0 = _mm512_fmadd_ps(x, b0, c##i##0); if (nv > 1) c##i##1 = _mm512_fmadd_ps(x, b1, c##i##1); }
+#define OCR__STORE(i) _mm512_storeu_ps(c + i * ldc, _mm512_fmadd_ps(va, c##i##0, _mm512_loadu_ps(c + i * ldc))); \
+                      if (nv > 1) _mm512_storeu_ps(c + i * ldc + 16, _mm512_fmadd_ps(va, c##i##1, _mm512_loadu_ps(c + i * ldc + 16)));
+    __m512 va = _mm512_set1_ps(alpha);
+    int64_t k;
+    OCR__ROWS8(OCR__DECL)
+    for (k = 0; k < kc; k++, a += 8, b += 48) {
+        __m512 b0 = _mm512_load_ps(b), b1 = nv > 1 ? _mm512_load_ps(b + 16) : b0;
+        OCR__ROWS8(OCR__FMA)
+    }
+    OCR__ROWS8(OCR__STORE)
+#undef OCR__DECL
+#undef OCR__FMA
+#undef OCR__STORE
+}
+__attribute__((target("avx512f")))
+static void ocr__ukernel_avx512_n16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
+    ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 1);
+}
+__attribute__((target("avx512f")))
+static void ocr__ukernel_avx512_n32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
+    ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 2);
+}
+/* the kernel for a panel of which the first cols columns are wanted (the others may be left unwritten) */
+static ocr__ukernel_fn ocr__ukernel_for_cols(const ocr__ukernel *uk, int64_t cols) {
+    if (uk->fn == ocr__ukernel_avx512 && cols <= 32) return cols <= 16 ? ocr__ukernel_avx512_n16 : ocr__ukernel_avx512_n32;
+    return uk->fn;
+}
 #endif
 
 static ocr__ukernel ocr__pick_ukernel(ocr_ctx *ctx) {
@@ -3404,9 +3438,11 @@ static void ocr__wino_gemm(const ocr__wino_job *j, int64_t item, float *buf, int
         memset(m, 0, (size_t)(j->Kp * Tp) * sizeof(float));
         for (pc = 0; pc < C; pc += OCR__KC) {
             int64_t kc = C - pc < OCR__KC ? C - pc : OCR__KC;
-            for (jp = 0; jp < Tp; jp += j->uk.nr)
+            for (jp = 0; jp < Tp; jp += j->uk.nr) {
+                ocr__ukernel_fn fn = ocr__ukernel_for_cols(&j->uk, T - jp);
                 for (ip = 0; ip < j->Kp; ip += j->uk.mr)
-                    j->uk.fn(kc, u + ip * C + pc * j->uk.mr, v + jp * C + pc * j->uk.nr, m + ip * Tp + jp, Tp, 1.0f);
+                    fn(kc, u + ip * C + pc * j->uk.mr, v + jp * C + pc * j->uk.nr, m + ip * Tp + jp, Tp, 1.0f);
+            }
         }
     }
 }
@@ -3429,7 +3465,8 @@ static void ocr__wino_panels_part(void *arg, int64_t p0, int64_t p1, int tid) {
             memset(m, 0, (size_t)(8 * Tp) * sizeof(float));
             for (pc = 0; pc < C; pc += OCR__KC) {
                 int64_t kc = C - pc < OCR__KC ? C - pc : OCR__KC;
-                for (jp = 0; jp < Tp; jp += j->uk.nr) j->uk.fn(kc, u + xi * ocr__wino_ups(j, 1) + pc * 8, v + jp * C + pc * j->uk.nr, m + jp, Tp, 1.0f);
+                for (jp = 0; jp < Tp; jp += j->uk.nr)
+                    ocr__ukernel_for_cols(&j->uk, T - jp)(kc, u + xi * ocr__wino_ups(j, 1) + pc * 8, v + jp * C + pc * j->uk.nr, m + jp, Tp, 1.0f);
             }
         }
     }
@@ -3486,6 +3523,7 @@ static void ocr__wino_rows_part(void *arg, int64_t q0, int64_t q1, int tid) {
     wt = mt + OCR__WINO_POINTS * Tr * 48;
     for (q = q0; q < q1; q++) {
         int64_t k0 = q * 48, nk = j->g->K - k0 < 48 ? j->g->K - k0 : 48;
+        ocr__ukernel_fn fn = ocr__ukernel_for_cols(&j->uk, nk); /* layer4's 512 channels: 32 in the last panel */
         memset(mt, 0, (size_t)(OCR__WINO_POINTS * Tr * 48) * sizeof(float));
         for (pc = 0; pc < C; pc += kcmax) {
             int64_t kc = C - pc < kcmax ? C - pc : kcmax;
@@ -3500,7 +3538,7 @@ static void ocr__wino_rows_part(void *arg, int64_t q0, int64_t q1, int tid) {
                         for (e = 0; e < nxt * 9 + 16; e += 16)
                             _mm_prefetch((const char *)(j->w + (k0 + kk) * C * 9 + (pc + kc) * 9 + e), _MM_HINT_T1);
                 }
-                for (rb = 0; rb < Tr; rb += 8) j->uk.fn(kc, v + rb * C, u + xi * ups, mt + (xi * Tr + rb) * 48, 48, 1.0f);
+                for (rb = 0; rb < Tr; rb += 8) fn(kc, v + rb * C, u + xi * ups, mt + (xi * Tr + rb) * 48, 48, 1.0f);
             }
         }
         for (xi = 0; xi < OCR__WINO_POINTS; xi++) {
