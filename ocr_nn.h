@@ -1431,12 +1431,16 @@ __attribute__((target("avx512f")))
 static void ocr__ukernel_avx512_n32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
     ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 2);
 }
+#endif
+
 /* the kernel for a panel of which the first cols columns are wanted (the others may be left unwritten) */
 static ocr__ukernel_fn ocr__ukernel_for_cols(const ocr__ukernel *uk, int64_t cols) {
+#ifdef OCR__HAVE_AVX2
     if (uk->fn == ocr__ukernel_avx512 && cols <= 32) return cols <= 16 ? ocr__ukernel_avx512_n16 : ocr__ukernel_avx512_n32;
+#endif
+    (void)cols;
     return uk->fn;
 }
-#endif
 
 static ocr__ukernel ocr__pick_ukernel(ocr_ctx *ctx) {
     ocr__ukernel k;
@@ -1689,7 +1693,7 @@ static void ocr__gemm_compute_part(void *arg, int64_t begin, int64_t end, int ti
                 } else {
                     int64_t a, b;
                     memset(edge, 0, sizeof edge);
-                    g->uk.fn(g->kc, ap, bp, edge, NR, g->alpha);
+                    ocr__ukernel_for_cols(&g->uk, nr)(g->kc, ap, bp, edge, NR, g->alpha);
                     for (a = 0; a < mr; a++)
                         for (b = 0; b < nr; b++) c[a * g->ldc + b] = (g->overwrite ? 0.0f : c[a * g->ldc + b]) + edge[a * NR + b];
                 }
@@ -2334,7 +2338,7 @@ static void ocr__conv_fwd_tiles(const ocr__conv_fwd_job *j, const float *pa, con
                 } else {
                     int64_t a, b;
                     memset(edge, 0, sizeof edge);
-                    j->uk.fn(kc, pa + ip * kdim + pc * MR, bp, edge, NR, 1.0f);
+                    ocr__ukernel_for_cols(&j->uk, nr)(kc, pa + ip * kdim + pc * MR, bp, edge, NR, 1.0f);
                     for (a = 0; a < mr; a++)
                         for (b = 0; b < nr; b++) c[a * P + b] += edge[a * NR + b];
                 }
