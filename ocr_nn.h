@@ -4014,9 +4014,6 @@ static int ocr__wino_rows_ok(const ocr__conv_geom *g) {
 
 /* bench_winograd sets this to time Winograd on every shape it can run, whether or not the rule below picks it. */
 static int ocr__winograd_force = 0;
-/* tests set this to compare the AVX-512 forward's items: > 0 runs of this many tiles (rounded up to a panel)
-   wherever they can run, < 0 bands of tile rows, 0 the rule in ocr__conv_winograd */
-static int64_t ocr__wino_item_tiles_test = 0;
 
 /* for_wgrad: asked for a weight gradient, which has no tiles-as-rows path */
 static int ocr__conv_winograd_ok(const ocr_ctx *ctx, const ocr__conv_geom *g, const ocr__ukernel *uk, int for_wgrad) {
@@ -4126,15 +4123,16 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     if ((n_items = ocr__wino_plan(ctx, &j, g, (g->K + mr - 1) / mr * mr, tiles_as_rows ? (int64_t)1 << 40 : OCR__WINO_BAND_BYTES,
                                   0, 0, &bytes)) < 0)
         return ctx->last_status;
-    if (!tiles_as_rows && j.uk.fn == ocr__ukernel_avx512 && ocr__wino_item_tiles_test >= 0) {
+    if (!tiles_as_rows && j.uk.fn == ocr__ukernel_avx512 && !(ctx->debug_flags & OCR_DEBUG_WINO_ROW_BANDS)) {
         /* items of whole 48-tile panels where bands of rows leave panels part empty (rows of 40 tiles: 40 of 48
            columns; two threads, the decoder's 256-to-64 channels at 160x160 10.0 -> 9.2 ms, 64 to 64 2.8 -> 2.5).
            The same sums: a tile's GEMM column sums the same channels in the same order wherever it lies. */
         ocr__wino_job k = j;
         size_t k_bytes;
-        int64_t k_items = ocr__wino_plan(ctx, &k, g, j.Kp, OCR__WINO_BAND_BYTES, 0, ocr__wino_item_tiles_test ? ocr__wino_item_tiles_test : -1, &k_bytes);
+        int force = (ctx->debug_flags & OCR_DEBUG_WINO_TILE_RUNS) != 0;
+        int64_t k_items = ocr__wino_plan(ctx, &k, g, j.Kp, OCR__WINO_BAND_BYTES, 0, force ? 48 : -1, &k_bytes);
         if (k_items < 0) return ctx->last_status;
-        if (ocr__wino_item_tiles_test || ocr__wino_padded_tiles(&k) < ocr__wino_padded_tiles(&j)) { j = k; bytes = k_bytes; n_items = k_items; }
+        if (force || ocr__wino_padded_tiles(&k) < ocr__wino_padded_tiles(&j)) { j = k; bytes = k_bytes; n_items = k_items; }
     }
     parallel_items = !tiles_as_rows && (ctx->n_threads == 1 || n_items >= 4 * ctx->n_threads);
     if (!tiles_as_rows && !parallel_items && g->N == 1 && n_items > 1) {

@@ -117,7 +117,11 @@ enum {
     OCR_DEBUG_NO_WINOGRAD = 1u << 2,    /* 3x3 convolutions on the direct path only (to compare numerics or speed) */
     /* every CPU op of ocr_nn.h (and ocr_gemm) runs its plain reference loop instead of its fast path (OCR_REFERENCE=1
        sets it): the CPU-side twin of OCR_CUDA_NO_CUBLAS, to tell a fast-path bug from a model bug in one run */
-    OCR_DEBUG_REFERENCE = 1u << 3
+    OCR_DEBUG_REFERENCE = 1u << 3,
+    /* Winograd's work items on the AVX-512 forward: bands of whole tile rows only, or runs of 48 tiles wherever they
+       can run, instead of the rule's choice between them (the two give the same bits; the tests compare them) */
+    OCR_DEBUG_WINO_ROW_BANDS = 1u << 4,
+    OCR_DEBUG_WINO_TILE_RUNS = 1u << 5
 };
 
 enum { OCR_LOG_DEBUG = 0, OCR_LOG_INFO = 1, OCR_LOG_WARN = 2, OCR_LOG_ERROR = 3 };

@@ -405,7 +405,7 @@ static void test_shared_panels_same_bits(void) {
 static void test_winograd_bands_same_bits(void) {
     static const geom cases[] = {
         {"32->32, 92x160 (bands of 6, 6, 6 and 5 rows of 40 tiles: two a thread on two)", 1, 32, 32, 92, 160, 3, 3, 1, 1, 1, 1, 1, 1},
-        {"64->64, 46x80 (bands of 7 + 5 tile rows of 20; on two, six of 2)", 1, 64, 64, 46, 80, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"64->64, 46x80 (AVX-512: runs of 96 tiles, on two five of 48; AVX2: bands of 7 + 5 tile rows of 20, on two six of 2)", 1, 64, 64, 46, 80, 3, 3, 1, 1, 1, 1, 1, 1},
         {"400->64, 44x28 (6 + 5 rows of 7; on two, phases spread on AVX-512, six bands of 2 on AVX2's 16-tile panels)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
     };
     static const int kernels[2] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2};
@@ -453,6 +453,7 @@ static void test_winograd_bands_same_bits(void) {
    phases spread over the threads), where cat must stay as it was (NaN here), and a shape Winograd does not take, where
    cat must hold the concatenation. And its refusals. */
 typedef struct { const char *name; int N, H, W, K, relu, n, ch[4], f[4], winograd; /* 1: on AVX-512, 2: on AVX2 */ } concat_conv_case;
+static unsigned concat_extra_flags = 0; /* debug flags the cases below run with (test_winograd_tile_items_same_bits) */
 static void test_concat_conv_same_bits(void) {
     static const concat_conv_case cases[] = {
         {"4 parts (x8, x4, x2, x1) of 16 channels to 32 at 64x64, batch 2, bias and ReLU", 2, 64, 64, 32, 1, 4, {16, 16, 16, 16}, {8, 4, 2, 1}, 3},
@@ -475,6 +476,7 @@ static void test_concat_conv_same_bits(void) {
                 for (i = 0; i < 4; i++) { parts[i] = cat; ptrs[i] = &parts[i]; }
                 OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, t, 41 + c));
                 ctx.debug_flags &= ~(unsigned)(OCR_DEBUG_REFERENCE | OCR_DEBUG_NO_WINOGRAD);
+                ctx.debug_flags |= concat_extra_flags;
                 ctx.cpu_kernel = kernels[k];
                 if (k == 1 && strncmp(ocr_gemm_kernel_name(&ctx), "avx2", 4) != 0) { ocr_ctx_free(&ctx); continue; } /* no AVX2 here */
                 for (i = 0; i < q->n; i++) {
@@ -529,7 +531,6 @@ static void test_concat_conv_same_bits(void) {
    put an item's edges in every place (rows of 20, 17, 19, 18 tiles on the permuted path, 10 and 7 on the gathered
    one, zero padding of 0 and 2, two images). */
 static void test_winograd_tile_items_same_bits(void) {
-#ifdef OCR__HAVE_AVX2
     static const geom cases[] = {
         {"64->64, 46x80 (rows of 20 tiles)", 1, 64, 64, 46, 80, 3, 3, 1, 1, 1, 1, 1, 1},
         {"16->32, 17x66, pad 2 (rows of 17)", 1, 16, 32, 17, 66, 3, 3, 1, 1, 2, 2, 1, 1},
@@ -545,7 +546,7 @@ static void test_winograd_tile_items_same_bits(void) {
         OCR_CHECK_OK(&probe, ocr_ctx_init(&probe, 1, 1));
         avx512 = strncmp(ocr_gemm_kernel_name(&probe), "avx512", 6) == 0;
         ocr_ctx_free(&probe);
-        if (!avx512) { ocr_test_skip("the tile runs are the AVX-512 kernel's and this CPU has no AVX-512"); return; }
+        if (!avx512) { ocr_test_skip("the tile runs are the AVX-512 kernel's, and this CPU (or build) has none"); return; }
     }
     for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
         for (t = 1; t <= 2; t++) {
@@ -569,12 +570,10 @@ static void test_winograd_tile_items_same_bits(void) {
                 ocr_tensor_fill_uniform(&ctx, &w, -0.05f, 0.05f);
                 ocr_tensor_fill_uniform(&ctx, &dy, -1.0f, 1.0f);
                 for (mode = 0; mode < 2; mode++) {
-                    ocr__wino_item_tiles_test = mode ? 48 : -1;
-                    ocr__winograd_force = 1;
+                    ctx.debug_flags &= ~(unsigned)(OCR_DEBUG_WINO_ROW_BANDS | OCR_DEBUG_WINO_TILE_RUNS);
+                    ctx.debug_flags |= mode ? OCR_DEBUG_WINO_TILE_RUNS : OCR_DEBUG_WINO_ROW_BANDS;
                     OCR_CHECK_OK(&ctx, ocr_nn_conv2d_forward(&ctx, &x, &w, NULL, p, &y[mode]));
                     OCR_CHECK_OK(&ctx, ocr_nn_conv2d_backward(&ctx, &x, &w, &dy, p, &dx[mode], NULL, NULL));
-                    ocr__wino_item_tiles_test = 0;
-                    ocr__winograd_force = 0;
                 }
                 OCR_CHECK_MSG(memcmp(y[0].data, y[1].data, ocr_tensor_bytes(&y[0])) == 0, "%s, %d thread(s): y from runs of tiles differs "
                               "from bands of rows (relative %g)", g->name, t,
@@ -587,12 +586,9 @@ static void test_winograd_tile_items_same_bits(void) {
             ocr_ctx_free(&ctx);
         }
     /* reading a concatenation's parts, whose rows are written whole */
-    ocr__wino_item_tiles_test = 48;
+    concat_extra_flags = OCR_DEBUG_WINO_TILE_RUNS;
     test_concat_conv_same_bits();
-    ocr__wino_item_tiles_test = 0;
-#else
-    ocr_test_skip("built without the AVX kernels (OCR_NO_SIMD)");
-#endif
+    concat_extra_flags = 0;
 }
 
 /* ocr_nn_conv_transpose2d_pair_forward against the two transposed convolutions in turn (ReLU after the first), bit
