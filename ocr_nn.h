@@ -1406,12 +1406,13 @@ static void ocr__ukernel_avx512_store(int64_t kc, const float *a, const float *b
    columns (Winograd's 100 tiles at 40x40: 4 in the third panel) costs a third or two thirds of a full one. Each
    element is summed as the full kernel sums it: the same bits. */
 __attribute__((target("avx512f"), always_inline))
-static inline void ocr__ukernel_avx512_narrow_body(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, int nv) {
+static inline void ocr__ukernel_avx512_narrow_body(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, int nv,
+                                                   int overwrite) {
 #define OCR__DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
 #define OCR__FMA(i) { __m512 x = _mm512_set1_ps(a[i]); c##i##0 = _mm512_fmadd_ps(x, b0, c##i##0); if (nv > 1) c##i##1 = _mm512_fmadd_ps(x, b1, c##i##1); }
-#define OCR__STORE(i) _mm512_storeu_ps(c + i * ldc, _mm512_fmadd_ps(va, c##i##0, _mm512_loadu_ps(c + i * ldc))); \
-                      if (nv > 1) _mm512_storeu_ps(c + i * ldc + 16, _mm512_fmadd_ps(va, c##i##1, _mm512_loadu_ps(c + i * ldc + 16)));
-    __m512 va = _mm512_set1_ps(alpha);
+#define OCR__STORE(i) _mm512_storeu_ps(c + i * ldc, _mm512_fmadd_ps(va, c##i##0, overwrite ? zero : _mm512_loadu_ps(c + i * ldc))); \
+                      if (nv > 1) _mm512_storeu_ps(c + i * ldc + 16, _mm512_fmadd_ps(va, c##i##1, overwrite ? zero : _mm512_loadu_ps(c + i * ldc + 16)));
+    __m512 va = _mm512_set1_ps(alpha), zero = _mm512_setzero_ps();
     int64_t k;
     OCR__ROWS8(OCR__DECL)
     for (k = 0; k < kc; k++, a += 8, b += 48) {
@@ -1425,11 +1426,19 @@ static inline void ocr__ukernel_avx512_narrow_body(int64_t kc, const float *a, c
 }
 __attribute__((target("avx512f")))
 static void ocr__ukernel_avx512_n16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-    ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 1);
+    ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 1, 0);
 }
 __attribute__((target("avx512f")))
 static void ocr__ukernel_avx512_n32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-    ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 2);
+    ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 2, 0);
+}
+__attribute__((target("avx512f")))
+static void ocr__ukernel_avx512_n16_store(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
+    ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 1, 1);
+}
+__attribute__((target("avx512f")))
+static void ocr__ukernel_avx512_n32_store(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
+    ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 2, 1);
 }
 #endif
 
@@ -1440,6 +1449,15 @@ static ocr__ukernel_fn ocr__ukernel_for_cols(const ocr__ukernel *uk, int64_t col
 #endif
     (void)cols;
     return uk->fn;
+}
+/* the same, storing C = alpha * sum instead of adding to it (uk->fn0's bits on a zeroed C); NULL where the kernel has
+   no such form */
+static ocr__ukernel_fn ocr__ukernel_for_cols_store(const ocr__ukernel *uk, int64_t cols) {
+#ifdef OCR__HAVE_AVX2
+    if (uk->fn == ocr__ukernel_avx512 && cols <= 32) return cols <= 16 ? ocr__ukernel_avx512_n16_store : ocr__ukernel_avx512_n32_store;
+#endif
+    (void)cols;
+    return uk->fn0;
 }
 
 static ocr__ukernel ocr__pick_ukernel(ocr_ctx *ctx) {
@@ -3436,14 +3454,17 @@ static void ocr__wino_gemm(const ocr__wino_job *j, int64_t item, float *buf, int
     int64_t n, th0, T, Tp, xi, pc, jp, ip, C = j->g->C;
     float *V = buf + j->pad_floats, *M = V + j->v_floats;
     ocr__wino_item_range(j, item, &n, &th0, &T, &Tp);
+    int store_first = ocr__ukernel_for_cols_store(&j->uk, j->uk.nr) != NULL;
     for (xi = xi0; xi < xi1; xi++) {
         const float *u = j->u + xi * ocr__wino_ups(j, 0), *v = V + xi * ocr__wino_vps(j, Tp);
         float *m = M + xi * ocr__wino_mps(j, Tp);
-        memset(m, 0, (size_t)(j->Kp * Tp) * sizeof(float));
+        /* the first K block stores its sums (as the adding kernel would on zeros: the same bits), so M needs no zeroing
+           pass; columns past a narrow last panel's are left as they were, and the output transform does not keep them */
+        if (!store_first) memset(m, 0, (size_t)(j->Kp * Tp) * sizeof(float));
         for (pc = 0; pc < C; pc += OCR__KC) {
             int64_t kc = C - pc < OCR__KC ? C - pc : OCR__KC;
             for (jp = 0; jp < Tp; jp += j->uk.nr) {
-                ocr__ukernel_fn fn = ocr__ukernel_for_cols(&j->uk, T - jp);
+                ocr__ukernel_fn fn = pc == 0 && store_first ? ocr__ukernel_for_cols_store(&j->uk, T - jp) : ocr__ukernel_for_cols(&j->uk, T - jp);
                 for (ip = 0; ip < j->Kp; ip += j->uk.mr)
                     fn(kc, u + ip * C + pc * j->uk.mr, v + jp * C + pc * j->uk.nr, m + ip * Tp + jp, Tp, 1.0f);
             }
