@@ -1450,15 +1450,14 @@ static ocr__ukernel_fn ocr__ukernel_for_cols(const ocr__ukernel *uk, int64_t col
     (void)cols;
     return uk->fn;
 }
+#ifdef OCR__HAVE_AVX2
 /* the same, storing C = alpha * sum instead of adding to it (uk->fn0's bits on a zeroed C); NULL where the kernel has
    no such form */
 static ocr__ukernel_fn ocr__ukernel_for_cols_store(const ocr__ukernel *uk, int64_t cols) {
-#ifdef OCR__HAVE_AVX2
     if (uk->fn == ocr__ukernel_avx512 && cols <= 32) return cols <= 16 ? ocr__ukernel_avx512_n16_store : ocr__ukernel_avx512_n32_store;
-#endif
-    (void)cols;
     return uk->fn0;
 }
+#endif
 
 static ocr__ukernel ocr__pick_ukernel(ocr_ctx *ctx) {
     ocr__ukernel k;
