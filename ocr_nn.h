@@ -3293,7 +3293,8 @@ static void ocr__wino_item_span(const ocr__wino_job *j, int64_t item, int64_t *n
     }
     *Tp = (*T + j->uk.nr - 1) / j->uk.nr * j->uk.nr;
 }
-/* the same for the paths that run bands of whole tile rows only (AVX2, the weight gradient, tiles as rows) */
+/* the same without the column: for the paths that need only T and Tp, or that run bands of whole tile rows only
+   (AVX2's transforms, the weight gradient's) */
 static void ocr__wino_item_range(const ocr__wino_job *j, int64_t item, int64_t *n, int64_t *th0, int64_t *T, int64_t *Tp) {
     int64_t o;
     ocr__wino_item_span(j, item, n, th0, &o, T, Tp);
@@ -4125,7 +4126,8 @@ static int64_t ocr__wino_padded_tiles(const ocr__wino_job *j) {
     return total;
 }
 
-/* y (= or +=) conv(x, w) by F(4x4, 3x3). Work items are (image, band of tile rows); with too few items to keep every
+/* y (= or +=) conv(x, w) by F(4x4, 3x3). Work items are (image, band of tile rows), or on the AVX-512 kernel runs of
+   whole panels of an image's tiles where bands would leave more columns empty; with too few items to keep every
    thread on whole items, one image is cut into 2 to 4 bands per thread where that costs nothing, else the items run
    one after another and each of their three phases is spread over the threads. */
 static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const ocr__cat_input *cat, const float *w, float *y,
