@@ -1372,73 +1372,56 @@ static void ocr__ukernel_avx2_rows4(int64_t kc, const float *a, const float *b, 
                            _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0); \
                            _mm_prefetch((const char *)(c + i * ldc + 32), _MM_HINT_T0); \
                            _mm_prefetch((const char *)(c + i * ldc + 47), _MM_HINT_T0);
+/* nv: the first 16, 32 or 48 columns of the tile (B still in 48-wide panels). A GEMM's last panel holding 16 or 32
+   columns (Winograd's 100 tiles at 40x40: 4 in the third panel) costs a third or two thirds of a full one; each
+   element is summed as the full kernel sums it: the same bits. */
 __attribute__((target("avx512f"), always_inline))
-static inline void ocr__ukernel_avx512_body(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, int overwrite) {
+static inline void ocr__ukernel_avx512_body(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, int overwrite,
+                                            int nv) {
 #define OCR__ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 #define OCR__DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps(), c##i##2 = _mm512_setzero_ps();
 #define OCR__FMA(i) { __m512 x = _mm512_set1_ps(a[i]); c##i##0 = _mm512_fmadd_ps(x, b0, c##i##0); \
-                      c##i##1 = _mm512_fmadd_ps(x, b1, c##i##1); c##i##2 = _mm512_fmadd_ps(x, b2, c##i##2); }
-#define OCR__STORE(i) _mm512_storeu_ps(c + i * ldc, _mm512_fmadd_ps(va, c##i##0, overwrite ? zero : _mm512_loadu_ps(c + i * ldc))); \
-                      _mm512_storeu_ps(c + i * ldc + 16, _mm512_fmadd_ps(va, c##i##1, overwrite ? zero : _mm512_loadu_ps(c + i * ldc + 16))); \
-                      _mm512_storeu_ps(c + i * ldc + 32, _mm512_fmadd_ps(va, c##i##2, overwrite ? zero : _mm512_loadu_ps(c + i * ldc + 32)));
+                      if (nv > 1) c##i##1 = _mm512_fmadd_ps(x, b1, c##i##1); \
+                      if (nv > 2) c##i##2 = _mm512_fmadd_ps(x, b2, c##i##2); }
+#define OCR__PUT(i, v) _mm512_storeu_ps(c + i * ldc + 16 * v, _mm512_fmadd_ps(va, c##i##v, overwrite ? zero : _mm512_loadu_ps(c + i * ldc + 16 * v)));
+#define OCR__STORE(i) OCR__PUT(i, 0) if (nv > 1) OCR__PUT(i, 1) if (nv > 2) OCR__PUT(i, 2)
     __m512 va = _mm512_set1_ps(alpha), zero = _mm512_setzero_ps();
     int64_t k;
     OCR__ROWS8(OCR__DECL)
-    if (!overwrite) { OCR__ROWS8(OCR__PREFETCH_C) }
+    if (!overwrite && nv == 3) { OCR__ROWS8(OCR__PREFETCH_C) }
     for (k = 0; k < kc; k++, a += 8, b += 48) {
-        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16), b2 = _mm512_load_ps(b + 32);
+        __m512 b0 = _mm512_load_ps(b), b1 = nv > 1 ? _mm512_load_ps(b + 16) : b0, b2 = nv > 2 ? _mm512_load_ps(b + 32) : b0;
         OCR__ROWS8(OCR__FMA)
     }
     OCR__ROWS8(OCR__STORE)
 #undef OCR__DECL
 #undef OCR__FMA
+#undef OCR__PUT
 #undef OCR__STORE
 }
 __attribute__((target("avx512f")))
 static void ocr__ukernel_avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-    ocr__ukernel_avx512_body(kc, a, b, c, ldc, alpha, 0);
+    ocr__ukernel_avx512_body(kc, a, b, c, ldc, alpha, 0, 3);
 }
 __attribute__((target("avx512f")))
 static void ocr__ukernel_avx512_store(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-    ocr__ukernel_avx512_body(kc, a, b, c, ldc, alpha, 1);
-}
-/* The first 16 or 32 columns of an 8 x 48 tile, B still in 48-wide panels: a GEMM's last panel holding that few
-   columns (Winograd's 100 tiles at 40x40: 4 in the third panel) costs a third or two thirds of a full one. Each
-   element is summed as the full kernel sums it: the same bits. */
-__attribute__((target("avx512f"), always_inline))
-static inline void ocr__ukernel_avx512_narrow_body(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, int nv,
-                                                   int overwrite) {
-#define OCR__DECL(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = _mm512_setzero_ps();
-#define OCR__FMA(i) { __m512 x = _mm512_set1_ps(a[i]); c##i##0 = _mm512_fmadd_ps(x, b0, c##i##0); if (nv > 1) c##i##1 = _mm512_fmadd_ps(x, b1, c##i##1); }
-#define OCR__STORE(i) _mm512_storeu_ps(c + i * ldc, _mm512_fmadd_ps(va, c##i##0, overwrite ? zero : _mm512_loadu_ps(c + i * ldc))); \
-                      if (nv > 1) _mm512_storeu_ps(c + i * ldc + 16, _mm512_fmadd_ps(va, c##i##1, overwrite ? zero : _mm512_loadu_ps(c + i * ldc + 16)));
-    __m512 va = _mm512_set1_ps(alpha), zero = _mm512_setzero_ps();
-    int64_t k;
-    OCR__ROWS8(OCR__DECL)
-    for (k = 0; k < kc; k++, a += 8, b += 48) {
-        __m512 b0 = _mm512_load_ps(b), b1 = nv > 1 ? _mm512_load_ps(b + 16) : b0;
-        OCR__ROWS8(OCR__FMA)
-    }
-    OCR__ROWS8(OCR__STORE)
-#undef OCR__DECL
-#undef OCR__FMA
-#undef OCR__STORE
+    ocr__ukernel_avx512_body(kc, a, b, c, ldc, alpha, 1, 3);
 }
 __attribute__((target("avx512f")))
 static void ocr__ukernel_avx512_n16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-    ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 1, 0);
+    ocr__ukernel_avx512_body(kc, a, b, c, ldc, alpha, 0, 1);
 }
 __attribute__((target("avx512f")))
 static void ocr__ukernel_avx512_n32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-    ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 2, 0);
+    ocr__ukernel_avx512_body(kc, a, b, c, ldc, alpha, 0, 2);
 }
 __attribute__((target("avx512f")))
 static void ocr__ukernel_avx512_n16_store(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-    ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 1, 1);
+    ocr__ukernel_avx512_body(kc, a, b, c, ldc, alpha, 1, 1);
 }
 __attribute__((target("avx512f")))
 static void ocr__ukernel_avx512_n32_store(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha) {
-    ocr__ukernel_avx512_narrow_body(kc, a, b, c, ldc, alpha, 2, 1);
+    ocr__ukernel_avx512_body(kc, a, b, c, ldc, alpha, 1, 2);
 }
 #endif
 
