@@ -3170,9 +3170,9 @@ typedef struct ocr__wino_job_ {
     ocr__conv_epilogue ep;
     ocr__ukernel uk;
     int64_t TH, TW, Kp, Wp;  /* tile rows and columns; K padded to the panel height; padded band row length */
-    int64_t band, n_bands;   /* tile rows per work item (with item_tiles: the most rows an item spans) */
-    int64_t item_tiles, items_per_image; /* > 0: items are runs of item_tiles tiles of an image in row order (the
-                                            AVX-512 forward), so a tile row of 40 no longer fills 48 GEMM columns */
+    int64_t band, n_bands;   /* tile rows per work item (with item_tiles: the most rows an item spans); items per image */
+    int64_t item_tiles;      /* > 0: items are runs of item_tiles tiles of an image in row order (the AVX-512
+                                forward), so a tile row of 40 no longer fills 48 GEMM columns */
     size_t pad_floats, v_floats;
     float *buf[OCR_MAX_THREADS];  /* per thread: padded input band | V [36][Tp/48][C][48] | M [36][Kp][Tp] */
     int64_t item;            /* phases-in-parallel mode: the item its phases work on (buffers of thread 0) */
@@ -3263,8 +3263,8 @@ static void ocr__wino_filter_part(void *arg, int64_t begin, int64_t end, int tid
 /* An item's image n, its first tile's row th0 and column o (0 for bands of rows), its tiles T and GEMM columns Tp */
 static void ocr__wino_item_span(const ocr__wino_job *j, int64_t item, int64_t *n, int64_t *th0, int64_t *o, int64_t *T, int64_t *Tp) {
     if (j->item_tiles > 0) {
-        int64_t first = (item % j->items_per_image) * j->item_tiles, rest = j->TH * j->TW - first;
-        *n = item / j->items_per_image;
+        int64_t first = (item % j->n_bands) * j->item_tiles, rest = j->TH * j->TW - first;
+        *n = item / j->n_bands;
         *th0 = first / j->TW; *o = first % j->TW;
         *T = rest < j->item_tiles ? rest : j->item_tiles;
     } else {
@@ -4083,10 +4083,9 @@ static int64_t ocr__wino_plan(ocr_ctx *ctx, ocr__wino_job *j, const ocr__conv_ge
         if (tiles < 0) tiles = budget / (OCR__WINO_POINTS * (g->C + Kp) * (int64_t)sizeof(float)) / nr * nr;
         tiles = tiles < nr ? nr : (tiles + nr - 1) / nr * nr;
         j->item_tiles = band_tiles_pad = tiles < all ? tiles : (all + nr - 1) / nr * nr;
-        j->items_per_image = (all + j->item_tiles - 1) / j->item_tiles;
+        j->n_bands = (all + j->item_tiles - 1) / j->item_tiles;
         j->band = (j->item_tiles + 2 * j->TW - 2) / j->TW; /* the most tile rows an item touches */
         j->band = j->band > j->TH ? j->TH : j->band;
-        j->n_bands = j->items_per_image;
     }
     /* 32 floats past the band: the AVX2 input transform loads 8 tiles' 36 floats whatever the row has left */
     j->pad_floats = (size_t)((g->C * (j->band * 4 + 2) * j->Wp + 32 + 15) & ~(int64_t)15);
