@@ -92,8 +92,8 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
 OCRDEF int ocr_nn_conv_transpose2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w, const ocr_tensor *b,
                                                 ocr_conv_params p, ocr_tensor *y);
 /* y = conv_transpose2d(relu(conv_transpose2d(x, w1) + b1), w2) + b2, both 2x2 with stride 2, w2 [C, 1, 2, 2] (DBNet's
-   binarize head; inference). On AVX-512 the first's output rows go to a buffer the second reads while they are in
-   cache and mid (the first's output shape) is left unwritten; elsewhere mid is written first. The same values
+   binarize head; inference). With the AVX-512 or AVX2 kernels the first's output rows go to a buffer the second reads
+   while they are in cache and mid (the first's output shape) is left unwritten; elsewhere mid is written first. The same values
    either way. CPU only. */
 OCRDEF int ocr_nn_conv_transpose2d_pair_forward(ocr_ctx *ctx, const ocr_tensor *x, const ocr_tensor *w1, const ocr_tensor *b1, ocr_tensor *mid,
                                                 const ocr_tensor *w2, const ocr_tensor *b2, ocr_tensor *y);
@@ -5984,7 +5984,7 @@ typedef struct {
     const float *x, *w, *bias;
     float *y;
     int64_t rows, n_chunks;     /* input rows per chunk */
-    int interleave2;            /* kernel and stride 2 wide on AVX-512: rows written by ocr__interleave2_avx512 */
+    int interleave2;            /* kernel and stride 2 wide: rows written by ocr__interleave2 (16: AVX-512, 8: AVX2, 0: the loop) */
     int relu;                   /* each output value clamped at 0 as it is written */
     ocr__ukernel uk;
     size_t pa_floats, pb_floats;
@@ -6024,6 +6024,43 @@ static void ocr__interleave2_avx512(const float *a, const float *c, int64_t n, f
         _mm512_mask_storeu_ps(y + 2 * q + 16, ocr__lanes(2 * (n - q) - 16), _mm512_permutex2var_ps(va, hi, vc));
     }
 }
+
+/* The first n (up to 8) of va and vc as ocr__interleave2_avx512 writes them: 2n floats from y */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void ocr__interleave2_store8(__m256 va, __m256 vc, int64_t n, __m256 vb, int relu, float *y) {
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 lo, hi;
+    va = _mm256_add_ps(_mm256_add_ps(zero, va), vb);
+    vc = _mm256_add_ps(_mm256_add_ps(zero, vc), vb);
+    if (relu) { va = _mm256_max_ps(zero, va); vc = _mm256_max_ps(zero, vc); }
+    lo = _mm256_unpacklo_ps(va, vc); /* a0 c0 a1 c1 | a4 c4 a5 c5 */
+    hi = _mm256_unpackhi_ps(va, vc); /* a2 c2 a3 c3 | a6 c6 a7 c7 */
+    if (n == 8) {
+        _mm256_storeu_ps(y, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(y + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    } else { /* masked stores only at a row's end: Zen 3 runs them slowly */
+        _mm256_maskstore_ps(y, ocr__lanes8(2 * n), _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_maskstore_ps(y + 8, ocr__lanes8(2 * n - 8), _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+}
+
+/* ocr__interleave2_avx512 on 8-float vectors */
+__attribute__((target("avx2,fma")))
+static void ocr__interleave2_avx2(const float *a, const float *c, int64_t n, float b, int relu, float *y) {
+    const __m256 vb = _mm256_set1_ps(b);
+    int64_t q;
+    for (q = 0; q + 8 <= n; q += 8) ocr__interleave2_store8(_mm256_loadu_ps(a + q), _mm256_loadu_ps(c + q), 8, vb, relu, y + 2 * q);
+    if (q < n) {
+        __m256i m = ocr__lanes8(n - q);
+        ocr__interleave2_store8(_mm256_maskload_ps(a + q, m), _mm256_maskload_ps(c + q, m), n - q, vb, relu, y + 2 * q);
+    }
+}
+
+/* A row's two kernel columns by the kernel's own vectors (vec 16: AVX-512, 8: AVX2) */
+static void ocr__interleave2(int vec, const float *a, const float *c, int64_t n, float b, int relu, float *y) {
+    if (vec == 16) ocr__interleave2_avx512(a, c, n, b, relu, y);
+    else ocr__interleave2_avx2(a, c, n, b, relu, y);
+}
 #endif
 
 /* Input rows [oh0, oh1) of image n: output row R of channel co at yb + co * plane + (R - row0) * W. */
@@ -6040,7 +6077,7 @@ static void ocr__convt_chunk(const ocr__convt_job *j, int64_t n, int64_t oh0, in
                 float *yrow = yb + co * plane + (r * g->sh + i - row0) * g->W;
                 const float *src0 = col + (co * g->kh + i) * g->kw * cols + (r - oh0) * g->OW;
 #ifdef OCR__HAVE_AVX2
-                if (j->interleave2) { ocr__interleave2_avx512(src0, src0 + cols, g->OW, b, j->relu, yrow); continue; }
+                if (j->interleave2) { ocr__interleave2(j->interleave2, src0, src0 + cols, g->OW, b, j->relu, yrow); continue; }
 #endif
                 for (jj = 0; jj < g->kw; jj++) {
                     const float *src = src0 + jj * cols;
@@ -6091,6 +6128,39 @@ static void ocr__convt_c1_row(const float *xr, int64_t plane, int64_t OW, int64_
     }
 }
 
+/* ocr__convt_c1_row on 8-float vectors, 16 pixels at a time: 8 independent sums hide the FMA's latency */
+__attribute__((target("avx2,fma")))
+static void ocr__convt_c1_row_avx2(const float *xr, int64_t plane, int64_t OW, int64_t K, const float *w, float b, int relu, float *y0) {
+    const __m256 vb = _mm256_set1_ps(b);
+    int64_t q, k;
+    for (q = 0; q < OW; q += 16) {
+        int64_t n = OW - q < 16 ? OW - q : 16;
+        const __m256i m0 = ocr__lanes8(n), m1 = ocr__lanes8(n - 8);
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, b00 = a00, b01 = a00, b10 = a00, b11 = a00;
+        for (k = 0; k < K; k++) {
+            const float *xk = xr + k * plane + q, *wk = w + k * 4;
+            __m256 x0 = n == 16 ? _mm256_loadu_ps(xk) : _mm256_maskload_ps(xk, m0);
+            __m256 x1 = n == 16 ? _mm256_loadu_ps(xk + 8) : _mm256_maskload_ps(xk + 8, m1);
+            __m256 w0 = _mm256_broadcast_ss(wk), w1 = _mm256_broadcast_ss(wk + 1), w2 = _mm256_broadcast_ss(wk + 2), w3 = _mm256_broadcast_ss(wk + 3);
+            a00 = _mm256_fmadd_ps(w0, x0, a00); b00 = _mm256_fmadd_ps(w0, x1, b00);
+            a01 = _mm256_fmadd_ps(w1, x0, a01); b01 = _mm256_fmadd_ps(w1, x1, b01);
+            a10 = _mm256_fmadd_ps(w2, x0, a10); b10 = _mm256_fmadd_ps(w2, x1, b10);
+            a11 = _mm256_fmadd_ps(w3, x0, a11); b11 = _mm256_fmadd_ps(w3, x1, b11);
+        }
+        ocr__interleave2_store8(a00, a01, n < 8 ? n : 8, vb, relu, y0 + 2 * q);
+        ocr__interleave2_store8(a10, a11, n < 8 ? n : 8, vb, relu, y0 + 2 * OW + 2 * q);
+        if (n > 8) {
+            ocr__interleave2_store8(b00, b01, n - 8, vb, relu, y0 + 2 * q + 16);
+            ocr__interleave2_store8(b10, b11, n - 8, vb, relu, y0 + 2 * OW + 2 * q + 16);
+        }
+    }
+}
+
+static void ocr__convt_c1_row_any(int vec, const float *xr, int64_t plane, int64_t OW, int64_t K, const float *w, float b, int relu, float *y0) {
+    if (vec == 16) ocr__convt_c1_row(xr, plane, OW, K, w, b, relu, y0);
+    else ocr__convt_c1_row_avx2(xr, plane, OW, K, w, b, relu, y0);
+}
+
 static void ocr__convt_c1_rows(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__convt_job *j = (const ocr__convt_job *)arg;
     const ocr__conv_geom *g = j->g;
@@ -6098,7 +6168,8 @@ static void ocr__convt_c1_rows(void *arg, int64_t begin, int64_t end, int tid) {
     (void)tid;
     for (item = begin; item < end; item++) {
         int64_t n = item / g->OH, r = item % g->OH;
-        ocr__convt_c1_row(j->x + n * g->K * P + r * g->OW, P, g->OW, g->K, j->w, j->bias ? j->bias[0] : 0.0f, j->relu, j->y + (n * g->H + 2 * r) * g->W);
+        ocr__convt_c1_row_any(j->interleave2, j->x + n * g->K * P + r * g->OW, P, g->OW, g->K, j->w, j->bias ? j->bias[0] : 0.0f, j->relu,
+                              j->y + (n * g->H + 2 * r) * g->W);
     }
 }
 
@@ -6114,7 +6185,8 @@ static void ocr__convt_pair_items(void *arg, int64_t begin, int64_t end, int tid
         int64_t n = item / j->n_chunks, oh0 = (item % j->n_chunks) * j->rows, oh1 = oh0 + j->rows < g->OH ? oh0 + j->rows : g->OH;
         ocr__convt_chunk(j, n, oh0, oh1, pa, pb, col, band, plane, 2 * oh0);
         for (r = 0; r < 2 * (oh1 - oh0); r++)
-            ocr__convt_c1_row(band + r * g->W, plane, g->W, g->C, pj->w2, pj->b2, 0, pj->y + (n * 2 * g->H + 2 * (2 * oh0 + r)) * 2 * g->W);
+            ocr__convt_c1_row_any(j->interleave2, band + r * g->W, plane, g->W, g->C, pj->w2, pj->b2, 0,
+                                  pj->y + (n * 2 * g->H + 2 * (2 * oh0 + r)) * 2 * g->W);
     }
 }
 #endif
@@ -6130,7 +6202,7 @@ static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     j.g = g; j.x = x; j.w = w; j.bias = bias; j.y = y; j.relu = relu;
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
-    j.interleave2 = g->kw == 2 && g->sw == 2 && j.uk.fn == ocr__ukernel_avx512;
+    j.interleave2 = g->kw != 2 || g->sw != 2 ? 0 : j.uk.fn == ocr__ukernel_avx512 ? 16 : j.uk.fn == ocr__ukernel_avx2 ? 8 : 0;
     if (!pair && j.interleave2 && g->C == 1 && g->kh == 2 && g->K <= OCR__KC) {
         ocr_parallel_for_dynamic(ctx, g->N * g->OH, 1, ocr__convt_c1_rows, &j);
         return OCR_OK;
@@ -6232,7 +6304,7 @@ OCRDEF int ocr_nn_conv_transpose2d_pair_forward(ocr_ctx *ctx, const ocr_tensor *
     if (ctx->device != OCR_DEVICE_CPU)
         return ocr_error(ctx, OCR_EUNSUPPORTED, "%s: CPU only; on %s call the two conv_transpose2d ops", fn, ocr_device_name(ctx->device));
 #ifdef OCR__HAVE_AVX2
-    if (ctx->amp == OCR_AMP_OFF && !ocr__use_ref(ctx) && ocr__pick_ukernel(ctx).fn == ocr__ukernel_avx512 && g2.K <= OCR__KC) {
+    if (ctx->amp == OCR_AMP_OFF && !ocr__use_ref(ctx) && ocr__pick_ukernel(ctx).fn != ocr__ukernel_portable && g2.K <= OCR__KC) {
         ocr__convt_pair_job pj;
         memset(&pj, 0, sizeof pj);
         pj.w2 = (const float *)w2->data; pj.b2 = b2 ? ((const float *)b2->data)[0] : 0.0f; pj.y = (float *)y->data;
@@ -7187,6 +7259,75 @@ static void ocr__maxpool_s2k3_avx512(const ocr__pool_job *j, const float *xp, in
     }
 }
 
+/* ocr__maxpool_take16 on 8-float vectors */
+__attribute__((target("avx2"), always_inline))
+static inline void ocr__maxpool_take8(__m256 v, __m256i at, int *first, __m256 *best, __m256i *arg) {
+    __m256 take;
+    if (*first) { *best = v; *arg = at; *first = 0; return; }
+    take = _mm256_or_ps(_mm256_cmp_ps(v, *best, _CMP_GT_OQ), _mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), _mm256_cmp_ps(*best, *best, _CMP_ORD_Q)));
+    *best = _mm256_blendv_ps(*best, v, take);
+    *arg = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(*arg), _mm256_castsi256_ps(at), take));
+}
+
+/* ocr__maxpool_s2k3_avx512 on 8-float vectors (the AVX2 CPUs): the window columns of 8 outputs are the even and odd
+   floats of 16 consecutive ones from 2 ow - 1 and the even ones of 16 from 2 ow + 1. Masked loads only at a row's
+   end; the same scan order, ties and NaN rule. */
+__attribute__((target("avx2,fma")))
+static void ocr__maxpool_s2k3_avx2(const ocr__pool_job *j, const float *xp, int64_t oh, int64_t ow0, int64_t ow1, float *yrow, int32_t *irow) {
+    const __m256i lane2 = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    int64_t h0 = oh * 2 - 1, h1 = h0 + 3, ow, ih;
+    h0 = h0 < 0 ? 0 : h0;
+    h1 = h1 > j->H ? j->H : h1;
+    for (ow = ow0; ow < ow1; ow += 8) {
+        /* nin: the floats from 2 ow - 1 that the row holds (the full case reads 18: one past the last window) */
+        int64_t n = ow1 - ow < 8 ? ow1 - ow : 8, nin = j->W - (2 * ow - 1);
+        const int full = n == 8 && nin >= 18;
+        const __m256i m0 = ocr__lanes8(nin), m1 = ocr__lanes8(nin - 8), m2 = ocr__lanes8(nin - 2), m3 = ocr__lanes8(nin - 10);
+        int first = 1;
+        __m256 best = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+        __m256i arg = _mm256_setzero_si256(), col0 = _mm256_add_epi32(lane2, _mm256_set1_epi32((int)(2 * ow - 1)));
+        if (oh * 2 + 3 < j->H) { /* the next output row's two new input rows, as in the AVX-512 path */
+            const float *ahead = xp + (oh * 2 + 2) * j->W + 2 * ow;
+            _mm_prefetch((const char *)ahead, _MM_HINT_T0);
+            _mm_prefetch((const char *)(ahead + j->W), _MM_HINT_T0);
+        }
+        for (ih = h0; ih < h1; ih++) {
+            const float *row = xp + ih * j->W + 2 * ow - 1;
+            __m256 a0 = full ? _mm256_loadu_ps(row) : _mm256_maskload_ps(row, m0);
+            __m256 a1 = full ? _mm256_loadu_ps(row + 8) : _mm256_maskload_ps(row + 8, m1);
+            __m256 a2 = full ? _mm256_loadu_ps(row + 2) : _mm256_maskload_ps(row + 2, m2);
+            __m256 a3 = full ? _mm256_loadu_ps(row + 10) : _mm256_maskload_ps(row + 10, m3);
+            /* shuffle_ps takes lanes 0, 2 (1, 3) of each 128-bit half of both; permute4x64 puts the halves in order */
+            __m256 v0 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a0, a1, 0x88)), 0xD8));
+            __m256 v1 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a0, a1, 0xDD)), 0xD8));
+            __m256 v2 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a2, a3, 0x88)), 0xD8));
+            if (irow) {
+                __m256i at = _mm256_add_epi32(col0, _mm256_set1_epi32((int)(ih * j->W)));
+                ocr__maxpool_take8(v0, at, &first, &best, &arg);
+                ocr__maxpool_take8(v1, _mm256_add_epi32(at, _mm256_set1_epi32(1)), &first, &best, &arg);
+                ocr__maxpool_take8(v2, _mm256_add_epi32(at, _mm256_set1_epi32(2)), &first, &best, &arg);
+            } else {
+                nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(v0, v0, _CMP_UNORD_Q),
+                                                     _mm256_or_ps(_mm256_cmp_ps(v1, v1, _CMP_UNORD_Q), _mm256_cmp_ps(v2, v2, _CMP_UNORD_Q))));
+                if (first) { best = v0; first = 0; } else best = _mm256_max_ps(v0, best);
+                best = _mm256_max_ps(v2, _mm256_max_ps(v1, best));
+            }
+        }
+        if (_mm256_movemask_ps(nan) & ((1 << n) - 1)) {
+            int64_t o;
+            for (o = ow; o < ow + n; o++) ocr__maxpool_one(j, xp, oh, o, yrow + o, NULL);
+            continue;
+        }
+        if (n == 8) {
+            _mm256_storeu_ps(yrow + ow, best);
+            if (irow) _mm256_storeu_si256((__m256i *)(irow + ow), arg);
+        } else {
+            _mm256_maskstore_ps(yrow + ow, ocr__lanes8(n), best);
+            if (irow) _mm256_maskstore_epi32(irow + ow, ocr__lanes8(n), arg);
+        }
+    }
+}
+
 /* Windows of kh rows from row h0 and kw = 1 or 2 columns at stride kw, without padding (CRNN's 2x2 and 2x1 pools):
    the OW outputs of one row, 16 per vector, the window's columns the even and odd floats (kw 2) or the floats (kw 1)
    of consecutive ones. Same scan order, ties and NaN rule as ocr__maxpool_one. */
@@ -7235,7 +7376,7 @@ static void ocr__maxpool_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__pool_job *j = (const ocr__pool_job *)arg;
     int64_t plane, oh, ow, lo = 0, hi = 0;
     (void)tid;
-    if (j->vector == 1) { lo = 1; hi = (j->W - 2) / 2 + 1; hi = hi > j->OW ? j->OW : hi; } /* outputs whose 3 columns are inside */
+    if (j->vector == 1 || j->vector == 3) { lo = 1; hi = (j->W - 2) / 2 + 1; hi = hi > j->OW ? j->OW : hi; } /* outputs whose 3 columns are inside */
     for (plane = begin; plane < end; plane++) {
         const float *xp = j->x + plane * j->H * j->W;
         float *yp = j->y + plane * j->OH * j->OW;
@@ -7245,7 +7386,7 @@ static void ocr__maxpool_part(void *arg, int64_t begin, int64_t end, int tid) {
             int32_t *ir = ip ? ip + oh * j->OW : NULL;
 #ifdef OCR__HAVE_AVX2
             if (j->vector == 2) { ocr__maxpool_nopad_avx512(xp, j->W, oh * j->s, j->k, j->k, j->OW, yr, ir); continue; }
-            if (hi > lo) ocr__maxpool_s2k3_avx512(j, xp, oh, lo, hi, yr, ir);
+            if (hi > lo) (j->vector == 1 ? ocr__maxpool_s2k3_avx512 : ocr__maxpool_s2k3_avx2)(j, xp, oh, lo, hi, yr, ir);
 #endif
             for (ow = 0; ow < j->OW; ow++) {
                 if (ow == lo && hi > lo) { ow = hi - 1; continue; }
@@ -7281,11 +7422,13 @@ OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kerne
     }
     j.x = (const float *)x->data; j.y = (float *)y->data; j.idx = argmax ? (int32_t *)argmax->data : NULL;
     j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3]; j.k = kernel; j.s = stride; j.p = pad;
-    /* 1: the stem's 3x3 window at stride 2 (AVX-512 inside the plane); 2: a 2x2 window at stride 2 without padding */
+    /* the stem's 3x3 window at stride 2 inside the plane, 1: on AVX-512, 3: on AVX2; 2: a 2x2 window at stride 2
+       without padding (AVX-512) */
     j.vector = 0;
 #ifdef OCR__HAVE_AVX2
-    j.vector = kernel == 3 && stride == 2 && pad == 1 && ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE && ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 &&
-               __builtin_cpu_supports("avx512f");
+    if (kernel == 3 && stride == 2 && pad == 1 && ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE)
+        j.vector = ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 && __builtin_cpu_supports("avx512f") ? 1
+                   : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 3 : 0;
 #endif
     if (kernel == 2 && ocr__maxpool_nopad_vector(ctx, kernel, stride, pad, pad)) j.vector = 2;
     ocr_parallel_for(ctx, ys.dim[0] * ys.dim[1], 1, ocr__maxpool_part, &j);
