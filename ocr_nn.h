@@ -3455,26 +3455,29 @@ static void ocr__wino_gemm(const ocr__wino_job *j, int64_t item, float *buf, int
     }
 }
 
-/* Panels [p0, p1) of 8 output channels of the item j->item, each on its own: its weights transformed into the
-   thread's U block (36 x 8 x C floats, which stays in L2), then its rows of M[xi] = U[xi] V[xi] for every point.
-   The AVX-512 kernels' way when an image has few tiles (layer4 at 640x640: 25 tiles, 512 channels each way): the
-   transformed weights of all panels at once (38 MB) went to memory and came back for the GEMMs, and that took as
-   long as the products. The same sums as ocr__wino_gemm's, in the same order. */
+/* Panels [p0, p1) of mr output channels (8 on AVX-512, 6 on AVX2) of the item j->item, each on its own: its weights
+   transformed into the thread's U block (36 x mr x C floats, which stays in L2), then its rows of M[xi] = U[xi] V[xi]
+   for every point. The kernels' way when an image has few tiles (layer4 at 640x640: 25 tiles, 512 channels each
+   way): the transformed weights of all panels at once (38 MB) went to memory and came back for the GEMMs, and that
+   took as long as the products. The same sums as ocr__wino_gemm's, in the same order. */
+__attribute__((target("avx2,fma"))) static void ocr__wino_filter_panel_avx2(const ocr__wino_job *j, int64_t p, float *dst, int64_t point_stride);
 static void ocr__wino_panels_part(void *arg, int64_t p0, int64_t p1, int tid) {
     const ocr__wino_job *j = (const ocr__wino_job *)arg;
+    const int64_t mr = j->uk.mr, ups = ocr__wino_ups(j, 1);
     int64_t n, th0, T, Tp, xi, pc, jp, p, C = j->g->C;
-    float *V = j->buf[0] + j->pad_floats, *M = V + j->v_floats, *u = j->u + (int64_t)tid * OCR__WINO_POINTS * ocr__wino_ups(j, 1);
+    float *V = j->buf[0] + j->pad_floats, *M = V + j->v_floats, *u = j->u + (int64_t)tid * OCR__WINO_POINTS * ups;
     ocr__wino_item_range(j, j->item, &n, &th0, &T, &Tp);
     for (p = p0; p < p1; p++) {
-        ocr__wino_filter_panel(j, p, u, ocr__wino_ups(j, 1));
+        if (mr == 8) ocr__wino_filter_panel(j, p, u, ups);
+        else ocr__wino_filter_panel_avx2(j, p, u, ups);
         for (xi = 0; xi < OCR__WINO_POINTS; xi++) {
             const float *v = V + xi * ocr__wino_vps(j, Tp);
-            float *m = M + xi * ocr__wino_mps(j, Tp) + p * 8 * Tp;
-            memset(m, 0, (size_t)(8 * Tp) * sizeof(float));
+            float *m = M + xi * ocr__wino_mps(j, Tp) + p * mr * Tp;
+            memset(m, 0, (size_t)(mr * Tp) * sizeof(float));
             for (pc = 0; pc < C; pc += OCR__KC) {
                 int64_t kc = C - pc < OCR__KC ? C - pc : OCR__KC;
                 for (jp = 0; jp < Tp; jp += j->uk.nr)
-                    ocr__ukernel_for_cols(&j->uk, T - jp)(kc, u + xi * ocr__wino_ups(j, 1) + pc * 8, v + jp * C + pc * j->uk.nr, m + jp, Tp, 1.0f);
+                    ocr__ukernel_for_cols(&j->uk, T - jp)(kc, u + xi * ups + pc * mr, v + jp * C + pc * j->uk.nr, m + jp, Tp, 1.0f);
             }
         }
     }
@@ -3718,31 +3721,61 @@ static inline __m256 ocr__halves(const float *lo, const float *hi) {
         (o)[2] = _mm256_shuffle_ps(t2_, t3_, 0x44); (o)[3] = _mm256_shuffle_ps(t2_, t3_, 0xEE);                  \
     } while (0)
 
-/* G w Gt into the 6-row A panels: element (k, c) of point xi at u[xi*Kp*C + (k - k%6)*C + c*6 + k%6]. Work items
-   are panels; a vector holds a panel's 6 output channels of one input channel (rows past K get zeros). */
+/* ocr__wino_g_store_avx512 on 8 lanes (6 in use): each point stored as it is made, 8 floats where the 2 past the
+   panel's 6 belong to the next input channel's block (written after it), 6 masked for the panel's last channel. Zen 3
+   runs masked stores slowly: with one per point and channel they took a third of layer4's convolutions. */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void ocr__wino_g_store_avx2(const __m256 gv[9], float *d, int64_t stride, int last) {
+    const __m256i store6 = ocr__lanes8(6);
+    __m256 c0[6], c1[6], c2[6];
+    OCR__WINO_G(_mm256, __m256, gv[0], gv[3], gv[6], c0);
+    OCR__WINO_G(_mm256, __m256, gv[1], gv[4], gv[7], c1);
+    OCR__WINO_G(_mm256, __m256, gv[2], gv[5], gv[8], c2);
+#define OCR__WINO_G_ROW(r)                                                                                      \
+    do {                                                                                                      \
+        __m256 o_[6];                                                                                         \
+        float *dr_ = d + 6 * (r) * stride;                                                                    \
+        int s_;                                                                                               \
+        OCR__WINO_G(_mm256, __m256, c0[r], c1[r], c2[r], o_);                                                 \
+        for (s_ = 0; s_ < 6; s_++)                                                                            \
+            if (last) _mm256_maskstore_ps(dr_ + s_ * stride, store6, o_[s_]);                                 \
+            else _mm256_storeu_ps(dr_ + s_ * stride, o_[s_]);                                                 \
+    } while (0)
+    OCR__WINO_G_ROW(0); OCR__WINO_G_ROW(1); OCR__WINO_G_ROW(2); OCR__WINO_G_ROW(3); OCR__WINO_G_ROW(4); OCR__WINO_G_ROW(5);
+#undef OCR__WINO_G_ROW
+}
+
+/* Panel p (output channels 6p .. 6p + 5) of every point as a 6-row A panel: point xi's block at dst + xi *
+   point_stride, element (k, c) at c * 6 + k % 6 in it (rows past K get zeros). A vector holds the panel's 6 output
+   channels of one input channel. A full panel's taps 0-7 come from an 8 x 8 register transpose of its rows (gathers,
+   9 per channel, cost more), tap 8 from six loads; the last, partial panel gathers. */
 __attribute__((target("avx2,fma")))
+static void ocr__wino_filter_panel_avx2(const ocr__wino_job *j, int64_t p, float *dst, int64_t point_stride) {
+    const int64_t C = j->g->C, K = j->g->K, lds = C * 9;
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 0, 0), _mm256_set1_epi32((int)lds));
+    const int full = K - p * 6 >= 6;
+    const __m256 valid = _mm256_castsi256_ps(ocr__lanes8(K - p * 6));
+    int64_t c, i;
+    for (c = 0; c < C; c++) {
+        const float *w0 = j->w + (p * 6 * C + c) * 9;
+        __m256 gv[9];
+        if (full) {
+            ocr__transpose8_cols(w0, lds, 1, gv);
+            gv[8] = _mm256_setr_ps(w0[8], w0[lds + 8], w0[2 * lds + 8], w0[3 * lds + 8], w0[4 * lds + 8], w0[5 * lds + 8], 0.0f, 0.0f);
+        } else {
+            for (i = 0; i < 9; i++) gv[i] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), w0 + i, idx, valid, 4);
+        }
+        ocr__wino_g_store_avx2(gv, dst + c * 6, point_stride, c == C - 1);
+    }
+}
+
+/* G w Gt into the 6-row A panels: element (k, c) of point xi at u[xi*ups + (k - k%6)*C + c*6 + k%6]. Work items
+   are panels. */
 static void ocr__wino_filter_part_avx2(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__wino_job *j = (const ocr__wino_job *)arg;
-    int64_t C = j->g->C, K = j->g->K, p, c, i, r, s;
-    const __m256i store6 = ocr__lanes8(6), idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 0, 0), _mm256_set1_epi32((int)(C * 9)));
+    int64_t p;
     (void)tid;
-    for (p = begin; p < end; p++) {
-        __m256 valid = _mm256_castsi256_ps(ocr__lanes8(K - p * 6 < 6 ? K - p * 6 : 6));
-        for (c = 0; c < C; c++) {
-            const float *w0 = j->w + (p * 6 * C + c) * 9;
-            float *dst = j->u + p * 6 * C + c * 6;
-            __m256 gv[9], t[18], col[6];
-            for (i = 0; i < 9; i++) gv[i] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), w0 + i, idx, valid, 4);
-            for (i = 0; i < 3; i++) {  /* column i of G w */
-                OCR__WINO_G(_mm256, __m256, gv[i], gv[3 + i], gv[6 + i], col);
-                for (r = 0; r < 6; r++) t[r * 3 + i] = col[r];
-            }
-            for (r = 0; r < 6; r++) {  /* row r of (G w) Gt */
-                OCR__WINO_G(_mm256, __m256, t[r * 3], t[r * 3 + 1], t[r * 3 + 2], col);
-                for (s = 0; s < 6; s++) _mm256_maskstore_ps(dst + (r * 6 + s) * ocr__wino_ups(j, 0), store6, col[s]);
-            }
-        }
-    }
+    for (p = begin; p < end; p++) ocr__wino_filter_panel_avx2(j, p, j->u + p * 6 * j->g->C, ocr__wino_ups(j, 0));
 }
 
 /* Input channels [c0, c1) of an item: Bt d B of every tile into V's 16-tile B panels [36][Tp/16][C][16], or for the
@@ -4115,7 +4148,7 @@ static int64_t ocr__wino_padded_tiles(const ocr__wino_job *j) {
 static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const ocr__cat_input *cat, const float *w, float *y,
                               int accumulate, const ocr__conv_epilogue *ep) {
     ocr__wino_job j;
-    int64_t n_items, item, t, parallel_items, panels_apart, tiles_as_rows;
+    int64_t n_items, item, t, parallel_items, panels_apart, tiles_as_rows, whole;
     size_t bytes, u_bytes;
     int mr = ocr__pick_ukernel(ctx).mr; /* M's rows: whole A panels */
     memset(&j, 0, sizeof j);
@@ -4124,7 +4157,10 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
     /* an image of at most two 48-tile panels with many channels (layer4 at 640x640 and 736x1280: 25 and 60 tiles)
        is one item for ocr__wino_rows_part */
     tiles_as_rows = ocr__pick_ukernel(ctx).fn == ocr__ukernel_avx512 && g->N == 1 && ocr__wino_rows_ok(g);
-    if ((n_items = ocr__wino_plan(ctx, &j, g, (g->K + mr - 1) / mr * mr, tiles_as_rows ? (int64_t)1 << 40 : OCR__WINO_BAND_BYTES,
+    /* on AVX2 such an image is one item of panels on their own (ocr__wino_panels_part): in bands, all panels'
+       transformed weights went to memory and came back for each band (512 channels at 20x20: 10.3-11.5 -> 9.3 ms) */
+    whole = tiles_as_rows || (ocr__pick_ukernel(ctx).fn == ocr__ukernel_avx2 && g->N == 1 && ocr__wino_rows_ok(g));
+    if ((n_items = ocr__wino_plan(ctx, &j, g, (g->K + mr - 1) / mr * mr, whole ? (int64_t)1 << 40 : OCR__WINO_BAND_BYTES,
                                   0, 0, &bytes)) < 0)
         return ctx->last_status;
     if (!tiles_as_rows && j.uk.fn == ocr__ukernel_avx512 && !(ctx->debug_flags & OCR_DEBUG_WINO_ROW_BANDS)) {
@@ -4138,8 +4174,8 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
         if (k_items < 0) return ctx->last_status;
         if (force || ocr__wino_padded_tiles(&k) < ocr__wino_padded_tiles(&j)) { j = k; bytes = k_bytes; n_items = k_items; }
     }
-    parallel_items = !tiles_as_rows && (ctx->n_threads == 1 || n_items >= 4 * ctx->n_threads);
-    if (!tiles_as_rows && !parallel_items && g->N == 1 && n_items > 1) {
+    parallel_items = !whole && (ctx->n_threads == 1 || n_items >= 4 * ctx->n_threads);
+    if (!whole && !parallel_items && g->N == 1 && n_items > 1) {
         /* One image in a few bands: 2 to 4 bands per thread, the first count that adds no padding tiles to the
            GEMMs and keeps each band's buffers within OCR__WINO_SPLIT_BYTES, beat spreading each band's phases over
            the threads (a barrier after each): at 736x1280, width 0.25's layer2 1.09 -> 0.58 ms and layer3 0.88 ->
@@ -4159,15 +4195,15 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
             }
         }
     }
-    /* U: all panels' transformed weights, or (panels on their own: AVX-512, one item of at most two 48-tile panels)
-       one panel's block per thread. Each panel's GEMMs then read all of V (36 x C x tiles), which costs more than U's
+    /* U: all panels' transformed weights, or (panels on their own: one item of at most 96 tiles) one panel's block
+       per thread. Each panel's GEMMs then read all of V (36 x C x tiles), which costs more than U's
        trip to memory and back once the tiles are many (layer3 at 640x640, 100 tiles: 4.4 -> 5.1 ms) or the items are
        (every item transforms the weights again). With the tiles as rows, each thread's chunk of U, its M block and
        its weight transposes. */
     {
         int64_t n0, th0, T0, Tp0, Tr0;
         ocr__wino_item_range(&j, 0, &n0, &th0, &T0, &Tp0);
-        panels_apart = !tiles_as_rows && !parallel_items && j.uk.fn == ocr__ukernel_avx512 && n_items == 1 && Tp0 <= 2 * j.uk.nr;
+        panels_apart = !tiles_as_rows && !parallel_items && n_items == 1 && Tp0 <= 96 && (j.uk.fn == ocr__ukernel_avx512 || whole);
         if (tiles_as_rows) {
             j.tiles_as_rows = 1;
             Tr0 = (T0 + 15) / 16 * 16;
@@ -4194,7 +4230,7 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
         j.item = item;
         ocr__wino_phase(ctx, g->C, ocr__wino_input_part, &j);
         if (j.tiles_as_rows) ocr_parallel_for_dynamic(ctx, (g->K + 47) / 48, 1, ocr__wino_rows_part, &j);
-        else if (panels_apart) ocr__wino_phase(ctx, j.Kp / 8, ocr__wino_panels_part, &j);
+        else if (panels_apart) ocr__wino_phase(ctx, j.Kp / j.uk.mr, ocr__wino_panels_part, &j);
         else ocr__wino_phase(ctx, OCR__WINO_POINTS, ocr__wino_gemm_part, &j);
         ocr__wino_phase(ctx, g->K, ocr__wino_output_part, &j);
     }

@@ -195,10 +195,13 @@ static void test_conv_paths(void) {
         {"Winograd: 400->64, 44x28 (bands widened to fill a 48-tile panel: 6 + 5 rows of 7 tiles)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 64->68, one image 20x56 (one item of 70 tiles: on two threads each 8-row panel's weights transformed on their own, the last partial)", 1, 64, 68, 20, 56, 3, 3, 1, 1, 1, 1, 1, 1},
     };
-    /* one image of few tiles with many channels: on AVX-512 the tiles are the GEMM's rows (ocr__wino_rows_part) */
+    /* one image of few tiles with many channels: on AVX-512 the tiles are the GEMM's rows (ocr__wino_rows_part), on
+       AVX2 one item whose 6-row weight panels are transformed on their own (ocr__wino_panels_part; 9 tiles stay on
+       the direct path there, and 17 too) */
     static const geom winograd_rows[] = {
         {"Winograd, tiles as rows: 128->256, one image 12x12 (9 tiles; weights in two chunks of input channels)", 1, 128, 256, 12, 12, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd, tiles as rows: 241->136, one image 4x68 (a row of 17 tiles: lanes across 8-row panels; a 40-channel last panel)", 1, 241, 136, 4, 68, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"Winograd, tiles as rows (AVX-512) or panels on their own (AVX2): 130->254, one image 32x29 (64 tiles; a partial last 6-row panel)", 1, 130, 254, 32, 29, 3, 3, 1, 1, 1, 1, 1, 1},
     };
     /* shapes where it does not pay on AVX-512; on AVX2, whose direct paths are slower and whose transforms do not
        gather, the first three pay (ocr__conv_winograd_ok) */
@@ -208,7 +211,7 @@ static void test_conv_paths(void) {
         {"no Winograd on AVX-512: 128->128 at 10x10", 8, 128, 128, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1},
         {"no Winograd: the recognizer's 128->128 at height 2 (8 tiles an image: a 16-column panel each on AVX2)", 32, 128, 128, 2, 32, 3, 3, 1, 1, 1, 1, 1, 1},
     };
-    static const int avx2_takes[] = {1, 1, 1, 0};
+    static const int avx2_takes[] = {1, 1, 1, 0}, rows_avx2_takes[] = {0, 0, 1};
     static const int kernels[3] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2, OCR_CPU_KERNEL_PORTABLE};
     /* under the sanitizers the Winograd shapes run on two threads only (their work split, hence their edges, is what
        differs with the thread count; one thread is the plain run's): the reference sums are most of the time there */
@@ -221,9 +224,10 @@ static void test_conv_paths(void) {
             for (k = 0; k < 2; k++) run_case(&winograd[c], t, kernels[k], 2e-5);
         for (k = 0; k < 2; k++) check_takes_winograd(&winograd[c], kernels[k], 1);
     }
-    for (c = 0; c < (int)(sizeof winograd_rows / sizeof winograd_rows[0]); c++) { /* AVX-512 only (AVX2: direct, as above) */
-        for (t = t_first; t <= 2; t++) run_case(&winograd_rows[c], t, kernels[0], 2e-5);
-        check_takes_winograd(&winograd_rows[c], kernels[0], 1);
+    for (c = 0; c < (int)(sizeof winograd_rows / sizeof winograd_rows[0]); c++) {
+        for (t = t_first; t <= 2; t++)
+            for (k = 0; k < 2; k++) run_case(&winograd_rows[c], t, kernels[k], 2e-5);
+        for (k = 0; k < 2; k++) check_takes_winograd(&winograd_rows[c], kernels[k], k == 0 || rows_avx2_takes[c]);
     }
     /* and shapes where it does not pay (ocr__conv_winograd_ok) stay on the direct paths */
     for (c = 0; c < (int)(sizeof no_winograd / sizeof no_winograd[0]); c++)
