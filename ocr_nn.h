@@ -2970,11 +2970,16 @@ static int ocr__conv_och(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, 
 }
 
 /* The implicit path pays where im2col would cost more than the GEMM: output rows at least 32 wide (16 for the AVX2
-   kernels), so the pixel blocks are mostly full. */
-static int ocr__conv_implicit_ok(const ocr__conv_geom *g, const ocr__ukernel *uk) {
+   kernels), so the pixel blocks are mostly full. forward: on AVX2, rows under 64 wide with 64K weights or more
+   (256 KB) take im2col and the GEMM, whose packed panels the 6x16 kernel reads faster than the implicit one reads
+   its taps (`NOWINO=1 OCR_CPU_KERNEL=avx2`, two threads: layer4's 3x3/2 256 to 512 at 20x20 10.5 -> 6.3 ms, its
+   1x1/2 1.15 -> 0.65, 128 to 128 at 20x20 1.24 -> 0.87, at rows of 40 7-11% faster; with 64 to 128 channels at rows
+   of 80 or 1x1 ones at rows of 80 and 160 the implicit path was 0-25% faster, and with 32 to 64 at rows of 32). */
+static int ocr__conv_implicit_ok(const ocr__conv_geom *g, const ocr__ukernel *uk, int forward) {
     if (g->groups != 1) return 0;
     if (uk->fn == ocr__ukernel_avx512) return g->OW >= 32;
-    return uk->fn == ocr__ukernel_avx2 && g->OW >= OCR__IMPLICIT_AVX2_MIN_OW;
+    return uk->fn == ocr__ukernel_avx2 && g->OW >= OCR__IMPLICIT_AVX2_MIN_OW &&
+           !(forward && g->OW < 64 && g->K * g->C * g->kh * g->kw >= 65536);
 }
 
 /* Stride-1 convolution without im2col: forward (w given: y = or += conv(x, w)) or weight gradient (dw given:
@@ -4283,7 +4288,7 @@ static int ocr__conv_forward(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
 #ifdef OCR__HAVE_AVX2
     if (ocr__conv_winograd_ok(ctx, g, &j.uk, 0)) return ocr__conv_winograd(ctx, g, x, NULL, w, y, accumulate, ep);
     if (ocr__conv_och_ok(g, &j.uk)) return ocr__conv_och(ctx, g, x, w, y, accumulate, ep);
-    if (ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, w, NULL, y, accumulate, ep);
+    if (ocr__conv_implicit_ok(g, &j.uk, 1)) return ocr__conv_implicit(ctx, g, x, w, NULL, y, accumulate, ep);
 #endif
     j.chunk = ocr__conv_chunk(g);
     j.n_chunks = (P + j.chunk - 1) / j.chunk;
@@ -4352,7 +4357,7 @@ static int ocr__conv_run(ocr_ctx *ctx, const ocr__conv_geom *g, int mode, float 
     if (mode == OCR__CONV_BWD_WEIGHT && ocr__conv_winograd_ok(ctx, g, &j.uk, 1) &&
         g->C >= (j.uk.fn == ocr__ukernel_avx2 ? OCR__WINO_WGRAD_MIN_IN_AVX2 : OCR__WINO_WGRAD_MIN_IN))
         return ocr__conv_winograd_wgrad(ctx, g, x, y, w);
-    if (mode == OCR__CONV_BWD_WEIGHT && g->K <= OCR__WGRAD_IMPLICIT_MAX_K && ocr__conv_implicit_ok(g, &j.uk)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1, NULL);
+    if (mode == OCR__CONV_BWD_WEIGHT && g->K <= OCR__WGRAD_IMPLICIT_MAX_K && ocr__conv_implicit_ok(g, &j.uk, 0)) return ocr__conv_implicit(ctx, g, x, NULL, w, y, 1, NULL);
 #endif
     j.g = g; j.mode = mode; j.accumulate = accumulate; j.x = x; j.w = w; j.y = y;
     j.pointwise = ocr__conv_is_pointwise(g);
