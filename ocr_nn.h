@@ -7237,7 +7237,9 @@ OCRDEF int ocr_nn_add_backward(ocr_ctx *ctx, const ocr_tensor *dy, ocr_tensor *d
 
 /* ---------------------------------------------------------------- pooling, upsampling, concat */
 
-typedef struct { const float *x; float *y; int32_t *idx; int64_t H, W, OH, OW; int k, s, p, vector; } ocr__pool_job;
+/* vector: 0 the per-output loop, 1 the stem's 3x3 window at stride 2 (inside the plane), 2 a window without padding
+   (ocr__maxpool_nopad_rows); vec: their lanes, 16 (AVX-512) or 8 (AVX2) */
+typedef struct { const float *x; float *y; int32_t *idx; int64_t H, W, OH, OW; int k, s, p, vector, vec; } ocr__pool_job;
 
 /* One output of one plane: the window clipped to the plane, then a branch-free running maximum (the data decide
    "v > best" at random, which a branch would mispredict). */
@@ -7430,25 +7432,71 @@ static void ocr__maxpool_nopad_avx512(const float *xp, int64_t W, int64_t h0, in
         if (irow) _mm512_mask_storeu_epi32(irow + ow, ocr__lanes(n), arg);
     }
 }
+
+/* ocr__maxpool_nopad_avx512 on 8-float vectors (masked loads and stores only for a row's last part vector) */
+__attribute__((target("avx2,fma")))
+static void ocr__maxpool_nopad_avx2(const float *xp, int64_t W, int64_t h0, int kh, int kw, int64_t OW, float *yrow, int32_t *irow) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lane2 = _mm256_add_epi32(lane, lane);
+    int64_t ow, ih;
+    for (ow = 0; ow < OW; ow += 8) {
+        const int64_t n = OW - ow < 8 ? OW - ow : 8, nin = kw * n;
+        const __m256i m0 = ocr__lanes8(nin), m1 = ocr__lanes8(nin - 8);
+        int first = 1;
+        __m256 best = _mm256_setzero_ps();
+        __m256i arg = _mm256_setzero_si256(), col0 = _mm256_add_epi32(kw == 2 ? lane2 : lane, _mm256_set1_epi32((int)(kw * ow)));
+        for (ih = h0; ih < h0 + kh; ih++) {
+            const float *row = xp + ih * W + kw * ow;
+            __m256i at = _mm256_add_epi32(col0, _mm256_set1_epi32((int)(ih * W)));
+            __m256 a0 = n == 8 ? _mm256_loadu_ps(row) : _mm256_maskload_ps(row, m0);
+            if (kw == 2) {
+                __m256 a1 = n == 8 ? _mm256_loadu_ps(row + 8) : _mm256_maskload_ps(row + 8, m1);
+                /* the even and odd floats in order, as in ocr__maxpool_s2k3_avx2 */
+                ocr__maxpool_take8(_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a0, a1, 0x88)), 0xD8)), at, &first,
+                                   &best, &arg);
+                ocr__maxpool_take8(_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a0, a1, 0xDD)), 0xD8)),
+                                   _mm256_add_epi32(at, _mm256_set1_epi32(1)), &first, &best, &arg);
+            } else {
+                ocr__maxpool_take8(a0, at, &first, &best, &arg);
+            }
+        }
+        if (n == 8) {
+            _mm256_storeu_ps(yrow + ow, best);
+            if (irow) _mm256_storeu_si256((__m256i *)(irow + ow), arg);
+        } else {
+            _mm256_maskstore_ps(yrow + ow, ocr__lanes8(n), best);
+            if (irow) _mm256_maskstore_epi32(irow + ow, ocr__lanes8(n), arg);
+        }
+    }
+}
+
+/* One output row of a window without padding, by the lanes vec (16 or 8) */
+static void ocr__maxpool_nopad_rows(int vec, const float *xp, int64_t W, int64_t h0, int kh, int kw, int64_t OW, float *yrow, int32_t *irow) {
+    if (vec == 16) ocr__maxpool_nopad_avx512(xp, W, h0, kh, kw, OW, yrow, irow);
+    else ocr__maxpool_nopad_avx2(xp, W, h0, kh, kw, OW, yrow, irow);
+}
 #endif
 
-/* Whether the window takes ocr__maxpool_nopad_avx512: no padding, one or two columns at a stride of its width, an
-   AVX-512 CPU and no kernel forced below it */
-static int ocr__maxpool_nopad_vector(const ocr_ctx *ctx, int kw, int sw, int ph, int pw) {
+/* The lanes of the vector max pooling this context runs (16: AVX-512, 8: AVX2 with FMA, 0: the per-output loop; a
+   forced kernel stands in for a CPU without the wider ones) */
+static int ocr__maxpool_lanes(const ocr_ctx *ctx) {
 #ifdef OCR__HAVE_AVX2
-    return ph == 0 && pw == 0 && (kw == 1 || kw == 2) && sw == kw && ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE &&
-           ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 && __builtin_cpu_supports("avx512f");
+    if (ctx->cpu_kernel == OCR_CPU_KERNEL_PORTABLE) return 0;
+    if (ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 && __builtin_cpu_supports("avx512f")) return 16;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 8 : 0;
 #else
-    (void)ctx; (void)kw; (void)sw; (void)ph; (void)pw;
+    (void)ctx;
     return 0;
 #endif
 }
+
+/* Whether the window takes ocr__maxpool_nopad_rows: no padding, one or two columns at a stride of its width */
+static int ocr__maxpool_nopad_ok(int kw, int sw, int ph, int pw) { return ph == 0 && pw == 0 && (kw == 1 || kw == 2) && sw == kw; }
 
 static void ocr__maxpool_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__pool_job *j = (const ocr__pool_job *)arg;
     int64_t plane, oh, ow, lo = 0, hi = 0;
     (void)tid;
-    if (j->vector == 1 || j->vector == 3) { lo = 1; hi = (j->W - 2) / 2 + 1; hi = hi > j->OW ? j->OW : hi; } /* outputs whose 3 columns are inside */
+    if (j->vector == 1) { lo = 1; hi = (j->W - 2) / 2 + 1; hi = hi > j->OW ? j->OW : hi; } /* outputs whose 3 columns are inside */
     for (plane = begin; plane < end; plane++) {
         const float *xp = j->x + plane * j->H * j->W;
         float *yp = j->y + plane * j->OH * j->OW;
@@ -7457,8 +7505,8 @@ static void ocr__maxpool_part(void *arg, int64_t begin, int64_t end, int tid) {
             float *yr = yp + oh * j->OW;
             int32_t *ir = ip ? ip + oh * j->OW : NULL;
 #ifdef OCR__HAVE_AVX2
-            if (j->vector == 2) { ocr__maxpool_nopad_avx512(xp, j->W, oh * j->s, j->k, j->k, j->OW, yr, ir); continue; }
-            if (hi > lo) (j->vector == 1 ? ocr__maxpool_s2k3_avx512 : ocr__maxpool_s2k3_avx2)(j, xp, oh, lo, hi, yr, ir);
+            if (j->vector == 2) { ocr__maxpool_nopad_rows(j->vec, xp, j->W, oh * j->s, j->k, j->k, j->OW, yr, ir); continue; }
+            if (hi > lo) (j->vec == 16 ? ocr__maxpool_s2k3_avx512 : ocr__maxpool_s2k3_avx2)(j, xp, oh, lo, hi, yr, ir);
 #endif
             for (ow = 0; ow < j->OW; ow++) {
                 if (ow == lo && hi > lo) { ow = hi - 1; continue; }
@@ -7494,15 +7542,8 @@ OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kerne
     }
     j.x = (const float *)x->data; j.y = (float *)y->data; j.idx = argmax ? (int32_t *)argmax->data : NULL;
     j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3]; j.k = kernel; j.s = stride; j.p = pad;
-    /* the stem's 3x3 window at stride 2 inside the plane, 1: on AVX-512, 3: on AVX2; 2: a 2x2 window at stride 2
-       without padding (AVX-512) */
-    j.vector = 0;
-#ifdef OCR__HAVE_AVX2
-    if (kernel == 3 && stride == 2 && pad == 1 && ctx->cpu_kernel != OCR_CPU_KERNEL_PORTABLE)
-        j.vector = ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 && __builtin_cpu_supports("avx512f") ? 1
-                   : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 3 : 0;
-#endif
-    if (kernel == 2 && ocr__maxpool_nopad_vector(ctx, kernel, stride, pad, pad)) j.vector = 2;
+    j.vec = ocr__maxpool_lanes(ctx);
+    j.vector = !j.vec ? 0 : kernel == 3 && stride == 2 && pad == 1 ? 1 : kernel == 2 && ocr__maxpool_nopad_ok(kernel, stride, pad, pad) ? 2 : 0;
     ocr_parallel_for(ctx, ys.dim[0] * ys.dim[1], 1, ocr__maxpool_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
 }
@@ -9281,7 +9322,7 @@ OCRDEF int ocr_nn_log_softmax_backward(ocr_ctx *ctx, const ocr_tensor *y, const 
     return ocr__watch(ctx, fn, "backward", dx);
 }
 
-typedef struct { const float *x; float *y; int32_t *argmax; int64_t H, W, OH, OW; int kh, kw, sh, sw, ph, pw, vector; } ocr__rect_pool_job;
+typedef struct { const float *x; float *y; int32_t *argmax; int64_t H, W, OH, OW; int kh, kw, sh, sw, ph, pw, vector; } ocr__rect_pool_job; /* vector: ocr__maxpool_lanes, or 0 */
 static void ocr__rect_pool_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__rect_pool_job *j = (const ocr__rect_pool_job *)arg;
     (void)tid;
@@ -9290,8 +9331,8 @@ static void ocr__rect_pool_part(void *arg, int64_t begin, int64_t end, int tid) 
         int64_t plane, oh;
         for (plane = begin; plane < end; plane++)
             for (oh = 0; oh < j->OH; oh++)
-                ocr__maxpool_nopad_avx512(j->x + plane * j->H * j->W, j->W, oh * j->sh, j->kh, j->kw, j->OW, j->y + (plane * j->OH + oh) * j->OW,
-                                          j->argmax ? j->argmax + (plane * j->OH + oh) * j->OW : NULL);
+                ocr__maxpool_nopad_rows(j->vector, j->x + plane * j->H * j->W, j->W, oh * j->sh, j->kh, j->kw, j->OW,
+                                        j->y + (plane * j->OH + oh) * j->OW, j->argmax ? j->argmax + (plane * j->OH + oh) * j->OW : NULL);
         return;
     }
 #endif
@@ -9326,7 +9367,7 @@ OCRDEF int ocr_nn_maxpool2d_rect_forward(ocr_ctx *ctx, const ocr_tensor *x, int 
     j.x = (const float *)x->data; j.y = (float *)y->data; j.argmax = argmax ? (int32_t *)argmax->data : NULL;
     j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3];
     j.kh = kh; j.kw = kw; j.sh = sh; j.sw = sw; j.ph = ph; j.pw = pw;
-    j.vector = !ocr__use_ref(ctx) && ocr__maxpool_nopad_vector(ctx, kw, sw, ph, pw);
+    j.vector = !ocr__use_ref(ctx) && ocr__maxpool_nopad_ok(kw, sw, ph, pw) ? ocr__maxpool_lanes(ctx) : 0;
     ocr_parallel_for(ctx, ys.dim[0] * ys.dim[1], 1, ocr__rect_pool_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
 }

@@ -1070,41 +1070,45 @@ static void test_maxpool_stem_path(void) {
     }
 }
 
-/* The recognizer's pools without padding on the AVX-512 path (2x2 at stride 2, and the rectangular 2x1 at (2, 1), 3x1
-   at (2, 1), 2x2 at (1, 2)) against the reference, bit for bit in values and argmax: quantised values (ties: the first
-   in scan order wins), NaNs (the first NaN wins), odd sizes, rows of 1 to 70 outputs. Skipped without AVX-512. */
+/* The recognizer's pools without padding on the AVX-512 and AVX2 paths (2x2 at stride 2, and the rectangular 2x1 at
+   (2, 1), 3x1 at (2, 1), 2x2 at (1, 2)) against the reference, bit for bit in values and argmax: quantised values
+   (ties: the first in scan order wins), NaNs (the first NaN wins), odd sizes, rows of 1 to 70 outputs (full and part
+   vectors of both widths). Skipped where the CPU has neither. */
 static void test_maxpool_nopad_path(void) {
-    static const int sizes[][2] = {{8, 9}, {4, 64}, {33, 141}, {2, 2}, {5, 35}};
+    static const int sizes[][2] = {{8, 9}, {4, 64}, {33, 141}, {2, 2}, {5, 35}, {3, 16}};
     static const int windows[][4] = {{2, 2, 2, 2}, {2, 1, 2, 1}, {3, 1, 2, 1}, {2, 2, 1, 2}}; /* kh kw sh sw */
-    int c, w;
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    if (!__builtin_cpu_supports("avx512f")) { ocr_test_skip("this CPU has no AVX-512: these pools take the reference's loop"); return; }
-#else
-    ocr_test_skip("not an x86 build: these pools take the reference's loop");
-    return;
-#endif
-    for (c = 0; c < (int)(sizeof sizes / sizeof sizes[0]); c++)
-        for (w = 0; w < 4; w++) {
-            const int *q = windows[w];
-            ocr_ctx ctx;
-            ocr_tensor t[5];
-            int H = sizes[c][0], W = sizes[c][1], OH = (H - q[0]) / q[2] + 1, OW = (W - q[1]) / q[3] + 1, r, i;
-            if (H < q[0] || W < q[1]) continue;
-            OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 9 + c));
-            if (pool_case(&ctx, H, W, OH, OW, 30, t)) {
-                for (r = 0; r < 2; r++) { /* r 0: the fast path into y1, i1; 1: the reference into y2, i2 */
-                    if (r) ctx.debug_flags |= OCR_DEBUG_REFERENCE;
-                    if (q[0] == q[1] && q[2] == q[3])
-                        OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &t[0], q[0], q[2], 0, &t[1 + r], &t[3 + r]));
-                    else
-                        OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_rect_forward(&ctx, &t[0], q[0], q[1], q[2], q[3], 0, 0, &t[1 + r], &t[3 + r]));
+    static const int kernels[2] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2};
+    int c, w, k, ran = 0;
+    for (k = 0; k < 2; k++)
+        for (c = 0; c < (int)(sizeof sizes / sizeof sizes[0]); c++)
+            for (w = 0; w < 4; w++) {
+                const int *q = windows[w];
+                ocr_ctx ctx;
+                ocr_tensor t[5];
+                int H = sizes[c][0], W = sizes[c][1], OH = (H - q[0]) / q[2] + 1, OW = (W - q[1]) / q[3] + 1, r, i;
+                const char *kn;
+                if (H < q[0] || W < q[1]) continue;
+                OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 9 + c));
+                ctx.cpu_kernel = kernels[k];
+                kn = ocr_gemm_kernel_name(&ctx);
+                if (strncmp(kn, k ? "avx2" : "avx512", k ? 4 : 6) != 0) { ocr_ctx_free(&ctx); continue; } /* not on this CPU */
+                ran = 1;
+                if (pool_case(&ctx, H, W, OH, OW, 30, t)) {
+                    for (r = 0; r < 2; r++) { /* r 0: the fast path into y1, i1; 1: the reference into y2, i2 */
+                        if (r) ctx.debug_flags |= OCR_DEBUG_REFERENCE;
+                        if (q[0] == q[1] && q[2] == q[3])
+                            OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_forward(&ctx, &t[0], q[0], q[2], 0, &t[1 + r], &t[3 + r]));
+                        else
+                            OCR_CHECK_OK(&ctx, ocr_nn_maxpool2d_rect_forward(&ctx, &t[0], q[0], q[1], q[2], q[3], 0, 0, &t[1 + r], &t[3 + r]));
+                    }
+                    OCR_CHECK_MSG(memcmp(t[1].data, t[2].data, ocr_tensor_bytes(&t[1])) == 0 && memcmp(t[3].data, t[4].data, ocr_tensor_bytes(&t[3])) == 0,
+                                  "%dx%d, window %dx%d stride %dx%d, kernel %s: the vector max pooling differs from the reference", H, W, q[0], q[1],
+                                  q[2], q[3], kn);
                 }
-                OCR_CHECK_MSG(memcmp(t[1].data, t[2].data, ocr_tensor_bytes(&t[1])) == 0 && memcmp(t[3].data, t[4].data, ocr_tensor_bytes(&t[3])) == 0,
-                              "%dx%d, window %dx%d stride %dx%d: the vector max pooling differs from the reference", H, W, q[0], q[1], q[2], q[3]);
+                for (i = 0; i < 5; i++) ocr_tensor_free(&t[i]);
+                ocr_ctx_free(&ctx);
             }
-            for (i = 0; i < 5; i++) ocr_tensor_free(&t[i]);
-            ocr_ctx_free(&ctx);
-        }
+    if (!ran) ocr_test_skip("this CPU has neither AVX-512 nor AVX2: these pools take the reference's loop");
 }
 
 /* The tensors of test_ops_vs_reference: allocated on demand, freed together. */
