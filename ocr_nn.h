@@ -1459,6 +1459,18 @@ static ocr__ukernel ocr__pick_ukernel(ocr_ctx *ctx) {
 
 OCRDEF const char *ocr_gemm_kernel_name(ocr_ctx *ctx) { return ocr__pick_ukernel(ctx).name; }
 
+/* The float lanes of the kernel picked (16: AVX-512, 8: AVX2 with FMA, 0: portable), which the vector row ops outside
+   the GEMM follow, so that a forced kernel stands in for a CPU without the wider ones */
+static int ocr__ctx_lanes(ocr_ctx *ctx) {
+#ifdef OCR__HAVE_AVX2
+    ocr__ukernel uk = ocr__pick_ukernel(ctx);
+    return uk.fn == ocr__ukernel_avx512 ? 16 : uk.fn == ocr__ukernel_avx2 ? 8 : 0;
+#else
+    (void)ctx;
+    return 0;
+#endif
+}
+
 typedef struct {
     ocr__ukernel uk;
     int trans_a, trans_b;
@@ -6026,7 +6038,7 @@ typedef struct {
     const float *x, *w, *bias;
     float *y;
     int64_t rows, n_chunks;     /* input rows per chunk */
-    int interleave2;            /* kernel and stride 2 wide: rows written by ocr__interleave2 (16: AVX-512, 8: AVX2, 0: the loop) */
+    int vec;                    /* kernel and stride 2 wide: rows written by ocr__interleave2 in these lanes (0: the loop) */
     int relu;                   /* each output value clamped at 0 as it is written */
     ocr__ukernel uk;
     size_t pa_floats, pb_floats;
@@ -6119,7 +6131,7 @@ static void ocr__convt_chunk(const ocr__convt_job *j, int64_t n, int64_t oh0, in
                 float *yrow = yb + co * plane + (r * g->sh + i - row0) * g->W;
                 const float *src0 = col + (co * g->kh + i) * g->kw * cols + (r - oh0) * g->OW;
 #ifdef OCR__HAVE_AVX2
-                if (j->interleave2) { ocr__interleave2(j->interleave2, src0, src0 + cols, g->OW, b, j->relu, yrow); continue; }
+                if (j->vec) { ocr__interleave2(j->vec, src0, src0 + cols, g->OW, b, j->relu, yrow); continue; }
 #endif
                 for (jj = 0; jj < g->kw; jj++) {
                     const float *src = src0 + jj * cols;
@@ -6210,7 +6222,7 @@ static void ocr__convt_c1_rows(void *arg, int64_t begin, int64_t end, int tid) {
     (void)tid;
     for (item = begin; item < end; item++) {
         int64_t n = item / g->OH, r = item % g->OH;
-        ocr__convt_c1_row_any(j->interleave2, j->x + n * g->K * P + r * g->OW, P, g->OW, g->K, j->w, j->bias ? j->bias[0] : 0.0f, j->relu,
+        ocr__convt_c1_row_any(j->vec, j->x + n * g->K * P + r * g->OW, P, g->OW, g->K, j->w, j->bias ? j->bias[0] : 0.0f, j->relu,
                               j->y + (n * g->H + 2 * r) * g->W);
     }
 }
@@ -6227,7 +6239,7 @@ static void ocr__convt_pair_items(void *arg, int64_t begin, int64_t end, int tid
         int64_t n = item / j->n_chunks, oh0 = (item % j->n_chunks) * j->rows, oh1 = oh0 + j->rows < g->OH ? oh0 + j->rows : g->OH;
         ocr__convt_chunk(j, n, oh0, oh1, pa, pb, col, band, plane, 2 * oh0);
         for (r = 0; r < 2 * (oh1 - oh0); r++)
-            ocr__convt_c1_row_any(j->interleave2, band + r * g->W, plane, g->W, g->C, pj->w2, pj->b2, 0,
+            ocr__convt_c1_row_any(j->vec, band + r * g->W, plane, g->W, g->C, pj->w2, pj->b2, 0,
                                   pj->y + (n * 2 * g->H + 2 * (2 * oh0 + r)) * 2 * g->W);
     }
 }
@@ -6244,8 +6256,8 @@ static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
     j.g = g; j.x = x; j.w = w; j.bias = bias; j.y = y; j.relu = relu;
     j.uk = ocr__pick_ukernel(ctx);
 #ifdef OCR__HAVE_AVX2
-    j.interleave2 = g->kw != 2 || g->sw != 2 ? 0 : j.uk.fn == ocr__ukernel_avx512 ? 16 : j.uk.fn == ocr__ukernel_avx2 ? 8 : 0;
-    if (!pair && j.interleave2 && g->C == 1 && g->kh == 2 && g->K <= OCR__KC) {
+    j.vec = g->kw == 2 && g->sw == 2 ? ocr__ctx_lanes(ctx) : 0;
+    if (!pair && j.vec && g->C == 1 && g->kh == 2 && g->K <= OCR__KC) {
         ocr_parallel_for_dynamic(ctx, g->N * g->OH, 1, ocr__convt_c1_rows, &j);
         return OCR_OK;
     }
@@ -7128,8 +7140,7 @@ static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
 /* y[i] = op(a[i], b[i]) for i < n, spread over the threads in runs of at least 32K floats */
 static void ocr__pw_floats(ocr_ctx *ctx, int op, const float *a, const float *b, float *y, int64_t n) {
     ocr__pw_job j;
-    ocr__ukernel uk = ocr__pick_ukernel(ctx);
-    j.a = a; j.b = b; j.y = y; j.op = op; j.vec = ocr__ukernel_is_avx512(&uk) ? 16 : uk.mr == 6 && uk.fn != ocr__ukernel_portable ? 8 : 0;
+    j.a = a; j.b = b; j.y = y; j.op = op; j.vec = ocr__ctx_lanes(ctx);
     ocr_parallel_for_dynamic(ctx, n, 1 << 15, ocr__pw_part, &j);
 }
 static void ocr__pw(ocr_ctx *ctx, int op, const ocr_tensor *a, const ocr_tensor *b, ocr_tensor *y) {
@@ -7476,19 +7487,6 @@ static void ocr__maxpool_nopad_rows(int vec, const float *xp, int64_t W, int64_t
 }
 #endif
 
-/* The lanes of the vector max pooling this context runs (16: AVX-512, 8: AVX2 with FMA, 0: the per-output loop; a
-   forced kernel stands in for a CPU without the wider ones) */
-static int ocr__maxpool_lanes(const ocr_ctx *ctx) {
-#ifdef OCR__HAVE_AVX2
-    if (ctx->cpu_kernel == OCR_CPU_KERNEL_PORTABLE) return 0;
-    if (ctx->cpu_kernel != OCR_CPU_KERNEL_AVX2 && __builtin_cpu_supports("avx512f")) return 16;
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 8 : 0;
-#else
-    (void)ctx;
-    return 0;
-#endif
-}
-
 /* Whether the window takes ocr__maxpool_nopad_rows: no padding, one or two columns at a stride of its width */
 static int ocr__maxpool_nopad_ok(int kw, int sw, int ph, int pw) { return ph == 0 && pw == 0 && (kw == 1 || kw == 2) && sw == kw; }
 
@@ -7542,7 +7540,7 @@ OCRDEF int ocr_nn_maxpool2d_forward(ocr_ctx *ctx, const ocr_tensor *x, int kerne
     }
     j.x = (const float *)x->data; j.y = (float *)y->data; j.idx = argmax ? (int32_t *)argmax->data : NULL;
     j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3]; j.k = kernel; j.s = stride; j.p = pad;
-    j.vec = ocr__maxpool_lanes(ctx);
+    j.vec = ocr__ctx_lanes(ctx);
     j.vector = !j.vec ? 0 : kernel == 3 && stride == 2 && pad == 1 ? 1 : kernel == 2 && ocr__maxpool_nopad_ok(kernel, stride, pad, pad) ? 2 : 0;
     ocr_parallel_for(ctx, ys.dim[0] * ys.dim[1], 1, ocr__maxpool_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
@@ -9322,7 +9320,7 @@ OCRDEF int ocr_nn_log_softmax_backward(ocr_ctx *ctx, const ocr_tensor *y, const 
     return ocr__watch(ctx, fn, "backward", dx);
 }
 
-typedef struct { const float *x; float *y; int32_t *argmax; int64_t H, W, OH, OW; int kh, kw, sh, sw, ph, pw, vector; } ocr__rect_pool_job; /* vector: ocr__maxpool_lanes, or 0 */
+typedef struct { const float *x; float *y; int32_t *argmax; int64_t H, W, OH, OW; int kh, kw, sh, sw, ph, pw, vector; } ocr__rect_pool_job; /* vector: ocr__ctx_lanes, or 0 */
 static void ocr__rect_pool_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__rect_pool_job *j = (const ocr__rect_pool_job *)arg;
     (void)tid;
@@ -9367,7 +9365,7 @@ OCRDEF int ocr_nn_maxpool2d_rect_forward(ocr_ctx *ctx, const ocr_tensor *x, int 
     j.x = (const float *)x->data; j.y = (float *)y->data; j.argmax = argmax ? (int32_t *)argmax->data : NULL;
     j.H = x->shape.dim[2]; j.W = x->shape.dim[3]; j.OH = ys.dim[2]; j.OW = ys.dim[3];
     j.kh = kh; j.kw = kw; j.sh = sh; j.sw = sw; j.ph = ph; j.pw = pw;
-    j.vector = !ocr__use_ref(ctx) && ocr__maxpool_nopad_ok(kw, sw, ph, pw) ? ocr__maxpool_lanes(ctx) : 0;
+    j.vector = !ocr__use_ref(ctx) && ocr__maxpool_nopad_ok(kw, sw, ph, pw) ? ocr__ctx_lanes(ctx) : 0;
     ocr_parallel_for(ctx, ys.dim[0] * ys.dim[1], 1, ocr__rect_pool_part, &j);
     return ocr__watch(ctx, fn, "forward", y);
 }
