@@ -2244,10 +2244,11 @@ typedef struct {
     const float *bias;
     int relu;
     const float *res, *y0;  /* residual of the output's shape, and the output's first value: p's residual is res[p - y0] */
+    int vec;                /* ocr__ctx_lanes, for the row helpers */
 } ocr__conv_epilogue;
 
-static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, float shift, int relu);
-static void ocr__add_relu_row(const float *a, const float *b, float *y, int64_t n);
+static void ocr__affine_row(int vec, const float *x, float *y, int64_t n, float scale, float shift, int relu);
+static void ocr__add_relu_row(int vec, const float *a, const float *b, float *y, int64_t n);
 
 /* rows channels (first one first_channel) of cols outputs each, ld apart */
 static void ocr__conv_epilogue_apply(const ocr__conv_epilogue *ep, float *y, int64_t ld, int64_t first_channel, int64_t rows, int64_t cols) {
@@ -2256,9 +2257,9 @@ static void ocr__conv_epilogue_apply(const ocr__conv_epilogue *ep, float *y, int
     for (r = 0; r < rows; r++) {
         float *yr = y + r * ld;
         float shift = ep->bias ? ep->bias[first_channel + r] : 0.0f;
-        if (!ep->res) { ocr__affine_row(yr, yr, cols, 1.0f, shift, ep->relu); continue; }
-        if (ep->bias) ocr__affine_row(yr, yr, cols, 1.0f, shift, 0);
-        ocr__add_relu_row(yr, ep->res + (yr - ep->y0), yr, cols); /* a residual always comes with the ReLU */
+        if (!ep->res) { ocr__affine_row(ep->vec, yr, yr, cols, 1.0f, shift, ep->relu); continue; }
+        if (ep->bias) ocr__affine_row(ep->vec, yr, yr, cols, 1.0f, shift, 0);
+        ocr__add_relu_row(ep->vec, yr, ep->res + (yr - ep->y0), yr, cols); /* a residual always comes with the ReLU */
     }
 }
 
@@ -5890,21 +5891,21 @@ static void ocr__bias_add(float *y, const float *b, int64_t N, int64_t C, int64_
 
 /* db[c] += sum over images and pixels of dy[n, c]: channels spread over the threads, each row summed in double with
    the vector row helper (a scalar double chain took 7 ms for a 64 x 320 x 320 gradient). */
-typedef struct { const float *dy; float *db; int64_t N, C, P; } ocr__bias_grad_job;
-static double ocr__sum_row(const float *x, int64_t n);
+typedef struct { const float *dy; float *db; int64_t N, C, P; int vec; } ocr__bias_grad_job;
+static double ocr__sum_row(int vec, const float *x, int64_t n);
 static void ocr__bias_grad_part(void *arg, int64_t begin, int64_t end, int tid) {
     const ocr__bias_grad_job *j = (const ocr__bias_grad_job *)arg;
     int64_t c, n;
     (void)tid;
     for (c = begin; c < end; c++) {
         double s = 0.0;
-        for (n = 0; n < j->N; n++) s += ocr__sum_row(j->dy + (n * j->C + c) * j->P, j->P);
+        for (n = 0; n < j->N; n++) s += ocr__sum_row(j->vec, j->dy + (n * j->C + c) * j->P, j->P);
         j->db[c] += (float)s;
     }
 }
 static void ocr__bias_grad(ocr_ctx *ctx, const float *dy, float *db, int64_t N, int64_t C, int64_t P) {
     ocr__bias_grad_job j;
-    j.dy = dy; j.db = db; j.N = N; j.C = C; j.P = P;
+    j.dy = dy; j.db = db; j.N = N; j.C = C; j.P = P; j.vec = ocr__ctx_lanes(ctx);
     ocr_parallel_for(ctx, C, 1, ocr__bias_grad_part, &j);
 }
 
@@ -5947,6 +5948,7 @@ static int ocr__conv2d_forward(ocr_ctx *ctx, const char *fn, const ocr_tensor *x
     ep.relu = relu;
     ep.res = res ? (const float *)res->data : NULL;
     ep.y0 = (const float *)y->data;
+    ep.vec = ocr__ctx_lanes(ctx);
     if (ocr__amp_bf16_fast_conv(ctx, &g, 0)) {
         if ((rc = ocr__amp_count(ctx, xd, ocr_tensor_numel(x), w->name, 0)) || (rc = ocr__amp_count(ctx, wd, ocr_tensor_numel(w), w->name, 0)) ||
             (rc = ocr__conv_bf16_run(ctx, &g, OCR__CONV_FWD, (float *)xd, (float *)wd, (float *)y->data, 0, &ep)))
@@ -6413,10 +6415,10 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
    four independent accumulators, so they are exact enough for parity without a serial dependency per element. */
 
 #ifdef OCR__HAVE_AVX2
-/* AVX-512 forms of the row helpers below, chosen at run time: 16 floats a step, sums in 8-lane doubles (so as exact
-   as the scalar double sums), the same per-element float arithmetic as the SSE forms. The normalisation ops spent
-   most of their time in the scalar double sums. */
-static int ocr__rows_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+/* AVX-512 and AVX2 forms of the row helpers below, chosen by the lanes of the context's kernel (ocr__ctx_lanes: 16, 8,
+   or 0 for SSE and plain C): 16 or 8 floats a step, sums in 8- or 4-lane doubles (so as exact as the scalar double
+   sums), the same per-element float arithmetic as the SSE forms. The normalisation ops spent most of their time in
+   the scalar double sums. */
 
 __attribute__((target("avx512f")))
 static double ocr__sum_row_avx512(const float *x, int64_t n) {
@@ -6505,24 +6507,134 @@ static int64_t ocr__bn_dx_row_avx512(const float *x, const float *dy, const floa
     }
     return i;
 }
+
+__attribute__((target("avx2")))
+static inline double ocr__hsum4d(__m256d v) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+/* the 8 floats of v widened to double and added to acc */
+__attribute__((target("avx2")))
+static inline __m256d ocr__add_widened8(__m256d acc, __m256 v) {
+    return _mm256_add_pd(acc, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))));
+}
+
+__attribute__((target("avx2")))
+static double ocr__sum_row_avx2(const float *x, int64_t n) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
+    double s = 0.0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(x + i)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)));
+        a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)));
+        a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 12)));
+    }
+    for (; i < n; i++) s += x[i];
+    return ocr__hsum4d(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3))) + s;
+}
+
+__attribute__((target("avx2,fma")))
+static double ocr__sqdev_row_avx2(const float *x, int64_t n, double mean) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
+    __m256d vm = _mm256_set1_pd(mean), d0, d1, d2, d3;
+    double s = 0.0, d;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), vm);
+        d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)), vm);
+        d2 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)), vm);
+        d3 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 12)), vm);
+        a0 = _mm256_fmadd_pd(d0, d0, a0);
+        a1 = _mm256_fmadd_pd(d1, d1, a1);
+        a2 = _mm256_fmadd_pd(d2, d2, a2);
+        a3 = _mm256_fmadd_pd(d3, d3, a3);
+    }
+    for (; i < n; i++) { d = x[i] - mean; s += d * d; }
+    return ocr__hsum4d(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3))) + s;
+}
+
+/* dy masked where the ReLU output is not > 0 (NaN and Inf gradients included) */
+__attribute__((target("avx2")))
+static inline __m256 ocr__relu_mask8(const float *relu_y, const float *dy) {
+    return _mm256_and_ps(_mm256_cmp_ps(_mm256_loadu_ps(relu_y), _mm256_setzero_ps(), _CMP_GT_OQ), _mm256_loadu_ps(dy));
+}
+
+__attribute__((target("avx2")))
+static void ocr__bn_grad_sums_row_avx2(const float *x, const float *dy, const float *relu_y, int64_t n, float m, float inv,
+                                       double *sdy, double *sdyx) {
+    __m256d a = _mm256_setzero_pd(), b = _mm256_setzero_pd();
+    __m256 vm = _mm256_set1_ps(m), vinv = _mm256_set1_ps(inv);
+    double sa = 0.0, sb = 0.0;
+    int64_t i = 0;
+    float g;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gv = relu_y ? ocr__relu_mask8(relu_y + i, dy + i) : _mm256_loadu_ps(dy + i);
+        a = ocr__add_widened8(a, gv);
+        b = ocr__add_widened8(b, _mm256_mul_ps(gv, _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vinv)));
+    }
+    for (; i < n; i++) {
+        g = relu_y ? (relu_y[i] > 0.0f ? dy[i] : 0.0f) : dy[i];
+        sa += g; sb += g * ((x[i] - m) * inv);
+    }
+    *sdy += ocr__hsum4d(a) + sa;
+    *sdyx += ocr__hsum4d(b) + sb;
+}
+
+__attribute__((target("avx2")))
+static int64_t ocr__affine_row_avx2(const float *x, float *y, int64_t n, float scale, float shift, int relu) {
+    __m256 vs = _mm256_set1_ps(scale), vb = _mm256_set1_ps(shift), z = _mm256_setzero_ps();
+    int64_t i = 0;
+    if (relu) for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_max_ps(z, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), vb)));
+    else for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), vb));
+    return i;
+}
+
+__attribute__((target("avx2")))
+static int64_t ocr__add_relu_row_avx2(const float *a, const float *b, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_max_ps(_mm256_setzero_ps(), _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i))));
+    return i;
+}
+
+__attribute__((target("avx2")))
+static int64_t ocr__bn_dx_row_avx2(const float *x, const float *dy, const float *relu_y, float *dx, int64_t n, float k, float a,
+                                   float m, float ib, int acc) {
+    __m256 vk = _mm256_set1_ps(k), va = _mm256_set1_ps(a), vm = _mm256_set1_ps(m), vib = _mm256_set1_ps(ib);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 g = relu_y ? ocr__relu_mask8(relu_y + i, dy + i) : _mm256_loadu_ps(dy + i);
+        __m256 t = _mm256_sub_ps(_mm256_sub_ps(g, va), _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vib));
+        _mm256_storeu_ps(dx + i, _mm256_add_ps(acc ? _mm256_loadu_ps(dx + i) : _mm256_setzero_ps(), _mm256_mul_ps(vk, t)));
+    }
+    return i;
+}
 #endif
 
-static double ocr__sum_row(const float *x, int64_t n) {
+static double ocr__sum_row(int vec, const float *x, int64_t n) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     int64_t i;
 #ifdef OCR__HAVE_AVX2
-    if (ocr__rows_avx512()) return ocr__sum_row_avx512(x, n);
+    if (vec == 16) return ocr__sum_row_avx512(x, n);
+    if (vec == 8) return ocr__sum_row_avx2(x, n);
+#else
+    (void)vec;
 #endif
     for (i = 0; i + 4 <= n; i += 4) { s0 += x[i]; s1 += x[i + 1]; s2 += x[i + 2]; s3 += x[i + 3]; }
     for (; i < n; i++) s0 += x[i];
     return (s0 + s1) + (s2 + s3);
 }
 
-static double ocr__sqdev_row(const float *x, int64_t n, double mean) {
+static double ocr__sqdev_row(int vec, const float *x, int64_t n, double mean) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, d0, d1, d2, d3;
     int64_t i;
 #ifdef OCR__HAVE_AVX2
-    if (ocr__rows_avx512()) return ocr__sqdev_row_avx512(x, n, mean);
+    if (vec == 16) return ocr__sqdev_row_avx512(x, n, mean);
+    if (vec == 8) return ocr__sqdev_row_avx2(x, n, mean);
+#else
+    (void)vec;
 #endif
     for (i = 0; i + 4 <= n; i += 4) {
         d0 = x[i] - mean; d1 = x[i + 1] - mean; d2 = x[i + 2] - mean; d3 = x[i + 3] - mean;
@@ -6546,13 +6658,16 @@ static float ocr__relu_grad(float y, float g) {
 }
 
 /* *sdy += sum g, *sdyx += sum g * (x - m) * inv, where g is dy, masked by the ReLU output relu_y when given */
-static void ocr__bn_grad_sums_row(const float *x, const float *dy, const float *relu_y, int64_t n, float m, float inv,
+static void ocr__bn_grad_sums_row(int vec, const float *x, const float *dy, const float *relu_y, int64_t n, float m, float inv,
                                   double *sdy, double *sdyx) {
     double a0 = 0.0, a1 = 0.0, b0 = 0.0, b1 = 0.0;
     int64_t i;
     float g0, g1;
 #ifdef OCR__HAVE_AVX2
-    if (ocr__rows_avx512()) { ocr__bn_grad_sums_row_avx512(x, dy, relu_y, n, m, inv, sdy, sdyx); return; }
+    if (vec == 16) { ocr__bn_grad_sums_row_avx512(x, dy, relu_y, n, m, inv, sdy, sdyx); return; }
+    if (vec == 8) { ocr__bn_grad_sums_row_avx2(x, dy, relu_y, n, m, inv, sdy, sdyx); return; }
+#else
+    (void)vec;
 #endif
     for (i = 0; i + 2 <= n; i += 2) {
         g0 = relu_y ? ocr__relu_grad(relu_y[i], dy[i]) : dy[i];
@@ -6569,10 +6684,13 @@ static void ocr__bn_grad_sums_row(const float *x, const float *dy, const float *
 }
 
 /* y = x * scale + shift, clamped at 0 when relu; a NaN stays NaN (max(0, v) returns v when v is NaN) */
-static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, float shift, int relu) {
+static void ocr__affine_row(int vec, const float *x, float *y, int64_t n, float scale, float shift, int relu) {
     int64_t i = 0;
 #ifdef OCR__HAVE_AVX2
-    if (ocr__rows_avx512()) i = ocr__affine_row_avx512(x, y, n, scale, shift, relu);
+    if (vec == 16) i = ocr__affine_row_avx512(x, y, n, scale, shift, relu);
+    if (vec == 8) i = ocr__affine_row_avx2(x, y, n, scale, shift, relu);
+#else
+    (void)vec;
 #endif
 #ifdef OCR__SSE
     __m128 vs = _mm_set1_ps(scale), vb = _mm_set1_ps(shift), z = _mm_setzero_ps();
@@ -6586,10 +6704,13 @@ static void ocr__affine_row(const float *x, float *y, int64_t n, float scale, fl
 }
 
 /* y = max(a + b, 0) with the ReLU op's rule (a NaN stays NaN); y may be a or b */
-static void ocr__add_relu_row(const float *a, const float *b, float *y, int64_t n) {
+static void ocr__add_relu_row(int vec, const float *a, const float *b, float *y, int64_t n) {
     int64_t i = 0;
 #ifdef OCR__HAVE_AVX2
-    if (ocr__rows_avx512()) i = ocr__add_relu_row_avx512(a, b, y, n);
+    if (vec == 16) i = ocr__add_relu_row_avx512(a, b, y, n);
+    if (vec == 8) i = ocr__add_relu_row_avx2(a, b, y, n);
+#else
+    (void)vec;
 #endif
 #ifdef OCR__SSE
     for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_setzero_ps(), _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i))));
@@ -6602,11 +6723,14 @@ static void ocr__add_relu_row(const float *a, const float *b, float *y, int64_t 
 
 /* dx += k * (g - a - (x - m) * ib), g = dy masked by the ReLU output relu_y when given. acc 0: dx = 0 + k * (...) instead,
    what a zeroed dx would get, so dx may be dy itself (each element is read before it is written). */
-static void ocr__bn_dx_row(const float *x, const float *dy, const float *relu_y, float *dx, int64_t n, float k, float a, float m,
+static void ocr__bn_dx_row(int vec, const float *x, const float *dy, const float *relu_y, float *dx, int64_t n, float k, float a, float m,
                            float ib, int acc) {
     int64_t i = 0;
 #ifdef OCR__HAVE_AVX2
-    if (ocr__rows_avx512()) i = ocr__bn_dx_row_avx512(x, dy, relu_y, dx, n, k, a, m, ib, acc);
+    if (vec == 16) i = ocr__bn_dx_row_avx512(x, dy, relu_y, dx, n, k, a, m, ib, acc);
+    if (vec == 8) i = ocr__bn_dx_row_avx2(x, dy, relu_y, dx, n, k, a, m, ib, acc);
+#else
+    (void)vec;
 #endif
 #ifdef OCR__SSE
     __m128 vk = _mm_set1_ps(k), va = _mm_set1_ps(a), vm = _mm_set1_ps(m), vib = _mm_set1_ps(ib);
@@ -6644,6 +6768,7 @@ typedef struct {
     int saved;             /* forward: normalise with smean and sinv as given (ocr_nn_batchnorm2d_apply) */
     float momentum, eps;
     const double *sync;    /* backward with ctx->replica_sum: every replica's sum dy [C], sum dy*xhat [C] and count */
+    int vec;               /* ocr__ctx_lanes */
 } ocr__bn_job;
 
 static void ocr__bn_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
@@ -6660,9 +6785,9 @@ static void ocr__bn_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
             if (j->training) {
                 /* two passes in double: exact enough for parity and immune to cancellation */
                 double s = 0.0, ss = 0.0;
-                for (n = 0; n < j->N; n++) s += ocr__sum_row(j->x + (n * j->C + c) * j->P, j->P);
+                for (n = 0; n < j->N; n++) s += ocr__sum_row(j->vec, j->x + (n * j->C + c) * j->P, j->P);
                 mean = s / (double)count;
-                for (n = 0; n < j->N; n++) ss += ocr__sqdev_row(j->x + (n * j->C + c) * j->P, j->P, mean);
+                for (n = 0; n < j->N; n++) ss += ocr__sqdev_row(j->vec, j->x + (n * j->C + c) * j->P, j->P, mean);
                 var = ss / (double)count;
                 j->rmean[c] = (1.0f - j->momentum) * j->rmean[c] + j->momentum * (float)mean;
                 j->rvar[c] = (1.0f - j->momentum) * j->rvar[c] + j->momentum * (float)(count > 1 ? ss / (double)(count - 1) : var);
@@ -6678,7 +6803,7 @@ static void ocr__bn_fwd_part(void *arg, int64_t begin, int64_t end, int tid) {
         scale = inv * (j->gamma ? j->gamma[c] : 1.0f);
         shift = (j->beta ? j->beta[c] : 0.0f) - m * scale;
         for (n = 0; n < j->N; n++)
-            ocr__affine_row(j->x + (n * j->C + c) * j->P, j->y + (n * j->C + c) * j->P, j->P, scale, shift, j->relu);
+            ocr__affine_row(j->vec, j->x + (n * j->C + c) * j->P, j->y + (n * j->C + c) * j->P, j->P, scale, shift, j->relu);
     }
 }
 
@@ -6703,9 +6828,9 @@ static void ocr__bn_sync_part(void *arg, int64_t begin, int64_t end, int tid) {
         double a = 0.0, b = 0.0;
         for (n = 0; n < j->N; n++) {
             const float *xc = j->x + (n * j->C + c) * j->P;
-            if (j->dy) ocr__bn_grad_sums_row(xc, j->dy + (n * j->C + c) * j->P, j->relu_y ? j->relu_y + (n * j->C + c) * j->P : NULL,
+            if (j->dy) ocr__bn_grad_sums_row(j->vec, xc, j->dy + (n * j->C + c) * j->P, j->relu_y ? j->relu_y + (n * j->C + c) * j->P : NULL,
                                              j->P, j->mean[c], j->invstd[c], &a, &b);
-            else a += s->mean ? ocr__sqdev_row(xc, j->P, s->mean[c]) : ocr__sum_row(xc, j->P);
+            else a += s->mean ? ocr__sqdev_row(j->vec, xc, j->P, s->mean[c]) : ocr__sum_row(j->vec, xc, j->P);
         }
         s->sums[c] = a;
         if (j->dy) s->sums[j->C + c] = b;
@@ -6802,6 +6927,7 @@ OCRDEF int ocr_nn_batchnorm2d_forward(ocr_ctx *ctx, const ocr_tensor *x, const o
         return ocr__watch(ctx, fn, "forward", y);
     }
     memset(&j, 0, sizeof j);
+    j.vec = ocr__ctx_lanes(ctx);
     j.x = (const float *)x->data; j.y = (float *)y->data;
     j.gamma = gamma ? (const float *)gamma->data : NULL; j.beta = beta ? (const float *)beta->data : NULL;
     j.rmean = (float *)running_mean->data; j.rvar = (float *)running_var->data;
@@ -6826,7 +6952,7 @@ static void ocr__bn_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
             sdyx = j->sync[j->C + c];
         } else {
             for (n = 0; n < j->N; n++)
-                ocr__bn_grad_sums_row(j->x + (n * j->C + c) * j->P, j->dy + (n * j->C + c) * j->P,
+                ocr__bn_grad_sums_row(j->vec, j->x + (n * j->C + c) * j->P, j->dy + (n * j->C + c) * j->P,
                                       j->relu_y ? j->relu_y + (n * j->C + c) * j->P : NULL, j->P, m, inv, &sdy, &sdyx);
             if (j->dgamma) j->dgamma[c] += (float)sdyx;
             if (j->dbeta) j->dbeta[c] += (float)sdy;
@@ -6840,7 +6966,7 @@ static void ocr__bn_bwd_part(void *arg, int64_t begin, int64_t end, int tid) {
                 const float *yc = j->relu_y ? j->relu_y + (n * j->C + c) * j->P : NULL;
                 float *dxc = j->dx + (n * j->C + c) * j->P;
                 int64_t i;
-                if (j->training) ocr__bn_dx_row(xc, dyc, yc, dxc, j->P, k, a, m, inv * b, acc);
+                if (j->training) ocr__bn_dx_row(j->vec, xc, dyc, yc, dxc, j->P, k, a, m, inv * b, acc);
                 else if (!yc && acc) ocr__axpy_row(dyc, dxc, j->P, k);
                 else for (i = 0; i < j->P; i++) dxc[i] = (acc ? dxc[i] : 0.0f) + k * (yc ? ocr__relu_grad(yc[i], dyc[i]) : dyc[i]);
             }
@@ -6896,6 +7022,7 @@ OCRDEF int ocr_nn_batchnorm2d_backward(ocr_ctx *ctx, const ocr_tensor *x, const 
                              x->shape.dim[2] * x->shape.dim[3]);
     } else {
         memset(&j, 0, sizeof j);
+        j.vec = ocr__ctx_lanes(ctx);
         j.x = (const float *)x->data; j.dy = (const float *)dy->data;
         j.gamma = gamma ? (const float *)gamma->data : NULL;
         j.mean = (const float *)save_mean->data; j.invstd = (const float *)save_invstd->data;
@@ -6948,6 +7075,7 @@ OCRDEF int ocr_nn_batchnorm2d_relu_forward(ocr_ctx *ctx, const ocr_tensor *x, co
         return ocr__watch(ctx, fn, "forward", y);
     }
     memset(&j, 0, sizeof j);
+    j.vec = ocr__ctx_lanes(ctx);
     j.x = (const float *)x->data; j.y = (float *)y->data;
     j.gamma = gamma ? (const float *)gamma->data : NULL; j.beta = beta ? (const float *)beta->data : NULL;
     j.rmean = (float *)running_mean->data; j.rvar = (float *)running_var->data;
@@ -6975,6 +7103,7 @@ OCRDEF int ocr_nn_batchnorm2d_apply(ocr_ctx *ctx, const ocr_tensor *x, const ocr
         return ocr__watch(ctx, fn, "forward", y);
     }
     memset(&j, 0, sizeof j);
+    j.vec = ocr__ctx_lanes(ctx);
     j.x = (const float *)x->data; j.y = (float *)y->data;
     j.gamma = gamma ? (const float *)gamma->data : NULL; j.beta = beta ? (const float *)beta->data : NULL;
     j.smean = (float *)save_mean->data; j.sinv = (float *)save_invstd->data; /* only read: j.saved */
@@ -7002,6 +7131,7 @@ OCRDEF int ocr_nn_batchnorm2d_relu_backward(ocr_ctx *ctx, const ocr_tensor *x, c
                              x->shape.dim[0], x->shape.dim[1], x->shape.dim[2] * x->shape.dim[3]);
     } else {
         memset(&j, 0, sizeof j);
+        j.vec = ocr__ctx_lanes(ctx);
         j.x = (const float *)x->data; j.dy = (const float *)dy->data; j.relu_y = (const float *)y->data;
         j.gamma = gamma ? (const float *)gamma->data : NULL;
         j.mean = (const float *)save_mean->data; j.invstd = (const float *)save_invstd->data;
@@ -7130,7 +7260,7 @@ static void ocr__pw_part(void *arg, int64_t begin, int64_t end, int tid) {
         break;
     case OCR__PW_SIGMOID_BWD: for (i = begin; i < end; i++) y[i] += b[i] * a[i] * (1.0f - a[i]); break;
     case OCR__PW_ADD: ocr__pw_part_add(a + begin, b + begin, y + begin, end - begin); break;
-    case OCR__PW_ADD_RELU: ocr__add_relu_row(a + begin, b + begin, y + begin, end - begin); break;
+    case OCR__PW_ADD_RELU: ocr__add_relu_row(j->vec, a + begin, b + begin, y + begin, end - begin); break;
     case OCR__PW_ACC: ocr__axpy_row(a + begin, y + begin, end - begin, 1.0f); break;
     case OCR__PW_COPY: memcpy(y + begin, a + begin, (size_t)(end - begin) * sizeof(float)); break;
     default: break;
@@ -7856,6 +7986,7 @@ OCRDEF int ocr_nn_concat_conv2d_forward(ocr_ctx *ctx, const ocr_tensor *const *x
             ep.relu = relu;
             ep.res = NULL;
             ep.y0 = (const float *)y->data;
+            ep.vec = ocr__ctx_lanes(ctx);
             if ((rc = ocr__conv_winograd(ctx, &g, NULL, &in, (const float *)w->data, (float *)y->data, 0, &ep))) return rc;
             return ocr__watch(ctx, fn, "forward", y);
         }

@@ -1128,16 +1128,18 @@ static void op_close(const char *what, const ocr_tensor *fast, const ocr_tensor 
 
 /* Every other op's fast path against its reference on two threads (where the fast paths split their work), index 0 the
    fast path and 1 the reference: BatchNorm in training and eval, plain and fused with ReLU (outputs, running and saved
-   statistics, all three gradients), ReLU, sigmoid and add with their gradients; max pooling (values and argmax, with
+   statistics, all three gradients), ReLU, sigmoid and add with their gradients, each on every kernel (rows of 407
+   floats: the vector forms and their tails); max pooling (values and argmax, with
    ties and a NaN), nearest upsampling and concat bit for bit, as they compute the same floats; ocr_gemm in its four
    transpose forms with alpha and beta. */
 static void test_ops_vs_reference(void) {
     enum { N = 2, C = 6, H = 11, W = 37 };
     ocr_ctx ctx;
     ocr_shape xs = ocr_shape4(N, C, H, W), cs = ocr_shape1(C);
+    static const int kernels[3] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2, OCR_CPU_KERNEL_PORTABLE};
     ocr_tensor *x, *gamma, *beta, *dy, *t[2][8], *p[2][4];
     unsigned flags;
-    int r, training, relu, i;
+    int r, training, relu, i, kn;
     char what[96];
     OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 17));
     flags = ctx.debug_flags & ~(unsigned)OCR_DEBUG_REFERENCE;
@@ -1152,8 +1154,11 @@ static void test_ops_vs_reference(void) {
     ocr_tensor_fill_uniform(&ctx, gamma, 0.5f, 1.5f);
     ocr_tensor_fill_uniform(&ctx, beta, -0.5f, 0.5f);
     ocr_tensor_fill_uniform(&ctx, dy, -1.0f, 1.0f);
+    /* BatchNorm and the pointwise ops on every kernel: their row helpers follow its vector width */
+    for (kn = 0; kn < 3; kn++)
     for (training = 0; training <= 1; training++)
         for (relu = 0; relu <= 1; relu++) {
+            ctx.cpu_kernel = kernels[kn];
             for (r = 0; r < 2; r++) {
                 ocr_tensor **v = t[r];
                 ctx.debug_flags = flags | (r ? (unsigned)OCR_DEBUG_REFERENCE : 0u);
@@ -1167,14 +1172,16 @@ static void test_ops_vs_reference(void) {
                     OCR_CHECK_OK(&ctx, ocr_nn_batchnorm2d_backward(&ctx, x, gamma, v[4], v[5], dy, training, v[1], v[6], v[7]));
                 }
             }
-            snprintf(what, sizeof what, "batchnorm2d%s, training %d", relu ? " + relu" : "", training);
+            snprintf(what, sizeof what, "batchnorm2d%s, training %d, kernel %s", relu ? " + relu" : "", training, ocr_gemm_kernel_name(&ctx));
             for (i = 0; i < 8; i++) op_close(what, t[0][i], t[1][i], 1e-5);
         }
     /* pointwise: y, dx (accumulated) and add's second gradient */
     for (r = 0; r < 2; r++) p[r][0] = op_tensor(&ctx, "db", OCR_F32, xs);
     if (ocr_test__case_failed) goto done;
+    for (kn = 0; kn < 3; kn++)
     for (i = 0; i < 4; i++) {
         static const char *const ops[4] = {"relu", "sigmoid", "add", "add_relu (forward)"};
+        ctx.cpu_kernel = kernels[kn];
         for (r = 0; r < 2; r++) {
             ocr_tensor *y = t[r][0], *dx = t[r][1], *dx2 = p[r][0];
             ctx.debug_flags = flags | (r ? (unsigned)OCR_DEBUG_REFERENCE : 0u);
@@ -1184,10 +1191,12 @@ static void test_ops_vs_reference(void) {
             if (i == 2) { OCR_CHECK_OK(&ctx, ocr_nn_add_forward(&ctx, x, dy, y)); OCR_CHECK_OK(&ctx, ocr_nn_add_backward(&ctx, dy, dx, dx2)); }
             if (i == 3) OCR_CHECK_OK(&ctx, ocr_nn_add_relu_forward(&ctx, x, dy, y));
         }
-        op_close(ops[i], t[0][0], t[1][0], 1e-6);
-        op_close(ops[i], t[0][1], t[1][1], 1e-6);
-        op_close(ops[i], p[0][0], p[1][0], 1e-6);
+        snprintf(what, sizeof what, "%s, kernel %s", ops[i], ocr_gemm_kernel_name(&ctx));
+        op_close(what, t[0][0], t[1][0], 1e-6);
+        op_close(what, t[0][1], t[1][1], 1e-6);
+        op_close(what, p[0][0], p[1][0], 1e-6);
     }
+    ctx.cpu_kernel = OCR_CPU_KERNEL_AUTO;
     /* max pooling (the stem's 3x3/2 pad 1 and a 2x2/2 window), quantised values for ties and one NaN */
     {
         static const int pools[2][3] = {{3, 2, 1}, {2, 2, 0}};
