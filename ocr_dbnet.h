@@ -895,7 +895,8 @@ static int ocr__db_recomputable(const ocr_dbnet *m, int a, int training) {
    BN+ReLU output (as large as the BN's input, which is kept) and none of the convolution outputs marked
    OCR__DB_ACT_RECOMPUTE: each is computed again (ocr__db_recompute) into a third kind of range that lives from the
    first backward that reads it to the last, the inputs of a chain first; at width 1 and 640x640 this keeps 223
-   instead of 353 MiB per image for a pointwise pass per BN and three small convolutions (within the noise in time: bench_recompute).
+   instead of 353 MiB per image for a pointwise pass per BN and three small convolutions (3-4.5% of the step's time:
+   bench_recompute).
    A gradient lives from the first backward that accumulates into it (gfirst: it is zeroed just before) to the
    backward of the op that produced its activation; some share a range by being computed in place (galias).
    Offsets are in units (ocr__db_unit) rounded to 16 (64-byte aligned views), laid out once per mode; so the floats
