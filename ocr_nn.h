@@ -6417,26 +6417,25 @@ OCRDEF int ocr_nn_conv_transpose2d_backward(ocr_ctx *ctx, const ocr_tensor *x, c
 #ifdef OCR__HAVE_AVX2
 /* AVX-512 and AVX2 forms of the row helpers below, chosen by the lanes of the context's kernel (ocr__ctx_lanes: 16, 8,
    or 0 for SSE and plain C): 16 or 8 floats a step, sums in 8- or 4-lane doubles (so as exact as the scalar double
-   sums), the same per-element float arithmetic as the SSE forms. The normalisation ops spent most of their time in
-   the scalar double sums. */
+   sums), the same per-element float arithmetic as the SSE forms. Each does whole vectors only and returns how far it
+   got (the sums also their partial sums); the plain forms below finish the row. The normalisation ops spent most of
+   their time in the scalar double sums. */
 
 __attribute__((target("avx512f")))
-static double ocr__sum_row_avx512(const float *x, int64_t n) {
+static int64_t ocr__sum_row_avx512(const float *x, int64_t n, double *s) {
     __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
-    double s = 0.0;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(x + i)));
         a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)));
     }
-    for (; i < n; i++) s += x[i];
-    return _mm512_reduce_add_pd(_mm512_add_pd(a0, a1)) + s;
+    *s = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+    return i;
 }
 
 __attribute__((target("avx512f")))
-static double ocr__sqdev_row_avx512(const float *x, int64_t n, double mean) {
+static int64_t ocr__sqdev_row_avx512(const float *x, int64_t n, double mean, double *s) {
     __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd(), vm = _mm512_set1_pd(mean), d0, d1;
-    double s = 0.0, d;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         d0 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i)), vm);
@@ -6444,8 +6443,8 @@ static double ocr__sqdev_row_avx512(const float *x, int64_t n, double mean) {
         a0 = _mm512_fmadd_pd(d0, d0, a0);
         a1 = _mm512_fmadd_pd(d1, d1, a1);
     }
-    for (; i < n; i++) { d = x[i] - mean; s += d * d; }
-    return _mm512_reduce_add_pd(_mm512_add_pd(a0, a1)) + s;
+    *s = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+    return i;
 }
 
 /* dy masked where the ReLU output is not > 0 (NaN and Inf gradients included) */
@@ -6455,13 +6454,11 @@ static __m512 ocr__relu_mask16(const float *relu_y, const float *dy) {
 }
 
 __attribute__((target("avx512f")))
-static void ocr__bn_grad_sums_row_avx512(const float *x, const float *dy, const float *relu_y, int64_t n, float m, float inv,
-                                         double *sdy, double *sdyx) {
+static int64_t ocr__bn_grad_sums_row_avx512(const float *x, const float *dy, const float *relu_y, int64_t n, float m, float inv,
+                                            double *sdy, double *sdyx) {
     __m512d a = _mm512_setzero_pd(), b = _mm512_setzero_pd();
     __m512 vm = _mm512_set1_ps(m), vinv = _mm512_set1_ps(inv);
-    double sa = 0.0, sb = 0.0;
     int64_t i = 0;
-    float g;
     for (; i + 16 <= n; i += 16) {
         __m512 gv = relu_y ? ocr__relu_mask16(relu_y + i, dy + i) : _mm512_loadu_ps(dy + i);
         __m512 p = _mm512_mul_ps(gv, _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), vinv));
@@ -6470,12 +6467,9 @@ static void ocr__bn_grad_sums_row_avx512(const float *x, const float *dy, const 
         b = _mm512_add_pd(b, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(p)),
                                            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1)))));
     }
-    for (; i < n; i++) {
-        g = relu_y ? (relu_y[i] > 0.0f ? dy[i] : 0.0f) : dy[i];
-        sa += g; sb += g * ((x[i] - m) * inv);
-    }
-    *sdy += _mm512_reduce_add_pd(a) + sa;
-    *sdyx += _mm512_reduce_add_pd(b) + sb;
+    *sdy = _mm512_reduce_add_pd(a);
+    *sdyx = _mm512_reduce_add_pd(b);
+    return i;
 }
 
 __attribute__((target("avx512f")))
@@ -6521,9 +6515,8 @@ static inline __m256d ocr__add_widened8(__m256d acc, __m256 v) {
 }
 
 __attribute__((target("avx2")))
-static double ocr__sum_row_avx2(const float *x, int64_t n) {
+static int64_t ocr__sum_row_avx2(const float *x, int64_t n, double *s) {
     __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
-    double s = 0.0;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(x + i)));
@@ -6531,15 +6524,14 @@ static double ocr__sum_row_avx2(const float *x, int64_t n) {
         a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)));
         a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(x + i + 12)));
     }
-    for (; i < n; i++) s += x[i];
-    return ocr__hsum4d(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3))) + s;
+    *s = ocr__hsum4d(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
+    return i;
 }
 
 __attribute__((target("avx2,fma")))
-static double ocr__sqdev_row_avx2(const float *x, int64_t n, double mean) {
+static int64_t ocr__sqdev_row_avx2(const float *x, int64_t n, double mean, double *s) {
     __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
     __m256d vm = _mm256_set1_pd(mean), d0, d1, d2, d3;
-    double s = 0.0, d;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), vm);
@@ -6551,8 +6543,8 @@ static double ocr__sqdev_row_avx2(const float *x, int64_t n, double mean) {
         a2 = _mm256_fmadd_pd(d2, d2, a2);
         a3 = _mm256_fmadd_pd(d3, d3, a3);
     }
-    for (; i < n; i++) { d = x[i] - mean; s += d * d; }
-    return ocr__hsum4d(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3))) + s;
+    *s = ocr__hsum4d(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
+    return i;
 }
 
 /* dy masked where the ReLU output is not > 0 (NaN and Inf gradients included) */
@@ -6562,24 +6554,19 @@ static inline __m256 ocr__relu_mask8(const float *relu_y, const float *dy) {
 }
 
 __attribute__((target("avx2")))
-static void ocr__bn_grad_sums_row_avx2(const float *x, const float *dy, const float *relu_y, int64_t n, float m, float inv,
-                                       double *sdy, double *sdyx) {
+static int64_t ocr__bn_grad_sums_row_avx2(const float *x, const float *dy, const float *relu_y, int64_t n, float m, float inv,
+                                          double *sdy, double *sdyx) {
     __m256d a = _mm256_setzero_pd(), b = _mm256_setzero_pd();
     __m256 vm = _mm256_set1_ps(m), vinv = _mm256_set1_ps(inv);
-    double sa = 0.0, sb = 0.0;
     int64_t i = 0;
-    float g;
     for (; i + 8 <= n; i += 8) {
         __m256 gv = relu_y ? ocr__relu_mask8(relu_y + i, dy + i) : _mm256_loadu_ps(dy + i);
         a = ocr__add_widened8(a, gv);
         b = ocr__add_widened8(b, _mm256_mul_ps(gv, _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vinv)));
     }
-    for (; i < n; i++) {
-        g = relu_y ? (relu_y[i] > 0.0f ? dy[i] : 0.0f) : dy[i];
-        sa += g; sb += g * ((x[i] - m) * inv);
-    }
-    *sdy += ocr__hsum4d(a) + sa;
-    *sdyx += ocr__hsum4d(b) + sb;
+    *sdy = ocr__hsum4d(a);
+    *sdyx = ocr__hsum4d(b);
+    return i;
 }
 
 __attribute__((target("avx2")))
@@ -6615,28 +6602,28 @@ static int64_t ocr__bn_dx_row_avx2(const float *x, const float *dy, const float 
 
 static double ocr__sum_row(int vec, const float *x, int64_t n) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    int64_t i;
+    int64_t i = 0;
 #ifdef OCR__HAVE_AVX2
-    if (vec == 16) return ocr__sum_row_avx512(x, n);
-    if (vec == 8) return ocr__sum_row_avx2(x, n);
+    if (vec == 16) i = ocr__sum_row_avx512(x, n, &s0);
+    if (vec == 8) i = ocr__sum_row_avx2(x, n, &s0);
 #else
     (void)vec;
 #endif
-    for (i = 0; i + 4 <= n; i += 4) { s0 += x[i]; s1 += x[i + 1]; s2 += x[i + 2]; s3 += x[i + 3]; }
+    for (; i + 4 <= n; i += 4) { s0 += x[i]; s1 += x[i + 1]; s2 += x[i + 2]; s3 += x[i + 3]; }
     for (; i < n; i++) s0 += x[i];
     return (s0 + s1) + (s2 + s3);
 }
 
 static double ocr__sqdev_row(int vec, const float *x, int64_t n, double mean) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, d0, d1, d2, d3;
-    int64_t i;
+    int64_t i = 0;
 #ifdef OCR__HAVE_AVX2
-    if (vec == 16) return ocr__sqdev_row_avx512(x, n, mean);
-    if (vec == 8) return ocr__sqdev_row_avx2(x, n, mean);
+    if (vec == 16) i = ocr__sqdev_row_avx512(x, n, mean, &s0);
+    if (vec == 8) i = ocr__sqdev_row_avx2(x, n, mean, &s0);
 #else
     (void)vec;
 #endif
-    for (i = 0; i + 4 <= n; i += 4) {
+    for (; i + 4 <= n; i += 4) {
         d0 = x[i] - mean; d1 = x[i + 1] - mean; d2 = x[i + 2] - mean; d3 = x[i + 3] - mean;
         s0 += d0 * d0; s1 += d1 * d1; s2 += d2 * d2; s3 += d3 * d3;
     }
@@ -6661,15 +6648,15 @@ static float ocr__relu_grad(float y, float g) {
 static void ocr__bn_grad_sums_row(int vec, const float *x, const float *dy, const float *relu_y, int64_t n, float m, float inv,
                                   double *sdy, double *sdyx) {
     double a0 = 0.0, a1 = 0.0, b0 = 0.0, b1 = 0.0;
-    int64_t i;
+    int64_t i = 0;
     float g0, g1;
 #ifdef OCR__HAVE_AVX2
-    if (vec == 16) { ocr__bn_grad_sums_row_avx512(x, dy, relu_y, n, m, inv, sdy, sdyx); return; }
-    if (vec == 8) { ocr__bn_grad_sums_row_avx2(x, dy, relu_y, n, m, inv, sdy, sdyx); return; }
+    if (vec == 16) i = ocr__bn_grad_sums_row_avx512(x, dy, relu_y, n, m, inv, &a0, &b0);
+    if (vec == 8) i = ocr__bn_grad_sums_row_avx2(x, dy, relu_y, n, m, inv, &a0, &b0);
 #else
     (void)vec;
 #endif
-    for (i = 0; i + 2 <= n; i += 2) {
+    for (; i + 2 <= n; i += 2) {
         g0 = relu_y ? ocr__relu_grad(relu_y[i], dy[i]) : dy[i];
         g1 = relu_y ? ocr__relu_grad(relu_y[i + 1], dy[i + 1]) : dy[i + 1];
         a0 += g0; b0 += g0 * ((x[i] - m) * inv);
