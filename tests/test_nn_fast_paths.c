@@ -4,7 +4,8 @@
    flipped-kernel convolution, the weight gradient from dot products (implicit and from im2col) and from the packed
    GEMM, the packed im2col path, 1x1 convolutions, groups, output-channel counts that leave partial 8-row panels and
    widths that leave partial 48-pixel blocks, Winograd F(4x4, 3x3) forward, data and weight gradients (gathered and row-loaded
-   tiles, partial tiles, pads 0-2, several K blocks, one work item per image or the phases spread over the threads)
+   tiles, partial tiles, pads 0-2, several K blocks, one work item per image, the phases spread over the threads or
+   the weight gradient's items in groups)
    and the shapes it is chosen for (and not), the shared-panels route and Winograd's bands of one image on two threads
    against one (bit for bit);
    each on 1 and 2 threads and with every micro-kernel this CPU runs. The sigmoid's vector exp against exp in double.
@@ -194,6 +195,7 @@ static void test_conv_paths(void) {
         {"Winograd: 8 images 12x64 (one work item each)", 8, 16, 32, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 400->64, 44x28 (bands widened to fill a 48-tile panel: 6 + 5 rows of 7 tiles)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
         {"Winograd: 64->68, one image 20x56 (one item of 70 tiles: on two threads each 8-row panel's weights transformed on their own, the last partial)", 1, 64, 68, 20, 56, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"Winograd: 128->64, 4 images 16x48 (weight gradient: four items summed in two groups, each whole on one thread)", 4, 128, 64, 16, 48, 3, 3, 1, 1, 1, 1, 1, 1},
     };
     /* one image of few tiles with many channels: on AVX-512 the tiles are the GEMM's rows (ocr__wino_rows_part), on
        AVX2 one item whose 6-row weight panels are transformed on their own (ocr__wino_panels_part; 9 tiles stay on
@@ -405,12 +407,14 @@ static void test_shared_panels_same_bits(void) {
 /* Winograd on one image of a few bands: on two threads 2 to 4 bands per thread (ocr__conv_winograd, where that adds
    no padding tiles) or each band's phases spread over the threads, on one thread bands sized by the buffer budget. Every tile is
    summed over the same channels in the same order in any band, so the forward and the data gradient (a flipped
-   forward) must give one thread's bits on two. The reference comparisons of test_conv_paths cover the values. */
+   forward) must give one thread's bits on two; so must Winograd's weight gradient, whose bands (and groups of them)
+   are set by the buffer budget alone. The reference comparisons of test_conv_paths cover the values. */
 static void test_winograd_bands_same_bits(void) {
     static const geom cases[] = {
         {"32->32, 92x160 (bands of 6, 6, 6 and 5 rows of 40 tiles: two a thread on two)", 1, 32, 32, 92, 160, 3, 3, 1, 1, 1, 1, 1, 1},
         {"64->64, 46x80 (AVX-512: runs of 96 tiles, on two five of 48; AVX2: bands of 7 + 5 tile rows of 20, on two six of 2)", 1, 64, 64, 46, 80, 3, 3, 1, 1, 1, 1, 1, 1},
         {"400->64, 44x28 (6 + 5 rows of 7; on two, phases spread on AVX-512, six bands of 2 on AVX2's 16-tile panels)", 1, 400, 64, 44, 28, 3, 3, 1, 1, 1, 1, 1, 1},
+        {"128->64, 4 images 16x48 (the weight gradient's four items in two groups: one a thread on two)", 4, 128, 64, 16, 48, 3, 3, 1, 1, 1, 1, 1, 1},
     };
     static const int kernels[2] = {OCR_CPU_KERNEL_AUTO, OCR_CPU_KERNEL_AVX2};
     int c, k, t;
@@ -418,9 +422,9 @@ static void test_winograd_bands_same_bits(void) {
         for (k = 0; k < 2; k++) {
             const geom *g = &cases[c];
             ocr_ctx ctx;
-            ocr_tensor x, w, dy, y[2], dx[2];
+            ocr_tensor x, w, dy, y[2], dx[2], dw[2];
             ocr_conv_params p = ocr_conv_params_make(1, 1, 1, 1);
-            memset(&x, 0, sizeof x); w = dy = y[0] = y[1] = dx[0] = dx[1] = x;
+            memset(&x, 0, sizeof x); w = dy = y[0] = y[1] = dx[0] = dx[1] = dw[0] = dw[1] = x;
             OCR_CHECK_OK(&ctx, ocr_ctx_init(&ctx, 2, 31 + c));
             ctx.debug_flags &= ~(unsigned)(OCR_DEBUG_REFERENCE | OCR_DEBUG_NO_WINOGRAD);
             ctx.cpu_kernel = kernels[k];
@@ -431,6 +435,7 @@ static void test_winograd_bands_same_bits(void) {
             for (t = 0; t < 2; t++) {
                 OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &y[t], "y", OCR_F32, OCR_DEVICE_CPU, dy.shape));
                 OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dx[t], "dx", OCR_F32, OCR_DEVICE_CPU, x.shape));
+                OCR_CHECK_OK(&ctx, ocr_tensor_alloc(&ctx, &dw[t], "dw", OCR_F32, OCR_DEVICE_CPU, w.shape));
             }
             if (!ocr_test__case_failed) {
                 ocr_tensor_fill_uniform(&ctx, &x, -1.0f, 1.0f);
@@ -439,15 +444,18 @@ static void test_winograd_bands_same_bits(void) {
                 for (t = 0; t < 2; t++) {
                     OCR_CHECK_OK(&ctx, ocr_ctx_set_threads(&ctx, 2 - t));
                     OCR_CHECK_OK(&ctx, ocr_nn_conv2d_forward(&ctx, &x, &w, NULL, p, &y[t]));
-                    OCR_CHECK_OK(&ctx, ocr_nn_conv2d_backward(&ctx, &x, &w, &dy, p, &dx[t], NULL, NULL));
+                    OCR_CHECK_OK(&ctx, ocr_nn_conv2d_backward(&ctx, &x, &w, &dy, p, &dx[t], &dw[t], NULL));
                 }
                 OCR_CHECK_MSG(memcmp(y[0].data, y[1].data, ocr_tensor_bytes(&y[0])) == 0, "%s, kernel %s: two threads' y differs from one's",
                               g->name, ocr_gemm_kernel_name(&ctx));
                 OCR_CHECK_MSG(memcmp(dx[0].data, dx[1].data, ocr_tensor_bytes(&dx[0])) == 0, "%s, kernel %s: two threads' dx differs from "
                               "one's", g->name, ocr_gemm_kernel_name(&ctx));
+                if (g->C >= 128) /* where both kernels take Winograd's weight gradient (the direct ones split the pixels) */
+                    OCR_CHECK_MSG(memcmp(dw[0].data, dw[1].data, ocr_tensor_bytes(&dw[0])) == 0, "%s, kernel %s: two threads' dw differs "
+                                  "from one's", g->name, ocr_gemm_kernel_name(&ctx));
             }
             ocr_tensor_free(&x); ocr_tensor_free(&w); ocr_tensor_free(&dy);
-            for (t = 0; t < 2; t++) { ocr_tensor_free(&y[t]); ocr_tensor_free(&dx[t]); }
+            for (t = 0; t < 2; t++) { ocr_tensor_free(&y[t]); ocr_tensor_free(&dx[t]); ocr_tensor_free(&dw[t]); }
             ocr_ctx_free(&ctx);
         }
 }
@@ -781,7 +789,7 @@ static void test_bn_relu_fused(void) {
 }
 
 /* Transposed convolutions whose kernel equals the stride (one GEMM per chunk of input rows, each output written
-   once) and a general one, against the reference, with its backward and the ReLU-fused forward, on the AVX-512 and
+   once, a large output with non-temporal stores) and a general one, against the reference, with its backward and the ReLU-fused forward, on the AVX-512 and
    AVX2 kernels. */
 static void test_conv_transpose_paths(void) {
     static const geom cases[] = {
@@ -789,6 +797,9 @@ static void test_conv_transpose_paths(void) {
         {"2x2/2, 16->16, 80x96 out (DBNet head)", 2, 16, 16, 80, 96, 2, 2, 2, 2, 0, 0, 1, 1},
         {"2x2/2, 16->16, 30x42 out (rows of 21: partial vectors)", 1, 16, 16, 30, 42, 2, 2, 2, 2, 0, 0, 1, 1},
         {"2x2/2, 16->1, 64x40 out (the last head layer)", 3, 1, 16, 64, 40, 2, 2, 2, 2, 0, 0, 1, 1},
+        /* 8.4 MB out: stored around the caches (OCR__STREAM_BYTES), rows of 514 floats whose starts move through
+           the 64-byte alignments, so streamed and plain stores mix */
+        {"2x2/2, 8->8, 512x514 out (streamed stores)", 1, 8, 8, 512, 514, 2, 2, 2, 2, 0, 0, 1, 1},
         {"3x2/3x2, 5->7, 27x14 out", 1, 7, 5, 27, 14, 3, 2, 3, 2, 0, 0, 1, 1},
         {"3x3/2 pad 1 (general path), 4->6", 2, 6, 4, 15, 17, 3, 3, 2, 2, 1, 1, 1, 1},
     };
