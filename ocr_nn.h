@@ -3113,6 +3113,8 @@ typedef struct {
 #ifndef OCR__WINO_WGRAD_GROUPS
 #define OCR__WINO_WGRAD_GROUPS 2 /* see ocr__conv_winograd_wgrad */
 #endif
+#define OCR__WINO_WGRAD_GROUP_MW_BYTES ((size_t)4 << 20)
+#define OCR__WINO_WGRAD_GROUP_BAND_BYTES ((int64_t)2 << 20)
 #define OCR__WINO_WGRAD_MIN_IN 64  /* the weight gradient's GEMMs run over the tiles: with few input channels they are thin */
 /* AVX2 (6x16 micro-kernel): with 64 input channels it was no faster (bench_winograd: the recognizer's 64-channel
    blocks and the official width's layer1 0.5-1.1 ms slower per backward, its layer2 at 128 channels 24 -> 15 ms) */
@@ -4295,18 +4297,21 @@ static int ocr__conv_winograd_wgrad(ocr_ctx *ctx, const ocr__conv_geom *g, const
     size_t bytes, mw_bytes;
     memset(&j, 0, sizeof j);
     j.x = x; j.y = (float *)dy; j.dw = dw; j.wgrad = 1;
-    if ((n_items = ocr__wino_plan(ctx, &j, g, g->K, OCR__WINO_WGRAD_BAND_BYTES, 0, 0, &bytes)) < 0) return ctx->last_status;
     if (!ocr_size_mul((size_t)(OCR__WINO_POINTS * g->K), (size_t)g->C * sizeof(float), &mw_bytes))
         return ocr_error(ctx, OCR_EOVERFLOW, "conv: Winograd buffers too large");
+    if ((n_items = ocr__wino_plan(ctx, &j, g, g->K, mw_bytes <= OCR__WINO_WGRAD_GROUP_MW_BYTES ? OCR__WINO_WGRAD_GROUP_BAND_BYTES
+                                                                                               : OCR__WINO_WGRAD_BAND_BYTES, 0, 0, &bytes)) < 0)
+        return ctx->last_status;
     ocr__gemm_buffer_floats(&j.uk, g->K, g->C, (j.band * j.TW + 47) / 48 * 48, &j.gemm_pa, &j.gemm_pb);
     j.n_items = n_items;
     /* Many items with small sums: the items in OCR__WINO_WGRAD_GROUPS fixed groups (so the sums' order does not
        depend on the thread count), each group whole on one thread into its own copy of mw, the copies added at the
-       end. Spreading each item's phases over the threads instead, two threads ran 1.1-1.2x one: the transforms are
-       memory-bound, and both threads ran them at once (bench: 256 -> 64 channels at 160x160, 20 items, 17.7-18.0
-       -> 11.1-11.8 ms; 64 -> 64, 8 items, 6.2-7.3 -> 4.2 ms). With 2 items of 9 MB sums (layer3) the extra copy
-       cost more than it saved (4.2 -> 5.8 ms), so those keep the phases. */
-    j.groups = n_items >= 2 * OCR__WINO_WGRAD_GROUPS && mw_bytes <= ((size_t)4 << 20) ? OCR__WINO_WGRAD_GROUPS : 1;
+       end, and bands of 2 MB, not 4, since each thread's buffers are its own. Spreading each item's phases over the
+       threads instead, two threads ran 1.1-1.2x one: the transforms are memory-bound, and both threads ran them at
+       once. Two threads, alternating runs on a shared host (the range is the host's): 256 -> 64 channels at 160x160
+       17.7-20.1 -> 11.1-16.2 ms, 64 -> 64 6.0-7.3 -> 4.2-5.6 ms, batch 4 unchanged to 15% faster. With 2 items of
+       9 MB sums (layer3) the extra copy cost more than it saved (4.2 -> 5.8 ms), so those keep the phases. */
+    j.groups = n_items >= 2 * OCR__WINO_WGRAD_GROUPS && mw_bytes <= OCR__WINO_WGRAD_GROUP_MW_BYTES ? OCR__WINO_WGRAD_GROUPS : 1;
     if (j.groups > 1) {
         int64_t t;
         if (!(j.mw = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, mw_bytes * (size_t)j.groups)) ||
