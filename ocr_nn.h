@@ -1575,13 +1575,15 @@ static void ocr__pack_a(const ocr__gemm_job *g, int64_t i0, int64_t mc, int64_t 
 }
 
 #ifdef OCR__HAVE_AVX2
-/* dst[j * ldd + i] = src[i * lds + j] for a 16 x 16 block: pairs of rows interleaved, then pairs of pairs, then the
-   128-bit lanes of each group of four moved into place. */
-__attribute__((target("avx512f")))
-static void ocr__transpose16(const float *src, int64_t lds, float *dst, int64_t ldd) {
+/* dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols of a 16 x 16 block, zeros for i >= rows (rows j >= cols
+   of dst are not written): pairs of rows interleaved, then pairs of pairs, then the 128-bit lanes of each group of
+   four moved into place. */
+__attribute__((target("avx512f"), always_inline))
+static inline void ocr__transpose16_part(const float *src, int64_t lds, float *dst, int64_t ldd, int rows, int cols) {
     __m512 r[16], a[16], b[16];
     int i, m;
-    for (i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
+    const __mmask16 lanes = (__mmask16)((1u << cols) - 1u); /* cols 1..16 */
+    for (i = 0; i < 16; i++) r[i] = i < rows ? _mm512_maskz_loadu_ps(lanes, src + i * lds) : _mm512_setzero_ps();
     for (i = 0; i < 16; i += 2) { a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]); a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]); }
     for (i = 0; i < 16; i += 4) { /* b[i + m], lane L: column 4L + m, rows i..i+3 */
         b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a[i]), _mm512_castps_pd(a[i + 2])));
@@ -1592,11 +1594,18 @@ static void ocr__transpose16(const float *src, int64_t lds, float *dst, int64_t 
     for (m = 0; m < 4; m++) {
         __m512 c0 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0x44), c1 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0xEE);
         __m512 c2 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0x44), c3 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0xEE);
-        _mm512_storeu_ps(dst + m * ldd, _mm512_shuffle_f32x4(c0, c2, 0x88));
-        _mm512_storeu_ps(dst + (4 + m) * ldd, _mm512_shuffle_f32x4(c0, c2, 0xDD));
-        _mm512_storeu_ps(dst + (8 + m) * ldd, _mm512_shuffle_f32x4(c1, c3, 0x88));
-        _mm512_storeu_ps(dst + (12 + m) * ldd, _mm512_shuffle_f32x4(c1, c3, 0xDD));
+        if (m < cols) _mm512_storeu_ps(dst + m * ldd, _mm512_shuffle_f32x4(c0, c2, 0x88));
+        if (4 + m < cols) _mm512_storeu_ps(dst + (4 + m) * ldd, _mm512_shuffle_f32x4(c0, c2, 0xDD));
+        if (8 + m < cols) _mm512_storeu_ps(dst + (8 + m) * ldd, _mm512_shuffle_f32x4(c1, c3, 0x88));
+        if (12 + m < cols) _mm512_storeu_ps(dst + (12 + m) * ldd, _mm512_shuffle_f32x4(c1, c3, 0xDD));
     }
+}
+
+__attribute__((target("avx512f")))
+static void ocr__transpose16(const float *src, int64_t lds, float *dst, int64_t ldd) { ocr__transpose16_part(src, lds, dst, ldd, 16, 16); }
+__attribute__((target("avx512f")))
+static void ocr__transpose16_edge(const float *src, int64_t lds, float *dst, int64_t ldd, int rows, int cols) {
+    ocr__transpose16_part(src, lds, dst, ldd, rows, cols);
 }
 #endif
 
@@ -1625,9 +1634,22 @@ static void ocr__pack_b(const ocr__gemm_job *g, int64_t k0, int64_t kc, int64_t 
         }
         k = 0;
 #ifdef OCR__HAVE_AVX2
-        if (g->trans_b && nr == 48 && cols == nr) { /* B^T: 16 x 16 blocks transposed in registers (AVX-512 kernel) */
-            for (; k + 16 <= kc; k += 16, dst += 16 * nr)
-                for (j = 0; j < 48; j += 16) ocr__transpose16(g->B + (j0 + jp + j) * g->ldb + k0 + k, g->ldb, dst + j, nr);
+        if (g->trans_b && nr == 48 && g->uk.fn == ocr__ukernel_avx512) {
+            /* B^T: 16 x 16 blocks transposed in registers, the last k rows and a partial panel's columns included
+               (element by element they took a third of the weight gradients' packing: Winograd's run over 45 tiles
+               and leaves a 16-column panel at 256 channels) */
+            for (; k < kc; k += 16) {
+                int nk = kc - k < 16 ? (int)(kc - k) : 16, i;
+                for (j = 0; j < 48; j += 16) {
+                    int ncol = cols - j < 16 ? (int)(cols - j) : 16;
+                    const float *src = g->B + (j0 + jp + j) * g->ldb + k0 + k;
+                    if (ncol == 16 && nk == 16) ocr__transpose16(src, g->ldb, dst + j, nr);
+                    else if (ncol > 0) ocr__transpose16_edge(src, g->ldb, dst + j, nr, ncol, nk);
+                    else for (i = 0; i < nk; i++) memset(dst + i * nr + j, 0, 16 * sizeof(float));
+                }
+                dst += nk * nr;
+            }
+            continue;
         }
         /* the same in 8 x 8 blocks for the AVX2 kernel (nr 16): element by element, the weight gradient's shape in
            bench_gemm ran at 45 GFLOP/s on one thread, now 85 */
