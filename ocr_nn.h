@@ -1724,6 +1724,13 @@ static void ocr__gemm_compute_part(void *arg, int64_t begin, int64_t end, int ti
                     (g->overwrite ? g->uk.fn0 : g->uk.fn)(g->kc, ap, bp, c, g->ldc, g->alpha);
                 } else if (nr == NR && mr <= 4 && g->uk.tail) {
                     g->uk.tail(g->kc, ap, bp, c, g->ldc, g->alpha, mr, g->overwrite);
+#ifdef OCR__HAVE_AVX2
+                } else if (mr == MR && (nr == 16 || nr == 32) && g->uk.fn == ocr__ukernel_avx512) {
+                    /* a panel of exactly one or two vectors (every DBNet plane: 6400, 25600 ... leave 16 past 48s)
+                       straight into C; through the edge buffer, its scalar additions took a tenth of a
+                       weight gradient's time at 256 channels */
+                    (g->overwrite ? ocr__ukernel_for_cols_store(&g->uk, nr) : ocr__ukernel_for_cols(&g->uk, nr))(g->kc, ap, bp, c, g->ldc, g->alpha);
+#endif
                 } else {
                     int64_t a, b;
                     memset(edge, 0, sizeof edge);

@@ -37,7 +37,9 @@ static void run_case(ocr_ctx *ctx, int ta, int tb, int M, int N, int K, float al
 
 static void test_gemm_shapes(void) {
     static const int sizes[][3] = {{1, 1, 1}, {6, 16, 8}, {7, 17, 9}, {13, 50, 300}, {97, 33, 257}, {64, 576, 130},
-                                   {5, 2100, 20}, {200, 3, 40}, {3, 5, 0}};
+                                   {5, 2100, 20}, {200, 3, 40}, {3, 5, 0},
+                                   /* last panels of exactly 16 and 32 columns (AVX-512: straight into C) */
+                                   {24, 64, 70}, {17, 80, 33}};
     int kernel, threads, s, ta, tb;
     for (kernel = OCR_CPU_KERNEL_PORTABLE; kernel <= OCR_CPU_KERNEL_AVX512; kernel++)
         for (threads = 1; threads <= 2; threads++) {
