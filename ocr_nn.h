@@ -6356,8 +6356,8 @@ static int ocr__convt_unfold(ocr_ctx *ctx, const ocr__conv_geom *g, const float 
 #ifdef OCR__HAVE_AVX2
     j.vec = g->kw == 2 && g->sw == 2 ? ocr__ctx_lanes(ctx) : 0;
     /* An output far past the caches is written around them: its lines are not read in first (a training step's
-       64-channel 320x320 head, 26 MB: 3.6 -> 2.7 ms on two threads), and whatever reads it next finds it in memory
-       either way. */
+       64-channel 320x320 head, 26 MB: 3.0-3.6 -> 2.7-2.8 ms on two threads), and whatever reads it next finds it in
+       memory either way. */
     j.stream = !pair && j.vec && (double)g->N * g->C * g->H * g->W * sizeof(float) >= OCR__STREAM_BYTES;
     if (!pair && j.vec && g->C == 1 && g->kh == 2 && g->K <= OCR__KC) {
         ocr_parallel_for_dynamic(ctx, g->N * g->OH, 1, ocr__convt_c1_rows, &j);
