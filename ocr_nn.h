@@ -4322,7 +4322,7 @@ static int ocr__conv_winograd(ocr_ctx *ctx, const ocr__conv_geom *g, const float
    sums of all items are transformed back once. */
 static int ocr__conv_winograd_wgrad(ocr_ctx *ctx, const ocr__conv_geom *g, const float *x, const float *dy, float *dw) {
     ocr__wino_job j;
-    int64_t n_items, item;
+    int64_t n_items, item, t;
     size_t bytes, mw_bytes;
     memset(&j, 0, sizeof j);
     j.x = x; j.y = (float *)dy; j.dw = dw; j.wgrad = 1;
@@ -4341,27 +4341,21 @@ static int ocr__conv_winograd_wgrad(ocr_ctx *ctx, const ocr__conv_geom *g, const
        17.7-20.1 -> 11.1-16.2 ms, 64 -> 64 6.0-7.3 -> 4.2-5.6 ms, batch 4 unchanged to 15% faster. With 2 items of
        9 MB sums (layer3) the extra copy cost more than it saved (4.2 -> 5.8 ms), so those keep the phases. */
     j.groups = n_items >= 2 * OCR__WINO_WGRAD_GROUPS && mw_bytes <= OCR__WINO_WGRAD_GROUP_MW_BYTES ? OCR__WINO_WGRAD_GROUPS : 1;
-    if (j.groups > 1) {
-        int64_t t;
-        if (!(j.mw = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, mw_bytes * (size_t)j.groups)) ||
-            !(j.gemm_buf = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, (j.gemm_pa + j.gemm_pb) * (size_t)ctx->n_threads * sizeof(float))))
-            return ctx->last_status;
-        for (t = 0; t < ctx->n_threads; t++)
-            if (!(j.buf[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
-        ocr_parallel_for_dynamic(ctx, j.groups, 1, ocr__wino_wgroup_part, &j);
-        ocr_parallel_for(ctx, OCR__WINO_POINTS * g->K * g->C, 4096, ocr__wino_wsum_part, &j);
-        ocr__wino_phase(ctx, g->K, j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_wfinal_part : ocr__wino_wfinal_part_avx2, &j);
-        return OCR_OK;
-    }
-    if (!(j.mw = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, mw_bytes)) ||
-        !(j.buf[0] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0, bytes)) ||
+    if (!(j.mw = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_A, mw_bytes * (size_t)j.groups)) ||
         !(j.gemm_buf = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_GEMM_B, (j.gemm_pa + j.gemm_pb) * (size_t)ctx->n_threads * sizeof(float))))
         return ctx->last_status;
-    for (item = 0; item < n_items; item++) {
-        j.item = item;
-        ocr__wino_phase(ctx, g->C, ocr__wino_input_part, &j);
-        ocr__wino_phase(ctx, g->K, ocr__wino_dy_part, &j);
-        ocr__wino_phase(ctx, OCR__WINO_POINTS, ocr__wino_wgemm_part, &j);
+    for (t = 0; t < (j.groups > 1 ? ctx->n_threads : 1); t++) /* the phases spread over the threads use thread 0's */
+        if (!(j.buf[t] = (float *)ocr_ctx_scratch(ctx, OCR_SCRATCH_THREAD0 + (int)t, bytes))) return ctx->last_status;
+    if (j.groups > 1) {
+        ocr_parallel_for_dynamic(ctx, j.groups, 1, ocr__wino_wgroup_part, &j);
+        ocr_parallel_for(ctx, OCR__WINO_POINTS * g->K * g->C, 4096, ocr__wino_wsum_part, &j);
+    } else {
+        for (item = 0; item < n_items; item++) {
+            j.item = item;
+            ocr__wino_phase(ctx, g->C, ocr__wino_input_part, &j);
+            ocr__wino_phase(ctx, g->K, ocr__wino_dy_part, &j);
+            ocr__wino_phase(ctx, OCR__WINO_POINTS, ocr__wino_wgemm_part, &j);
+        }
     }
     ocr__wino_phase(ctx, g->K, j.uk.fn == ocr__ukernel_avx512 ? ocr__wino_wfinal_part : ocr__wino_wfinal_part_avx2, &j);
     return OCR_OK;
